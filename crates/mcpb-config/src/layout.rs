@@ -1,0 +1,135 @@
+//! The runtime directory tree. Everything the broker writes at run time lives under one root,
+//! never in the repository or the current directory.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// Default root below the home directory.
+pub const DEFAULT_ROOT: &str = "mcp/mcp-broker";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuntimeLayout {
+    pub root: PathBuf,
+}
+
+const SUBDIRS: &[&str] = &[
+    "backups",
+    "logs",
+    "renders",
+    "run",
+    "secrets",
+    "sockets",
+    "state",
+    "state/upstreams",
+];
+
+impl RuntimeLayout {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    pub fn backups_dir(&self) -> PathBuf {
+        self.root.join("backups")
+    }
+    pub fn logs_dir(&self) -> PathBuf {
+        self.root.join("logs")
+    }
+    pub fn renders_dir(&self) -> PathBuf {
+        self.root.join("renders")
+    }
+    pub fn run_dir(&self) -> PathBuf {
+        self.root.join("run")
+    }
+    pub fn secrets_dir(&self) -> PathBuf {
+        self.root.join("secrets")
+    }
+    pub fn sockets_dir(&self) -> PathBuf {
+        self.root.join("sockets")
+    }
+    pub fn state_dir(&self) -> PathBuf {
+        self.root.join("state")
+    }
+    pub fn upstream_state_dir(&self, upstream: &str) -> PathBuf {
+        self.state_dir().join("upstreams").join(upstream)
+    }
+    pub fn socket_path(&self) -> PathBuf {
+        self.sockets_dir().join("broker.sock")
+    }
+    pub fn lock_path(&self) -> PathBuf {
+        self.run_dir().join("daemon.lock")
+    }
+    pub fn pid_path(&self) -> PathBuf {
+        self.run_dir().join("daemon.pid")
+    }
+    pub fn log_path(&self) -> PathBuf {
+        self.logs_dir().join("daemon.log")
+    }
+    pub fn config_path(&self) -> PathBuf {
+        self.root.join("broker.yaml")
+    }
+
+    /// Creates the tree with owner-only permissions, tightening directories that already exist:
+    /// the socket and secrets must never sit in a directory other users can enter.
+    pub fn ensure(&self) -> io::Result<()> {
+        create_private_dir(&self.root)?;
+        for sub in SUBDIRS {
+            create_private_dir(&self.root.join(sub))?;
+        }
+        Ok(())
+    }
+}
+
+fn create_private_dir(path: &Path) -> io::Result<()> {
+    match fs::DirBuilder::new().recursive(true).mode(0o700).create(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = fs::metadata(path)?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        fs::set_permissions(path, fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Expands a leading `~/` against the home directory.
+pub fn expand_home(path: &str, home: Option<&Path>) -> PathBuf {
+    match (path.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => home.join(rest),
+        _ if path == "~" => home.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from(path)),
+        _ => PathBuf::from(path),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_every_dir_owner_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let layout = RuntimeLayout::new(tmp.path().join("root"));
+        layout.ensure().unwrap();
+        for sub in SUBDIRS {
+            let mode = fs::metadata(layout.root.join(sub)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700, "{sub}");
+        }
+        // An existing loose directory is tightened.
+        fs::set_permissions(layout.sockets_dir(), fs::Permissions::from_mode(0o755)).unwrap();
+        layout.ensure().unwrap();
+        let mode = fs::metadata(layout.sockets_dir()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+
+    #[test]
+    fn expands_tilde() {
+        let home = Path::new("/home/u");
+        assert_eq!(expand_home("~/x/y", Some(home)), PathBuf::from("/home/u/x/y"));
+        assert_eq!(expand_home("/abs", Some(home)), PathBuf::from("/abs"));
+        assert_eq!(expand_home("~/x", None), PathBuf::from("~/x"));
+    }
+}

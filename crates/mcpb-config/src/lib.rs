@@ -1,0 +1,25 @@
+//! The configuration contract of mcp-broker: the YAML file users write (raw types that reject
+//! unknown keys), its JSON Schema, the semantic checks that turn it into resolved `Settings`, the
+//! embedded default, secret references, and the runtime directory layout.
+//!
+//! This crate reads files and the process environment it is given; it never starts processes,
+//! opens sockets or resolves secret values into anything but the string handed to a child.
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod layout;
+pub mod load;
+pub mod located;
+pub mod raw;
+pub mod resolve;
+pub mod schema;
+pub mod settings;
+pub mod template;
+
+pub use error::{ConfigError, ConfigIssue};
+pub use layout::RuntimeLayout;
+pub use load::{EMBEDDED_DEFAULT, EXAMPLE, load, load_str, locate, parse_raw};
+pub use raw::{Lifecycle, NameStyle, Transport};
+pub use resolve::{ResolveContext, check_name};
+pub use settings::{BrokerSettings, ConfigSource, ProfileSettings, Settings, UpstreamSettings};
+pub use template::{Template, TemplateError};

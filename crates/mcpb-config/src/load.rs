@@ -1,0 +1,167 @@
+//! Finding, reading and parsing the config file.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{ConfigError, ConfigIssue};
+use crate::raw::RawConfig;
+use crate::resolve::{ResolveContext, resolve};
+use crate::settings::{ConfigSource, Settings};
+
+/// The configuration used when the user has none: one built-in example upstream behind the
+/// `default` profile.
+pub const EMBEDDED_DEFAULT: &str = include_str!("default.yaml");
+
+/// The commented example written by `config init`.
+pub const EXAMPLE: &str = include_str!("../../../config/broker.example.yaml");
+
+/// Resolution order: `--config`, `$MCP_BROKER_CONFIG`, `<home>/broker.yaml`, else the embedded
+/// default. An explicitly named file must exist; the home file is optional.
+pub fn locate(explicit: Option<&Path>, ctx: &ResolveContext) -> ConfigSource {
+    if let Some(p) = explicit {
+        return ConfigSource::File(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("MCP_BROKER_CONFIG").filter(|p| !p.is_empty()) {
+        return ConfigSource::File(PathBuf::from(p));
+    }
+    let home_file = ctx.runtime_root(None).join("broker.yaml");
+    if home_file.is_file() {
+        return ConfigSource::File(home_file);
+    }
+    ConfigSource::Embedded
+}
+
+/// Reads and resolves the configuration from `source`.
+pub fn load(source: &ConfigSource, ctx: &ResolveContext) -> Result<Settings, ConfigError> {
+    let (text, label) = match source {
+        ConfigSource::File(path) => (
+            std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+                path: path.clone(),
+                source: e,
+            })?,
+            path.display().to_string(),
+        ),
+        ConfigSource::Embedded => (EMBEDDED_DEFAULT.to_string(), source.to_string()),
+    };
+    load_str(&text, &label, source.clone(), ctx)
+}
+
+pub fn load_str(
+    text: &str,
+    label: &str,
+    source: ConfigSource,
+    ctx: &ResolveContext,
+) -> Result<Settings, ConfigError> {
+    let raw = parse_raw(text, label)?;
+    resolve(&raw, source, ctx).map_err(|issues| ConfigError::Invalid {
+        file: label.to_string(),
+        issues,
+    })
+}
+
+/// Parses YAML into the raw contract. YAML 1.1 booleans are off (`command: NO` stays a string)
+/// and duplicate keys are errors.
+pub fn parse_raw(text: &str, label: &str) -> Result<RawConfig, ConfigError> {
+    let mut options = serde_saphyr::Options::default();
+    options.strict_booleans = true;
+    options.with_snippet = false;
+    serde_saphyr::from_str_with_options(text, options).map_err(|e| {
+        let (line, column) = e
+            .location()
+            .map_or((0, 0), |l| (l.line(), l.column()));
+        let message = first_line_without_location(&e.to_string());
+        ConfigError::Invalid {
+            file: label.to_string(),
+            issues: vec![ConfigIssue {
+                line,
+                column,
+                path: key_path_at(text, line, column),
+                hint: hint_for(&message),
+                message,
+            }],
+        }
+    })
+}
+
+fn first_line_without_location(msg: &str) -> String {
+    let first = msg.lines().next().unwrap_or(msg).trim();
+    // The parser's advice about its own options means nothing to a user of this file.
+    let first = first.split(", set DuplicateKeyPolicy").next().unwrap_or(first);
+    // The location is rendered by us; drop the parser's own trailing " at line X, column Y".
+    match first.rfind(" at line ") {
+        Some(i) => first[..i].to_string(),
+        None => first.to_string(),
+    }
+}
+
+fn hint_for(message: &str) -> Option<String> {
+    if message.contains("unknown field") {
+        Some("check the spelling against `mcp-broker config schema`".to_string())
+    } else if message.contains("duplicate") {
+        Some("each key may appear once in a mapping".to_string())
+    } else {
+        None
+    }
+}
+
+/// The dotted key path of the block-style YAML key at `line`, found by walking up through lines
+/// of smaller indentation. Flow-style mappings are reported up to their enclosing block key.
+pub fn key_path_at(text: &str, line: u64, column: u64) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let Some(idx) = usize::try_from(line).ok().and_then(|l| l.checked_sub(1)) else {
+        return String::new();
+    };
+    if idx >= lines.len() {
+        return String::new();
+    }
+    let key_of = |l: &str| -> Option<(usize, String)> {
+        let indent = l.len() - l.trim_start().len();
+        let mut body = l.trim_start();
+        let mut extra = 0;
+        while let Some(rest) = body.strip_prefix("- ") {
+            body = rest.trim_start();
+            extra = l.len() - body.len() - indent;
+        }
+        if body.starts_with('#') || body.is_empty() {
+            return None;
+        }
+        let colon = body.find(':')?;
+        let key = body[..colon].trim().trim_matches('"').trim_matches('\'');
+        if key.is_empty() || key.contains(' ') && !key.starts_with('"') && key.contains('{') {
+            return None;
+        }
+        Some((indent + extra, key.to_string()))
+    };
+    let mut parts = Vec::new();
+    let (mut indent, first) = match key_of(lines[idx]) {
+        Some((i, k)) => (i, Some(k)),
+        None => (usize::try_from(column).unwrap_or(1).saturating_sub(1), None),
+    };
+    if let Some(k) = first {
+        parts.push(k);
+    }
+    for l in lines[..idx].iter().rev() {
+        if indent == 0 {
+            break;
+        }
+        if let Some((i, k)) = key_of(l) {
+            if i < indent {
+                parts.push(k);
+                indent = i;
+            }
+        }
+    }
+    parts.reverse();
+    parts.join(".")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_paths_follow_indentation() {
+        let text = "schema_version: 1\nupstreams:\n  github:\n    command: npx\n    comand: x\n";
+        assert_eq!(key_path_at(text, 5, 5), "upstreams.github.comand");
+        assert_eq!(key_path_at(text, 1, 1), "schema_version");
+    }
+}

@@ -1,0 +1,192 @@
+//! The YAML contract exactly as users write it. Every struct rejects unknown keys; spelling here is
+//! public API (scripts and users depend on it): add fields, never rename one.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::located::Located;
+
+/// mcp-broker configuration file (broker.yaml).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// Version of this file format. Only 1 exists.
+    pub schema_version: Located<u32>,
+    #[serde(default)]
+    pub runtime: RawRuntime,
+    #[serde(default)]
+    pub broker: RawBroker,
+    /// Which upstreams each client profile sees and how.
+    #[serde(default)]
+    pub profiles: BTreeMap<Located<String>, RawProfile>,
+    /// Client names (as sent by the shim's `--client` or the client's own `clientInfo.name`)
+    /// mapped to profiles.
+    #[serde(default)]
+    pub clients: BTreeMap<Located<String>, RawClient>,
+    /// Upstream MCP servers, by name. The name prefixes every tool the upstream exposes.
+    #[serde(default)]
+    pub upstreams: BTreeMap<Located<String>, RawUpstream>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawRuntime {
+    /// Runtime root (sockets, state, logs, secrets). `$MCP_BROKER_HOME` overrides it.
+    /// Default `~/mcp/mcp-broker`.
+    #[serde(default)]
+    pub root: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawBroker {
+    /// Most client sessions served at once; further connections wait. Default 256.
+    #[serde(default)]
+    pub max_clients: Option<u32>,
+    /// Default time a tool call may take, in milliseconds. Default 60000.
+    #[serde(default)]
+    pub call_timeout_ms: Option<u64>,
+    /// Default time an upstream may take to start and answer its handshake. Default 30000.
+    #[serde(default)]
+    pub startup_timeout_ms: Option<u64>,
+    /// How long shutdown waits for in-flight calls before cancelling them. Default 5000.
+    #[serde(default)]
+    pub shutdown_grace_ms: Option<u64>,
+    /// Largest single JSON-RPC frame accepted from a client or an upstream. Default 16 MiB.
+    #[serde(default)]
+    pub max_frame_bytes: Option<u64>,
+    /// Extra variables passed from the daemon's environment to every upstream, beside the
+    /// built-in allowlist (PATH, HOME, LANG, TZ, TMPDIR, ...).
+    #[serde(default)]
+    pub env_passthrough: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    #[default]
+    Stdio,
+    StreamableHttp,
+    Sse,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Lifecycle {
+    /// One instance serves every session.
+    #[default]
+    Shared,
+    /// One instance per client session.
+    PerSession,
+    /// One instance per call or tools listing.
+    PerCall,
+    /// Kept in the file, never started, never listed.
+    Disabled,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstream {
+    #[serde(default)]
+    pub transport: Transport,
+    /// Program to run (stdio). Looked up on PATH when it has no slash.
+    #[serde(default)]
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Environment for the process. Credentials only as `${ENV_NAME}` (read from the daemon's
+    /// environment) or `${file:NAME}` (a file under the secrets dir); plain settings as literals.
+    #[serde(default)]
+    pub env: BTreeMap<Located<String>, Located<String>>,
+    /// Endpoint (streamable_http, sse).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// HTTP headers (streamable_http, sse); credentials by reference as in `env`.
+    #[serde(default)]
+    pub headers: BTreeMap<Located<String>, Located<String>>,
+    #[serde(default)]
+    pub lifecycle: Lifecycle,
+    /// Stop a shared instance after this long without calls.
+    #[serde(default)]
+    pub idle_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub startup_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub call_timeout_ms: Option<u64>,
+    /// One line shown to people and models.
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Believe this upstream's `readOnlyHint` annotations. Without it every tool counts as mutating.
+    #[serde(default)]
+    pub trust_annotations: bool,
+    /// A safe probe used by `profile validate`.
+    #[serde(default)]
+    pub smoke: Option<RawSmoke>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawSmoke {
+    #[serde(default)]
+    pub query: Option<String>,
+    #[serde(default)]
+    pub tool: Option<String>,
+    #[serde(default)]
+    pub arguments: Option<serde_json::Value>,
+    #[serde(default)]
+    pub call: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NameStyle {
+    /// `<upstream>.<tool>`
+    #[default]
+    Dotted,
+    /// `<upstream>__<tool>`, for clients that reject dots in tool names.
+    DoubleUnderscore,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawProfile {
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Upstreams this profile can see. Omitted: all enabled upstreams.
+    #[serde(default)]
+    pub upstreams: Option<Vec<Located<String>>>,
+    /// Show the compact broker_* facade instead of raw tools.
+    #[serde(default)]
+    pub compact_tools_enabled: bool,
+    #[serde(default)]
+    pub max_tools: Option<u32>,
+    /// Show and allow tools not known to be read-only.
+    #[serde(default)]
+    pub allow_mutating_upstreams: bool,
+    /// Mutating tools allowed even when `allow_mutating_upstreams` is false.
+    #[serde(default)]
+    pub mutating_allowlist: Vec<String>,
+    /// Tools exposed raw beside the facade.
+    #[serde(default)]
+    pub pinned_tools: Vec<String>,
+    #[serde(default)]
+    pub broker_tool_name_style: NameStyle,
+    #[serde(default)]
+    pub result_budget_chars: Option<u64>,
+    #[serde(default)]
+    pub result_size_chars: Option<u64>,
+    #[serde(default)]
+    pub mcp_allowed_servers: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawClient {
+    pub profile: Located<String>,
+}

@@ -1,0 +1,304 @@
+//! Raw config -> Settings, collecting every semantic problem instead of stopping at the first.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::ConfigIssue;
+use crate::layout::{DEFAULT_ROOT, RuntimeLayout, expand_home};
+use crate::located::Located;
+use crate::raw::{Lifecycle, RawConfig, RawUpstream, Transport};
+use crate::settings::{
+    BrokerSettings, ConfigSource, ProfileSettings, Settings, SmokeSettings, UpstreamSettings,
+};
+use crate::template::{Template, looks_like_credential};
+
+/// What resolution needs from the outside world, passed in so tests control it.
+#[derive(Debug, Clone, Default)]
+pub struct ResolveContext {
+    pub home: Option<PathBuf>,
+    /// `$MCP_BROKER_HOME`, which overrides `runtime.root`.
+    pub broker_home: Option<PathBuf>,
+    /// This binary, for the `{broker.exe}` placeholder.
+    pub exe: PathBuf,
+}
+
+impl ResolveContext {
+    pub fn from_env() -> Self {
+        Self {
+            home: std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from),
+            broker_home: std::env::var_os("MCP_BROKER_HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from),
+            exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("mcp-broker")),
+        }
+    }
+
+    pub fn runtime_root(&self, configured: Option<&str>) -> PathBuf {
+        if let Some(h) = &self.broker_home {
+            return h.clone();
+        }
+        if let Some(root) = configured {
+            return expand_home(root, self.home.as_deref());
+        }
+        match &self.home {
+            Some(home) => home.join(DEFAULT_ROOT),
+            None => PathBuf::from("/tmp").join(DEFAULT_ROOT),
+        }
+    }
+}
+
+/// Upstream, profile and client names become parts of tool names and file names.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("name is empty".into());
+    }
+    if name.len() > 48 {
+        return Err(format!("name is {} characters long; at most 48", name.len()));
+    }
+    if name.contains('.') || name.contains("__") {
+        return Err(format!(
+            "name '{name}' contains a namespace separator ('.' or '__')"
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
+    {
+        return Err(format!("name '{name}' contains '{c}'"));
+    }
+    Ok(())
+}
+
+struct Resolver<'a> {
+    ctx: &'a ResolveContext,
+    layout: RuntimeLayout,
+    issues: Vec<ConfigIssue>,
+}
+
+impl Resolver<'_> {
+    fn issue<T>(&mut self, at: &Located<T>, path: String, message: String, hint: Option<&str>) {
+        self.issues.push(ConfigIssue {
+            line: at.line,
+            column: at.column,
+            path,
+            message,
+            hint: hint.map(str::to_string),
+        });
+    }
+
+    fn placeholders(&self, text: &str) -> String {
+        let dirs = [
+            ("{runtime.root}", self.layout.root.clone()),
+            ("{runtime.state_dir}", self.layout.state_dir()),
+            ("{runtime.secrets_dir}", self.layout.secrets_dir()),
+            ("{broker.exe}", self.ctx.exe.clone()),
+        ];
+        let mut out = text.to_string();
+        for (key, path) in dirs {
+            if out.contains(key) {
+                out = out.replace(key, &path.display().to_string());
+            }
+        }
+        out
+    }
+
+    fn templates(
+        &mut self,
+        upstream: &str,
+        what: &str,
+        map: &BTreeMap<Located<String>, Located<String>>,
+    ) -> BTreeMap<String, Template> {
+        let mut out = BTreeMap::new();
+        for (key, value) in map {
+            let path = format!("upstreams.{upstream}.{what}.{}", key.value);
+            if what == "env" && !is_env_key(&key.value) {
+                self.issue(
+                    key,
+                    path.clone(),
+                    format!("'{}' is not a valid environment variable name", key.value),
+                    None,
+                );
+            }
+            let template = match Template::parse(&self.placeholders(&value.value)) {
+                Ok(t) => t,
+                Err(e) => {
+                    self.issue(value, path, e.to_string(), None);
+                    continue;
+                }
+            };
+            if looks_like_credential(&key.value) && !template.has_reference() {
+                self.issue(
+                    value,
+                    path,
+                    format!("'{}' looks like a credential but its value is written literally", key.value),
+                    Some("write it as a reference: ${ENV_NAME} (from the daemon's environment) or ${file:NAME} (a file in the secrets dir)"),
+                );
+                continue;
+            }
+            out.insert(key.value.clone(), template);
+        }
+        out
+    }
+
+    fn upstream(&mut self, name: &Located<String>, raw: &RawUpstream, broker: &BrokerSettings) -> UpstreamSettings {
+        let n = name.value.as_str();
+        if let Err(e) = check_name(n) {
+            self.issue(name, format!("upstreams.{n}"), format!("invalid upstream name: {e}"),
+                Some("use letters, digits, '-' and single '_'; the name prefixes every tool as <upstream>.<tool>"));
+        }
+        match (raw.transport, &raw.command, &raw.url) {
+            (Transport::Stdio, None, _) => self.issue(name, format!("upstreams.{n}.command"),
+                "a stdio upstream needs a command".into(), Some("add `command:` (and `args:`), or set `transport:` to streamable_http or sse with a `url:`")),
+            (Transport::Stdio, Some(_), Some(_)) => self.issue(name, format!("upstreams.{n}.url"),
+                "a stdio upstream takes no url".into(), None),
+            (Transport::StreamableHttp | Transport::Sse, _, _) => self.issue(name, format!("upstreams.{n}.transport"),
+                format!("transport '{}' is not supported by this version of mcp-broker", transport_name(raw.transport)),
+                Some("use transport: stdio, or run the server behind a stdio bridge for now")),
+            _ => {}
+        }
+        if matches!(raw.lifecycle, Lifecycle::PerSession | Lifecycle::PerCall) {
+            self.issue(name, format!("upstreams.{n}.lifecycle"),
+                format!("lifecycle '{}' is not supported by this version of mcp-broker", lifecycle_name(raw.lifecycle)),
+                Some("use lifecycle: shared or disabled"));
+        }
+        let env = self.templates(n, "env", &raw.env);
+        let headers = self.templates(n, "headers", &raw.headers);
+        let ms = Duration::from_millis;
+        UpstreamSettings {
+            name: n.to_string(),
+            transport: raw.transport,
+            command: raw.command.as_deref().map(|c| self.placeholders(c)),
+            args: raw.args.iter().map(|a| self.placeholders(a)).collect(),
+            cwd: raw.cwd.as_deref().map(|c| expand_home(&self.placeholders(c), self.ctx.home.as_deref())),
+            env,
+            url: raw.url.as_deref().map(|u| self.placeholders(u)),
+            headers,
+            lifecycle: raw.lifecycle,
+            idle_timeout: raw.idle_timeout_ms.map(ms),
+            startup_timeout: raw.startup_timeout_ms.map_or(broker.startup_timeout, ms),
+            call_timeout: raw.call_timeout_ms.map_or(broker.call_timeout, ms),
+            description: raw.description.clone(),
+            tags: raw.tags.clone(),
+            trust_annotations: raw.trust_annotations,
+            smoke: raw.smoke.clone().map(SmokeSettings::from),
+        }
+    }
+}
+
+fn is_env_key(k: &str) -> bool {
+    let mut chars = k.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn transport_name(t: Transport) -> &'static str {
+    match t {
+        Transport::Stdio => "stdio",
+        Transport::StreamableHttp => "streamable_http",
+        Transport::Sse => "sse",
+    }
+}
+
+fn lifecycle_name(l: Lifecycle) -> &'static str {
+    match l {
+        Lifecycle::Shared => "shared",
+        Lifecycle::PerSession => "per_session",
+        Lifecycle::PerCall => "per_call",
+        Lifecycle::Disabled => "disabled",
+    }
+}
+
+/// Resolves a parsed file; every problem found is returned, not only the first.
+pub fn resolve(raw: &RawConfig, source: ConfigSource, ctx: &ResolveContext) -> Result<Settings, Vec<ConfigIssue>> {
+    let layout = RuntimeLayout::new(ctx.runtime_root(raw.runtime.root.as_deref()));
+    let mut r = Resolver { ctx, layout, issues: Vec::new() };
+    if raw.schema_version.value != 1 {
+        r.issue(&raw.schema_version, "schema_version".into(),
+            format!("schema_version {} is not supported", raw.schema_version.value),
+            Some("this version of mcp-broker reads schema_version: 1"));
+    }
+    let ms = Duration::from_millis;
+    let defaults = BrokerSettings::default();
+    let b = &raw.broker;
+    let broker = BrokerSettings {
+        max_clients: b.max_clients.map_or(defaults.max_clients, |n| n.max(1) as usize),
+        call_timeout: b.call_timeout_ms.map_or(defaults.call_timeout, ms),
+        startup_timeout: b.startup_timeout_ms.map_or(defaults.startup_timeout, ms),
+        shutdown_grace: b.shutdown_grace_ms.map_or(defaults.shutdown_grace, ms),
+        max_frame_bytes: b.max_frame_bytes.map_or(defaults.max_frame_bytes, |n| usize::try_from(n.max(4096)).unwrap_or(usize::MAX)),
+        env_passthrough: b.env_passthrough.clone(),
+    };
+
+    let mut upstreams = BTreeMap::new();
+    for (name, up) in &raw.upstreams {
+        let settings = r.upstream(name, up, &broker);
+        upstreams.insert(name.value.clone(), settings);
+    }
+
+    let mut profiles = BTreeMap::new();
+    for (name, p) in &raw.profiles {
+        let n = &name.value;
+        if let Err(e) = check_name(n) {
+            r.issue(name, format!("profiles.{n}"), format!("invalid profile name: {e}"), None);
+        }
+        let visible: Vec<String> = match &p.upstreams {
+            None => upstreams.values().filter(|u| u.enabled()).map(|u| u.name.clone()).collect(),
+            Some(list) => {
+                let mut seen = BTreeSet::new();
+                let mut out = Vec::new();
+                for (i, up) in list.iter().enumerate() {
+                    let path = format!("profiles.{n}.upstreams[{i}]");
+                    if !upstreams.contains_key(&up.value) {
+                        let known: Vec<&str> = upstreams.keys().map(String::as_str).collect();
+                        r.issue(up, path, format!("profile '{n}' names unknown upstream '{}'", up.value),
+                            Some(&format!("known upstreams: {}", if known.is_empty() { "(none)".to_string() } else { known.join(", ") })));
+                    } else if !seen.insert(up.value.clone()) {
+                        r.issue(up, path, format!("profile '{n}' lists upstream '{}' twice", up.value), None);
+                    } else {
+                        out.push(up.value.clone());
+                    }
+                }
+                out
+            }
+        };
+        profiles.insert(n.clone(), ProfileSettings {
+            name: n.clone(),
+            description: p.description.clone(),
+            upstreams: visible,
+            compact_tools_enabled: p.compact_tools_enabled,
+            max_tools: p.max_tools,
+            allow_mutating_upstreams: p.allow_mutating_upstreams,
+            mutating_allowlist: p.mutating_allowlist.clone(),
+            pinned_tools: p.pinned_tools.clone(),
+            broker_tool_name_style: p.broker_tool_name_style,
+            result_budget_chars: p.result_budget_chars,
+            result_size_chars: p.result_size_chars.map(|n| n.min(500_000)),
+            mcp_allowed_servers: p.mcp_allowed_servers.clone(),
+        });
+        if p.compact_tools_enabled {
+            r.issue(name, format!("profiles.{n}.compact_tools_enabled"),
+                "compact_tools_enabled is not supported by this version of mcp-broker".into(),
+                Some("set compact_tools_enabled: false to expose raw tools"));
+        }
+    }
+
+    let mut clients = BTreeMap::new();
+    for (name, c) in &raw.clients {
+        if !profiles.contains_key(&c.profile.value) {
+            let known: Vec<&str> = profiles.keys().map(String::as_str).collect();
+            r.issue(&c.profile, format!("clients.{}.profile", name.value),
+                format!("client '{}' uses unknown profile '{}'", name.value, c.profile.value),
+                Some(&format!("known profiles: {}", if known.is_empty() { "(none)".to_string() } else { known.join(", ") })));
+        }
+        clients.insert(name.value.clone(), c.profile.value.clone());
+    }
+
+    if !r.issues.is_empty() {
+        r.issues.sort_by_key(|i| (i.line, i.column));
+        return Err(r.issues);
+    }
+    Ok(Settings { source, runtime: r.layout, broker, upstreams, profiles, clients })
+}

@@ -1,0 +1,160 @@
+//! Resolved settings: defaults filled in, placeholders expanded, names checked. The daemon only
+//! ever sees these, never the raw YAML types.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::layout::RuntimeLayout;
+use crate::raw::{Lifecycle, NameStyle, RawSmoke, Transport};
+use crate::template::Template;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "path")]
+pub enum ConfigSource {
+    File(PathBuf),
+    Embedded,
+}
+
+impl std::fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigSource::File(p) => write!(f, "{}", p.display()),
+            ConfigSource::Embedded => f.write_str("<embedded default>"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Settings {
+    pub source: ConfigSource,
+    pub runtime: RuntimeLayout,
+    pub broker: BrokerSettings,
+    pub upstreams: BTreeMap<String, UpstreamSettings>,
+    pub profiles: BTreeMap<String, ProfileSettings>,
+    /// Client name -> profile name.
+    pub clients: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BrokerSettings {
+    pub max_clients: usize,
+    #[serde(serialize_with = "as_ms")]
+    pub call_timeout: Duration,
+    #[serde(serialize_with = "as_ms")]
+    pub startup_timeout: Duration,
+    #[serde(serialize_with = "as_ms")]
+    pub shutdown_grace: Duration,
+    pub max_frame_bytes: usize,
+    pub env_passthrough: Vec<String>,
+}
+
+impl Default for BrokerSettings {
+    fn default() -> Self {
+        Self {
+            max_clients: 256,
+            call_timeout: Duration::from_millis(60_000),
+            startup_timeout: Duration::from_millis(30_000),
+            shutdown_grace: Duration::from_millis(5_000),
+            max_frame_bytes: 16 * 1024 * 1024,
+            env_passthrough: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UpstreamSettings {
+    pub name: String,
+    pub transport: Transport,
+    pub command: Option<String>,
+    pub args: Vec<String>,
+    pub cwd: Option<PathBuf>,
+    /// Values keep their `${...}` references; they are resolved only when the process starts.
+    pub env: BTreeMap<String, Template>,
+    pub url: Option<String>,
+    pub headers: BTreeMap<String, Template>,
+    pub lifecycle: Lifecycle,
+    #[serde(serialize_with = "as_opt_ms")]
+    pub idle_timeout: Option<Duration>,
+    #[serde(serialize_with = "as_ms")]
+    pub startup_timeout: Duration,
+    #[serde(serialize_with = "as_ms")]
+    pub call_timeout: Duration,
+    pub description: Option<String>,
+    pub tags: Vec<String>,
+    pub trust_annotations: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub smoke: Option<SmokeSettings>,
+}
+
+impl UpstreamSettings {
+    /// What identifies a running instance: when this changes, the process must restart.
+    pub fn launch_fingerprint(&self) -> String {
+        format!(
+            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+            self.transport, self.command, self.args, self.cwd, self.env, self.url, self.headers
+        )
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.lifecycle != Lifecycle::Disabled
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SmokeSettings {
+    pub query: Option<String>,
+    pub tool: Option<String>,
+    pub arguments: Option<serde_json::Value>,
+    pub call: bool,
+}
+
+impl From<RawSmoke> for SmokeSettings {
+    fn from(r: RawSmoke) -> Self {
+        Self {
+            query: r.query,
+            tool: r.tool,
+            arguments: r.arguments,
+            call: r.call,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProfileSettings {
+    pub name: String,
+    pub description: Option<String>,
+    /// Visible upstreams, in the order the file lists them.
+    pub upstreams: Vec<String>,
+    pub compact_tools_enabled: bool,
+    pub max_tools: Option<u32>,
+    pub allow_mutating_upstreams: bool,
+    pub mutating_allowlist: Vec<String>,
+    pub pinned_tools: Vec<String>,
+    pub broker_tool_name_style: NameStyle,
+    pub result_budget_chars: Option<u64>,
+    pub result_size_chars: Option<u64>,
+    pub mcp_allowed_servers: Option<Vec<String>>,
+}
+
+impl NameStyle {
+    pub fn separator(self) -> &'static str {
+        match self {
+            NameStyle::Dotted => ".",
+            NameStyle::DoubleUnderscore => "__",
+        }
+    }
+}
+
+fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn as_opt_ms<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => as_ms(d, s),
+        None => s.serialize_none(),
+    }
+}

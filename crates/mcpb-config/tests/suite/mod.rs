@@ -1,0 +1,2 @@
+mod contract;
+mod validate;

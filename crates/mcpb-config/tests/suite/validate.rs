@@ -1,0 +1,69 @@
+//! Every semantic check has one clear message, with location and key path.
+
+use mcpb_config::{ConfigSource, ResolveContext, load_str};
+
+fn errors(text: &str) -> String {
+    let ctx = ResolveContext {
+        home: Some("/home/user".into()),
+        broker_home: None,
+        exe: "/opt/mcp-broker".into(),
+    };
+    match load_str(text, "broker.yaml", ConfigSource::File("broker.yaml".into()), &ctx) {
+        Ok(_) => "ok".to_string(),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn unknown_key_has_location_and_path() {
+    let text = "schema_version: 1\nupstreams:\n  gh:\n    command: npx\n    comand: oops\n";
+    insta::assert_snapshot!(errors(text));
+}
+
+#[test]
+fn unknown_top_level_key() {
+    insta::assert_snapshot!(errors("schema_version: 1\nupstream: {}\n"));
+}
+
+#[test]
+fn duplicate_keys_are_rejected() {
+    let text = "schema_version: 1\nupstreams:\n  a: {command: x}\n  a: {command: y}\n";
+    insta::assert_snapshot!(errors(text));
+}
+
+#[test]
+fn yaml_1_1_booleans_stay_strings() {
+    let text = "schema_version: 1\nupstreams:\n  a: {command: NO}\n";
+    assert_eq!(errors(text), "ok");
+}
+
+#[test]
+fn every_semantic_error_is_listed() {
+    let text = r#"schema_version: 2
+upstreams:
+  my.server: {command: x}
+  a__b: {command: x}
+  nocmd: {}
+  leaky:
+    command: x
+    env: {GITHUB_TOKEN: ghp_literal, NEWS_LANG: en, DB_PASSWORD: "${DB_PASSWORD}", BAD: "${oops"}
+profiles:
+  p:
+    upstreams: [leaky, missing, leaky]
+clients:
+  codex: {profile: nope}
+"#;
+    insta::assert_snapshot!(errors(text));
+}
+
+#[test]
+fn unsupported_modes_are_refused_honestly() {
+    let text = r#"schema_version: 1
+upstreams:
+  h: {transport: streamable_http, url: "http://127.0.0.1:1/mcp"}
+  p: {command: x, lifecycle: per_call}
+profiles:
+  c: {compact_tools_enabled: true}
+"#;
+    insta::assert_snapshot!(errors(text));
+}

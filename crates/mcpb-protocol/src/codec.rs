@@ -1,0 +1,129 @@
+//! Newline-delimited frames with a hard size cap.
+//!
+//! A reader that buffers "until newline" lets one peer exhaust the daemon's memory with a single
+//! endless line; this reader refuses a frame as soon as it grows past the cap, before buffering it.
+
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("frame exceeds the {limit}-byte limit")]
+    TooLarge { limit: usize },
+    #[error("read failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads one frame at a time from a buffered reader, reusing one allocation.
+#[derive(Debug)]
+pub struct FrameReader<R> {
+    inner: R,
+    buf: Vec<u8>,
+    limit: usize,
+}
+
+impl<R: AsyncBufRead + Unpin> FrameReader<R> {
+    pub fn new(inner: R, limit: usize) -> Self {
+        Self {
+            inner,
+            buf: Vec::with_capacity(8 * 1024),
+            limit,
+        }
+    }
+
+    /// Next non-empty frame without its line ending, or `None` at end of stream.
+    ///
+    /// A partial last line at end of stream counts as a frame: some peers omit the final newline.
+    pub async fn next_frame(&mut self) -> Result<Option<&[u8]>, FrameError> {
+        loop {
+            self.buf.clear();
+            let eof = self.fill_line().await?;
+            let mut end = self.buf.len();
+            while end > 0 && matches!(self.buf[end - 1], b'\n' | b'\r') {
+                end -= 1;
+            }
+            if end == 0 {
+                if eof {
+                    return Ok(None);
+                }
+                continue;
+            }
+            return Ok(Some(&self.buf[..end]));
+        }
+    }
+
+    /// Appends bytes up to and including the next newline; returns true at end of stream.
+    async fn fill_line(&mut self) -> Result<bool, FrameError> {
+        loop {
+            let available = self.inner.fill_buf().await?;
+            if available.is_empty() {
+                return Ok(true);
+            }
+            let (take, done) = match memchr::memchr(b'\n', available) {
+                Some(i) => (i + 1, true),
+                None => (available.len(), false),
+            };
+            if self.buf.len() + take > self.limit + 2 {
+                return Err(FrameError::TooLarge { limit: self.limit });
+            }
+            self.buf.extend_from_slice(&available[..take]);
+            self.inner.consume(take);
+            if done {
+                return Ok(false);
+            }
+        }
+    }
+
+    pub fn into_inner(self) -> R {
+        self.inner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn frames(input: &[u8], limit: usize) -> Vec<Result<Vec<u8>, String>> {
+        let mut r = FrameReader::new(input, limit);
+        let mut out = Vec::new();
+        loop {
+            match r.next_frame().await {
+                Ok(Some(f)) => out.push(Ok(f.to_vec())),
+                Ok(None) => break,
+                Err(e) => {
+                    out.push(Err(e.to_string()));
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn splits_lines_and_skips_blank_ones() {
+        let got = frames(b"{\"a\":1}\r\n\n{\"b\":2}\n{\"c\":3}", 100).await;
+        assert_eq!(
+            got,
+            vec![
+                Ok(b"{\"a\":1}".to_vec()),
+                Ok(b"{\"b\":2}".to_vec()),
+                Ok(b"{\"c\":3}".to_vec())
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn refuses_a_line_over_the_cap_without_buffering_it() {
+        let mut big = vec![b'x'; 1000];
+        big.push(b'\n');
+        let got = frames(&big, 100).await;
+        assert_eq!(got, vec![Err("frame exceeds the 100-byte limit".to_string())]);
+    }
+
+    #[tokio::test]
+    async fn a_line_exactly_at_the_cap_passes() {
+        let mut line = vec![b'y'; 100];
+        line.extend_from_slice(b"\r\n");
+        let got = frames(&line, 100).await;
+        assert_eq!(got, vec![Ok(vec![b'y'; 100])]);
+    }
+}

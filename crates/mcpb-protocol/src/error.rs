@@ -1,0 +1,100 @@
+//! The one place where broker failures become JSON-RPC errors.
+//!
+//! Errors that come from an upstream are never mapped: they are forwarded as the upstream sent them.
+//! Only failures the broker itself detects get a code here, so that a client sees the same code for
+//! the same situation on every path.
+
+use serde_json::value::RawValue;
+
+/// JSON-RPC error codes the broker emits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RpcCode {
+    ParseError,
+    InvalidRequest,
+    MethodNotFound,
+    InvalidParams,
+    InternalError,
+    /// The MCP convention for a request that ran out of time.
+    RequestTimeout,
+    /// An upstream could not be started, crashed or refused the handshake.
+    UpstreamUnavailable,
+    /// The broker is at a capacity limit or shutting down.
+    Overloaded,
+}
+
+impl RpcCode {
+    pub fn code(self) -> i64 {
+        match self {
+            RpcCode::ParseError => -32700,
+            RpcCode::InvalidRequest => -32600,
+            RpcCode::MethodNotFound => -32601,
+            RpcCode::InvalidParams => -32602,
+            RpcCode::InternalError => -32603,
+            RpcCode::RequestTimeout => -32001,
+            RpcCode::UpstreamUnavailable => -32010,
+            RpcCode::Overloaded => -32011,
+        }
+    }
+}
+
+/// Failures the broker reports to a client in place of an upstream's answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BrokerRpcError {
+    #[error("parse error: {0}")]
+    Parse(String),
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error("method not found: {0}")]
+    MethodNotFound(String),
+    /// Deliberately the same answer for a tool that does not exist and one the profile hides, so a
+    /// client cannot probe for hidden tools.
+    #[error("Unknown tool: {0}")]
+    UnknownTool(String),
+    #[error("invalid params: {0}")]
+    InvalidParams(String),
+    #[error("upstream '{upstream}' is unavailable: {reason}")]
+    UpstreamUnavailable { upstream: String, reason: String },
+    #[error("upstream '{upstream}' did not answer within {ms} ms")]
+    Timeout { upstream: String, ms: u64 },
+    #[error("{0}")]
+    Overloaded(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl BrokerRpcError {
+    pub fn code(&self) -> RpcCode {
+        match self {
+            BrokerRpcError::Parse(_) => RpcCode::ParseError,
+            BrokerRpcError::InvalidRequest(_) => RpcCode::InvalidRequest,
+            BrokerRpcError::MethodNotFound(_) => RpcCode::MethodNotFound,
+            BrokerRpcError::UnknownTool(_) | BrokerRpcError::InvalidParams(_) => {
+                RpcCode::InvalidParams
+            }
+            BrokerRpcError::UpstreamUnavailable { .. } => RpcCode::UpstreamUnavailable,
+            BrokerRpcError::Timeout { .. } => RpcCode::RequestTimeout,
+            BrokerRpcError::Overloaded(_) => RpcCode::Overloaded,
+            BrokerRpcError::Internal(_) => RpcCode::InternalError,
+        }
+    }
+
+    /// The complete response frame for a request with this id.
+    pub fn to_line(&self, id: Option<&RawValue>) -> Vec<u8> {
+        crate::message::error_line(id, self.code(), &self.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_and_hidden_tools_share_one_answer() {
+        let e = BrokerRpcError::UnknownTool("example.secret".into());
+        let line = e.to_line(Some(&RawValue::from_string("3".into()).unwrap()));
+        let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(v["error"]["code"], -32602);
+        assert_eq!(v["error"]["message"], "Unknown tool: example.secret");
+        assert_eq!(v["id"], 3);
+    }
+}

@@ -1,0 +1,108 @@
+//! The broker's own first line on a daemon connection.
+//!
+//! The shim sends one `Hello` line, the daemon answers one `HelloReply` line, and from then on the
+//! connection carries plain MCP frames (sessions) or one admin answer (admin commands).
+
+use serde::{Deserialize, Serialize};
+
+/// Bumped when the hello exchange or the session framing changes incompatibly.
+pub const BROKER_PROTOCOL_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Hello {
+    /// Broker protocol version the sender speaks.
+    pub mcp_broker: u32,
+    #[serde(flatten)]
+    pub kind: HelloKind,
+    /// Version of the binary that sent the hello, for diagnostics.
+    #[serde(default)]
+    pub sender_version: String,
+    #[serde(default)]
+    pub pid: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HelloKind {
+    /// A client session relayed by the shim.
+    Session {
+        #[serde(default)]
+        profile: Option<String>,
+        #[serde(default)]
+        client: Option<String>,
+        #[serde(default)]
+        cwd: Option<String>,
+    },
+    /// A one-shot command from the CLI (`status`, `stop`, `ping`).
+    Admin { command: String },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct HelloReply {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hints: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    #[serde(default)]
+    pub daemon_pid: u32,
+    #[serde(default)]
+    pub daemon_version: String,
+    /// Admin answers carry their payload here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
+}
+
+impl HelloReply {
+    pub fn refuse(error: impl Into<String>, hints: Vec<String>) -> Self {
+        Self {
+            ok: false,
+            error: Some(error.into()),
+            hints,
+            ..Self::default()
+        }
+    }
+
+    pub fn to_line(&self) -> Vec<u8> {
+        let mut out = serde_json::to_vec(self).unwrap_or_else(|_| b"{\"ok\":false}".to_vec());
+        out.push(b'\n');
+        out
+    }
+}
+
+impl Hello {
+    pub fn to_line(&self) -> Vec<u8> {
+        let mut out = serde_json::to_vec(self).unwrap_or_default();
+        out.push(b'\n');
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_hello_round_trips_as_one_flat_object() {
+        let hello = Hello {
+            mcp_broker: BROKER_PROTOCOL_VERSION,
+            kind: HelloKind::Session {
+                profile: Some("codex".into()),
+                client: None,
+                cwd: Some("/tmp".into()),
+            },
+            sender_version: "0.1.0".into(),
+            pid: 42,
+        };
+        let line = hello.to_line();
+        let text = std::str::from_utf8(&line).unwrap();
+        assert!(text.ends_with('\n'));
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        assert_eq!(v["kind"], "session");
+        assert_eq!(v["profile"], "codex");
+        let back: Hello = serde_json::from_str(text).unwrap();
+        assert_eq!(back, hello);
+    }
+}

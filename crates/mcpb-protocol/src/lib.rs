@@ -1,0 +1,19 @@
+//! Wire-level handling shared by every part of the broker: newline-delimited JSON-RPC framing with a
+//! frame-size cap, borrowed message views that keep payloads as raw JSON (so nothing the broker does
+//! not understand is lost), MCP protocol revisions, the broker's own hello line, and the single
+//! mapping from broker failures to JSON-RPC errors.
+//!
+//! This crate performs no I/O of its own beyond reading frames from a reader it is handed; it knows
+//! nothing of sockets, processes, configuration or policy.
+#![forbid(unsafe_code)]
+
+pub mod codec;
+pub mod error;
+pub mod hello;
+pub mod message;
+pub mod revision;
+
+pub use codec::{FrameError, FrameReader};
+pub use error::{BrokerRpcError, RpcCode};
+pub use hello::{BROKER_PROTOCOL_VERSION, Hello, HelloKind, HelloReply};
+pub use message::{Incoming, IncomingKind, MessageError};

@@ -1,0 +1,190 @@
+//! Borrowed views of JSON-RPC messages and writers for the few messages the broker makes itself.
+//!
+//! Payloads (`params`, `result`, `error`) stay as raw JSON text: the broker forwards what it does
+//! not need to read byte for byte, so vendor fields, `_meta`, number formats and unknown keys reach
+//! the other side untouched.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::error::RpcCode;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MessageError {
+    #[error("{0}")]
+    Json(serde_json::Error),
+    #[error("{0} is not a JSON-RPC message")]
+    NotAnObject(&'static str),
+}
+
+impl MessageError {
+    /// Syntax errors are parse errors; well-formed JSON of the wrong shape is an invalid request.
+    pub fn is_syntax(&self) -> bool {
+        matches!(self, MessageError::Json(e) if e.is_syntax() || e.is_eof())
+    }
+}
+
+/// One parsed frame. Only the routing fields are decoded; the rest is left raw.
+#[derive(Debug, Deserialize)]
+pub struct Incoming<'a> {
+    #[serde(borrow, default)]
+    pub id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub params: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub error: Option<&'a RawValue>,
+}
+
+/// What a frame is, decided from which fields are present.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncomingKind {
+    Request,
+    Notification,
+    Response,
+    Invalid,
+}
+
+impl<'a> Incoming<'a> {
+    /// Parses one frame. Batches (JSON arrays, dropped from MCP in 2025-06-18) and other
+    /// non-objects are refused before serde gets a chance to read an array as a struct.
+    pub fn parse(frame: &'a [u8]) -> Result<Self, MessageError> {
+        match frame.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'{') => serde_json::from_slice(frame).map_err(MessageError::Json),
+            Some(b'[') => Err(MessageError::NotAnObject("a batch (JSON array)")),
+            _ => Err(MessageError::NotAnObject("not a JSON object")),
+        }
+    }
+
+    pub fn kind(&self) -> IncomingKind {
+        match (&self.method, self.id, self.result.is_some() || self.error.is_some()) {
+            (Some(_), Some(_), false) => IncomingKind::Request,
+            (Some(_), None, false) => IncomingKind::Notification,
+            (None, Some(_), true) => IncomingKind::Response,
+            _ => IncomingKind::Invalid,
+        }
+    }
+
+    pub fn method(&self) -> &str {
+        self.method.as_deref().unwrap_or("")
+    }
+}
+
+/// `{"jsonrpc":"2.0","id":<id>,"result":<result>}` followed by a newline.
+pub fn response_line(id: &RawValue, result: &RawValue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(40 + id.get().len() + result.get().len());
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.get().as_bytes());
+    out.extend_from_slice(b",\"result\":");
+    out.extend_from_slice(result.get().as_bytes());
+    out.extend_from_slice(b"}\n");
+    out
+}
+
+/// A response carrying an error object exactly as received from elsewhere.
+pub fn raw_error_line(id: &RawValue, error: &RawValue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(40 + id.get().len() + error.get().len());
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.get().as_bytes());
+    out.extend_from_slice(b",\"error\":");
+    out.extend_from_slice(error.get().as_bytes());
+    out.extend_from_slice(b"}\n");
+    out
+}
+
+/// A response carrying an error the broker made itself. `id` is `null` when the request's id could
+/// not be read (parse errors).
+pub fn error_line(id: Option<&RawValue>, code: RpcCode, message: &str) -> Vec<u8> {
+    let error = serde_json::json!({"code": code.code(), "message": message});
+    let id = id.map(RawValue::get).unwrap_or("null");
+    let mut out = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{error}}}").into_bytes();
+    out.push(b'\n');
+    out
+}
+
+/// A request frame with a numeric id the broker chose and params given as raw JSON.
+pub fn request_line(id: u64, method: &str, params: Option<&RawValue>) -> Vec<u8> {
+    let method = serde_json::Value::from(method).to_string();
+    let mut out = Vec::with_capacity(64 + params.map_or(0, |p| p.get().len()));
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.to_string().as_bytes());
+    out.extend_from_slice(b",\"method\":");
+    out.extend_from_slice(method.as_bytes());
+    if let Some(params) = params {
+        out.extend_from_slice(b",\"params\":");
+        out.extend_from_slice(params.get().as_bytes());
+    }
+    out.extend_from_slice(b"}\n");
+    out
+}
+
+/// A notification frame with params given as raw JSON.
+pub fn notification_line(method: &str, params: Option<&RawValue>) -> Vec<u8> {
+    let method = serde_json::Value::from(method).to_string();
+    let mut out = Vec::with_capacity(48 + params.map_or(0, |p| p.get().len()));
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":");
+    out.extend_from_slice(method.as_bytes());
+    if let Some(params) = params {
+        out.extend_from_slice(b",\"params\":");
+        out.extend_from_slice(params.get().as_bytes());
+    }
+    out.extend_from_slice(b"}\n");
+    out
+}
+
+/// Serialises a value the broker built itself into owned raw JSON.
+pub fn to_raw<T: serde::Serialize>(value: &T) -> Result<Box<RawValue>, serde_json::Error> {
+    serde_json::value::to_raw_value(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_frames() {
+        let req = Incoming::parse(br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#).unwrap();
+        assert_eq!(req.kind(), IncomingKind::Request);
+        let note = Incoming::parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .unwrap();
+        assert_eq!(note.kind(), IncomingKind::Notification);
+        let resp = Incoming::parse(br#"{"jsonrpc":"2.0","id":"a","result":{}}"#).unwrap();
+        assert_eq!(resp.kind(), IncomingKind::Response);
+        let odd = Incoming::parse(br#"{"jsonrpc":"2.0","id":1}"#).unwrap();
+        assert_eq!(odd.kind(), IncomingKind::Invalid);
+        let batch = Incoming::parse(br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#).unwrap_err();
+        assert!(!batch.is_syntax());
+        assert!(Incoming::parse(b"{not json").unwrap_err().is_syntax());
+    }
+
+    #[test]
+    fn keeps_payload_bytes_verbatim() {
+        let frame = br#"{"jsonrpc":"2.0","id":"x-1","result":{"content":[],"vendor":{"n":1.0e3},"_meta":{"k":1}}}"#;
+        let msg = Incoming::parse(frame).unwrap();
+        let line = response_line(msg.id.unwrap(), msg.result.unwrap());
+        assert_eq!(
+            String::from_utf8(line).unwrap(),
+            "{\"jsonrpc\":\"2.0\",\"id\":\"x-1\",\"result\":{\"content\":[],\"vendor\":{\"n\":1.0e3},\"_meta\":{\"k\":1}}}\n"
+        );
+    }
+
+    #[test]
+    fn escaped_method_names_decode() {
+        let msg = Incoming::parse(br#"{"jsonrpc":"2.0","id":1,"method":"tools\/list"}"#).unwrap();
+        assert_eq!(msg.method(), "tools/list");
+    }
+
+    #[test]
+    fn error_lines_are_valid_json() {
+        let line = error_line(None, RpcCode::ParseError, "bad \"json\"");
+        let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(v["id"], serde_json::Value::Null);
+        assert_eq!(v["error"]["code"], -32700);
+        assert_eq!(v["error"]["message"], "bad \"json\"");
+    }
+}
