@@ -1,1 +1,112 @@
-fn main() {}
+//! The mcp-broker binary: CLI, shim, daemon entry point, example server and demo.
+#![forbid(unsafe_code)]
+
+mod cli;
+mod commands;
+mod daemon_client;
+mod demo;
+mod example_server;
+mod shim;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use mcpb_config::{ResolveContext, Settings};
+
+use crate::cli::{Cli, Command, ConfigCommand};
+
+/// One line saying what happened, then `hint:` lines saying what to do.
+pub fn fail(message: &str, hints: &[&str]) -> ExitCode {
+    eprintln!("{message}");
+    for h in hints {
+        eprintln!("hint: {h}");
+    }
+    ExitCode::FAILURE
+}
+
+fn init_logging() {
+    use tracing_subscriber::filter::Targets;
+    use tracing_subscriber::prelude::*;
+    let filter: Targets = std::env::var("MCP_BROKER_LOG")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(ansi),
+        )
+        .with(filter)
+        .try_init();
+}
+
+/// Loads the config the daemon would use; on failure prints every error and exits 1.
+pub fn load_settings(cli_config: Option<&std::path::Path>) -> Result<Settings, ExitCode> {
+    let ctx = ResolveContext::from_env();
+    let source = mcpb_config::locate(cli_config, &ctx);
+    mcpb_config::load(&source, &ctx).map_err(|e| {
+        eprintln!("{e}");
+        eprintln!("hint: fix the file, then check it with `mcp-broker config validate`");
+        ExitCode::FAILURE
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = cli.config.as_deref();
+    match cli.command {
+        Command::Stdio { profile, client } => match load_settings(config) {
+            Ok(s) => shim::run(&s, profile, client),
+            Err(code) => code,
+        },
+        Command::ExampleServer => run_async(example_server::run()),
+        Command::Daemon => {
+            init_logging();
+            match load_settings(config) {
+                Ok(s) => commands::daemon(s),
+                Err(code) => code,
+            }
+        }
+        Command::Start => with_settings(config, commands::start),
+        Command::Stop => with_settings(config, commands::stop),
+        Command::Status { json } => with_settings(config, |s| commands::status(s, json)),
+        Command::Demo => demo::run(),
+        Command::Config { command } => match command {
+            ConfigCommand::Init => commands::config_init(),
+            ConfigCommand::Validate { path } => {
+                commands::config_validate(path.as_deref().or(config))
+            }
+            ConfigCommand::Schema => {
+                print!("{}", mcpb_config::schema::json_schema());
+                ExitCode::SUCCESS
+            }
+            ConfigCommand::Show => with_settings(config, commands::config_show),
+        },
+    }
+}
+
+fn with_settings(
+    config: Option<&std::path::Path>,
+    f: impl FnOnce(&Settings) -> ExitCode,
+) -> ExitCode {
+    match load_settings(config) {
+        Ok(s) => f(&s),
+        Err(code) => code,
+    }
+}
+
+fn run_async(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(&format!("mcp-broker: cannot start the runtime: {e}"), &[]),
+    };
+    match rt.block_on(fut) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&format!("mcp-broker: {e:#}"), &[]),
+    }
+}

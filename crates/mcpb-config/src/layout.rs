@@ -84,7 +84,11 @@ impl RuntimeLayout {
 }
 
 fn create_private_dir(path: &Path) -> io::Result<()> {
-    match fs::DirBuilder::new().recursive(true).mode(0o700).create(path) {
+    match fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+    {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
@@ -100,7 +104,9 @@ fn create_private_dir(path: &Path) -> io::Result<()> {
 pub fn expand_home(path: &str, home: Option<&Path>) -> PathBuf {
     match (path.strip_prefix("~/"), home) {
         (Some(rest), Some(home)) => home.join(rest),
-        _ if path == "~" => home.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from(path)),
+        _ if path == "~" => home
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from(path)),
         _ => PathBuf::from(path),
     }
 }
@@ -115,20 +121,29 @@ mod tests {
         let layout = RuntimeLayout::new(tmp.path().join("root"));
         layout.ensure().unwrap();
         for sub in SUBDIRS {
-            let mode = fs::metadata(layout.root.join(sub)).unwrap().permissions().mode();
+            let mode = fs::metadata(layout.root.join(sub))
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o777, 0o700, "{sub}");
         }
         // An existing loose directory is tightened.
         fs::set_permissions(layout.sockets_dir(), fs::Permissions::from_mode(0o755)).unwrap();
         layout.ensure().unwrap();
-        let mode = fs::metadata(layout.sockets_dir()).unwrap().permissions().mode();
+        let mode = fs::metadata(layout.sockets_dir())
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o700);
     }
 
     #[test]
     fn expands_tilde() {
         let home = Path::new("/home/u");
-        assert_eq!(expand_home("~/x/y", Some(home)), PathBuf::from("/home/u/x/y"));
+        assert_eq!(
+            expand_home("~/x/y", Some(home)),
+            PathBuf::from("/home/u/x/y")
+        );
         assert_eq!(expand_home("/abs", Some(home)), PathBuf::from("/abs"));
         assert_eq!(expand_home("~/x", None), PathBuf::from("~/x"));
     }

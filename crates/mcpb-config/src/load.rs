@@ -65,9 +65,7 @@ pub fn parse_raw(text: &str, label: &str) -> Result<RawConfig, ConfigError> {
     options.strict_booleans = true;
     options.with_snippet = false;
     serde_saphyr::from_str_with_options(text, options).map_err(|e| {
-        let (line, column) = e
-            .location()
-            .map_or((0, 0), |l| (l.line(), l.column()));
+        let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
         let message = first_line_without_location(&e.to_string());
         ConfigError::Invalid {
             file: label.to_string(),
@@ -85,7 +83,10 @@ pub fn parse_raw(text: &str, label: &str) -> Result<RawConfig, ConfigError> {
 fn first_line_without_location(msg: &str) -> String {
     let first = msg.lines().next().unwrap_or(msg).trim();
     // The parser's advice about its own options means nothing to a user of this file.
-    let first = first.split(", set DuplicateKeyPolicy").next().unwrap_or(first);
+    let first = first
+        .split(", set DuplicateKeyPolicy")
+        .next()
+        .unwrap_or(first);
     // The location is rendered by us; drop the parser's own trailing " at line X, column Y".
     match first.rfind(" at line ") {
         Some(i) => first[..i].to_string(),

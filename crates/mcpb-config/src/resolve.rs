@@ -56,11 +56,21 @@ pub fn check_name(name: &str) -> Result<(), String> {
         return Err("name is empty".into());
     }
     if name.len() > 48 {
-        return Err(format!("name is {} characters long; at most 48", name.len()));
+        return Err(format!(
+            "name is {} characters long; at most 48",
+            name.len()
+        ));
     }
     if name.contains('.') || name.contains("__") {
         return Err(format!(
             "name '{name}' contains a namespace separator ('.' or '__')"
+        ));
+    }
+    if !name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        || !name.ends_with(|c: char| c.is_ascii_alphanumeric())
+    {
+        return Err(format!(
+            "name '{name}' must start and end with a letter or digit"
         ));
     }
     if let Some(c) = name
@@ -143,7 +153,12 @@ impl Resolver<'_> {
         out
     }
 
-    fn upstream(&mut self, name: &Located<String>, raw: &RawUpstream, broker: &BrokerSettings) -> UpstreamSettings {
+    fn upstream(
+        &mut self,
+        name: &Located<String>,
+        raw: &RawUpstream,
+        broker: &BrokerSettings,
+    ) -> UpstreamSettings {
         let n = name.value.as_str();
         if let Err(e) = check_name(n) {
             self.issue(name, format!("upstreams.{n}"), format!("invalid upstream name: {e}"),
@@ -160,9 +175,15 @@ impl Resolver<'_> {
             _ => {}
         }
         if matches!(raw.lifecycle, Lifecycle::PerSession | Lifecycle::PerCall) {
-            self.issue(name, format!("upstreams.{n}.lifecycle"),
-                format!("lifecycle '{}' is not supported by this version of mcp-broker", lifecycle_name(raw.lifecycle)),
-                Some("use lifecycle: shared or disabled"));
+            self.issue(
+                name,
+                format!("upstreams.{n}.lifecycle"),
+                format!(
+                    "lifecycle '{}' is not supported by this version of mcp-broker",
+                    lifecycle_name(raw.lifecycle)
+                ),
+                Some("use lifecycle: shared or disabled"),
+            );
         }
         let env = self.templates(n, "env", &raw.env);
         let headers = self.templates(n, "headers", &raw.headers);
@@ -172,7 +193,10 @@ impl Resolver<'_> {
             transport: raw.transport,
             command: raw.command.as_deref().map(|c| self.placeholders(c)),
             args: raw.args.iter().map(|a| self.placeholders(a)).collect(),
-            cwd: raw.cwd.as_deref().map(|c| expand_home(&self.placeholders(c), self.ctx.home.as_deref())),
+            cwd: raw
+                .cwd
+                .as_deref()
+                .map(|c| expand_home(&self.placeholders(c), self.ctx.home.as_deref())),
             env,
             url: raw.url.as_deref().map(|u| self.placeholders(u)),
             headers,
@@ -212,23 +236,41 @@ fn lifecycle_name(l: Lifecycle) -> &'static str {
 }
 
 /// Resolves a parsed file; every problem found is returned, not only the first.
-pub fn resolve(raw: &RawConfig, source: ConfigSource, ctx: &ResolveContext) -> Result<Settings, Vec<ConfigIssue>> {
+pub fn resolve(
+    raw: &RawConfig,
+    source: ConfigSource,
+    ctx: &ResolveContext,
+) -> Result<Settings, Vec<ConfigIssue>> {
     let layout = RuntimeLayout::new(ctx.runtime_root(raw.runtime.root.as_deref()));
-    let mut r = Resolver { ctx, layout, issues: Vec::new() };
+    let mut r = Resolver {
+        ctx,
+        layout,
+        issues: Vec::new(),
+    };
     if raw.schema_version.value != 1 {
-        r.issue(&raw.schema_version, "schema_version".into(),
-            format!("schema_version {} is not supported", raw.schema_version.value),
-            Some("this version of mcp-broker reads schema_version: 1"));
+        r.issue(
+            &raw.schema_version,
+            "schema_version".into(),
+            format!(
+                "schema_version {} is not supported",
+                raw.schema_version.value
+            ),
+            Some("this version of mcp-broker reads schema_version: 1"),
+        );
     }
     let ms = Duration::from_millis;
     let defaults = BrokerSettings::default();
     let b = &raw.broker;
     let broker = BrokerSettings {
-        max_clients: b.max_clients.map_or(defaults.max_clients, |n| n.max(1) as usize),
+        max_clients: b
+            .max_clients
+            .map_or(defaults.max_clients, |n| n.max(1) as usize),
         call_timeout: b.call_timeout_ms.map_or(defaults.call_timeout, ms),
         startup_timeout: b.startup_timeout_ms.map_or(defaults.startup_timeout, ms),
         shutdown_grace: b.shutdown_grace_ms.map_or(defaults.shutdown_grace, ms),
-        max_frame_bytes: b.max_frame_bytes.map_or(defaults.max_frame_bytes, |n| usize::try_from(n.max(4096)).unwrap_or(usize::MAX)),
+        max_frame_bytes: b.max_frame_bytes.map_or(defaults.max_frame_bytes, |n| {
+            usize::try_from(n.max(4096)).unwrap_or(usize::MAX)
+        }),
         env_passthrough: b.env_passthrough.clone(),
     };
 
@@ -242,10 +284,19 @@ pub fn resolve(raw: &RawConfig, source: ConfigSource, ctx: &ResolveContext) -> R
     for (name, p) in &raw.profiles {
         let n = &name.value;
         if let Err(e) = check_name(n) {
-            r.issue(name, format!("profiles.{n}"), format!("invalid profile name: {e}"), None);
+            r.issue(
+                name,
+                format!("profiles.{n}"),
+                format!("invalid profile name: {e}"),
+                None,
+            );
         }
         let visible: Vec<String> = match &p.upstreams {
-            None => upstreams.values().filter(|u| u.enabled()).map(|u| u.name.clone()).collect(),
+            None => upstreams
+                .values()
+                .filter(|u| u.enabled())
+                .map(|u| u.name.clone())
+                .collect(),
             Some(list) => {
                 let mut seen = BTreeSet::new();
                 let mut out = Vec::new();
@@ -253,10 +304,26 @@ pub fn resolve(raw: &RawConfig, source: ConfigSource, ctx: &ResolveContext) -> R
                     let path = format!("profiles.{n}.upstreams[{i}]");
                     if !upstreams.contains_key(&up.value) {
                         let known: Vec<&str> = upstreams.keys().map(String::as_str).collect();
-                        r.issue(up, path, format!("profile '{n}' names unknown upstream '{}'", up.value),
-                            Some(&format!("known upstreams: {}", if known.is_empty() { "(none)".to_string() } else { known.join(", ") })));
+                        r.issue(
+                            up,
+                            path,
+                            format!("profile '{n}' names unknown upstream '{}'", up.value),
+                            Some(&format!(
+                                "known upstreams: {}",
+                                if known.is_empty() {
+                                    "(none)".to_string()
+                                } else {
+                                    known.join(", ")
+                                }
+                            )),
+                        );
                     } else if !seen.insert(up.value.clone()) {
-                        r.issue(up, path, format!("profile '{n}' lists upstream '{}' twice", up.value), None);
+                        r.issue(
+                            up,
+                            path,
+                            format!("profile '{n}' lists upstream '{}' twice", up.value),
+                            None,
+                        );
                     } else {
                         out.push(up.value.clone());
                     }
@@ -264,24 +331,30 @@ pub fn resolve(raw: &RawConfig, source: ConfigSource, ctx: &ResolveContext) -> R
                 out
             }
         };
-        profiles.insert(n.clone(), ProfileSettings {
-            name: n.clone(),
-            description: p.description.clone(),
-            upstreams: visible,
-            compact_tools_enabled: p.compact_tools_enabled,
-            max_tools: p.max_tools,
-            allow_mutating_upstreams: p.allow_mutating_upstreams,
-            mutating_allowlist: p.mutating_allowlist.clone(),
-            pinned_tools: p.pinned_tools.clone(),
-            broker_tool_name_style: p.broker_tool_name_style,
-            result_budget_chars: p.result_budget_chars,
-            result_size_chars: p.result_size_chars.map(|n| n.min(500_000)),
-            mcp_allowed_servers: p.mcp_allowed_servers.clone(),
-        });
+        profiles.insert(
+            n.clone(),
+            ProfileSettings {
+                name: n.clone(),
+                description: p.description.clone(),
+                upstreams: visible,
+                compact_tools_enabled: p.compact_tools_enabled,
+                max_tools: p.max_tools,
+                allow_mutating_upstreams: p.allow_mutating_upstreams,
+                mutating_allowlist: p.mutating_allowlist.clone(),
+                pinned_tools: p.pinned_tools.clone(),
+                broker_tool_name_style: p.broker_tool_name_style,
+                result_budget_chars: p.result_budget_chars,
+                result_size_chars: p.result_size_chars.map(|n| n.min(500_000)),
+                mcp_allowed_servers: p.mcp_allowed_servers.clone(),
+            },
+        );
         if p.compact_tools_enabled {
-            r.issue(name, format!("profiles.{n}.compact_tools_enabled"),
+            r.issue(
+                name,
+                format!("profiles.{n}.compact_tools_enabled"),
                 "compact_tools_enabled is not supported by this version of mcp-broker".into(),
-                Some("set compact_tools_enabled: false to expose raw tools"));
+                Some("set compact_tools_enabled: false to expose raw tools"),
+            );
         }
     }
 
@@ -289,9 +362,22 @@ pub fn resolve(raw: &RawConfig, source: ConfigSource, ctx: &ResolveContext) -> R
     for (name, c) in &raw.clients {
         if !profiles.contains_key(&c.profile.value) {
             let known: Vec<&str> = profiles.keys().map(String::as_str).collect();
-            r.issue(&c.profile, format!("clients.{}.profile", name.value),
-                format!("client '{}' uses unknown profile '{}'", name.value, c.profile.value),
-                Some(&format!("known profiles: {}", if known.is_empty() { "(none)".to_string() } else { known.join(", ") })));
+            r.issue(
+                &c.profile,
+                format!("clients.{}.profile", name.value),
+                format!(
+                    "client '{}' uses unknown profile '{}'",
+                    name.value, c.profile.value
+                ),
+                Some(&format!(
+                    "known profiles: {}",
+                    if known.is_empty() {
+                        "(none)".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                )),
+            );
         }
         clients.insert(name.value.clone(), c.profile.value.clone());
     }
@@ -300,5 +386,12 @@ pub fn resolve(raw: &RawConfig, source: ConfigSource, ctx: &ResolveContext) -> R
         r.issues.sort_by_key(|i| (i.line, i.column));
         return Err(r.issues);
     }
-    Ok(Settings { source, runtime: r.layout, broker, upstreams, profiles, clients })
+    Ok(Settings {
+        source,
+        runtime: r.layout,
+        broker,
+        upstreams,
+        profiles,
+        clients,
+    })
 }

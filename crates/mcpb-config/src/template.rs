@@ -108,12 +108,11 @@ impl Template {
                 }
                 Part::SecretFile(name) => {
                     let path = secrets_dir.join(name);
-                    let text = std::fs::read_to_string(&path).map_err(|e| {
-                        TemplateError::MissingFile {
+                    let text =
+                        std::fs::read_to_string(&path).map_err(|e| TemplateError::MissingFile {
                             path: path.display().to_string(),
                             reason: e.to_string(),
-                        }
-                    })?;
+                        })?;
                     let text = text.strip_suffix('\n').unwrap_or(&text);
                     out.push_str(text.strip_suffix('\r').unwrap_or(text));
                 }
@@ -190,7 +189,14 @@ mod tests {
 
     #[test]
     fn credential_names() {
-        for k in ["GITHUB_TOKEN", "OPENAI_API_KEY", "DB_PASSWORD", "client_secret", "Authorization", "X-Api-Key"] {
+        for k in [
+            "GITHUB_TOKEN",
+            "OPENAI_API_KEY",
+            "DB_PASSWORD",
+            "client_secret",
+            "Authorization",
+            "X-Api-Key",
+        ] {
             assert!(looks_like_credential(k), "{k}");
         }
         for k in ["NEWS_LANG", "PATH", "KEYBOARD", "TOKENIZERS_PARALLELISM"] {

@@ -1,1 +1,18 @@
-//! tmp
+//! The daemon: one Unix socket, one task per connection, the hello exchange, MCP sessions in
+//! passthrough view, routing of calls to shared upstream instances, admin commands and graceful
+//! shutdown.
+//!
+//! The daemon decides nothing about policy itself (that is `mcpb-policy`) and owns no process
+//! handling (that is `mcpb-upstream`); it wires clients to both. It never exits because of one
+//! client or one upstream.
+#![forbid(unsafe_code)]
+
+mod admin;
+mod broker;
+mod error;
+mod listener;
+mod session;
+
+pub use admin::{DaemonStatus, StatusReport};
+pub use error::DaemonError;
+pub use listener::{RunOptions, run};

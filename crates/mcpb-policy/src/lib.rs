@@ -1,1 +1,108 @@
-//! tmp
+//! Profile decisions: the exposed name of each upstream tool, and whether a profile may see and
+//! call it. The same functions are used when listing and when calling, so a tool hidden from a
+//! list can never be called by guessing its name.
+//!
+//! This crate decides; it performs no I/O and never talks to upstreams.
+#![forbid(unsafe_code)]
+
+use mcpb_config::{NameStyle, ProfileSettings, UpstreamSettings};
+use serde_json::Value;
+
+/// `<upstream><sep><tool>`.
+pub fn qualify(style: NameStyle, upstream: &str, tool: &str) -> String {
+    let sep = style.separator();
+    let mut out = String::with_capacity(upstream.len() + sep.len() + tool.len());
+    out.push_str(upstream);
+    out.push_str(sep);
+    out.push_str(tool);
+    out
+}
+
+/// Splits an exposed name into upstream and tool. Upstream names contain no separator and start
+/// and end with a letter or digit, so the first separator is the boundary.
+pub fn split(style: NameStyle, name: &str) -> Option<(&str, &str)> {
+    let (up, tool) = name.split_once(style.separator())?;
+    (!up.is_empty() && !tool.is_empty()).then_some((up, tool))
+}
+
+/// Read-only only when the upstream's annotations are trusted and say so; everything else is
+/// treated as able to change something.
+pub fn is_read_only(upstream: &UpstreamSettings, tool: &Value) -> bool {
+    upstream.trust_annotations
+        && tool
+            .get("annotations")
+            .and_then(|a| a.get("readOnlyHint"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+}
+
+/// Whether `profile` may see and call this tool of `upstream`.
+pub fn allows(profile: &ProfileSettings, upstream: &UpstreamSettings, tool: &Value) -> bool {
+    if !upstream.enabled() || !profile.upstreams.iter().any(|u| u == &upstream.name) {
+        return false;
+    }
+    if profile.allow_mutating_upstreams || is_read_only(upstream, tool) {
+        return true;
+    }
+    let Some(tool_name) = tool.get("name").and_then(Value::as_str) else {
+        return false;
+    };
+    // The allowlist is written in dotted form whatever style the client sees.
+    let dotted = qualify(NameStyle::Dotted, &upstream.name, tool_name);
+    profile.mutating_allowlist.iter().any(|a| a == &dotted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcpb_config::{ConfigSource, ResolveContext, load_str};
+    use serde_json::json;
+
+    fn settings() -> mcpb_config::Settings {
+        let text = r#"
+schema_version: 1
+upstreams:
+  trusted: {command: x, trust_annotations: true}
+  untrusted: {command: x}
+profiles:
+  ro: {upstreams: [trusted, untrusted], mutating_allowlist: [trusted.write_it]}
+  rw: {upstreams: [trusted], allow_mutating_upstreams: true}
+"#;
+        load_str(
+            text,
+            "t",
+            ConfigSource::Embedded,
+            &ResolveContext::default(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn names_round_trip_in_both_styles() {
+        for style in [NameStyle::Dotted, NameStyle::DoubleUnderscore] {
+            let q = qualify(style, "git-hub", "search_repos.v2");
+            assert_eq!(split(style, &q), Some(("git-hub", "search_repos.v2")));
+        }
+        assert_eq!(split(NameStyle::Dotted, "nodot"), None);
+        assert_eq!(split(NameStyle::Dotted, ".x"), None);
+    }
+
+    #[test]
+    fn mutating_tools_need_permission() {
+        let s = settings();
+        let (ro, rw) = (&s.profiles["ro"], &s.profiles["rw"]);
+        let (t, u) = (&s.upstreams["trusted"], &s.upstreams["untrusted"]);
+        let read = json!({"name": "read_it", "annotations": {"readOnlyHint": true}});
+        let write = json!({"name": "write_it", "annotations": {"readOnlyHint": false}});
+        let other = json!({"name": "other_write"});
+        assert!(allows(ro, t, &read));
+        assert!(allows(ro, t, &write), "allowlisted");
+        assert!(!allows(ro, t, &other));
+        assert!(
+            !allows(ro, u, &read),
+            "annotations of an untrusted upstream do not count"
+        );
+        assert!(allows(rw, t, &other));
+        assert!(!allows(rw, u, &read), "upstream not in the profile");
+    }
+}

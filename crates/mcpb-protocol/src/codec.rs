@@ -73,6 +73,11 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
         }
     }
 
+    /// Changes the cap for the frames that follow (e.g. after a small hello line).
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit;
+    }
+
     pub fn into_inner(self) -> R {
         self.inner
     }
@@ -116,7 +121,10 @@ mod tests {
         let mut big = vec![b'x'; 1000];
         big.push(b'\n');
         let got = frames(&big, 100).await;
-        assert_eq!(got, vec![Err("frame exceeds the 100-byte limit".to_string())]);
+        assert_eq!(
+            got,
+            vec![Err("frame exceeds the 100-byte limit".to_string())]
+        );
     }
 
     #[tokio::test]

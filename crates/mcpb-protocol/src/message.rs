@@ -62,7 +62,11 @@ impl<'a> Incoming<'a> {
     }
 
     pub fn kind(&self) -> IncomingKind {
-        match (&self.method, self.id, self.result.is_some() || self.error.is_some()) {
+        match (
+            &self.method,
+            self.id,
+            self.result.is_some() || self.error.is_some(),
+        ) {
             (Some(_), Some(_), false) => IncomingKind::Request,
             (Some(_), None, false) => IncomingKind::Notification,
             (None, Some(_), true) => IncomingKind::Response,
@@ -150,8 +154,8 @@ mod tests {
     fn classifies_frames() {
         let req = Incoming::parse(br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#).unwrap();
         assert_eq!(req.kind(), IncomingKind::Request);
-        let note = Incoming::parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-            .unwrap();
+        let note =
+            Incoming::parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
         assert_eq!(note.kind(), IncomingKind::Notification);
         let resp = Incoming::parse(br#"{"jsonrpc":"2.0","id":"a","result":{}}"#).unwrap();
         assert_eq!(resp.kind(), IncomingKind::Response);

@@ -1,1 +1,21 @@
-//! tmp
+//! Upstream MCP servers as the daemon sees them: spawning a child in its own process group with a
+//! cleared environment, the MCP handshake, one instance per running process that rewrites request
+//! ids so many sessions share it, the cached tool list, and the stop ladder that leaves no process
+//! of the upstream behind.
+//!
+//! This crate knows nothing of clients, sessions, profiles or policy; it answers "send this request
+//! to that upstream" and "what is its state". Unsafe code is limited to the pre-exec hook in
+//! `process.rs`.
+#![deny(unsafe_code)]
+
+mod env;
+mod error;
+mod instance;
+mod process;
+mod upstream;
+
+pub use env::{BASE_ALLOWLIST, child_env};
+pub use error::UpstreamError;
+pub use instance::{Instance, Reply};
+pub use process::StopTimings;
+pub use upstream::{Upstream, UpstreamState, UpstreamStatus};

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use mcpb_config::{ConfigSource, ResolveContext, load_str, schema::json_schema};
 
 fn repo_file(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel)
 }
 
 fn ctx() -> ResolveContext {
@@ -18,7 +20,8 @@ fn ctx() -> ResolveContext {
 
 #[test]
 fn committed_schema_matches_the_types() {
-    let committed = std::fs::read_to_string(repo_file("config/broker.schema.json")).unwrap_or_default();
+    let committed =
+        std::fs::read_to_string(repo_file("config/broker.schema.json")).unwrap_or_default();
     let generated = json_schema();
     if std::env::var_os("MCP_BROKER_BLESS").is_some() {
         std::fs::write(repo_file("config/broker.schema.json"), &generated).unwrap();
@@ -34,15 +37,30 @@ fn committed_schema_matches_the_types() {
 #[test]
 fn example_and_embedded_default_are_valid() {
     let example = std::fs::read_to_string(repo_file("config/broker.example.yaml")).unwrap();
-    let settings = load_str(&example, "broker.example.yaml", ConfigSource::Embedded, &ctx()).unwrap();
+    let settings = load_str(
+        &example,
+        "broker.example.yaml",
+        ConfigSource::Embedded,
+        &ctx(),
+    )
+    .unwrap();
     assert_eq!(settings.clients["codex"], "readonly");
-    let default = load_str(mcpb_config::EMBEDDED_DEFAULT, "default", ConfigSource::Embedded, &ctx()).unwrap();
+    let default = load_str(
+        mcpb_config::EMBEDDED_DEFAULT,
+        "default",
+        ConfigSource::Embedded,
+        &ctx(),
+    )
+    .unwrap();
     let example_up = &default.upstreams["example"];
     assert_eq!(example_up.command.as_deref(), Some("/opt/mcp-broker"));
     assert_eq!(example_up.args, vec!["example-server"]);
     assert_eq!(default.profiles["default"].upstreams, vec!["example"]);
     assert!(default.profiles["default"].allow_mutating_upstreams);
-    assert_eq!(default.runtime.root, PathBuf::from("/home/user/mcp/mcp-broker"));
+    assert_eq!(
+        default.runtime.root,
+        PathBuf::from("/home/user/mcp/mcp-broker")
+    );
 }
 
 #[test]

@@ -8,7 +8,12 @@ fn errors(text: &str) -> String {
         broker_home: None,
         exe: "/opt/mcp-broker".into(),
     };
-    match load_str(text, "broker.yaml", ConfigSource::File("broker.yaml".into()), &ctx) {
+    match load_str(
+        text,
+        "broker.yaml",
+        ConfigSource::File("broker.yaml".into()),
+        &ctx,
+    ) {
         Ok(_) => "ok".to_string(),
         Err(e) => e.to_string(),
     }

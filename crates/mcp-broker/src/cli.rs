@@ -1,0 +1,69 @@
+//! Command-line interface.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mcp-broker",
+    version,
+    about = "One local daemon in front of all your MCP servers"
+)]
+pub struct Cli {
+    /// Config file (default: $MCP_BROKER_CONFIG, then $MCP_BROKER_HOME/broker.yaml, then the
+    /// embedded default).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Relay an MCP client's stdio to the daemon (starting it if needed). This is the one entry
+    /// a client config needs.
+    Stdio {
+        /// Profile to use (default: the client's entry in `clients`, else `default`).
+        #[arg(long)]
+        profile: Option<String>,
+        /// Client name, matched against `clients` in the config.
+        #[arg(long)]
+        client: Option<String>,
+    },
+    /// Run the daemon in the foreground.
+    Daemon,
+    /// Start the daemon in the background; returns when it answers.
+    Start,
+    /// Stop the daemon (in-flight calls get the grace period) and every upstream it runs.
+    Stop,
+    /// Show the daemon and its upstreams. Never starts anything.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Try the broker end to end on the embedded default config, in a temporary runtime dir.
+    Demo,
+    /// Configuration commands.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Run the built-in example MCP server on stdio.
+    ExampleServer,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Write the commented example config to the runtime root (never overwrites).
+    Init,
+    /// Check a config file; lists every error with its location.
+    Validate {
+        /// File to check (default: the file the daemon would use).
+        path: Option<PathBuf>,
+    },
+    /// Print the JSON Schema of the config file.
+    Schema,
+    /// Print the resolved settings (secrets stay references).
+    Show,
+}

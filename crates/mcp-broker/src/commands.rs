@@ -1,0 +1,249 @@
+//! The daemon-management and config commands.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use mcpb_config::{ResolveContext, Settings};
+use serde_json::Value;
+
+use crate::daemon_client::{admin, spawn_daemon, wait_for_socket};
+use crate::fail;
+
+pub fn daemon(settings: Settings) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(&format!("mcp-broker: cannot start the runtime: {e}"), &[]),
+    };
+    match rt.block_on(mcpb_daemon::run(
+        settings,
+        mcpb_daemon::RunOptions::default(),
+    )) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ mcpb_daemon::DaemonError::AlreadyRunning { .. }) => {
+            // Lost a start race or started twice: the running daemon serves everyone.
+            tracing::info!("{e}");
+            ExitCode::from(3)
+        }
+        Err(e) => fail(
+            &format!("mcp-broker: {e}"),
+            &["see `mcp-broker doctor` once it exists, or the log"],
+        ),
+    }
+}
+
+pub fn start(settings: &Settings) -> ExitCode {
+    if let Ok(Some(reply)) = admin(settings, "ping") {
+        println!(
+            "mcp-broker daemon already running (pid {})",
+            reply.daemon_pid
+        );
+        return ExitCode::SUCCESS;
+    }
+    if let Err(e) = spawn_daemon(settings) {
+        return fail(&format!("mcp-broker: {e:#}"), &[]);
+    }
+    if let Err(e) = wait_for_socket(settings, Duration::from_secs(15)) {
+        return fail(
+            &format!("mcp-broker: {e:#}"),
+            &["run `mcp-broker daemon` to see the error in the terminal"],
+        );
+    }
+    match admin(settings, "ping") {
+        Ok(Some(reply)) => {
+            println!("mcp-broker daemon started (pid {})", reply.daemon_pid);
+            ExitCode::SUCCESS
+        }
+        _ => fail("mcp-broker: the daemon started but does not answer", &[]),
+    }
+}
+
+pub fn stop(settings: &Settings) -> ExitCode {
+    let reply = match admin(settings, "stop") {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            eprintln!("mcp-broker: no daemon is running");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => return fail(&format!("mcp-broker: {e:#}"), &[]),
+    };
+    let pid = reply.daemon_pid;
+    let deadline = Instant::now() + settings.broker.shutdown_grace + Duration::from_secs(15);
+    while process_exists(pid) {
+        if Instant::now() > deadline {
+            return fail(
+                &format!("mcp-broker: daemon (pid {pid}) is still running"),
+                &[&format!(
+                    "kill it with `kill {pid}`; a second SIGTERM stops it at once"
+                )],
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!("mcp-broker daemon stopped (pid {pid})");
+    ExitCode::SUCCESS
+}
+
+fn process_exists(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    // Signal 0 checks existence; a zombie of ours would still count, but the daemon is not our child.
+    rustix::process::test_kill_process(pid).is_ok()
+}
+
+pub fn status(settings: &Settings, json: bool) -> ExitCode {
+    let reply = match admin(settings, "status") {
+        Ok(r) => r,
+        Err(e) => return fail(&format!("mcp-broker: {e:#}"), &[]),
+    };
+    let Some(data) = reply.and_then(|r| r.data) else {
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"running": false, "socket": settings.runtime.socket_path()})
+            );
+        } else {
+            println!(
+                "daemon: not running (socket {})",
+                settings.runtime.socket_path().display()
+            );
+            println!("config: {}", settings.source);
+            for up in settings.upstreams.values() {
+                println!(
+                    "  {:<20} {}",
+                    up.name,
+                    if up.enabled() { "stopped" } else { "disabled" }
+                );
+            }
+        }
+        return ExitCode::from(3);
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&data).unwrap_or_default()
+        );
+        return ExitCode::SUCCESS;
+    }
+    print!("{}", render_status(&data));
+    ExitCode::SUCCESS
+}
+
+pub fn render_status(data: &Value) -> String {
+    let d = &data["daemon"];
+    let mut out = format!(
+        "daemon: running, pid {}, version {}, up {} s\nconfig: {}\nsocket: {}\nsessions: {} (max {}), calls in flight: {}\nupstreams:\n",
+        d["pid"],
+        d["version"].as_str().unwrap_or(""),
+        d["uptime_ms"].as_u64().unwrap_or(0) / 1000,
+        d["config"].as_str().unwrap_or(""),
+        d["socket"].as_str().unwrap_or(""),
+        d["sessions"],
+        d["max_clients"],
+        d["inflight_calls"],
+    );
+    for u in data["upstreams"].as_array().into_iter().flatten() {
+        let pid = u["pid"]
+            .as_u64()
+            .map(|p| format!("pid {p}"))
+            .unwrap_or_default();
+        let tools = u["tool_count"]
+            .as_u64()
+            .map(|n| format!("{n} tools"))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "  {:<20} {:<9} {:<11} {}\n",
+            u["name"].as_str().unwrap_or(""),
+            u["state"].as_str().unwrap_or(""),
+            pid,
+            tools
+        ));
+        if let Some(err) = u["last_error"].as_str() {
+            out.push_str(&format!("  {:<20} last error: {err}\n", ""));
+        }
+    }
+    out
+}
+
+pub fn config_init() -> ExitCode {
+    let ctx = ResolveContext::from_env();
+    let layout = mcpb_config::RuntimeLayout::new(ctx.runtime_root(None));
+    if let Err(e) = layout.ensure() {
+        return fail(
+            &format!("mcp-broker: cannot create {}: {e}", layout.root.display()),
+            &[],
+        );
+    }
+    let path = layout.config_path();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path);
+    match file {
+        Ok(mut f) => {
+            if let Err(e) = std::io::Write::write_all(&mut f, mcpb_config::EXAMPLE.as_bytes()) {
+                return fail(
+                    &format!("mcp-broker: cannot write {}: {e}", path.display()),
+                    &[],
+                );
+            }
+            println!("{}", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => fail(
+            &format!(
+                "mcp-broker: {} already exists; not overwriting it",
+                path.display()
+            ),
+            &["edit it, or move it away and run `mcp-broker config init` again"],
+        ),
+        Err(e) => fail(
+            &format!("mcp-broker: cannot write {}: {e}", path.display()),
+            &[],
+        ),
+    }
+}
+
+pub fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
+    let ctx = ResolveContext::from_env();
+    let source = mcpb_config::locate(path, &ctx);
+    match mcpb_config::load(&source, &ctx) {
+        Ok(s) => {
+            println!(
+                "ok: {} ({} upstreams, {} profiles, {} clients)",
+                s.source,
+                s.upstreams.len(),
+                s.profiles.len(),
+                s.clients.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+pub fn config_show(settings: &Settings) -> ExitCode {
+    match render_settings(settings) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&format!("mcp-broker: cannot render the settings: {e}"), &[]),
+    }
+}
+
+fn render_settings(settings: &Settings) -> Result<String, String> {
+    // Through JSON first so durations and paths render the same as in `status --json`.
+    let value = serde_json::to_value(settings).map_err(|e| e.to_string())?;
+    serde_json::to_string_pretty(&value).map_err(|e| e.to_string())
+}

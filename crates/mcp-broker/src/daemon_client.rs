@@ -1,0 +1,140 @@
+//! Talking to the daemon from the CLI: connecting, the hello exchange, admin commands, and
+//! starting a daemon when none answers (race-safe: the daemon's lock decides who runs).
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use mcpb_config::{ConfigSource, Settings};
+use mcpb_protocol::{BROKER_PROTOCOL_VERSION, Hello, HelloKind, HelloReply};
+
+pub fn connect(settings: &Settings) -> std::io::Result<UnixStream> {
+    UnixStream::connect(settings.runtime.socket_path())
+}
+
+/// Sends a hello and reads the one-line reply. Returns the reader so buffered bytes that came
+/// after the reply are not lost.
+pub fn handshake(
+    stream: UnixStream,
+    kind: HelloKind,
+) -> anyhow::Result<(HelloReply, BufReader<UnixStream>)> {
+    let hello = Hello {
+        mcp_broker: BROKER_PROTOCOL_VERSION,
+        kind,
+        sender_version: env!("CARGO_PKG_VERSION").to_string(),
+        pid: std::process::id(),
+    };
+    let mut w = stream
+        .try_clone()
+        .context("cannot clone the daemon socket")?;
+    w.write_all(&hello.to_line())
+        .context("the daemon closed the connection before the hello")?;
+    stream.set_read_timeout(Some(Duration::from_secs(15)))?;
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    let n = reader
+        .read_line(&mut line)
+        .context("no answer from the daemon")?;
+    if n == 0 {
+        bail!("the daemon closed the connection without answering the hello");
+    }
+    reader.get_ref().set_read_timeout(None)?;
+    let reply: HelloReply = serde_json::from_str(&line)
+        .with_context(|| format!("unreadable hello reply from the daemon: {}", line.trim()))?;
+    Ok((reply, reader))
+}
+
+pub fn admin(settings: &Settings, command: &str) -> anyhow::Result<Option<HelloReply>> {
+    let stream = match connect(settings) {
+        Ok(s) => s,
+        Err(e) if is_absent(&e) => return Ok(None),
+        Err(e) => return Err(e).context("cannot connect to the daemon"),
+    };
+    let (reply, _) = handshake(
+        stream,
+        HelloKind::Admin {
+            command: command.to_string(),
+        },
+    )?;
+    Ok(Some(reply))
+}
+
+pub fn is_absent(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+    )
+}
+
+/// Connects, starting a daemon first when none answers. Several callers may race here: each
+/// spawns a daemon, the daemon's lock lets one of them run, and every caller connects to it.
+pub fn connect_or_start(settings: &Settings) -> anyhow::Result<UnixStream> {
+    match connect(settings) {
+        Ok(s) => return Ok(s),
+        Err(e) if is_absent(&e) => {}
+        Err(e) => return Err(e).context("cannot connect to the daemon"),
+    }
+    spawn_daemon(settings)?;
+    wait_for_socket(settings, Duration::from_secs(15))
+}
+
+pub fn wait_for_socket(settings: &Settings, limit: Duration) -> anyhow::Result<UnixStream> {
+    let deadline = Instant::now() + limit;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match connect(settings) {
+            Ok(s) => return Ok(s),
+            Err(e) if is_absent(&e) && Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!(
+                        "the daemon did not come up within {} s; see {}",
+                        limit.as_secs(),
+                        settings.runtime.log_path().display()
+                    )
+                });
+            }
+        }
+    }
+}
+
+/// Starts `mcp-broker daemon` detached from the caller's process group, logging to the log file.
+pub fn spawn_daemon(settings: &Settings) -> anyhow::Result<()> {
+    settings
+        .runtime
+        .ensure()
+        .with_context(|| format!("cannot create {}", settings.runtime.root.display()))?;
+    let exe = std::env::current_exe().context("cannot find the mcp-broker binary")?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(settings.runtime.log_path())
+        .with_context(|| format!("cannot open {}", settings.runtime.log_path().display()))?;
+    let mut cmd = Command::new(exe);
+    if let ConfigSource::File(path) = &settings.source {
+        cmd.arg("--config").arg(absolute(path));
+    }
+    cmd.arg("daemon")
+        .env("MCP_BROKER_HOME", &settings.runtime.root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .process_group(0);
+    let mut child = cmd.spawn().context("cannot start the daemon")?;
+    // Reap it if it exits while we live (e.g. it lost the start race).
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    Ok(())
+}
+
+fn absolute(p: &Path) -> std::path::PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}

@@ -1,0 +1,179 @@
+//! `mcp-broker demo`: the whole path a real client takes, on the embedded default config, in a
+//! temporary runtime dir so it never touches the user's own daemon: a shim starts the daemon, an
+//! MCP session lists tools and calls them, then the daemon stops and takes its upstream with it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::fail;
+
+pub fn run() -> ExitCode {
+    match demo() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(
+            &format!("mcp-broker demo failed: {e:#}"),
+            &["run it again with MCP_BROKER_LOG=debug for details"],
+        ),
+    }
+}
+
+struct Client {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Client {
+    fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
+        self.next_id += 1;
+        let msg = json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
+        let stdin = self.stdin.as_mut().context("stdin closed")?;
+        writeln!(stdin, "{msg}")?;
+        stdin.flush()?;
+        let mut line = String::new();
+        if self.stdout.read_line(&mut line)? == 0 {
+            bail!("the shim closed its output");
+        }
+        let v: Value = serde_json::from_str(&line)?;
+        if let Some(err) = v.get("error") {
+            bail!("{method} failed: {err}");
+        }
+        Ok(v["result"].clone())
+    }
+
+    fn notify(&mut self, method: &str) -> anyhow::Result<()> {
+        let stdin = self.stdin.as_mut().context("stdin closed")?;
+        writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": method}))?;
+        Ok(())
+    }
+}
+
+fn text_of(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn demo() -> anyhow::Result<()> {
+    let exe = std::env::current_exe()?;
+    let home = tempdir()?;
+    println!("mcp-broker demo (runtime dir {})", home.display());
+    let t0 = Instant::now();
+    let mut child = Command::new(&exe)
+        .arg("stdio")
+        .env("MCP_BROKER_HOME", &home)
+        .env_remove("MCP_BROKER_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("cannot start `mcp-broker stdio`")?;
+    let stdin = child.stdin.take();
+    let stdout = BufReader::new(child.stdout.take().context("no stdout")?);
+    let mut c = Client {
+        child,
+        stdin,
+        stdout,
+        next_id: 0,
+    };
+
+    let init = c.request(
+        "initialize",
+        json!({
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "mcp-broker-demo", "version": env!("CARGO_PKG_VERSION")}}),
+    )?;
+    c.notify("notifications/initialized")?;
+    println!(
+        "1. shim started the daemon and the session opened in {:.1} ms (protocol {})",
+        t0.elapsed().as_secs_f64() * 1000.0,
+        init["protocolVersion"].as_str().unwrap_or("?")
+    );
+
+    let t = Instant::now();
+    let tools = c.request("tools/list", json!({}))?;
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    println!(
+        "2. tools/list started upstream 'example' and returned {} tools in {:.1} ms: {}",
+        names.len(),
+        t.elapsed().as_secs_f64() * 1000.0,
+        names.join(", ")
+    );
+
+    let t = Instant::now();
+    let echo = c.request(
+        "tools/call",
+        json!({"name": "example.echo", "arguments": {"message": "hello through the broker"}}),
+    )?;
+    println!(
+        "3. example.echo answered {:?} in {:.2} ms",
+        text_of(&echo),
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    let sum = c.request(
+        "tools/call",
+        json!({"name": "example.add", "arguments": {"a": 2, "b": 40}}),
+    )?;
+    println!("4. example.add(2, 40) = {}", text_of(&sum));
+    c.request(
+        "tools/call",
+        json!({"name": "example.append_note", "arguments": {"text": "first note"}}),
+    )?;
+    let notes = c.request(
+        "tools/call",
+        json!({"name": "example.list_notes", "arguments": {}}),
+    )?;
+    println!(
+        "5. example.append_note then example.list_notes -> {:?}",
+        text_of(&notes)
+    );
+
+    drop(c.stdin.take());
+    let status = c.child.wait()?;
+    println!("6. client closed stdin; shim exited with {status}");
+
+    let stop = Command::new(&exe)
+        .arg("stop")
+        .env("MCP_BROKER_HOME", &home)
+        .env_remove("MCP_BROKER_CONFIG")
+        .stdout(Stdio::piped())
+        .output()?;
+    print!("7. {}", String::from_utf8_lossy(&stop.stdout));
+    let socket_gone = !home.join("sockets/broker.sock").exists();
+    println!(
+        "8. socket removed: {socket_gone}; log at {}",
+        home.join("logs/daemon.log").display()
+    );
+    let _ = std::fs::remove_dir_all(&home);
+    if !stop.status.success() || !socket_gone {
+        bail!("the daemon did not stop cleanly");
+    }
+    println!("done in {:.0} ms", t0.elapsed().as_secs_f64() * 1000.0);
+    Ok(())
+}
+
+fn tempdir() -> anyhow::Result<std::path::PathBuf> {
+    // Short and private: Unix socket paths are limited to 107 bytes.
+    let base = std::env::temp_dir();
+    for n in 0..100u32 {
+        let p = base.join(format!("mcpb-demo-{}-{n}", std::process::id()));
+        if std::fs::create_dir(&p).is_ok() {
+            return Ok(p);
+        }
+    }
+    bail!(
+        "cannot create a temporary directory under {}",
+        base.display()
+    )
+}

@@ -1,0 +1,73 @@
+//! Admin commands on the daemon socket: `ping`, `status`, `stop`. None of them starts an upstream.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use mcpb_protocol::HelloReply;
+use mcpb_upstream::UpstreamStatus;
+use serde::Serialize;
+
+use crate::broker::Broker;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DaemonStatus {
+    pub pid: u32,
+    pub version: String,
+    pub started_at_unix: u64,
+    pub uptime_ms: u64,
+    pub socket: String,
+    pub config: String,
+    pub sessions: usize,
+    pub inflight_calls: usize,
+    pub max_clients: usize,
+    pub draining: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusReport {
+    pub daemon: DaemonStatus,
+    pub upstreams: Vec<UpstreamStatus>,
+}
+
+pub fn status(broker: &Broker) -> StatusReport {
+    StatusReport {
+        daemon: DaemonStatus {
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            started_at_unix: broker.started_unix,
+            uptime_ms: u64::try_from(broker.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            socket: broker.settings.runtime.socket_path().display().to_string(),
+            config: broker.settings.source.to_string(),
+            sessions: broker.sessions.load(Ordering::SeqCst),
+            inflight_calls: broker.inflight.load(Ordering::SeqCst),
+            max_clients: broker.settings.broker.max_clients,
+            draining: broker.draining.load(Ordering::SeqCst),
+        },
+        upstreams: broker.upstreams.values().map(|u| u.status()).collect(),
+    }
+}
+
+/// Answers one admin command. `stop` only requests the shutdown; the listener carries it out.
+pub fn handle(broker: &Arc<Broker>, command: &str, stop: &tokio::sync::Notify) -> HelloReply {
+    let mut reply = HelloReply {
+        ok: true,
+        daemon_pid: std::process::id(),
+        daemon_version: env!("CARGO_PKG_VERSION").to_string(),
+        ..HelloReply::default()
+    };
+    match command {
+        "ping" => {}
+        "status" => reply.data = serde_json::to_value(status(broker)).ok(),
+        "stop" => {
+            tracing::info!("stop requested over the admin socket");
+            stop.notify_one();
+        }
+        other => {
+            return HelloReply::refuse(
+                format!("unknown admin command '{other}'"),
+                vec!["known commands: ping, status, stop".into()],
+            );
+        }
+    }
+    reply
+}

@@ -1,0 +1,234 @@
+//! Shared daemon state and the router: the passthrough view of a profile (merged `tools/list`)
+//! and `tools/call` routed by exposed name to the upstream that owns the tool.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use mcpb_config::{ProfileSettings, Settings};
+use mcpb_protocol::BrokerRpcError;
+use mcpb_protocol::message::{raw_error_line, response_line, to_raw};
+use mcpb_upstream::{Reply, StopTimings, Upstream, UpstreamError};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::sync::Notify;
+
+pub struct Broker {
+    pub settings: Settings,
+    pub upstreams: BTreeMap<String, Arc<Upstream>>,
+    pub started: Instant,
+    pub started_unix: u64,
+    pub sessions: AtomicUsize,
+    pub inflight: AtomicUsize,
+    pub idle: Notify,
+    pub draining: AtomicBool,
+}
+
+impl Broker {
+    pub fn new(settings: Settings) -> Self {
+        let secrets = settings.runtime.secrets_dir();
+        let upstreams = settings
+            .upstreams
+            .values()
+            .map(|u| {
+                let up = Upstream::new(
+                    u.clone(),
+                    settings.broker.env_passthrough.clone(),
+                    secrets.clone(),
+                    settings.broker.max_frame_bytes,
+                    StopTimings::default(),
+                );
+                (u.name.clone(), Arc::new(up))
+            })
+            .collect();
+        Self {
+            settings,
+            upstreams,
+            started: Instant::now(),
+            started_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            sessions: AtomicUsize::new(0),
+            inflight: AtomicUsize::new(0),
+            idle: Notify::new(),
+            draining: AtomicBool::new(false),
+        }
+    }
+
+    pub fn profile(&self, name: &str) -> Option<&ProfileSettings> {
+        self.settings.profiles.get(name)
+    }
+
+    /// Counts a request as in flight until the guard drops, so shutdown can drain.
+    pub fn begin(self: &Arc<Self>) -> InflightGuard {
+        self.inflight.fetch_add(1, Ordering::SeqCst);
+        InflightGuard(self.clone())
+    }
+
+    /// The merged raw tool list of a profile. An upstream that cannot start or list is left out
+    /// (and logged); the others still answer.
+    pub async fn list_tools(&self, profile: &ProfileSettings) -> Value {
+        let mut tasks = tokio::task::JoinSet::new();
+        for (i, name) in profile.upstreams.iter().enumerate() {
+            if let Some(up) = self.upstreams.get(name).filter(|u| u.settings().enabled()) {
+                let up = up.clone();
+                tasks.spawn(async move { (i, up.clone(), up.tools().await) });
+            }
+        }
+        let mut per_upstream = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok((i, up, Ok(tools))) => per_upstream.push((i, up, tools)),
+                Ok((_, up, Err(e))) => {
+                    tracing::error!(upstream = up.name(), error = %e, "left out of tools/list")
+                }
+                Err(e) => tracing::error!(error = %e, "tools/list task failed"),
+            }
+        }
+        per_upstream.sort_by_key(|(i, _, _)| *i);
+        let style = profile.broker_tool_name_style;
+        let mut out = Vec::new();
+        for (_, up, tools) in per_upstream {
+            for tool in tools.iter() {
+                if !mcpb_policy::allows(profile, up.settings(), tool) {
+                    continue;
+                }
+                let (Some(obj), Some(name)) =
+                    (tool.as_object(), tool.get("name").and_then(Value::as_str))
+                else {
+                    continue;
+                };
+                let mut exposed = obj.clone();
+                exposed.insert(
+                    "name".into(),
+                    Value::String(mcpb_policy::qualify(style, up.name(), name)),
+                );
+                out.push(Value::Object(exposed));
+            }
+        }
+        serde_json::json!({ "tools": out })
+    }
+
+    /// Routes one `tools/call` and returns the complete response frame for the client.
+    pub async fn call_tool(
+        &self,
+        profile: &ProfileSettings,
+        id: &RawValue,
+        params: Option<&RawValue>,
+    ) -> Vec<u8> {
+        match self.try_call_tool(profile, params).await {
+            Ok(Reply::Result(r)) => response_line(id, &r),
+            Ok(Reply::Error(e)) => raw_error_line(id, &e),
+            Err(e) => e.to_line(Some(id)),
+        }
+    }
+
+    async fn try_call_tool(
+        &self,
+        profile: &ProfileSettings,
+        params: Option<&RawValue>,
+    ) -> Result<Reply, BrokerRpcError> {
+        #[derive(Deserialize)]
+        struct CallParams<'a> {
+            #[serde(borrow)]
+            name: Cow<'a, str>,
+        }
+        let params =
+            params.ok_or_else(|| BrokerRpcError::InvalidParams("missing params".into()))?;
+        let call: CallParams<'_> = serde_json::from_str(params.get())
+            .map_err(|e| BrokerRpcError::InvalidParams(format!("tools/call params: {e}")))?;
+        let exposed = call.name.as_ref();
+        let unknown = || BrokerRpcError::UnknownTool(exposed.to_string());
+        let (up_name, tool_name) =
+            mcpb_policy::split(profile.broker_tool_name_style, exposed).ok_or_else(unknown)?;
+        let upstream = self
+            .upstreams
+            .get(up_name)
+            .filter(|u| profile.upstreams.iter().any(|p| p == up_name) && u.settings().enabled())
+            .ok_or_else(unknown)?;
+        let (instance, tools) = upstream.ready().await.map_err(upstream_error)?;
+        let tool = tools
+            .iter()
+            .find(|t| t.get("name").and_then(Value::as_str) == Some(tool_name))
+            .ok_or_else(unknown)?;
+        if !mcpb_policy::allows(profile, upstream.settings(), tool) {
+            return Err(unknown());
+        }
+        let forwarded = rename_tool(params, tool_name)
+            .map_err(|e| BrokerRpcError::InvalidParams(format!("tools/call params: {e}")))?;
+        instance
+            .request("tools/call", Some(&forwarded), upstream.call_timeout())
+            .await
+            .map_err(upstream_error)
+    }
+}
+
+/// Rewrites `params.name` and keeps every other member byte for byte (arguments, `_meta`, task
+/// fields, vendor extensions).
+fn rename_tool(params: &RawValue, tool: &str) -> Result<Box<RawValue>, serde_json::Error> {
+    let members: BTreeMap<Cow<'_, str>, &RawValue> = serde_json::from_str(params.get())?;
+    let mut out = String::with_capacity(params.get().len() + 16);
+    out.push_str("{\"name\":");
+    out.push_str(&serde_json::to_string(tool)?);
+    for (key, value) in &members {
+        if key == "name" {
+            continue;
+        }
+        out.push(',');
+        out.push_str(&serde_json::to_string(key.as_ref())?);
+        out.push(':');
+        out.push_str(value.get());
+    }
+    out.push('}');
+    RawValue::from_string(out)
+}
+
+pub fn upstream_error(e: UpstreamError) -> BrokerRpcError {
+    match e {
+        UpstreamError::Timeout { upstream, ms } => BrokerRpcError::Timeout { upstream, ms },
+        other => BrokerRpcError::UpstreamUnavailable {
+            upstream: other.upstream().to_string(),
+            reason: other.to_string(),
+        },
+    }
+}
+
+pub fn json_line(id: &RawValue, value: &Value) -> Vec<u8> {
+    match to_raw(value) {
+        Ok(raw) => response_line(id, &raw),
+        Err(e) => BrokerRpcError::Internal(e.to_string()).to_line(Some(id)),
+    }
+}
+
+pub struct InflightGuard(Arc<Broker>);
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        if self.0.inflight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rename_keeps_other_members_verbatim() {
+        let params = RawValue::from_string(
+            r#"{"name":"ex.echo","arguments":{"n":1.50,"s":"\u00e9"},"_meta":{"progressToken":7}}"#
+                .into(),
+        )
+        .unwrap();
+        let out = rename_tool(&params, "echo").unwrap();
+        assert_eq!(
+            out.get(),
+            r#"{"name":"echo","_meta":{"progressToken":7},"arguments":{"n":1.50,"s":"\u00e9"}}"#
+        );
+    }
+}

@@ -1,0 +1,173 @@
+//! The daemon's life: single-instance lock, socket, accept loop with a bounded number of
+//! connections, and the shutdown sequence (drain, cancel, stop upstreams, remove the socket).
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use mcpb_config::Settings;
+use tokio::net::UnixListener;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{Notify, Semaphore, watch};
+
+use crate::DaemonError;
+use crate::broker::Broker;
+
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {}
+
+/// Runs the daemon until SIGTERM/SIGINT or an admin `stop`.
+pub async fn run(settings: Settings, _opts: RunOptions) -> Result<(), DaemonError> {
+    let layout = settings.runtime.clone();
+    layout.ensure().map_err(|e| DaemonError::Runtime {
+        path: layout.root.clone(),
+        source: e,
+    })?;
+    let lock_path = layout.lock_path();
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| DaemonError::Runtime {
+            path: lock_path.clone(),
+            source: e,
+        })?;
+    if lock.try_lock().is_err() {
+        return Err(DaemonError::AlreadyRunning {
+            root: layout.root.clone(),
+        });
+    }
+    let pid_path = layout.pid_path();
+    let _ = File::create(&pid_path).and_then(|mut f| writeln!(f, "{}", std::process::id()));
+
+    let socket_path = layout.socket_path();
+    let len = socket_path.as_os_str().len();
+    if len > 107 {
+        return Err(DaemonError::SocketPathTooLong {
+            path: socket_path,
+            len,
+        });
+    }
+    // We hold the lock, so any socket file here was left by a daemon that died.
+    if socket_path.exists() {
+        tracing::info!(path = %socket_path.display(), "replacing a stale socket");
+        let _ = fs::remove_file(&socket_path);
+    }
+    let listener = UnixListener::bind(&socket_path).map_err(|e| DaemonError::Bind {
+        path: socket_path.clone(),
+        source: e,
+    })?;
+    let _ = fs::set_permissions(&socket_path, fs::Permissions::from_mode(0o600));
+
+    let mut term = signal(SignalKind::terminate()).map_err(DaemonError::Signals)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(DaemonError::Signals)?;
+    let mut hup = signal(SignalKind::hangup()).map_err(DaemonError::Signals)?;
+
+    let max_clients = settings.broker.max_clients;
+    let grace = settings.broker.shutdown_grace;
+    let broker = Arc::new(Broker::new(settings));
+    let stop = Arc::new(Notify::new());
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let permits = Arc::new(Semaphore::new(max_clients));
+    let my_uid = rustix::process::getuid().as_raw();
+    tracing::info!(
+        pid = std::process::id(),
+        socket = %socket_path.display(),
+        config = %broker.settings.source,
+        upstreams = broker.upstreams.len(),
+        "daemon listening"
+    );
+
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = stop.notified() => break,
+            _ = hup.recv() => { tracing::warn!("SIGHUP: reload is not supported by this version; keeping the current config"); continue }
+        };
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => { tracing::warn!(error = %e, "accept failed"); continue }
+            },
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = stop.notified() => break,
+        };
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == my_uid => {}
+            Ok(cred) => {
+                tracing::warn!(
+                    peer_uid = cred.uid(),
+                    "connection from another user refused"
+                );
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read peer credentials; connection refused");
+                continue;
+            }
+        }
+        let broker = broker.clone();
+        let shutdown = shutdown_rx.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            crate::session::serve(broker, stream, shutdown, stop).await;
+            drop(permit);
+        });
+    }
+
+    // Shutdown: no new connections, let in-flight calls finish until the grace deadline.
+    tracing::info!(
+        inflight = broker.inflight.load(Ordering::SeqCst),
+        "shutting down"
+    );
+    broker.draining.store(true, Ordering::SeqCst);
+    drop(listener);
+    let _ = fs::remove_file(&socket_path);
+    let mut now = false;
+    let drained = async {
+        while broker.inflight.load(Ordering::SeqCst) > 0 {
+            let idle = broker.idle.notified();
+            if broker.inflight.load(Ordering::SeqCst) == 0 {
+                break;
+            }
+            idle.await;
+        }
+    };
+    tokio::select! {
+        _ = drained => {}
+        _ = tokio::time::sleep(grace) => tracing::warn!("grace period over; cancelling the calls still running"),
+        _ = term.recv() => now = true,
+        _ = int.recv() => now = true,
+    }
+    let _ = shutdown_tx.send(true);
+    if now {
+        tracing::warn!("second signal: killing upstreams now");
+        for up in broker.upstreams.values() {
+            up.kill_now();
+        }
+    } else {
+        let mut stops = tokio::task::JoinSet::new();
+        for up in broker.upstreams.values() {
+            let up = up.clone();
+            stops.spawn(async move { up.stop().await });
+        }
+        tokio::select! {
+            _ = async { while stops.join_next().await.is_some() {} } => {}
+            _ = term.recv() => {
+                for up in broker.upstreams.values() {
+                    up.kill_now();
+                }
+            }
+        }
+    }
+    let _ = fs::remove_file(&pid_path);
+    tracing::info!("daemon stopped");
+    drop(lock);
+    Ok(())
+}

@@ -1,0 +1,371 @@
+//! One client connection: the hello exchange, then an MCP session in the profile's passthrough
+//! view. Requests that reach upstreams run as tasks so a slow call never blocks the next frame.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcpb_config::ProfileSettings;
+use mcpb_protocol::message::error_line;
+use mcpb_protocol::{
+    BROKER_PROTOCOL_VERSION, BrokerRpcError, FrameError, FrameReader, Hello, HelloKind, HelloReply,
+    Incoming, IncomingKind, RpcCode, revision,
+};
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::UnixStream;
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::sync::{Notify, mpsc, watch};
+use tokio::task::{AbortHandle, JoinSet};
+
+use crate::broker::{Broker, json_line};
+
+const HELLO_LIMIT: usize = 64 * 1024;
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+const OUTBOX_DEPTH: usize = 1024;
+
+type Running = Arc<Mutex<HashMap<String, AbortHandle>>>;
+
+pub async fn serve(
+    broker: Arc<Broker>,
+    stream: UnixStream,
+    mut shutdown: watch::Receiver<bool>,
+    stop: Arc<Notify>,
+) {
+    let (read, write) = stream.into_split();
+    let mut frames = FrameReader::new(BufReader::with_capacity(64 * 1024, read), HELLO_LIMIT);
+    let mut write = write;
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, frames.next_frame()).await {
+        Ok(Ok(Some(line))) => serde_json::from_slice::<Hello>(line).map_err(|e| e.to_string()),
+        Ok(Ok(None)) => return,
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no hello line within 10 s".to_string()),
+    };
+    let hello = match hello {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::warn!(error = %e, "connection closed: bad hello");
+            let reply = HelloReply::refuse(
+                format!(
+                    "this is the mcp-broker daemon socket; the first line was not a hello ({e})"
+                ),
+                vec!["MCP clients connect through `mcp-broker stdio`, not to the socket".into()],
+            );
+            let _ = write.write_all(&reply.to_line()).await;
+            return;
+        }
+    };
+    if hello.mcp_broker != BROKER_PROTOCOL_VERSION {
+        let reply = HelloReply::refuse(
+            format!(
+                "broker protocol mismatch: client speaks {}, daemon {} (version {})",
+                hello.mcp_broker,
+                BROKER_PROTOCOL_VERSION,
+                env!("CARGO_PKG_VERSION")
+            ),
+            vec!["restart the daemon with the same binary: `mcp-broker stop`, then retry".into()],
+        );
+        let _ = write.write_all(&reply.to_line()).await;
+        return;
+    }
+    match hello.kind {
+        HelloKind::Admin { command } => {
+            let reply = crate::admin::handle(&broker, &command, &stop);
+            let _ = write.write_all(&reply.to_line()).await;
+            let _ = write.shutdown().await;
+        }
+        HelloKind::Session {
+            profile, client, ..
+        } => {
+            let chosen = choose_profile(&broker, profile.as_deref(), client.as_deref());
+            let (profile, explicit) = match chosen {
+                Ok(p) => p,
+                Err(reply) => {
+                    tracing::warn!(error = ?reply.error, "session refused");
+                    let _ = write.write_all(&reply.to_line()).await;
+                    return;
+                }
+            };
+            let reply = HelloReply {
+                ok: true,
+                profile: Some(profile.name.clone()),
+                daemon_pid: std::process::id(),
+                daemon_version: env!("CARGO_PKG_VERSION").to_string(),
+                ..HelloReply::default()
+            };
+            if write.write_all(&reply.to_line()).await.is_err() {
+                return;
+            }
+            frames.set_limit(broker.settings.broker.max_frame_bytes);
+            broker.sessions.fetch_add(1, Ordering::SeqCst);
+            tracing::info!(profile = %profile.name, client = ?client, pid = hello.pid, "session opened");
+            let mut session = Session {
+                broker: broker.clone(),
+                profile,
+                explicit,
+                running: Arc::default(),
+            };
+            session.run(frames, write, &mut shutdown).await;
+            broker.sessions.fetch_sub(1, Ordering::SeqCst);
+            tracing::info!(profile = %session.profile.name, "session closed");
+        }
+    }
+}
+
+/// `--profile`, else the client's entry in `clients`, else `default`.
+fn choose_profile(
+    broker: &Broker,
+    profile: Option<&str>,
+    client: Option<&str>,
+) -> Result<(Arc<ProfileSettings>, bool), HelloReply> {
+    let profiles = &broker.settings.profiles;
+    let known = || {
+        let names: Vec<&str> = profiles.keys().map(String::as_str).collect();
+        format!(
+            "profiles in {}: {}",
+            broker.settings.source,
+            if names.is_empty() {
+                "(none)".to_string()
+            } else {
+                names.join(", ")
+            }
+        )
+    };
+    if let Some(name) = profile {
+        return match profiles.get(name) {
+            Some(p) => Ok((Arc::new(p.clone()), true)),
+            None => Err(HelloReply::refuse(
+                format!("unknown profile '{name}'"),
+                vec![known(), "pass one of them with --profile".into()],
+            )),
+        };
+    }
+    if let Some(p) = client
+        .and_then(|c| broker.settings.clients.get(c))
+        .and_then(|p| profiles.get(p))
+    {
+        return Ok((Arc::new(p.clone()), true));
+    }
+    match profiles.get("default") {
+        Some(p) => Ok((Arc::new(p.clone()), false)),
+        None => Err(HelloReply::refuse(
+            "no --profile given and the config has no 'default' profile",
+            vec![
+                known(),
+                "pass --profile NAME, or add a `default` profile".into(),
+            ],
+        )),
+    }
+}
+
+struct Session {
+    broker: Arc<Broker>,
+    profile: Arc<ProfileSettings>,
+    /// Chosen by flag or client entry; `clientInfo.name` may only refine a default choice.
+    explicit: bool,
+    running: Running,
+}
+
+impl Session {
+    async fn run(
+        &mut self,
+        mut frames: FrameReader<BufReader<tokio::net::unix::OwnedReadHalf>>,
+        write: OwnedWriteHalf,
+        shutdown: &mut watch::Receiver<bool>,
+    ) {
+        let (out, outbox) = mpsc::channel::<Vec<u8>>(OUTBOX_DEPTH);
+        let gone = Arc::new(Notify::new());
+        let writer = tokio::spawn(write_loop(write, outbox, gone.clone()));
+        let mut tasks = JoinSet::new();
+        loop {
+            tokio::select! {
+                frame = frames.next_frame() => match frame {
+                    Ok(Some(frame)) => self.handle(frame, &out, &mut tasks).await,
+                    Ok(None) => break,
+                    Err(FrameError::TooLarge { limit }) => {
+                        tracing::warn!(limit, "client frame over the limit; closing the session");
+                        let msg = format!("frame exceeds the {limit}-byte limit; closing the connection");
+                        let _ = out.send(error_line(None, RpcCode::ParseError, &msg)).await;
+                        tasks.abort_all();
+                        break;
+                    }
+                    Err(FrameError::Io(e)) => {
+                        tracing::debug!(error = %e, "client read failed");
+                        break;
+                    }
+                },
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                _ = gone.notified() => {
+                    // The client cannot receive answers any more: withdraw its calls upstream.
+                    tasks.abort_all();
+                    break;
+                }
+                _ = until_set(shutdown) => {
+                    tasks.abort_all();
+                    break;
+                }
+            }
+        }
+        // Input ended: answer what is still running, then close our side.
+        loop {
+            tokio::select! {
+                next = tasks.join_next() => if next.is_none() { break },
+                _ = gone.notified() => { tasks.abort_all(); break }
+                _ = until_set(shutdown) => { tasks.abort_all(); break }
+            }
+        }
+        drop(out);
+        let _ = writer.await;
+    }
+
+    async fn handle(&mut self, frame: &[u8], out: &mpsc::Sender<Vec<u8>>, tasks: &mut JoinSet<()>) {
+        let msg = match Incoming::parse(frame) {
+            Ok(m) => m,
+            Err(e) => {
+                let err = if e.is_syntax() {
+                    BrokerRpcError::Parse(e.to_string())
+                } else {
+                    BrokerRpcError::InvalidRequest(e.to_string())
+                };
+                let _ = out.send(err.to_line(None)).await;
+                return;
+            }
+        };
+        match msg.kind() {
+            IncomingKind::Request => {}
+            IncomingKind::Notification => {
+                self.notification(&msg);
+                return;
+            }
+            IncomingKind::Response => return,
+            IncomingKind::Invalid => {
+                let err = BrokerRpcError::InvalidRequest("not a JSON-RPC 2.0 request".into());
+                let _ = out.send(err.to_line(msg.id)).await;
+                return;
+            }
+        }
+        let Some(id) = msg.id else { return };
+        let line = match msg.method() {
+            "initialize" => self.initialize(id, msg.params),
+            "ping" => json_line(id, &serde_json::json!({})),
+            "tools/list" | "tools/call" => {
+                if self.broker.draining.load(Ordering::SeqCst) {
+                    BrokerRpcError::Overloaded("mcp-broker is shutting down".into())
+                        .to_line(Some(id))
+                } else {
+                    self.spawn_call(&msg, id, out, tasks);
+                    return;
+                }
+            }
+            other => BrokerRpcError::MethodNotFound(other.to_string()).to_line(Some(id)),
+        };
+        let _ = out.send(line).await;
+    }
+
+    fn spawn_call(
+        &self,
+        msg: &Incoming<'_>,
+        id: &RawValue,
+        out: &mpsc::Sender<Vec<u8>>,
+        tasks: &mut JoinSet<()>,
+    ) {
+        let broker = self.broker.clone();
+        let profile = self.profile.clone();
+        let out = out.clone();
+        let id: Box<RawValue> = id.to_owned();
+        let key = id.get().to_string();
+        let params: Option<Box<RawValue>> = msg.params.map(ToOwned::to_owned);
+        let is_list = msg.method() == "tools/list";
+        let running = self.running.clone();
+        let guard = broker.begin();
+        let task_key = key.clone();
+        let handle = tasks.spawn(async move {
+            let _guard = guard;
+            let line = if is_list {
+                json_line(&id, &broker.list_tools(&profile).await)
+            } else {
+                broker.call_tool(&profile, &id, params.as_deref()).await
+            };
+            if let Ok(mut r) = running.lock() {
+                r.remove(&task_key);
+            }
+            let _ = out.send(line).await;
+        });
+        if let Ok(mut r) = self.running.lock() {
+            r.insert(key, handle);
+        }
+    }
+
+    fn notification(&self, msg: &Incoming<'_>) {
+        if msg.method() != "notifications/cancelled" {
+            return;
+        }
+        let Some(params) = msg.params else { return };
+        let Ok(v) = serde_json::from_str::<Value>(params.get()) else {
+            return;
+        };
+        let Some(request_id) = v.get("requestId") else {
+            return;
+        };
+        let key = request_id.to_string();
+        if let Some(handle) = self.running.lock().ok().and_then(|mut r| r.remove(&key)) {
+            // Aborting drops the upstream request, which withdraws it and cancels it upstream.
+            handle.abort();
+        }
+    }
+
+    fn initialize(&mut self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {
+        let params: Value = params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or(Value::Null);
+        let requested = params.get("protocolVersion").and_then(Value::as_str);
+        if !self.explicit {
+            let client = params
+                .get("clientInfo")
+                .and_then(|c| c.get("name"))
+                .and_then(Value::as_str);
+            if let Some(p) = client
+                .and_then(|c| self.broker.settings.clients.get(c))
+                .and_then(|p| self.broker.profile(p))
+            {
+                tracing::info!(profile = %p.name, client = ?client, "profile chosen by clientInfo.name");
+                self.profile = Arc::new(p.clone());
+            }
+        }
+        let result = serde_json::json!({
+            "protocolVersion": revision::negotiate(requested),
+            "capabilities": {"tools": {"listChanged": false}},
+            "serverInfo": {"name": "mcp-broker", "version": env!("CARGO_PKG_VERSION")},
+            "instructions": format!(
+                "Tools of several MCP servers, named <server>{}<tool>.",
+                self.profile.broker_tool_name_style.separator()
+            ),
+        });
+        json_line(id, &result)
+    }
+}
+
+async fn write_loop(write: OwnedWriteHalf, mut outbox: mpsc::Receiver<Vec<u8>>, gone: Arc<Notify>) {
+    let mut w = BufWriter::with_capacity(64 * 1024, write);
+    while let Some(line) = outbox.recv().await {
+        let mut ok = w.write_all(&line).await.is_ok();
+        while ok {
+            match outbox.try_recv() {
+                Ok(more) => ok = w.write_all(&more).await.is_ok(),
+                Err(_) => break,
+            }
+        }
+        if !ok || w.flush().await.is_err() {
+            gone.notify_one();
+            return;
+        }
+    }
+    let _ = w.shutdown().await;
+}
+
+async fn until_set(flag: &mut watch::Receiver<bool>) {
+    // The guard returned by wait_for is not Send; drop it here, inside.
+    let _ = flag.wait_for(|s| *s).await.map(|_| ());
+}

@@ -1,0 +1,464 @@
+//! One running upstream process: a writer task feeding its stdin, a reader task routing its stdout
+//! by rewritten request id, a stderr task feeding the log, and a supervisor task that owns the
+//! child and runs the stop ladder.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcpb_config::UpstreamSettings;
+use mcpb_protocol::message::{notification_line, request_line, to_raw};
+use mcpb_protocol::{FrameReader, Incoming, IncomingKind, revision};
+use serde_json::value::RawValue;
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::UpstreamError;
+use crate::process::{StopTimings, describe, signal_group, stop_ladder};
+
+/// An upstream's answer, kept as raw JSON so it reaches the client exactly as sent.
+#[derive(Debug)]
+pub enum Reply {
+    Result(Box<RawValue>),
+    Error(Box<RawValue>),
+}
+
+type Pending = Mutex<HashMap<u64, oneshot::Sender<Reply>>>;
+
+const STDERR_TAIL: usize = 20;
+
+pub struct Instance {
+    name: String,
+    pid: u32,
+    outbox: mpsc::Sender<Vec<u8>>,
+    pending: Arc<Pending>,
+    next_id: AtomicU64,
+    alive: Arc<AtomicBool>,
+    exit: watch::Receiver<Option<String>>,
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    /// Set when the upstream announces `notifications/tools/list_changed`.
+    tools_stale: Arc<AtomicBool>,
+    pub(crate) protocol_version: Mutex<String>,
+}
+
+impl std::fmt::Debug for Instance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Instance")
+            .field("name", &self.name)
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Launch<'a> {
+    pub settings: &'a UpstreamSettings,
+    pub env: &'a std::collections::BTreeMap<String, String>,
+    pub max_frame_bytes: usize,
+    pub timings: StopTimings,
+}
+
+impl Instance {
+    /// Spawns the process and wires its pipes. The MCP handshake is a separate step.
+    pub(crate) fn spawn(launch: Launch<'_>) -> Result<Arc<Self>, UpstreamError> {
+        let name = launch.settings.name.clone();
+        let mut child = crate::process::spawn(launch.settings, launch.env)?;
+        let pid = child.id().unwrap_or(0);
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(UpstreamError::Spawn {
+                upstream: name,
+                command: launch.settings.command.clone().unwrap_or_default(),
+                reason: "pipes were not set up".into(),
+            });
+        };
+        let (outbox, inbox) = mpsc::channel::<Vec<u8>>(1024);
+        let (close_stdin_tx, close_stdin_rx) = oneshot::channel::<()>();
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let (exit_tx, exit_rx) = watch::channel::<Option<String>>(None);
+        let pending: Arc<Pending> = Arc::default();
+        let alive = Arc::new(AtomicBool::new(true));
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+        let tools_stale = Arc::new(AtomicBool::new(false));
+
+        tokio::spawn(write_loop(stdin, inbox, close_stdin_rx));
+        tokio::spawn(read_loop(
+            stdout,
+            ReadCtx {
+                name: name.clone(),
+                limit: launch.max_frame_bytes,
+                pending: pending.clone(),
+                outbox: outbox.clone(),
+                alive: alive.clone(),
+                exit: exit_rx.clone(),
+                tools_stale: tools_stale.clone(),
+            },
+        ));
+        tokio::spawn(stderr_loop(name.clone(), stderr, stderr_tail.clone()));
+
+        let timings = launch.timings;
+        let sup_pending = pending.clone();
+        let sup_alive = alive.clone();
+        let sup_name = name.clone();
+        tokio::spawn(async move {
+            let status = tokio::select! {
+                s = child.wait() => describe(&s),
+                _ = stop_rx => {
+                    let _ = close_stdin_tx.send(());
+                    stop_ladder(&mut child, timings).await
+                }
+            };
+            // The leader is gone; sweep whatever it left in its group.
+            signal_group(pid, rustix::process::Signal::KILL);
+            sup_alive.store(false, Ordering::SeqCst);
+            tracing::info!(upstream = %sup_name, pid, %status, "upstream process ended");
+            let _ = exit_tx.send(Some(status));
+            fail_all(&sup_pending);
+        });
+
+        Ok(Arc::new(Self {
+            name,
+            pid,
+            outbox,
+            pending,
+            next_id: AtomicU64::new(1),
+            alive,
+            exit: exit_rx,
+            stop: Mutex::new(Some(stop_tx)),
+            stderr_tail,
+            tools_stale,
+            protocol_version: Mutex::new(String::new()),
+        }))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+
+    pub fn protocol_version(&self) -> String {
+        self.protocol_version
+            .lock()
+            .map(|v| v.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn stderr_tail(&self) -> Vec<String> {
+        self.stderr_tail
+            .lock()
+            .map(|t| t.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn take_tools_stale(&self) -> bool {
+        self.tools_stale.swap(false, Ordering::SeqCst)
+    }
+
+    fn exit_status(&self) -> String {
+        self.exit
+            .borrow()
+            .clone()
+            .unwrap_or_else(|| "closed its output".to_string())
+    }
+
+    fn exited(&self) -> UpstreamError {
+        UpstreamError::Exited {
+            upstream: self.name.clone(),
+            status: self.exit_status(),
+        }
+    }
+
+    /// Sends a request with an id of our own and waits for its answer. Dropping the future (the
+    /// client went away) withdraws the request and tells the upstream to cancel it.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        timeout: Duration,
+    ) -> Result<Reply, UpstreamError> {
+        if !self.is_alive() {
+            return Err(self.exited());
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut p) = self.pending.lock() {
+            p.insert(id, tx);
+        }
+        let mut guard = PendingGuard {
+            instance: self,
+            id,
+            armed: true,
+        };
+        if self
+            .outbox
+            .send(request_line(id, method, params))
+            .await
+            .is_err()
+        {
+            return Err(self.exited());
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(reply)) => {
+                guard.armed = false;
+                Ok(reply)
+            }
+            Ok(Err(_)) => {
+                guard.armed = false;
+                // The supervisor may still be collecting the exit status.
+                let mut exit = self.exit.clone();
+                let _ = tokio::time::timeout(
+                    Duration::from_millis(200),
+                    exit.wait_for(Option::is_some),
+                )
+                .await;
+                Err(self.exited())
+            }
+            Err(_) => Err(UpstreamError::Timeout {
+                upstream: self.name.clone(),
+                ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            }),
+        }
+    }
+
+    pub async fn notify(&self, method: &str, params: Option<&RawValue>) {
+        let _ = self.outbox.send(notification_line(method, params)).await;
+    }
+
+    /// The MCP handshake at the newest revision the broker speaks; the upstream picks its own.
+    pub(crate) async fn initialize(&self, timeout: Duration) -> Result<(), UpstreamError> {
+        let params = serde_json::json!({
+            "protocolVersion": revision::LATEST_HANDSHAKE,
+            "capabilities": {},
+            "clientInfo": {"name": "mcp-broker", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let handshake = |reason: String| UpstreamError::Handshake {
+            upstream: self.name.clone(),
+            reason,
+        };
+        let params = to_raw(&params).map_err(|e| handshake(e.to_string()))?;
+        let reply = self
+            .request("initialize", Some(&params), timeout)
+            .await
+            .map_err(|e| match e {
+                UpstreamError::Timeout { upstream, ms } => {
+                    UpstreamError::StartTimeout { upstream, ms }
+                }
+                other => other,
+            })?;
+        let result = match reply {
+            Reply::Result(r) => r,
+            Reply::Error(e) => return Err(handshake(format!("initialize was refused: {e}"))),
+        };
+        #[derive(serde::Deserialize)]
+        struct InitResult {
+            #[serde(rename = "protocolVersion")]
+            protocol_version: String,
+        }
+        let init: InitResult = serde_json::from_str(result.get())
+            .map_err(|e| handshake(format!("unreadable initialize result: {e}")))?;
+        if !revision::is_supported(&init.protocol_version) {
+            return Err(handshake(format!(
+                "it speaks protocol revision {}, which this broker does not",
+                init.protocol_version
+            )));
+        }
+        if let Ok(mut v) = self.protocol_version.lock() {
+            *v = init.protocol_version;
+        }
+        self.notify("notifications/initialized", None).await;
+        Ok(())
+    }
+
+    /// Starts the stop ladder and waits until the process group is gone.
+    pub async fn stop(&self) {
+        let tx = self.stop.lock().ok().and_then(|mut s| s.take());
+        if let Some(tx) = tx {
+            let _ = tx.send(());
+        }
+        let mut exit = self.exit.clone();
+        let _ = exit.wait_for(Option::is_some).await;
+    }
+}
+
+struct PendingGuard<'a> {
+    instance: &'a Instance,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let was_pending = self
+            .instance
+            .pending
+            .lock()
+            .map(|mut p| p.remove(&self.id).is_some())
+            .unwrap_or(false);
+        if was_pending && self.instance.is_alive() {
+            let params = format!(
+                "{{\"requestId\":{},\"reason\":\"cancelled by mcp-broker\"}}",
+                self.id
+            );
+            if let Ok(params) = RawValue::from_string(params) {
+                let _ = self
+                    .instance
+                    .outbox
+                    .try_send(notification_line("notifications/cancelled", Some(&params)));
+            }
+        }
+    }
+}
+
+fn fail_all(pending: &Pending) {
+    // Dropping the senders wakes every waiter at once with "exited".
+    if let Ok(mut p) = pending.lock() {
+        p.clear();
+    }
+}
+
+async fn write_loop(
+    stdin: ChildStdin,
+    mut inbox: mpsc::Receiver<Vec<u8>>,
+    mut close: oneshot::Receiver<()>,
+) {
+    let mut out = BufWriter::with_capacity(64 * 1024, stdin);
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut close => break,
+            msg = inbox.recv() => {
+                let Some(msg) = msg else { break };
+                if out.write_all(&msg).await.is_err() {
+                    break;
+                }
+                // Batch whatever is already queued into one write before flushing.
+                while let Ok(more) = inbox.try_recv() {
+                    if out.write_all(&more).await.is_err() {
+                        return;
+                    }
+                }
+                if out.flush().await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = out.flush().await;
+    let _ = out.shutdown().await;
+}
+
+struct ReadCtx {
+    name: String,
+    limit: usize,
+    pending: Arc<Pending>,
+    outbox: mpsc::Sender<Vec<u8>>,
+    alive: Arc<AtomicBool>,
+    exit: watch::Receiver<Option<String>>,
+    tools_stale: Arc<AtomicBool>,
+}
+
+async fn read_loop(stdout: ChildStdout, ctx: ReadCtx) {
+    let mut frames = FrameReader::new(BufReader::with_capacity(64 * 1024, stdout), ctx.limit);
+    let mut bad_lines = 0u32;
+    loop {
+        let frame = match frames.next_frame().await {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::error!(upstream = %ctx.name, error = %e, "dropping upstream output");
+                break;
+            }
+        };
+        let msg = match Incoming::parse(frame) {
+            Ok(m) => m,
+            Err(e) => {
+                bad_lines += 1;
+                if bad_lines <= 10 {
+                    let shown = String::from_utf8_lossy(&frame[..frame.len().min(200)]);
+                    tracing::warn!(upstream = %ctx.name, error = %e, line = %shown, "upstream wrote a line that is not JSON-RPC; ignored");
+                }
+                continue;
+            }
+        };
+        match msg.kind() {
+            IncomingKind::Response => route_response(&ctx, &msg),
+            IncomingKind::Request => answer_server_request(&ctx, &msg).await,
+            IncomingKind::Notification => {
+                if msg.method() == "notifications/tools/list_changed" {
+                    ctx.tools_stale.store(true, Ordering::SeqCst);
+                }
+                tracing::trace!(upstream = %ctx.name, method = msg.method(), "upstream notification");
+            }
+            IncomingKind::Invalid => {
+                tracing::warn!(upstream = %ctx.name, "upstream sent an invalid JSON-RPC message; ignored");
+            }
+        }
+    }
+    // Output closed: the process is exiting. Give the supervisor a moment to report the status,
+    // then fail whatever is still waiting.
+    let mut exit = ctx.exit.clone();
+    let _ = tokio::time::timeout(Duration::from_millis(200), exit.wait_for(Option::is_some)).await;
+    ctx.alive.store(false, Ordering::SeqCst);
+    fail_all(&ctx.pending);
+}
+
+fn route_response(ctx: &ReadCtx, msg: &Incoming<'_>) {
+    let Some(id) = msg.id.and_then(|id| id.get().parse::<u64>().ok()) else {
+        tracing::warn!(upstream = %ctx.name, "response with an id the broker never sent; dropped");
+        return;
+    };
+    let waiter = ctx.pending.lock().ok().and_then(|mut p| p.remove(&id));
+    let Some(waiter) = waiter else {
+        tracing::debug!(upstream = %ctx.name, id, "late or unknown response; dropped");
+        return;
+    };
+    let reply = match (msg.result, msg.error) {
+        (Some(r), _) => Reply::Result(r.to_owned()),
+        (None, Some(e)) => Reply::Error(e.to_owned()),
+        (None, None) => return,
+    };
+    let _ = waiter.send(reply);
+}
+
+/// Server-to-client requests. `ping` is answered here; routing sampling, elicitation and roots
+/// to the owning session is not done yet, so those get a clear refusal instead of silence.
+async fn answer_server_request(ctx: &ReadCtx, msg: &Incoming<'_>) {
+    let Some(id) = msg.id else { return };
+    let line = if msg.method() == "ping" {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{{}}}}\n",
+            id.get()
+        )
+        .into_bytes()
+    } else {
+        mcpb_protocol::message::error_line(
+            Some(id),
+            mcpb_protocol::RpcCode::MethodNotFound,
+            &format!("mcp-broker does not forward '{}' to clients", msg.method()),
+        )
+    };
+    let _ = ctx.outbox.send(line).await;
+}
+
+async fn stderr_loop(name: String, stderr: ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {
+    let mut frames = FrameReader::new(BufReader::new(stderr), 64 * 1024);
+    while let Ok(Some(line)) = frames.next_frame().await {
+        let text = String::from_utf8_lossy(line).into_owned();
+        tracing::info!(target: "upstream_stderr", upstream = %name, "{text}");
+        if let Ok(mut t) = tail.lock() {
+            if t.len() == STDERR_TAIL {
+                t.pop_front();
+            }
+            t.push_back(text);
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Child processes: each upstream in its own process group, tied to the daemon's life, and
+//! stopped with a ladder that ends in SIGKILL of the whole group so launchers like `npx` or `uvx`
+//! leave no grandchildren behind.
+
+use std::collections::BTreeMap;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use mcpb_config::UpstreamSettings;
+use rustix::process::{Pid, Signal, kill_process_group};
+use tokio::process::{Child, Command};
+
+use crate::UpstreamError;
+
+#[derive(Debug, Clone, Copy)]
+pub struct StopTimings {
+    /// After stdin is closed, how long a well-behaved server gets to exit.
+    pub close_wait: Duration,
+    /// After SIGTERM to the group, how long before SIGKILL.
+    pub term_wait: Duration,
+}
+
+impl Default for StopTimings {
+    fn default() -> Self {
+        Self {
+            close_wait: Duration::from_millis(1000),
+            term_wait: Duration::from_millis(2000),
+        }
+    }
+}
+
+pub(crate) fn spawn(
+    settings: &UpstreamSettings,
+    env: &BTreeMap<String, String>,
+) -> Result<Child, UpstreamError> {
+    let command = settings.command.clone().unwrap_or_default();
+    let mut cmd = Command::new(&command);
+    cmd.args(&settings.args)
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(cwd) = &settings.cwd {
+        cmd.current_dir(cwd);
+    }
+    die_with_parent(&mut cmd);
+    cmd.spawn().map_err(|e| UpstreamError::Spawn {
+        upstream: settings.name.clone(),
+        command: command.clone(),
+        reason: match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                format!("{e} (is `{command}` installed and on the PATH the daemon sees?)")
+            }
+            _ => e.to_string(),
+        },
+    })
+}
+
+#[allow(unsafe_code)]
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child between fork and exec. It only calls
+    // prctl(PR_SET_PDEATHSIG), which is async-signal-safe, allocates nothing and touches no state
+    // shared with the parent, so it cannot observe locks held by other threads of the daemon.
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
+                .map_err(std::io::Error::from)
+        });
+    }
+}
+
+/// Sends `signal` to every process of the group; a group that is already gone is not an error.
+pub(crate) fn signal_group(pgid: u32, signal: Signal) {
+    let Some(pid) = i32::try_from(pgid).ok().and_then(Pid::from_raw) else {
+        return;
+    };
+    match kill_process_group(pid, signal) {
+        Ok(()) | Err(rustix::io::Errno::SRCH) => {}
+        Err(e) => tracing::warn!(pgid, ?signal, error = %e, "could not signal process group"),
+    }
+}
+
+pub(crate) fn describe(status: &std::io::Result<ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(sig)) => format!("killed by signal {sig}"),
+            _ => s.to_string(),
+        },
+        Err(e) => format!("unknown status: {e}"),
+    }
+}
+
+/// The stop ladder, after stdin was closed: wait, SIGTERM the group, wait, SIGKILL the group.
+/// Whatever step ends it, the group is swept with SIGKILL at the end so no grandchild survives.
+pub(crate) async fn stop_ladder(child: &mut Child, timings: StopTimings) -> String {
+    let pgid = child.id().unwrap_or(0);
+    let status = match tokio::time::timeout(timings.close_wait, child.wait()).await {
+        Ok(s) => s,
+        Err(_) => {
+            signal_group(pgid, Signal::TERM);
+            match tokio::time::timeout(timings.term_wait, child.wait()).await {
+                Ok(s) => s,
+                Err(_) => {
+                    signal_group(pgid, Signal::KILL);
+                    child.wait().await
+                }
+            }
+        }
+    };
+    signal_group(pgid, Signal::KILL);
+    describe(&status)
+}
