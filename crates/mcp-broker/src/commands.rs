@@ -72,7 +72,9 @@ pub fn stop(settings: &Settings) -> ExitCode {
     };
     let pid = reply.daemon_pid;
     let deadline = Instant::now() + settings.broker.shutdown_grace + Duration::from_secs(15);
-    while process_exists(pid) {
+    // The pid file goes last when the daemon finishes; a daemon that died leaves no process.
+    let pid_file = settings.runtime.pid_path();
+    while pid_file.exists() && process_exists(pid) {
         if Instant::now() > deadline {
             return fail(
                 &format!("mcp-broker: daemon (pid {pid}) is still running"),

@@ -144,11 +144,11 @@ pub fn key_path_at(text: &str, line: u64, column: u64) -> String {
         if indent == 0 {
             break;
         }
-        if let Some((i, k)) = key_of(l) {
-            if i < indent {
-                parts.push(k);
-                indent = i;
-            }
+        if let Some((i, k)) = key_of(l)
+            && i < indent
+        {
+            parts.push(k);
+            indent = i;
         }
     }
     parts.reverse();

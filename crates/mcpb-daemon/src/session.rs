@@ -25,6 +25,8 @@ use crate::broker::{Broker, json_line};
 const HELLO_LIMIT: usize = 64 * 1024;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 const OUTBOX_DEPTH: usize = 1024;
+const LINGER: Duration = Duration::from_secs(1);
+const LINGER_BYTES: usize = 1024 * 1024;
 
 type Running = Arc<Mutex<HashMap<String, AbortHandle>>>;
 
@@ -119,7 +121,7 @@ fn choose_profile(
     broker: &Broker,
     profile: Option<&str>,
     client: Option<&str>,
-) -> Result<(Arc<ProfileSettings>, bool), HelloReply> {
+) -> Result<(Arc<ProfileSettings>, bool), Box<HelloReply>> {
     let profiles = &broker.settings.profiles;
     let known = || {
         let names: Vec<&str> = profiles.keys().map(String::as_str).collect();
@@ -136,10 +138,10 @@ fn choose_profile(
     if let Some(name) = profile {
         return match profiles.get(name) {
             Some(p) => Ok((Arc::new(p.clone()), true)),
-            None => Err(HelloReply::refuse(
+            None => Err(Box::new(HelloReply::refuse(
                 format!("unknown profile '{name}'"),
                 vec![known(), "pass one of them with --profile".into()],
-            )),
+            ))),
         };
     }
     if let Some(p) = client
@@ -150,13 +152,13 @@ fn choose_profile(
     }
     match profiles.get("default") {
         Some(p) => Ok((Arc::new(p.clone()), false)),
-        None => Err(HelloReply::refuse(
+        None => Err(Box::new(HelloReply::refuse(
             "no --profile given and the config has no 'default' profile",
             vec![
                 known(),
                 "pass --profile NAME, or add a `default` profile".into(),
             ],
-        )),
+        ))),
     }
 }
 
@@ -179,6 +181,7 @@ impl Session {
         let gone = Arc::new(Notify::new());
         let writer = tokio::spawn(write_loop(write, outbox, gone.clone()));
         let mut tasks = JoinSet::new();
+        let mut linger = false;
         loop {
             tokio::select! {
                 frame = frames.next_frame() => match frame {
@@ -189,6 +192,7 @@ impl Session {
                         let msg = format!("frame exceeds the {limit}-byte limit; closing the connection");
                         let _ = out.send(error_line(None, RpcCode::ParseError, &msg)).await;
                         tasks.abort_all();
+                        linger = true;
                         break;
                     }
                     Err(FrameError::Io(e)) => {
@@ -218,6 +222,23 @@ impl Session {
         }
         drop(out);
         let _ = writer.await;
+        if linger {
+            // Closing with unread input makes the kernel report a reset instead of a clean end
+            // of stream. Discard a little more input so a client that overshot slightly sees
+            // the error and then EOF; a client that keeps sending gets the reset.
+            let mut rest = frames.into_inner();
+            let mut scratch = vec![0u8; 64 * 1024];
+            let mut budget = LINGER_BYTES;
+            let _ = tokio::time::timeout(LINGER, async {
+                while let Ok(n) = tokio::io::AsyncReadExt::read(&mut rest, &mut scratch).await {
+                    if n == 0 || n >= budget {
+                        break;
+                    }
+                    budget -= n;
+                }
+            })
+            .await;
+        }
     }
 
     async fn handle(&mut self, frame: &[u8], out: &mpsc::Sender<Vec<u8>>, tasks: &mut JoinSet<()>) {

@@ -119,12 +119,12 @@ impl Upstream {
             .lock()
             .map(|s| s.clone())
             .unwrap_or_else(|p| p.into_inner().clone());
-        if let Ok(slot) = self.slot.try_lock() {
-            if let Some(inst) = &slot.instance {
-                s.stderr_tail = inst.stderr_tail();
-                if !inst.is_alive() && s.state == UpstreamState::Running {
-                    s.state = UpstreamState::Failed;
-                }
+        if let Ok(slot) = self.slot.try_lock()
+            && let Some(inst) = &slot.instance
+        {
+            s.stderr_tail = inst.stderr_tail();
+            if !inst.is_alive() && s.state == UpstreamState::Running {
+                s.state = UpstreamState::Failed;
             }
         }
         s

