@@ -81,22 +81,20 @@ impl<'a> Incoming<'a> {
 
 /// `{"jsonrpc":"2.0","id":<id>,"result":<result>}` followed by a newline.
 pub fn response_line(id: &RawValue, result: &RawValue) -> Vec<u8> {
-    let mut out = Vec::with_capacity(40 + id.get().len() + result.get().len());
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.get().as_bytes());
-    out.extend_from_slice(b",\"result\":");
-    out.extend_from_slice(result.get().as_bytes());
-    out.extend_from_slice(b"}\n");
-    out
+    envelope(id, b",\"result\":", result)
 }
 
 /// A response carrying an error object exactly as received from elsewhere.
 pub fn raw_error_line(id: &RawValue, error: &RawValue) -> Vec<u8> {
-    let mut out = Vec::with_capacity(40 + id.get().len() + error.get().len());
+    envelope(id, b",\"error\":", error)
+}
+
+fn envelope(id: &RawValue, member: &[u8], payload: &RawValue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(40 + id.get().len() + payload.get().len());
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     out.extend_from_slice(id.get().as_bytes());
-    out.extend_from_slice(b",\"error\":");
-    out.extend_from_slice(error.get().as_bytes());
+    out.extend_from_slice(member);
+    out.extend_from_slice(payload.get().as_bytes());
     out.extend_from_slice(b"}\n");
     out
 }

@@ -8,7 +8,6 @@ use mcpb_config::{Lifecycle, UpstreamSettings};
 use mcpb_protocol::message::to_raw;
 use serde::Serialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use crate::UpstreamError;
 use crate::env::child_env;
@@ -237,24 +236,6 @@ impl Upstream {
             slot.tools = Some(Arc::new(tools));
         }
         Ok((inst, slot.tools.clone().unwrap_or_default()))
-    }
-
-    /// Sends one request to the running instance (starting it if needed).
-    pub async fn request(
-        &self,
-        method: &str,
-        params: Option<&RawValue>,
-        timeout: Duration,
-    ) -> Result<Reply, UpstreamError> {
-        let inst = self.instance().await?;
-        let result = inst.request(method, params, timeout).await;
-        if let Err(e @ UpstreamError::Exited { .. }) = &result {
-            self.set_status(|s| {
-                s.state = UpstreamState::Failed;
-                s.last_error = Some(e.to_string());
-            });
-        }
-        result
     }
 
     /// Stops the running instance, if any, with the full stop ladder.
