@@ -10,8 +10,7 @@ use crate::daemon_client::{admin, spawn_daemon, wait_for_socket};
 use crate::fail;
 
 pub fn daemon(settings: Settings) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

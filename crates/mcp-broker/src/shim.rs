@@ -10,8 +10,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use std::io::IoSlice;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
+
 use mcpb_config::Settings;
-use mcpb_protocol::HelloKind;
+use mcpb_protocol::{HelloKind, HelloReply};
+use rustix::fs::FileType;
+use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 
 use crate::daemon_client::{connect_or_start, handshake};
 use crate::fail;
@@ -32,10 +39,14 @@ pub fn run(settings: &Settings, profile: Option<String>, client: Option<String>)
     let cwd = std::env::current_dir()
         .ok()
         .map(|p| p.display().to_string());
+    let pass_fds = std::env::var_os("MCP_BROKER_RELAY").is_none_or(|v| v != "bytes")
+        && passable(std::io::stdin().as_fd())
+        && passable(std::io::stdout().as_fd());
     let kind = HelloKind::Session {
         profile,
         client,
         cwd,
+        pass_fds,
     };
     let (reply, mut from_daemon) = match handshake(stream, kind) {
         Ok(r) => r,
@@ -57,6 +68,9 @@ pub fn run(settings: &Settings, profile: Option<String>, client: Option<String>)
         );
     }
 
+    if pass_fds {
+        return hand_over(settings, from_daemon);
+    }
     let Ok(mut to_daemon) = from_daemon.get_ref().try_clone() else {
         return fail("mcp-broker: cannot clone the daemon socket", &[]);
     };
@@ -105,5 +119,61 @@ pub fn run(settings: &Settings, profile: Option<String>, client: Option<String>)
                 settings.runtime.log_path().display()
             )],
         )
+    }
+}
+
+/// Pipes and sockets can be served by the daemon directly; a terminal or a file cannot.
+fn passable(fd: BorrowedFd<'_>) -> bool {
+    rustix::fs::fstat(fd)
+        .map(|st| {
+            matches!(
+                FileType::from_raw_mode(st.st_mode),
+                FileType::Fifo | FileType::Socket
+            )
+        })
+        .unwrap_or(false)
+}
+
+/// Gives stdin and stdout to the daemon and waits for the session to end. The daemon then
+/// answers the client itself, and this process only keeps the client's view of "the server
+/// process" alive.
+fn hand_over(settings: &Settings, mut control: std::io::BufReader<UnixStream>) -> ExitCode {
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    let fds = [stdin.as_fd(), stdout.as_fd()];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut ancillary = SendAncillaryBuffer::new(&mut space);
+    if !ancillary.push(SendAncillaryMessage::ScmRights(&fds)) {
+        return fail("mcp-broker: cannot prepare the descriptor hand-over", &[]);
+    }
+    let sent = rustix::net::sendmsg(
+        control.get_ref(),
+        &[IoSlice::new(b"F")],
+        &mut ancillary,
+        SendFlags::empty(),
+    );
+    if let Err(e) = sent {
+        return fail(
+            &format!("mcp-broker: cannot hand stdio to the daemon: {e}"),
+            &["set MCP_BROKER_RELAY=bytes to relay through this process instead"],
+        );
+    }
+    let mut line = String::new();
+    match control.read_line(&mut line) {
+        Ok(n) if n > 0 => {
+            let reply = serde_json::from_str::<HelloReply>(&line).unwrap_or_default();
+            if let Some(error) = &reply.error {
+                let hints: Vec<&str> = reply.hints.iter().map(String::as_str).collect();
+                return fail(&format!("mcp-broker: session ended: {error}"), &hints);
+            }
+            ExitCode::from(u8::try_from(reply.exit.unwrap_or(1)).unwrap_or(1))
+        }
+        _ => fail(
+            "mcp-broker: the daemon closed the session unexpectedly",
+            &[&format!(
+                "check `mcp-broker status` and the log {}",
+                settings.runtime.log_path().display()
+            )],
+        ),
     }
 }

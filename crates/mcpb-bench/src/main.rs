@@ -1,1 +1,18 @@
-fn main() {}
+//! `cargo run --release -p mcpb-bench`: measures the broker against the same upstream spoken to
+//! directly, with a lean pipelined JSON-RPC load generator (no SDK in the way), and prints a
+//! table. Build the release binary first (`cargo build --release`).
+//!
+//! Options: `--quick` (fewer calls, for CI smoke runs), `--no-everything` (skip the npm
+//! reference server even when .test-deps has it).
+#![forbid(unsafe_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod load;
+mod scenario;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let everything = !args.iter().any(|a| a == "--no-everything");
+    scenario::run(quick, everything)
+}

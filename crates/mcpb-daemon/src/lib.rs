@@ -12,6 +12,7 @@ mod broker;
 mod error;
 mod listener;
 mod session;
+mod stdio;
 
 pub use admin::{DaemonStatus, StatusReport};
 pub use error::DaemonError;

@@ -16,7 +16,9 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::UnixStream;
-use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::unix::OwnedReadHalf;
+
+use crate::stdio::{Reader, Writer};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::{AbortHandle, JoinSet};
 
@@ -36,9 +38,7 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
     stop: Arc<Notify>,
 ) {
-    let (read, write) = stream.into_split();
-    let mut frames = FrameReader::new(BufReader::with_capacity(64 * 1024, read), HELLO_LIMIT);
-    let mut write = write;
+    let mut frames = FrameReader::new(BufReader::with_capacity(64 * 1024, stream), HELLO_LIMIT);
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, frames.next_frame()).await {
         Ok(Ok(Some(line))) => serde_json::from_slice::<Hello>(line).map_err(|e| e.to_string()),
         Ok(Ok(None)) => return,
@@ -55,7 +55,7 @@ pub async fn serve(
                 ),
                 vec!["MCP clients connect through `mcp-broker stdio`, not to the socket".into()],
             );
-            let _ = write.write_all(&reply.to_line()).await;
+            let _ = frames.get_mut().write_all(&reply.to_line()).await;
             return;
         }
     };
@@ -69,24 +69,28 @@ pub async fn serve(
             ),
             vec!["restart the daemon with the same binary: `mcp-broker stop`, then retry".into()],
         );
-        let _ = write.write_all(&reply.to_line()).await;
+        let _ = frames.get_mut().write_all(&reply.to_line()).await;
         return;
     }
     match hello.kind {
         HelloKind::Admin { command } => {
             let reply = crate::admin::handle(&broker, &command, &stop);
-            let _ = write.write_all(&reply.to_line()).await;
-            let _ = write.shutdown().await;
+            let conn = frames.get_mut();
+            let _ = conn.write_all(&reply.to_line()).await;
+            let _ = conn.shutdown().await;
         }
         HelloKind::Session {
-            profile, client, ..
+            profile,
+            client,
+            pass_fds,
+            ..
         } => {
             let chosen = choose_profile(&broker, profile.as_deref(), client.as_deref());
             let (profile, explicit) = match chosen {
                 Ok(p) => p,
                 Err(reply) => {
                     tracing::warn!(error = ?reply.error, "session refused");
-                    let _ = write.write_all(&reply.to_line()).await;
+                    let _ = frames.get_mut().write_all(&reply.to_line()).await;
                     return;
                 }
             };
@@ -97,23 +101,101 @@ pub async fn serve(
                 daemon_version: env!("CARGO_PKG_VERSION").to_string(),
                 ..HelloReply::default()
             };
-            if write.write_all(&reply.to_line()).await.is_err() {
+            if frames.get_mut().write_all(&reply.to_line()).await.is_err() {
                 return;
             }
-            frames.set_limit(broker.settings.broker.max_frame_bytes);
+            let io = if pass_fds {
+                take_over_stdio(frames.into_inner().into_inner()).await
+            } else {
+                let (r, w) = tokio::io::split(frames.into_inner());
+                Ok(SessionIo {
+                    reader: Box::pin(r),
+                    writer: Box::pin(w),
+                    control: None,
+                })
+            };
+            let io = match io {
+                Ok(io) => io,
+                Err(e) => {
+                    tracing::warn!(error = %e, "session closed: cannot take over the client's stdio");
+                    return;
+                }
+            };
             broker.sessions.fetch_add(1, Ordering::SeqCst);
-            tracing::info!(profile = %profile.name, client = ?client, pid = hello.pid, "session opened");
+            tracing::info!(profile = %profile.name, client = ?client, pid = hello.pid, pass_fds, "session opened");
             let mut session = Session {
                 broker: broker.clone(),
                 profile,
                 explicit,
                 running: Arc::default(),
             };
-            session.run(frames, write, &mut shutdown).await;
+            let frames = FrameReader::new(
+                BufReader::with_capacity(64 * 1024, io.reader),
+                broker.settings.broker.max_frame_bytes,
+            );
+            let (control_read, control_write) = match io.control {
+                Some(c) => {
+                    let (r, w) = c.into_split();
+                    (Some(r), Some(w))
+                }
+                None => (None, None),
+            };
+            let ended = session
+                .run(frames, io.writer, control_read, &mut shutdown)
+                .await;
+            if let Some(mut w) = control_write {
+                let done = match ended {
+                    Ended::InputClosed => HelloReply {
+                        ok: true,
+                        exit: Some(0),
+                        ..HelloReply::default()
+                    },
+                    Ended::Shutdown => HelloReply {
+                        exit: Some(1),
+                        ..HelloReply::refuse(
+                            "the daemon is shutting down",
+                            vec!["the next client start brings it back".into()],
+                        )
+                    },
+                    Ended::Fault(why) => HelloReply {
+                        exit: Some(1),
+                        ..HelloReply::refuse(why, vec![])
+                    },
+                };
+                let _ = w.write_all(&done.to_line()).await;
+            }
             broker.sessions.fetch_sub(1, Ordering::SeqCst);
             tracing::info!(profile = %session.profile.name, "session closed");
         }
     }
+}
+
+/// Why a session ended, reported to a shim that handed over its stdio.
+enum Ended {
+    InputClosed,
+    Shutdown,
+    Fault(String),
+}
+
+struct SessionIo {
+    reader: Reader,
+    writer: Writer,
+    /// The shim's connection, kept when the shim handed over its stdio: its end means the shim
+    /// is gone, and the session's end is reported on it.
+    control: Option<UnixStream>,
+}
+
+async fn take_over_stdio(stream: UnixStream) -> std::io::Result<SessionIo> {
+    let (input, output) = tokio::time::timeout(HELLO_TIMEOUT, crate::stdio::receive(&stream))
+        .await
+        .map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::TimedOut, "no descriptors from the shim")
+        })??;
+    Ok(SessionIo {
+        reader: crate::stdio::reader(input)?,
+        writer: crate::stdio::writer(output)?,
+        control: Some(stream),
+    })
 }
 
 /// `--profile`, else the client's entry in `clients`, else `default`.
@@ -173,15 +255,17 @@ struct Session {
 impl Session {
     async fn run(
         &mut self,
-        mut frames: FrameReader<BufReader<tokio::net::unix::OwnedReadHalf>>,
-        write: OwnedWriteHalf,
+        mut frames: FrameReader<BufReader<Reader>>,
+        write: Writer,
+        mut control: Option<OwnedReadHalf>,
         shutdown: &mut watch::Receiver<bool>,
-    ) {
+    ) -> Ended {
         let (out, outbox) = mpsc::channel::<Vec<u8>>(OUTBOX_DEPTH);
         let gone = Arc::new(Notify::new());
         let writer = tokio::spawn(write_loop(write, outbox, gone.clone()));
         let mut tasks = JoinSet::new();
         let mut linger = false;
+        let mut ended = Ended::InputClosed;
         loop {
             tokio::select! {
                 frame = frames.next_frame() => match frame {
@@ -193,10 +277,12 @@ impl Session {
                         let _ = out.send(error_line(None, RpcCode::ParseError, &msg)).await;
                         tasks.abort_all();
                         linger = true;
+                        ended = Ended::Fault(msg);
                         break;
                     }
                     Err(FrameError::Io(e)) => {
                         tracing::debug!(error = %e, "client read failed");
+                        ended = Ended::Fault(format!("reading from the client failed: {e}"));
                         break;
                     }
                 },
@@ -206,8 +292,13 @@ impl Session {
                     tasks.abort_all();
                     break;
                 }
+                _ = closed(&mut control), if control.is_some() => {
+                    tasks.abort_all();
+                    break;
+                }
                 _ = until_set(shutdown) => {
                     tasks.abort_all();
+                    ended = Ended::Shutdown;
                     break;
                 }
             }
@@ -217,7 +308,7 @@ impl Session {
             tokio::select! {
                 next = tasks.join_next() => if next.is_none() { break },
                 _ = gone.notified() => { tasks.abort_all(); break }
-                _ = until_set(shutdown) => { tasks.abort_all(); break }
+                _ = until_set(shutdown) => { tasks.abort_all(); ended = Ended::Shutdown; break }
             }
         }
         drop(out);
@@ -239,6 +330,7 @@ impl Session {
             })
             .await;
         }
+        ended
     }
 
     async fn handle(&mut self, frame: &[u8], out: &mpsc::Sender<Vec<u8>>, tasks: &mut JoinSet<()>) {
@@ -368,7 +460,7 @@ impl Session {
     }
 }
 
-async fn write_loop(write: OwnedWriteHalf, mut outbox: mpsc::Receiver<Vec<u8>>, gone: Arc<Notify>) {
+async fn write_loop(write: Writer, mut outbox: mpsc::Receiver<Vec<u8>>, gone: Arc<Notify>) {
     let mut w = BufWriter::with_capacity(64 * 1024, write);
     while let Some(line) = outbox.recv().await {
         let mut ok = w.write_all(&line).await.is_ok();
@@ -384,6 +476,20 @@ async fn write_loop(write: OwnedWriteHalf, mut outbox: mpsc::Receiver<Vec<u8>>, 
         }
     }
     let _ = w.shutdown().await;
+}
+
+/// Resolves when the shim's control connection ends (it sends nothing after the descriptors).
+async fn closed(control: &mut Option<OwnedReadHalf>) {
+    let Some(c) = control else {
+        return std::future::pending().await;
+    };
+    let mut buf = [0u8; 64];
+    loop {
+        match tokio::io::AsyncReadExt::read(c, &mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
 }
 
 async fn until_set(flag: &mut watch::Receiver<bool>) {

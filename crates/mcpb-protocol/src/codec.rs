@@ -78,6 +78,10 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
         self.limit = limit;
     }
 
+    pub fn get_mut(&mut self) -> &mut R {
+        &mut self.inner
+    }
+
     pub fn into_inner(self) -> R {
         self.inner
     }

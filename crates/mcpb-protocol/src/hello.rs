@@ -32,6 +32,10 @@ pub enum HelloKind {
         client: Option<String>,
         #[serde(default)]
         cwd: Option<String>,
+        /// The shim will hand its stdin and stdout to the daemon (SCM_RIGHTS) after the reply,
+        /// so the daemon talks to the client directly and the shim only waits for the end.
+        #[serde(default)]
+        pass_fds: bool,
     },
     /// A one-shot command from the CLI (`status`, `stop`, `ping`).
     Admin { command: String },
@@ -50,6 +54,10 @@ pub struct HelloReply {
     pub daemon_pid: u32,
     #[serde(default)]
     pub daemon_version: String,
+    /// Sent as a last line on the control connection of a session whose stdio the daemon took
+    /// over: the exit code the shim should end with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<i32>,
     /// Admin answers carry their payload here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<serde_json::Value>,
@@ -92,6 +100,7 @@ mod tests {
                 profile: Some("codex".into()),
                 client: None,
                 cwd: Some("/tmp".into()),
+                pass_fds: true,
             },
             sender_version: "0.1.0".into(),
             pid: 42,

@@ -81,9 +81,13 @@ fn stop_leaves_no_upstream_process_behind() {
         "upstream process group {pid} survived stop"
     );
     assert!(!home.socket().exists());
-    // The session was told: the shim ends instead of hanging.
-    let (code, _) = shim.finish();
-    assert!(code.is_some());
+    // The session was told: the shim ends with a message instead of hanging.
+    let (code, stderr) = shim.finish();
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.starts_with("mcp-broker: session ended: the daemon is shutting down"),
+        "{stderr}"
+    );
 }
 
 #[test]

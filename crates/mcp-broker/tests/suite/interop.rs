@@ -243,3 +243,86 @@ fn inspector_cli_lists_and_calls_through_the_shim() {
     ]);
     assert!(call["isError"] != true, "{call}");
 }
+
+#[test]
+fn upstreams_get_a_cleared_environment_plus_their_config() {
+    let (mut home, deps, path) = setup();
+    let cfg = format!(
+        "schema_version: 1\nupstreams:\n  everything:\n    command: \"{}\"\n    env: {{NEWS_LANG: en, API_KEY: \"${{file:api}}\"}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
+        deps.join("npm/node_modules/.bin/mcp-server-everything")
+            .display()
+    );
+    let cfg_path = home.root().join("env.yaml");
+    std::fs::write(&cfg_path, cfg).unwrap();
+    home.config = Some(cfg_path);
+    std::fs::create_dir_all(home.root().join("secrets")).unwrap();
+    std::fs::write(home.root().join("secrets/api"), "k-123\n").unwrap();
+    let mut cmd = home.cmd(&["stdio"]);
+    cmd.env("PATH", &path)
+        .env("SOME_OTHER_TOOL_TOKEN", "must-not-leak");
+    let mut shim = super::support::Shim::spawn(cmd);
+    shim.initialize("2025-11-25");
+    let r = shim.call("everything.get-env", json!({}));
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let env: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{r}"));
+    assert_eq!(env["NEWS_LANG"], "en");
+    assert_eq!(
+        env["API_KEY"], "k-123",
+        "secret file resolved into the child only"
+    );
+    assert!(
+        env.get("SOME_OTHER_TOOL_TOKEN").is_none(),
+        "daemon environment leaked: {env}"
+    );
+    assert!(env.get("MCP_BROKER_CONFIG").is_none(), "{env}");
+    assert!(env.get("PATH").is_some());
+    assert!(!home.log().contains("k-123"), "secret value in the log");
+}
+
+#[test]
+fn sigterm_lets_an_in_flight_call_finish_before_exiting() {
+    let (home, _deps, path) = setup();
+    let mut daemon = home
+        .cmd(&["daemon"])
+        .env("PATH", &path)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(super::support::wait_until(
+        std::time::Duration::from_secs(10),
+        || home.socket().exists()
+    ));
+    let mut shim = super::support::Shim::spawn(home.cmd(&["stdio"]));
+    shim.initialize("2025-11-25");
+    shim.call("everything.echo", json!({"message": "warm"}));
+    let slow = json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+        "params": {"name": "everything.trigger-long-running-operation", "arguments": {"duration": 1, "steps": 2}}});
+    shim.send_raw(format!("{slow}\n").as_bytes()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let t = std::time::Instant::now();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(daemon.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let answer = shim.recv().expect("the in-flight call was answered");
+    assert_eq!(answer["id"], "slow");
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Long running operation completed"),
+        "{answer}"
+    );
+    let status =
+        super::support::wait_timeout(&mut daemon, std::time::Duration::from_secs(20)).unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(5),
+        "drained, not waited out: {:?}",
+        t.elapsed()
+    );
+}

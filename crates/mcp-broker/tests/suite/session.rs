@@ -139,3 +139,35 @@ clients:
     plain.initialize("2025-11-25");
     assert_eq!(plain.tool_names().len(), 4);
 }
+
+#[test]
+fn the_byte_relay_fallback_serves_the_same_session() {
+    let home = Home::new();
+    let mut cmd = home.cmd(&["stdio"]);
+    cmd.env("MCP_BROKER_RELAY", "bytes");
+    let mut shim = super::support::Shim::spawn(cmd);
+    shim.initialize("2025-11-25");
+    assert_eq!(shim.tool_names().len(), 4);
+    let r = shim.call("example.echo", json!({"message": "relayed"}));
+    assert_eq!(r["result"]["content"][0]["text"], "relayed");
+    let (code, stderr) = shim.finish();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(home.log().contains("pass_fds=false"), "{}", home.log());
+}
+
+#[test]
+fn the_shim_hands_its_pipes_to_the_daemon_and_a_killed_shim_ends_the_session() {
+    let home = Home::new();
+    let mut shim = home.shim(&[]);
+    shim.initialize("2025-11-25");
+    shim.call("example.echo", json!({"message": "x"}));
+    assert!(home.log().contains("pass_fds=true"), "{}", home.log());
+    assert_eq!(home.status()["daemon"]["sessions"], 1);
+    shim.child.kill().unwrap();
+    shim.child.wait().unwrap();
+    // Our copies of the pipes stay open in this test, so only the shim's end can tell.
+    assert!(super::support::wait_until(
+        std::time::Duration::from_secs(5),
+        || home.status()["daemon"]["sessions"] == 0
+    ));
+}
