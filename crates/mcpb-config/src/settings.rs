@@ -41,11 +41,11 @@ pub struct Settings {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BrokerSettings {
     pub max_clients: usize,
-    #[serde(serialize_with = "as_ms")]
+    #[serde(serialize_with = "as_ms", rename = "call_timeout_ms")]
     pub call_timeout: Duration,
-    #[serde(serialize_with = "as_ms")]
+    #[serde(serialize_with = "as_ms", rename = "startup_timeout_ms")]
     pub startup_timeout: Duration,
-    #[serde(serialize_with = "as_ms")]
+    #[serde(serialize_with = "as_ms", rename = "shutdown_grace_ms")]
     pub shutdown_grace: Duration,
     pub max_frame_bytes: usize,
     pub env_passthrough: Vec<String>,
@@ -76,11 +76,11 @@ pub struct UpstreamSettings {
     pub url: Option<String>,
     pub headers: BTreeMap<String, Template>,
     pub lifecycle: Lifecycle,
-    #[serde(serialize_with = "as_opt_ms")]
+    #[serde(serialize_with = "as_opt_ms", rename = "idle_timeout_ms")]
     pub idle_timeout: Option<Duration>,
-    #[serde(serialize_with = "as_ms")]
+    #[serde(serialize_with = "as_ms", rename = "startup_timeout_ms")]
     pub startup_timeout: Duration,
-    #[serde(serialize_with = "as_ms")]
+    #[serde(serialize_with = "as_ms", rename = "call_timeout_ms")]
     pub call_timeout: Duration,
     pub description: Option<String>,
     pub tags: Vec<String>,

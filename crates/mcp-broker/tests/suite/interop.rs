@@ -173,6 +173,13 @@ fn python_sdk_client_lists_and_calls_every_reference_server_and_two_clients_shar
         c.stdin.as_mut().unwrap().write_all(b"done\n").unwrap();
         assert!(c.wait().unwrap().success());
     }
+    assert!(home.run(&["stop"]).status.success());
+    for (name, pid) in before {
+        assert!(
+            !super::support::group_alive(pid as u32),
+            "{name} (group {pid}) survived stop"
+        );
+    }
 }
 
 #[test]
