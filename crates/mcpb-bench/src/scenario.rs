@@ -225,6 +225,36 @@ fn measure(
             t.label,
             cpu.as_secs_f64() * 1e6 / calls as f64
         );
+        // The shim's fallback: bytes relayed through the shim process instead of handed-over fds.
+        let mut relay_cmd = env.broker(&["stdio"]);
+        relay_cmd.env("MCP_BROKER_RELAY", "bytes");
+        let mut relayed = Peer::spawn(relay_cmd, t.brokered_tool, t.args)?;
+        relayed.latencies(lat_n / 5)?;
+        let (mut d_lat, mut r_lat) = (Vec::new(), Vec::new());
+        let (mut d_thr, mut r_thr) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            d_lat.extend(direct.latencies(lat_n)?);
+            r_lat.extend(relayed.latencies(lat_n)?);
+            d_thr.push(direct.throughput(thr_n, 8)?);
+            r_thr.push(relayed.throughput(thr_n, 8)?);
+        }
+        d_lat.sort();
+        r_lat.sort();
+        let (d, r) = (percentile(&d_lat, 0.5), percentile(&r_lat, 0.5));
+        println!(
+            "| {} | p50 latency, shim relaying bytes (ms) | {} | {} | +{} ms |",
+            t.label,
+            ms(d),
+            ms(r),
+            ms(r.saturating_sub(d))
+        );
+        let (d, r) = (median(d_thr), median(r_thr));
+        println!(
+            "| {} | calls/s at concurrency 8, shim relaying bytes | {d:.0} | {r:.0} | {:.2}x |",
+            t.label,
+            r / d
+        );
+        relayed.close();
         direct.close();
         brokered.close();
     }

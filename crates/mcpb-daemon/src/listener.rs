@@ -81,6 +81,15 @@ pub async fn run(settings: Settings, _opts: RunOptions) -> Result<(), DaemonErro
         "daemon listening"
     );
 
+    // A one-second heartbeat keeps the timer wheel's next wake-up close, so the call timeouts
+    // registered on every request never have to wake the event loop through its eventfd.
+    let heartbeat = tokio::spawn(async {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+        }
+    });
+
     loop {
         let permit = tokio::select! {
             p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
@@ -166,6 +175,7 @@ pub async fn run(settings: Settings, _opts: RunOptions) -> Result<(), DaemonErro
             }
         }
     }
+    heartbeat.abort();
     let _ = fs::remove_file(&pid_path);
     tracing::info!("daemon stopped");
     drop(lock);
