@@ -17,10 +17,7 @@ pub fn daemon(settings: Settings) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(&format!("mcp-broker: cannot start the runtime: {e}"), &[]),
     };
-    match rt.block_on(mcpb_daemon::run(
-        settings,
-        mcpb_daemon::RunOptions::default(),
-    )) {
+    match rt.block_on(mcpb_daemon::run(settings)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e @ mcpb_daemon::DaemonError::AlreadyRunning { .. }) => {
             // Lost a start race or started twice: the running daemon serves everyone.
@@ -29,7 +26,9 @@ pub fn daemon(settings: Settings) -> ExitCode {
         }
         Err(e) => fail(
             &format!("mcp-broker: {e}"),
-            &["see `mcp-broker doctor` once it exists, or the log"],
+            &[
+                "check that the runtime dir is yours and writable (MCP_BROKER_HOME, default ~/mcp/mcp-broker)",
+            ],
         ),
     }
 }

@@ -90,14 +90,6 @@ pub struct UpstreamSettings {
 }
 
 impl UpstreamSettings {
-    /// What identifies a running instance: when this changes, the process must restart.
-    pub fn launch_fingerprint(&self) -> String {
-        format!(
-            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
-            self.transport, self.command, self.args, self.cwd, self.env, self.url, self.headers
-        )
-    }
-
     pub fn enabled(&self) -> bool {
         self.lifecycle != Lifecycle::Disabled
     }

@@ -25,10 +25,13 @@ pub struct Broker {
     pub inflight: AtomicUsize,
     pub idle: Notify,
     pub draining: AtomicBool,
+    /// One per client session being served (`broker.max_clients`).
+    pub session_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Broker {
     pub fn new(settings: Settings) -> Self {
+        let max_clients = settings.broker.max_clients;
         let secrets = settings.runtime.secrets_dir();
         let upstreams = settings
             .upstreams
@@ -56,6 +59,7 @@ impl Broker {
             inflight: AtomicUsize::new(0),
             idle: Notify::new(),
             draining: AtomicBool::new(false),
+            session_slots: Arc::new(tokio::sync::Semaphore::new(max_clients)),
         }
     }
 

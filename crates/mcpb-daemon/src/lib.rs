@@ -16,4 +16,4 @@ mod stdio;
 
 pub use admin::{DaemonStatus, StatusReport};
 pub use error::DaemonError;
-pub use listener::{RunOptions, run};
+pub use listener::run;

@@ -15,11 +15,10 @@ use tokio::sync::{Notify, Semaphore, watch};
 use crate::DaemonError;
 use crate::broker::Broker;
 
-#[derive(Debug, Clone, Default)]
-pub struct RunOptions {}
+const ADMIN_HEADROOM: usize = 32;
 
 /// Runs the daemon until SIGTERM/SIGINT or an admin `stop`.
-pub async fn run(settings: Settings, _opts: RunOptions) -> Result<(), DaemonError> {
+pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     let layout = settings.runtime.clone();
     layout.ensure().map_err(|e| DaemonError::Runtime {
         path: layout.root.clone(),
@@ -71,7 +70,9 @@ pub async fn run(settings: Settings, _opts: RunOptions) -> Result<(), DaemonErro
     let broker = Arc::new(Broker::new(settings));
     let stop = Arc::new(Notify::new());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let permits = Arc::new(Semaphore::new(max_clients));
+    // Sessions wait for one of `max_clients` slots after their hello; this outer bound only
+    // keeps the number of open connections finite and leaves room for admin commands.
+    let permits = Arc::new(Semaphore::new(max_clients + ADMIN_HEADROOM));
     let my_uid = rustix::process::getuid().as_raw();
     tracing::info!(
         pid = std::process::id(),

@@ -121,6 +121,12 @@ pub async fn serve(
                     return;
                 }
             };
+            // Over the limit, the session is accepted but its requests wait for a free slot.
+            let slot = tokio::select! {
+                s = broker.session_slots.clone().acquire_owned() => s.ok(),
+                _ = until_set(&mut shutdown) => None,
+            };
+            let Some(_slot) = slot else { return };
             broker.sessions.fetch_add(1, Ordering::SeqCst);
             tracing::info!(profile = %profile.name, client = ?client, pid = hello.pid, pass_fds, "session opened");
             let mut session = Session {

@@ -176,3 +176,26 @@ fn the_demo_runs_end_to_end() {
     );
     assert!(text.contains("socket removed: true"), "{text}");
 }
+
+#[test]
+fn connections_over_max_clients_wait_for_a_free_slot() {
+    let home = Home::with_config(
+        "schema_version: 1\nbroker: {max_clients: 1}\nupstreams:\n  example: {command: \"{broker.exe}\", args: [example-server], trust_annotations: true}\nprofiles:\n  default: {}\n",
+    );
+    let mut first = home.shim(&[]);
+    first.initialize("2025-11-25");
+    let mut second = home.shim(&[]);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    second.send_raw(format!("{init}\n").as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        home.status()["daemon"]["sessions"],
+        1,
+        "the second session must wait"
+    );
+    let (code, _) = first.finish();
+    assert_eq!(code, Some(0));
+    let r = second.recv().expect("served once the first session ended");
+    assert_eq!(r["result"]["protocolVersion"], "2025-11-25");
+}

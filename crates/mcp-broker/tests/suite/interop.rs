@@ -333,3 +333,43 @@ fn sigterm_lets_an_in_flight_call_finish_before_exiting() {
         t.elapsed()
     );
 }
+
+#[test]
+fn a_second_sigterm_stops_at_once_and_kills_the_upstreams() {
+    let (home, _deps, path) = setup();
+    let mut daemon = home
+        .cmd(&["daemon"])
+        .env("PATH", &path)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(super::support::wait_until(
+        std::time::Duration::from_secs(10),
+        || home.socket().exists()
+    ));
+    let mut shim = super::support::Shim::spawn(home.cmd(&["stdio"]));
+    shim.initialize("2025-11-25");
+    shim.call("everything.echo", json!({"message": "warm"}));
+    let up = home.upstream_pid("everything").unwrap();
+    let slow = json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+        "params": {"name": "everything.trigger-long-running-operation", "arguments": {"duration": 30, "steps": 3}}});
+    shim.send_raw(format!("{slow}\n").as_bytes()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let pid = rustix::process::Pid::from_raw(daemon.id() as i32).unwrap();
+    let t = std::time::Instant::now();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let status = super::support::wait_timeout(&mut daemon, std::time::Duration::from_secs(10))
+        .expect("daemon exits");
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(3),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(status.code(), Some(0));
+    assert!(super::support::wait_until(
+        std::time::Duration::from_secs(3),
+        || !super::support::group_alive(up)
+    ));
+}
