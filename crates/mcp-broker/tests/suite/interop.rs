@@ -373,3 +373,122 @@ fn a_second_sigterm_stops_at_once_and_kills_the_upstreams() {
         || !super::support::group_alive(up)
     ));
 }
+
+/// Talks to `mcp-server-everything` directly and returns raw answer lines.
+fn direct_lines(deps: &Path, path: &str, requests: &[Value]) -> Vec<String> {
+    let mut child = Command::new(deps.join("npm/node_modules/.bin/mcp-server-everything"))
+        .env("PATH", path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = Vec::new();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    writeln!(stdin, "{init}").unwrap();
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    writeln!(
+        stdin,
+        "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}"
+    )
+    .unwrap();
+    for r in requests {
+        writeln!(stdin, "{r}").unwrap();
+        loop {
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            // Skip the server's own notifications; keep the answer.
+            if line.contains("\"id\"") {
+                lines.push(line);
+                break;
+            }
+        }
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    lines
+}
+
+/// The raw text of the `result` member, cut out of the line without re-serialising it.
+fn raw_result(line: &str) -> String {
+    #[derive(serde::Deserialize)]
+    struct R<'a> {
+        #[serde(borrow)]
+        result: &'a serde_json::value::RawValue,
+    }
+    serde_json::from_str::<R<'_>>(line)
+        .unwrap_or_else(|e| panic!("{e}: {line}"))
+        .result
+        .get()
+        .to_string()
+}
+
+#[test]
+fn results_and_tool_definitions_pass_through_unchanged() {
+    let (home, deps, path) = setup();
+    let call = |name: &str, args: Value| json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": args}});
+    let direct = direct_lines(
+        &deps,
+        &path,
+        &[
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+            call("get-structured-content", json!({"location": "Chicago"})),
+            call("get-tiny-image", json!({})),
+            call("get-sum", json!({"a": 1.5, "b": 2})),
+        ],
+    );
+    let mut shim = super::support::Shim::spawn({
+        let mut c = home.cmd(&["stdio"]);
+        c.env("PATH", &path);
+        c
+    });
+    shim.initialize("2025-11-25");
+    let mut brokered = Vec::new();
+    for (name, args) in [
+        ("tools/list", None),
+        (
+            "everything.get-structured-content",
+            Some(json!({"location": "Chicago"})),
+        ),
+        ("everything.get-tiny-image", Some(json!({}))),
+        ("everything.get-sum", Some(json!({"a": 1.5, "b": 2}))),
+    ] {
+        let msg = match args {
+            None => json!({"jsonrpc": "2.0", "id": 1, "method": name}),
+            Some(a) => call(name, a),
+        };
+        shim.send_raw(format!("{msg}\n").as_bytes()).unwrap();
+        brokered.push(shim.recv_line().unwrap());
+    }
+    for i in 1..4 {
+        assert_eq!(
+            raw_result(&brokered[i]),
+            raw_result(&direct[i]),
+            "result {i} changed on the way"
+        );
+    }
+    let d: Value = serde_json::from_str(&direct[0]).unwrap();
+    let b: Value = serde_json::from_str(&brokered[0]).unwrap();
+    let d_tools = d["result"]["tools"].as_array().unwrap();
+    let b_tools = b["result"]["tools"].as_array().unwrap();
+    assert!(d_tools.len() >= 10);
+    for dt in d_tools {
+        let name = dt["name"].as_str().unwrap();
+        let bt = b_tools
+            .iter()
+            .find(|t| t["name"] == format!("everything.{name}"))
+            .unwrap_or_else(|| panic!("{name} missing"));
+        let mut bt = bt.clone();
+        bt["name"] = dt["name"].clone();
+        assert_eq!(&bt, dt, "definition of {name} changed");
+    }
+    assert!(
+        d_tools.iter().any(|t| t.get("outputSchema").is_some()),
+        "the fixture has an outputSchema to carry"
+    );
+}

@@ -132,6 +132,14 @@ impl Shim {
         stdin.flush()
     }
 
+    pub fn recv_line(&mut self) -> Option<String> {
+        let mut line = String::new();
+        match self.stdout.read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line),
+        }
+    }
+
     pub fn recv(&mut self) -> Option<Value> {
         let mut line = String::new();
         match self.stdout.read_line(&mut line) {
