@@ -158,13 +158,15 @@ pub fn render_status(data: &Value) -> String {
             .as_u64()
             .map(|n| format!("{n} tools"))
             .unwrap_or_default();
-        out.push_str(&format!(
-            "  {:<20} {:<9} {:<11} {}\n",
+        let line = format!(
+            "  {:<20} {:<9} {:<11} {}",
             u["name"].as_str().unwrap_or(""),
             u["state"].as_str().unwrap_or(""),
             pid,
             tools
-        ));
+        );
+        out.push_str(line.trim_end());
+        out.push('\n');
         if let Some(err) = u["last_error"].as_str() {
             out.push_str(&format!("  {:<20} last error: {err}\n", ""));
         }
@@ -246,4 +248,24 @@ fn render_settings(settings: &Settings) -> Result<String, String> {
     // Through JSON first so durations and paths render the same as in `status --json`.
     let value = serde_json::to_value(settings).map_err(|e| e.to_string())?;
     serde_json::to_string_pretty(&value).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_text() {
+        let data = serde_json::json!({
+            "daemon": {"pid": 4242, "version": "0.1.0", "uptime_ms": 93_500, "config": "/home/u/mcp/mcp-broker/broker.yaml",
+                "socket": "/home/u/mcp/mcp-broker/sockets/broker.sock", "sessions": 2, "max_clients": 256, "inflight_calls": 1},
+            "upstreams": [
+                {"name": "example", "state": "running", "pid": 4250, "tool_count": 4, "last_error": null},
+                {"name": "github", "state": "stopped", "pid": null, "tool_count": null, "last_error": null},
+                {"name": "broken", "state": "failed", "pid": null, "tool_count": null,
+                 "last_error": "upstream 'broken' could not start `/opt/none`: No such file or directory (os error 2)"}
+            ]
+        });
+        insta::assert_snapshot!(render_status(&data));
+    }
 }
