@@ -199,3 +199,30 @@ fn connections_over_max_clients_wait_for_a_free_slot() {
     let r = second.recv().expect("served once the first session ended");
     assert_eq!(r["result"]["protocolVersion"], "2025-11-25");
 }
+
+#[test]
+fn a_shim_whose_daemon_dies_says_so_and_exits_non_zero() {
+    let home = Home::new();
+    let mut shim = home.shim(&[]);
+    shim.initialize("2025-11-25");
+    shim.call("example.echo", json!({"message": "x"}));
+    let daemon = home.daemon_pid().unwrap();
+    let upstream = home.upstream_pid("example").unwrap();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(daemon as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let status =
+        wait_timeout(&mut shim.child, Duration::from_secs(5)).expect("the shim must not hang");
+    assert_eq!(status.code(), Some(1));
+    let (_, stderr) = shim.finish();
+    assert!(
+        stderr.starts_with("mcp-broker: the daemon closed the session unexpectedly\nhint: "),
+        "{stderr}"
+    );
+    // PR_SET_PDEATHSIG takes the upstream down with the daemon.
+    assert!(wait_until(Duration::from_secs(5), || !group_alive(
+        upstream
+    )));
+}
