@@ -394,7 +394,7 @@ impl Session {
         let profile = self.profile.clone();
         let out = out.clone();
         let id: Box<RawValue> = id.to_owned();
-        let key = id.get().to_string();
+        let key = id_key(id.get());
         let params: Option<Box<RawValue>> = msg.params.map(ToOwned::to_owned);
         let is_list = msg.method() == "tools/list";
         let running = self.running.clone();
@@ -482,6 +482,13 @@ async fn write_loop(write: Writer, mut outbox: mpsc::Receiver<Vec<u8>>, gone: Ar
         }
     }
     let _ = w.shutdown().await;
+}
+
+/// One spelling per id, whatever whitespace or escapes the client used.
+fn id_key(raw: &str) -> String {
+    serde_json::from_str::<Value>(raw)
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| raw.to_string())
 }
 
 /// Resolves when the shim's control connection ends (it sends nothing after the descriptors).

@@ -492,3 +492,26 @@ fn results_and_tool_definitions_pass_through_unchanged() {
         "the fixture has an outputSchema to carry"
     );
 }
+
+#[test]
+fn a_cancelled_call_gets_no_answer_and_the_session_goes_on() {
+    let (home, _deps, path) = setup();
+    let mut cmd = home.cmd(&["stdio"]);
+    cmd.env("PATH", &path);
+    let mut shim = super::support::Shim::spawn(cmd);
+    shim.initialize("2025-11-25");
+    shim.call("everything.echo", json!({"message": "warm"}));
+    let slow = json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+        "params": {"name": "everything.trigger-long-running-operation", "arguments": {"duration": 2, "steps": 2}}});
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "slow", "reason": "user"}});
+    shim.send_raw(format!("{slow}\n").as_bytes()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    shim.send_raw(format!("{cancel}\n").as_bytes()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let r = shim.request("ping", json!({}));
+    assert_eq!(
+        r["result"],
+        json!({}),
+        "the next answer is the ping's, not the cancelled call's: {r}"
+    );
+}
