@@ -42,6 +42,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Kill upstream processes left behind by a daemon that died (it does this itself on start).
+    Reap,
     /// Try the broker end to end on the embedded default config, in a temporary runtime dir.
     Demo,
     /// Configuration commands.

@@ -136,6 +136,26 @@ pub fn status(settings: &Settings, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+pub fn reap(settings: &Settings) -> ExitCode {
+    // With a daemon running, its own groups are live upstreams, not leftovers.
+    let live = matches!(admin(settings, "ping"), Ok(Some(_)));
+    let ledger =
+        mcpb_upstream::Ledger::new(mcpb_upstream::ledger_dir(&settings.runtime.state_dir()));
+    let reaped = ledger.reap(live);
+    let killed: usize = reaped.iter().map(|r| r.killed).sum();
+    for r in reaped.iter().filter(|r| r.killed > 0) {
+        println!(
+            "killed {} process(es) of upstream '{}' (process group {})",
+            r.killed, r.upstream, r.pgid
+        );
+    }
+    println!(
+        "reaped {killed} leftover process(es) in {} process group(s)",
+        reaped.iter().filter(|r| r.killed > 0).count()
+    );
+    ExitCode::SUCCESS
+}
+
 pub fn render_status(data: &Value) -> String {
     let d = &data["daemon"];
     let mut out = format!(

@@ -72,6 +72,7 @@ fn main() -> ExitCode {
         Command::Start => with_settings(config, commands::start),
         Command::Stop => with_settings(config, commands::stop),
         Command::Status { json } => with_settings(config, |s| commands::status(s, json)),
+        Command::Reap => with_settings(config, commands::reap),
         Command::Demo => demo::run(),
         Command::Config { command } => match command {
             ConfigCommand::Init => commands::config_init(),

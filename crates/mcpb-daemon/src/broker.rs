@@ -10,7 +10,7 @@ use std::time::Instant;
 use mcpb_config::{ProfileSettings, Settings};
 use mcpb_protocol::BrokerRpcError;
 use mcpb_protocol::message::{raw_error_line, response_line, to_raw};
-use mcpb_upstream::{Reply, StopTimings, Upstream, UpstreamError};
+use mcpb_upstream::{Ledger, Reply, StopTimings, Upstream, UpstreamError, ledger_dir};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -43,6 +43,7 @@ impl Broker {
                     secrets.clone(),
                     settings.broker.max_frame_bytes,
                     StopTimings::default(),
+                    Some(Ledger::new(ledger_dir(&settings.runtime.state_dir()))),
                 );
                 (u.name.clone(), Arc::new(up))
             })

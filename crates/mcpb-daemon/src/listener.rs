@@ -39,6 +39,17 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
             root: layout.root.clone(),
         });
     }
+    // We hold the lock: every group in the ledger was left by a daemon that died.
+    let reaped =
+        mcpb_upstream::Ledger::new(mcpb_upstream::ledger_dir(&layout.state_dir())).reap(false);
+    let killed: usize = reaped.iter().map(|r| r.killed).sum();
+    if killed > 0 {
+        tracing::warn!(
+            groups = reaped.len(),
+            processes = killed,
+            "killed processes left by a previous daemon"
+        );
+    }
     let pid_path = layout.pid_path();
     let _ = File::create(&pid_path).and_then(|mut f| writeln!(f, "{}", std::process::id()));
 

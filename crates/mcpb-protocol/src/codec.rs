@@ -73,6 +73,27 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
         }
     }
 
+    /// After `TooLarge`, throws away the rest of the oversized line so reading can go on with the
+    /// next frame. Returns false at end of stream.
+    pub async fn skip_rest_of_line(&mut self) -> Result<bool, FrameError> {
+        loop {
+            let available = self.inner.fill_buf().await?;
+            if available.is_empty() {
+                return Ok(false);
+            }
+            match memchr::memchr(b'\n', available) {
+                Some(i) => {
+                    self.inner.consume(i + 1);
+                    return Ok(true);
+                }
+                None => {
+                    let n = available.len();
+                    self.inner.consume(n);
+                }
+            }
+        }
+    }
+
     /// Changes the cap for the frames that follow (e.g. after a small hello line).
     pub fn set_limit(&mut self, limit: usize) {
         self.limit = limit;
@@ -129,6 +150,19 @@ mod tests {
             got,
             vec![Err("frame exceeds the 100-byte limit".to_string())]
         );
+    }
+
+    #[tokio::test]
+    async fn reading_goes_on_after_skipping_an_oversized_line() {
+        let mut input = vec![b'z'; 5000];
+        input.extend_from_slice(b"\n{\"ok\":1}\n");
+        let mut r = FrameReader::new(&input[..], 100);
+        assert!(matches!(
+            r.next_frame().await,
+            Err(FrameError::TooLarge { .. })
+        ));
+        assert!(r.skip_rest_of_line().await.unwrap());
+        assert_eq!(r.next_frame().await.unwrap(), Some(&b"{\"ok\":1}"[..]));
     }
 
     #[tokio::test]

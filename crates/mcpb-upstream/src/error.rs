@@ -26,6 +26,14 @@ pub enum UpstreamError {
     Stopping { upstream: String },
     #[error("upstream '{upstream}': {reason}")]
     Protocol { upstream: String, reason: String },
+    #[error(
+        "upstream '{upstream}' keeps failing; not retrying for {retry_in_s} s (last error: {last_error})"
+    )]
+    Failfast {
+        upstream: String,
+        retry_in_s: u64,
+        last_error: String,
+    },
 }
 
 impl UpstreamError {
@@ -39,7 +47,8 @@ impl UpstreamError {
             | UpstreamError::Timeout { upstream, .. }
             | UpstreamError::Disabled { upstream }
             | UpstreamError::Stopping { upstream }
-            | UpstreamError::Protocol { upstream, .. } => upstream,
+            | UpstreamError::Protocol { upstream, .. }
+            | UpstreamError::Failfast { upstream, .. } => upstream,
         }
     }
 }

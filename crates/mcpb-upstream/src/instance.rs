@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use mcpb_config::UpstreamSettings;
 use mcpb_protocol::message::{notification_line, request_line, to_raw};
-use mcpb_protocol::{FrameReader, Incoming, IncomingKind, revision};
+use mcpb_protocol::{FrameError, FrameReader, Incoming, IncomingKind, revision};
 use serde_json::value::RawValue;
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use crate::UpstreamError;
+use crate::ledger::Ledger;
 use crate::process::{StopTimings, describe, signal_group, stop_ladder};
 
 /// An upstream's answer, kept as raw JSON so it reaches the client exactly as sent.
@@ -37,7 +38,8 @@ pub struct Instance {
     next_id: AtomicU64,
     alive: Arc<AtomicBool>,
     exit: watch::Receiver<Option<String>>,
-    stop: Mutex<Option<oneshot::Sender<()>>>,
+    stop: Arc<Notify>,
+    stopped_on_purpose: AtomicBool,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     /// Set when the upstream announces `notifications/tools/list_changed`.
     tools_stale: Arc<AtomicBool>,
@@ -58,7 +60,12 @@ pub(crate) struct Launch<'a> {
     pub env: &'a std::collections::BTreeMap<String, String>,
     pub max_frame_bytes: usize,
     pub timings: StopTimings,
+    pub ledger: Option<Ledger>,
 }
+
+/// Bad lines (not JSON-RPC, or over the frame cap) after which an upstream is stopped as
+/// unhealthy: one stray log line is noise, a stream of them means it is not speaking MCP.
+const MAX_BAD_LINES: u32 = 100;
 
 impl Instance {
     /// Spawns the process and wires its pipes. The MCP handshake is a separate step.
@@ -77,7 +84,10 @@ impl Instance {
         };
         let (outbox, inbox) = mpsc::channel::<Vec<u8>>(1024);
         let (close_stdin_tx, close_stdin_rx) = oneshot::channel::<()>();
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let stop = Arc::new(Notify::new());
+        if let Some(ledger) = &launch.ledger {
+            ledger.record(&name, pid);
+        }
         let (exit_tx, exit_rx) = watch::channel::<Option<String>>(None);
         let pending: Arc<Pending> = Arc::default();
         let alive = Arc::new(AtomicBool::new(true));
@@ -95,6 +105,7 @@ impl Instance {
                 alive: alive.clone(),
                 exit: exit_rx.clone(),
                 tools_stale: tools_stale.clone(),
+                stop: stop.clone(),
             },
         ));
         tokio::spawn(stderr_loop(name.clone(), stderr, stderr_tail.clone()));
@@ -103,10 +114,12 @@ impl Instance {
         let sup_pending = pending.clone();
         let sup_alive = alive.clone();
         let sup_name = name.clone();
+        let sup_stop = stop.clone();
+        let ledger = launch.ledger.clone();
         tokio::spawn(async move {
             let status = tokio::select! {
                 s = child.wait() => describe(&s),
-                _ = stop_rx => {
+                _ = sup_stop.notified() => {
                     let _ = close_stdin_tx.send(());
                     stop_ladder(&mut child, timings).await
                 }
@@ -114,6 +127,18 @@ impl Instance {
             // The leader is gone; sweep whatever it left in its group.
             signal_group(pid, rustix::process::Signal::KILL);
             sup_alive.store(false, Ordering::SeqCst);
+            let gone = tokio::task::spawn_blocking(move || {
+                crate::ledger::wait_group_gone(pid, Duration::from_secs(2))
+            })
+            .await
+            .unwrap_or(false);
+            if gone {
+                if let Some(ledger) = ledger {
+                    ledger.forget(pid);
+                }
+            } else {
+                tracing::error!(upstream = %sup_name, pgid = pid, "process group still has members after SIGKILL");
+            }
             tracing::info!(upstream = %sup_name, pid, %status, "upstream process ended");
             let _ = exit_tx.send(Some(status));
             fail_all(&sup_pending);
@@ -127,7 +152,8 @@ impl Instance {
             next_id: AtomicU64::new(1),
             alive,
             exit: exit_rx,
-            stop: Mutex::new(Some(stop_tx)),
+            stop,
+            stopped_on_purpose: AtomicBool::new(false),
             stderr_tail,
             tools_stale,
             protocol_version: Mutex::new(String::new()),
@@ -158,6 +184,14 @@ impl Instance {
 
     pub(crate) fn take_tools_stale(&self) -> bool {
         self.tools_stale.swap(false, Ordering::SeqCst)
+    }
+
+    pub(crate) fn stopped_on_purpose(&self) -> bool {
+        self.stopped_on_purpose.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn exit_description(&self) -> String {
+        format!("exited ({})", self.exit_status())
     }
 
     fn exit_status(&self) -> String {
@@ -277,10 +311,8 @@ impl Instance {
 
     /// Starts the stop ladder and waits until the process group is gone.
     pub async fn stop(&self) {
-        let tx = self.stop.lock().ok().and_then(|mut s| s.take());
-        if let Some(tx) = tx {
-            let _ = tx.send(());
-        }
+        self.stopped_on_purpose.store(true, Ordering::SeqCst);
+        self.stop.notify_one();
         let mut exit = self.exit.clone();
         let _ = exit.wait_for(Option::is_some).await;
     }
@@ -364,17 +396,30 @@ struct ReadCtx {
     alive: Arc<AtomicBool>,
     exit: watch::Receiver<Option<String>>,
     tools_stale: Arc<AtomicBool>,
+    stop: Arc<Notify>,
 }
 
 async fn read_loop(stdout: ChildStdout, ctx: ReadCtx) {
     let mut frames = FrameReader::new(BufReader::with_capacity(64 * 1024, stdout), ctx.limit);
     let mut bad_lines = 0u32;
     loop {
+        if bad_lines >= MAX_BAD_LINES {
+            tracing::error!(upstream = %ctx.name, bad_lines, "upstream keeps writing lines that are not JSON-RPC; stopping it as unhealthy");
+            break;
+        }
         let frame = match frames.next_frame().await {
             Ok(Some(f)) => f,
             Ok(None) => break,
+            Err(FrameError::TooLarge { limit }) => {
+                bad_lines += 1;
+                tracing::warn!(upstream = %ctx.name, limit, "upstream wrote a line over the frame cap; skipped");
+                match frames.skip_rest_of_line().await {
+                    Ok(true) => continue,
+                    _ => break,
+                }
+            }
             Err(e) => {
-                tracing::error!(upstream = %ctx.name, error = %e, "dropping upstream output");
+                tracing::error!(upstream = %ctx.name, error = %e, "cannot read upstream output");
                 break;
             }
         };
@@ -403,8 +448,9 @@ async fn read_loop(stdout: ChildStdout, ctx: ReadCtx) {
             }
         }
     }
-    // Output closed: the process is exiting. Give the supervisor a moment to report the status,
-    // then fail whatever is still waiting.
+    // Output closed or unusable: make sure the process goes too (a no-op when it already
+    // exited), give the supervisor a moment to report the status, then fail what still waits.
+    ctx.stop.notify_one();
     let mut exit = ctx.exit.clone();
     let _ = tokio::time::timeout(Duration::from_millis(200), exit.wait_for(Option::is_some)).await;
     ctx.alive.store(false, Ordering::SeqCst);

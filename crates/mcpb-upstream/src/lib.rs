@@ -11,11 +11,13 @@
 mod env;
 mod error;
 mod instance;
+mod ledger;
 mod process;
 mod upstream;
 
 pub use env::{BASE_ALLOWLIST, child_env};
 pub use error::UpstreamError;
 pub use instance::{Instance, Reply};
+pub use ledger::{Ledger, LedgerEntry, Reaped, group_members, ledger_dir};
 pub use process::StopTimings;
 pub use upstream::{Upstream, UpstreamState, UpstreamStatus};

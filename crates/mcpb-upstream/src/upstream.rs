@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::UpstreamError;
 use crate::env::child_env;
 use crate::instance::{Instance, Launch, Reply};
+use crate::ledger::Ledger;
 use crate::process::StopTimings;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -33,8 +34,64 @@ pub struct UpstreamStatus {
     pub tool_count: Option<usize>,
     pub started_at_unix: Option<u64>,
     pub starts: u32,
+    /// Unexpected exits and failed starts since the daemon started.
+    pub failures: u32,
+    /// Set while calls fail at once after repeated failures.
+    pub failfast_until_unix: Option<u64>,
     pub last_error: Option<String>,
     pub stderr_tail: Vec<String>,
+}
+
+/// Restart discipline: exponential backoff with jitter between attempts, and a failfast period
+/// once an upstream failed too often in a short window, so a broken server costs callers an
+/// immediate error instead of a start attempt each.
+#[derive(Debug, Default)]
+struct Health {
+    consecutive: u32,
+    recent: std::collections::VecDeque<Instant>,
+    next_attempt: Option<Instant>,
+    failfast_until: Option<Instant>,
+}
+
+const BACKOFF_BASE: Duration = Duration::from_millis(250);
+const BACKOFF_MAX: Duration = Duration::from_secs(8);
+const FAILFAST_AFTER: usize = 5;
+const FAILFAST_WINDOW: Duration = Duration::from_secs(60);
+const FAILFAST_FOR: Duration = Duration::from_secs(30);
+
+impl Health {
+    fn failed(&mut self, now: Instant) {
+        self.consecutive += 1;
+        self.recent.push_back(now);
+        while self
+            .recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > FAILFAST_WINDOW)
+        {
+            self.recent.pop_front();
+        }
+        if self.recent.len() >= FAILFAST_AFTER {
+            self.failfast_until = Some(now + FAILFAST_FOR);
+            self.recent.clear();
+        }
+        let exp = BACKOFF_BASE.saturating_mul(1u32 << self.consecutive.saturating_sub(1).min(16));
+        self.next_attempt = Some(now + jitter(exp.min(BACKOFF_MAX)));
+    }
+
+    fn succeeded(&mut self) {
+        self.consecutive = 0;
+        self.next_attempt = None;
+        self.failfast_until = None;
+    }
+}
+
+/// 80% to 120% of `d`, from the clock's low bits: spreads restarts without a random generator.
+fn jitter(d: Duration) -> Duration {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|t| t.subsec_nanos())
+        .unwrap_or(0);
+    d.mul_f64(0.8 + f64::from(nanos % 401) / 1000.0)
 }
 
 #[derive(Default)]
@@ -49,6 +106,11 @@ pub struct Upstream {
     secrets_dir: std::path::PathBuf,
     max_frame_bytes: usize,
     timings: StopTimings,
+    ledger: Option<Ledger>,
+    health: Mutex<Health>,
+    /// An instance between spawn and the end of its handshake, so `stop` can reach it without
+    /// waiting for the start to finish.
+    starting: Mutex<Option<Arc<Instance>>>,
     slot: tokio::sync::Mutex<Slot>,
     status: Mutex<UpstreamStatus>,
 }
@@ -75,6 +137,7 @@ impl Upstream {
         secrets_dir: std::path::PathBuf,
         max_frame_bytes: usize,
         timings: StopTimings,
+        ledger: Option<Ledger>,
     ) -> Self {
         let state = if settings.lifecycle == Lifecycle::Disabled {
             UpstreamState::Disabled
@@ -89,6 +152,8 @@ impl Upstream {
             tool_count: None,
             started_at_unix: None,
             starts: 0,
+            failures: 0,
+            failfast_until_unix: None,
             last_error: None,
             stderr_tail: Vec::new(),
         };
@@ -98,6 +163,9 @@ impl Upstream {
             secrets_dir,
             max_frame_bytes,
             timings,
+            ledger,
+            health: Mutex::default(),
+            starting: Mutex::default(),
             slot: tokio::sync::Mutex::new(Slot::default()),
             status: Mutex::new(status),
         }
@@ -151,9 +219,13 @@ impl Upstream {
             if inst.is_alive() {
                 return Ok(inst.clone());
             }
+            if !inst.stopped_on_purpose() {
+                self.record_failure(format!("{} (pid {})", inst.exit_description(), inst.pid()));
+            }
             slot.instance = None;
             slot.tools = None;
         }
+        self.wait_for_backoff().await?;
         self.set_status(|s| {
             s.state = UpstreamState::Starting;
             s.pid = None;
@@ -163,8 +235,12 @@ impl Upstream {
                 let count = tools.len();
                 slot.instance = Some(inst.clone());
                 slot.tools = Some(Arc::new(tools));
+                if let Ok(mut h) = self.health.lock() {
+                    h.succeeded();
+                }
                 self.set_status(|s| {
                     s.state = UpstreamState::Running;
+                    s.failfast_until_unix = None;
                     s.pid = Some(inst.pid());
                     s.protocol_version = Some(inst.protocol_version());
                     s.tool_count = Some(count);
@@ -175,14 +251,49 @@ impl Upstream {
             }
             Err(e) => {
                 tracing::error!(upstream = %self.settings.name, error = %e, "upstream failed to start");
-                self.set_status(|s| {
-                    s.state = UpstreamState::Failed;
-                    s.pid = None;
-                    s.last_error = Some(e.to_string());
-                });
+                self.record_failure(e.to_string());
                 Err(e)
             }
         }
+    }
+
+    fn record_failure(&self, error: String) {
+        let failfast = self.health.lock().ok().and_then(|mut h| {
+            h.failed(Instant::now());
+            h.failfast_until
+        });
+        let until_unix =
+            failfast.map(|t| unix_now() + t.saturating_duration_since(Instant::now()).as_secs());
+        self.set_status(|s| {
+            s.state = UpstreamState::Failed;
+            s.pid = None;
+            s.failures += 1;
+            s.failfast_until_unix = until_unix;
+            s.last_error = Some(error);
+        });
+    }
+
+    /// Fails at once during a failfast period; otherwise sleeps out the backoff (a few seconds
+    /// at most) so restarts of a crashing server do not come back to back.
+    async fn wait_for_backoff(&self) -> Result<(), UpstreamError> {
+        let (failfast, next) = self
+            .health
+            .lock()
+            .map(|h| (h.failfast_until, h.next_attempt))
+            .unwrap_or((None, None));
+        let now = Instant::now();
+        if let Some(until) = failfast.filter(|u| *u > now) {
+            let last_error = self.status().last_error.unwrap_or_default();
+            return Err(UpstreamError::Failfast {
+                upstream: self.settings.name.clone(),
+                retry_in_s: until.duration_since(now).as_secs().max(1),
+                last_error,
+            });
+        }
+        if let Some(at) = next.filter(|a| *a > now) {
+            tokio::time::sleep_until(at.into()).await;
+        }
+        Ok(())
     }
 
     async fn start(&self) -> Result<(Arc<Instance>, Vec<Value>), UpstreamError> {
@@ -198,8 +309,12 @@ impl Upstream {
             env: &env,
             max_frame_bytes: self.max_frame_bytes,
             timings: self.timings,
+            ledger: self.ledger.clone(),
         })?;
         tracing::info!(upstream = %self.settings.name, pid = inst.pid(), "upstream process started");
+        if let Ok(mut st) = self.starting.lock() {
+            *st = Some(inst.clone());
+        }
         let deadline = Instant::now() + self.settings.startup_timeout;
         let handshake = async {
             inst.initialize(self.settings.startup_timeout).await?;
@@ -211,7 +326,11 @@ impl Upstream {
             )
             .await
         };
-        match handshake.await {
+        let outcome = handshake.await;
+        if let Ok(mut st) = self.starting.lock() {
+            *st = None;
+        }
+        match outcome {
             Ok(tools) => Ok((inst, tools)),
             Err(e) => {
                 inst.stop().await;
@@ -238,8 +357,13 @@ impl Upstream {
         Ok((inst, slot.tools.clone().unwrap_or_default()))
     }
 
-    /// Stops the running instance, if any, with the full stop ladder.
+    /// Stops the running instance, if any, with the full stop ladder; an instance still in its
+    /// handshake is stopped too.
     pub async fn stop(&self) {
+        let starting = self.starting.lock().ok().and_then(|mut s| s.take());
+        if let Some(inst) = starting {
+            inst.stop().await;
+        }
         let inst = {
             let mut slot = self.slot.lock().await;
             slot.tools = None;

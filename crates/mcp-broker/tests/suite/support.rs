@@ -281,3 +281,27 @@ pub fn deps_path(deps: &Path) -> String {
         base
     }
 }
+
+/// The fixture server (crate mcpb-testkit), built beside this binary by `cargo test --workspace`.
+pub fn fixture() -> PathBuf {
+    let path = Path::new(bin()).parent().unwrap().join("mcpb-fixture");
+    assert!(
+        path.is_file(),
+        "{} is missing; run the tests with `cargo test --workspace` (scripts/test)",
+        path.display()
+    );
+    path
+}
+
+/// A config with fixture upstreams: `name: "args"` pairs; `call_timeout_ms` for all.
+pub fn fixture_config(upstreams: &[(&str, &str)], extra_upstream_yaml: &str) -> String {
+    let fx = fixture();
+    let mut y = String::from(
+        "schema_version: 1\nbroker: {call_timeout_ms: 2000, startup_timeout_ms: 5000, shutdown_grace_ms: 1000}\nupstreams:\n",
+    );
+    for (name, args) in upstreams {
+        y.push_str(&format!("  {name}: {{command: \"{}\", args: [{args}], trust_annotations: true{extra_upstream_yaml}}}\n", fx.display()));
+    }
+    y.push_str("profiles:\n  default: {allow_mutating_upstreams: true}\n");
+    y
+}

@@ -1,0 +1,417 @@
+//! The fixture server: newline-delimited JSON-RPC on stdio, one thread per call.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+#[derive(Debug, Default, Clone)]
+pub struct Options {
+    /// Keep running after stdin closes (a server that ignores EOF).
+    pub ignore_eof: bool,
+    /// Start a long-lived grandchild (`sleep`) at start-up.
+    pub grandchild: bool,
+    pub slow_start_ms: u64,
+    /// Extra generated tools beside the fixed ones.
+    pub extra_tools: usize,
+    /// Name prefix for this server in serverInfo.
+    pub name: String,
+    /// Protocol revision to answer `initialize` with (default: the client's).
+    pub revision: Option<String>,
+}
+
+impl Options {
+    pub fn parse(args: &[String]) -> Self {
+        let mut o = Options {
+            name: "fixture".into(),
+            ..Options::default()
+        };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--ignore-eof" => o.ignore_eof = true,
+                "--grandchild" => o.grandchild = true,
+                "--slow-start-ms" => {
+                    o.slow_start_ms = it.next().and_then(|v| v.parse().ok()).unwrap_or(0)
+                }
+                "--tools" => o.extra_tools = it.next().and_then(|v| v.parse().ok()).unwrap_or(0),
+                "--name" => o.name = it.next().cloned().unwrap_or_default(),
+                "--revision" => o.revision = it.next().cloned(),
+                other => eprintln!("mcpb-fixture: ignoring unknown argument {other}"),
+            }
+        }
+        o
+    }
+}
+
+type Out = Arc<Mutex<std::io::Stdout>>;
+
+fn send(out: &Out, msg: &Value) {
+    let mut o = out.lock().unwrap();
+    let _ = writeln!(o, "{msg}");
+    let _ = o.flush();
+}
+
+fn send_raw(out: &Out, line: &str) {
+    let mut o = out.lock().unwrap();
+    let _ = o.write_all(line.as_bytes());
+    let _ = o.write_all(b"\n");
+    let _ = o.flush();
+}
+
+fn text(s: impl Into<String>) -> Value {
+    json!({"content": [{"type": "text", "text": s.into()}], "isError": false})
+}
+
+fn tool(name: &str, description: &str, read_only: bool, props: Value) -> Value {
+    json!({
+        "name": name,
+        "description": description,
+        "inputSchema": {"type": "object", "properties": props},
+        "annotations": {"readOnlyHint": read_only},
+    })
+}
+
+fn tools(opts: &Options) -> Vec<Value> {
+    let mut t = vec![
+        tool(
+            "echo",
+            "Return the text.",
+            true,
+            json!({"text": {"type": "string"}}),
+        ),
+        tool(
+            "sleep",
+            "Answer after ms milliseconds.",
+            true,
+            json!({"ms": {"type": "integer"}}),
+        ),
+        tool(
+            "pid",
+            "This process's pid and process group.",
+            true,
+            json!({}),
+        ),
+        tool("env", "This process's environment.", true, json!({})),
+        tool(
+            "crash",
+            "Exit with the given code before answering.",
+            false,
+            json!({"code": {"type": "integer"}}),
+        ),
+        tool("hang", "Never answer.", false, json!({})),
+        tool(
+            "progress",
+            "Send count progress notifications, interval_ms apart, then answer.",
+            true,
+            json!({"count": {"type": "integer"}, "interval_ms": {"type": "integer"}}),
+        ),
+        tool(
+            "garbage",
+            "Write a line that is not JSON, then answer.",
+            true,
+            json!({}),
+        ),
+        tool(
+            "bigline",
+            "Write one line of mib MiB, then answer.",
+            true,
+            json!({"mib": {"type": "integer"}}),
+        ),
+        tool(
+            "foreign",
+            "Answer a request id never sent, then this one twice.",
+            true,
+            json!({}),
+        ),
+        tool(
+            "vendor",
+            "Answer with vendor fields everywhere.",
+            true,
+            json!({}),
+        ),
+        tool("error", "Answer with a JSON-RPC error.", true, json!({})),
+        tool(
+            "list_changed",
+            "Announce a changed tool list, then answer.",
+            true,
+            json!({}),
+        ),
+        tool(
+            "sample",
+            "Ask the client for a sampling/createMessage, answer with its reply.",
+            true,
+            json!({}),
+        ),
+        tool(
+            "roots",
+            "Ask the client for roots/list, answer with its reply.",
+            true,
+            json!({}),
+        ),
+    ];
+    // Vendor fields on a definition, to check they reach the client.
+    t.push(json!({
+        "name": "described",
+        "title": "Described tool",
+        "description": "A tool with every optional field.",
+        "inputSchema": {"type": "object", "properties": {"n": {"type": "number", "minimum": 1.5}}},
+        "outputSchema": {"type": "object", "properties": {"n": {"type": "number"}}},
+        "annotations": {"readOnlyHint": true, "x-vendor-hint": "kept"},
+        "icons": [{"src": "data:image/png;base64,AAAA", "mimeType": "image/png"}],
+        "_meta": {"vendor/tool": {"k": [1, 2.50, "three"]}},
+        "x-unknown-top-level": true,
+    }));
+    for i in 0..opts.extra_tools {
+        t.push(tool(
+            &format!("extra_{i}"),
+            &format!("Generated tool number {i}."),
+            true,
+            json!({}),
+        ));
+    }
+    t
+}
+
+struct Shared {
+    out: Out,
+    /// Answers from the client to our own requests, by id.
+    waiting: Mutex<HashMap<String, Sender<Value>>>,
+    next: Mutex<u64>,
+}
+
+pub fn run(opts: Options) {
+    if opts.slow_start_ms > 0 {
+        std::thread::sleep(Duration::from_millis(opts.slow_start_ms));
+    }
+    let mut grandchild = None;
+    if opts.grandchild {
+        grandchild = std::process::Command::new("sleep").arg("1000").spawn().ok();
+    }
+    let shared = Arc::new(Shared {
+        out: Arc::new(Mutex::new(std::io::stdout())),
+        waiting: Mutex::new(HashMap::new()),
+        next: Mutex::new(0),
+    });
+    let stdin = std::io::stdin();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            send(
+                &shared.out,
+                &json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse error"}}),
+            );
+            continue;
+        };
+        let id = msg.get("id").cloned();
+        let method = msg
+            .get("method")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        match (method.as_deref(), id) {
+            (None, Some(id)) => {
+                let key = id.to_string();
+                if let Some(tx) = shared.waiting.lock().unwrap().remove(&key) {
+                    let _ = tx.send(msg.clone());
+                }
+            }
+            (Some("initialize"), Some(id)) => {
+                let requested = msg["params"]["protocolVersion"]
+                    .as_str()
+                    .unwrap_or("2025-11-25")
+                    .to_string();
+                let version = opts.revision.clone().unwrap_or(requested);
+                send(
+                    &shared.out,
+                    &json!({"jsonrpc": "2.0", "id": id, "result": {
+                        "protocolVersion": version,
+                        "capabilities": {"tools": {"listChanged": true}},
+                        "serverInfo": {"name": opts.name, "version": "1.0.0"},
+                    }}),
+                );
+            }
+            (Some("tools/list"), Some(id)) => {
+                send(
+                    &shared.out,
+                    &json!({"jsonrpc": "2.0", "id": id, "result": {"tools": tools(&opts)}}),
+                );
+            }
+            (Some("tools/call"), Some(id)) => {
+                let shared = shared.clone();
+                std::thread::spawn(move || call(&shared, id, &msg["params"]));
+            }
+            (Some("ping"), Some(id)) => send(
+                &shared.out,
+                &json!({"jsonrpc": "2.0", "id": id, "result": {}}),
+            ),
+            (Some(_), Some(id)) => send(
+                &shared.out,
+                &json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32601, "message": "method not found"}}),
+            ),
+            (Some(m), None) => {
+                if m == "notifications/cancelled" {
+                    eprintln!("fixture: cancelled {}", msg["params"]["requestId"]);
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    if opts.ignore_eof {
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+    if let Some(mut g) = grandchild {
+        // Leave it running on purpose: the broker must kill it through the process group.
+        let _ = g.try_wait();
+    }
+}
+
+fn ask_client(shared: &Shared, method: &str, params: Value) -> Option<Value> {
+    let id = {
+        let mut n = shared.next.lock().unwrap();
+        *n += 1;
+        format!("fixture-{n}")
+    };
+    let (tx, rx) = channel();
+    shared
+        .waiting
+        .lock()
+        .unwrap()
+        .insert(Value::String(id.clone()).to_string(), tx);
+    send(
+        &shared.out,
+        &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+    );
+    rx.recv_timeout(Duration::from_secs(10)).ok()
+}
+
+fn call(shared: &Shared, id: Value, params: &Value) {
+    let out = &shared.out;
+    let args = &params["arguments"];
+    let answer = |result: Value| send(out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    match params["name"].as_str().unwrap_or("") {
+        "echo" => answer(text(args["text"].as_str().unwrap_or(""))),
+        "sleep" => {
+            std::thread::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(0)));
+            answer(text("slept"));
+        }
+        "pid" => {
+            let pgid = std::fs::read_to_string("/proc/self/stat")
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')
+                        .and_then(|(_, r)| r.split_whitespace().nth(2).map(str::to_string))
+                });
+            answer(
+                json!({"content": [{"type": "text", "text": std::process::id().to_string()}],
+                "structuredContent": {"pid": std::process::id(), "pgid": pgid}}),
+            );
+        }
+        "env" => {
+            let env: serde_json::Map<String, Value> = std::env::vars()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect();
+            answer(text(Value::Object(env).to_string()));
+        }
+        "crash" => {
+            eprintln!("fixture: crashing on purpose");
+            std::process::exit(args["code"].as_i64().unwrap_or(3) as i32);
+        }
+        "hang" => loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        },
+        "progress" => {
+            let token = params["_meta"]["progressToken"].clone();
+            let count = args["count"].as_u64().unwrap_or(3);
+            let interval = args["interval_ms"].as_u64().unwrap_or(10);
+            for i in 0..count {
+                if !token.is_null() {
+                    // Integers and a float, so number fidelity shows.
+                    let progress = if i % 2 == 0 {
+                        json!(i)
+                    } else {
+                        json!(i as f64 + 0.5)
+                    };
+                    send(
+                        out,
+                        &json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                        "params": {"progressToken": token, "progress": progress, "total": count, "message": format!("step {i}")}}),
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(interval));
+            }
+            answer(text(format!("{count} steps")));
+        }
+        "garbage" => {
+            send_raw(out, "this is not json {{{");
+            answer(text("after garbage"));
+        }
+        "bigline" => {
+            let mib = args["mib"].as_u64().unwrap_or(50) as usize;
+            let payload = "x".repeat(mib * 1024 * 1024);
+            send_raw(
+                out,
+                &format!(
+                    "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{{\"data\":\"{payload}\"}}}}"
+                ),
+            );
+            answer(text("after bigline"));
+        }
+        "foreign" => {
+            send(
+                out,
+                &json!({"jsonrpc": "2.0", "id": 987654321, "result": text("foreign")}),
+            );
+            send(
+                out,
+                &json!({"jsonrpc": "2.0", "id": "not-ours", "result": text("foreign")}),
+            );
+            answer(text("the real answer"));
+            answer(text("a duplicate answer"));
+        }
+        "vendor" => send_raw(
+            out,
+            &format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"v\",\"x-vendor\":{{\"a\":1}},\"_meta\":{{\"k\":\"v\"}}}}],\"structuredContent\":{{\"n\":1.0e3,\"i\":10,\"f\":2.50}},\"_meta\":{{\"vendor/k\":true}},\"x-extra\":[1,2.0,\"3\"]}}}}"
+            ),
+        ),
+        "error" => send(
+            out,
+            &json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": -32601, "message": "upstream says no", "data": {"why": "fixture"}}}),
+        ),
+        "list_changed" => {
+            send(
+                out,
+                &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+            );
+            answer(text("announced"));
+        }
+        "sample" => match ask_client(
+            shared,
+            "sampling/createMessage",
+            json!({
+            "messages": [{"role": "user", "content": {"type": "text", "text": "say hi"}}], "maxTokens": 10}),
+        ) {
+            Some(reply) => answer(text(reply.to_string())),
+            None => answer(text("no reply")),
+        },
+        "roots" => match ask_client(shared, "roots/list", json!({})) {
+            Some(reply) => answer(text(reply.to_string())),
+            None => answer(text("no reply")),
+        },
+        other => send(
+            out,
+            &json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": -32602, "message": format!("Unknown tool: {other}")}}),
+        ),
+    }
+}
