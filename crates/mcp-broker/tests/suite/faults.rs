@@ -158,8 +158,9 @@ fn stop_kills_servers_that_ignore_eof_and_sigterm_and_their_grandchildren() {
     }
 }
 
-#[test]
-fn after_a_daemon_sigkill_the_next_start_kills_the_leftovers() {
+/// A daemon killed with SIGKILL while its upstream (a launcher with a server and a grandchild
+/// below it) runs. Returns the home and the upstream's process group, still alive.
+fn orphaned_launcher() -> (Home, u32) {
     let fx = fixture();
     let yaml = format!(
         "schema_version: 1\nupstreams:\n  launched: {{command: \"{}\", args: [--launcher, --grandchild], trust_annotations: true}}\nprofiles:\n  default: {{}}\n",
@@ -180,8 +181,14 @@ fn after_a_daemon_sigkill_the_next_start_kills_the_leftovers() {
     // The launcher died with the daemon; the server it started and its grandchild did not.
     assert!(
         group_alive(group),
-        "nothing left to reap: the test proves nothing"
+        "nothing left to reap: the test would prove nothing"
     );
+    (home, group)
+}
+
+#[test]
+fn after_a_daemon_sigkill_the_next_start_kills_the_leftovers() {
+    let (home, group) = orphaned_launcher();
     assert!(home.run(&["start"]).status.success());
     assert!(
         wait_until(Duration::from_secs(3), || !group_alive(group)),
@@ -195,24 +202,7 @@ fn after_a_daemon_sigkill_the_next_start_kills_the_leftovers() {
 
 #[test]
 fn reap_command_kills_leftovers_when_no_daemon_runs() {
-    let fx = fixture();
-    let yaml = format!(
-        "schema_version: 1\nupstreams:\n  launched: {{command: \"{}\", args: [--launcher, --grandchild], trust_annotations: true}}\nprofiles:\n  default: {{}}\n",
-        fx.display()
-    );
-    let home = Home::with_config(&yaml);
-    let mut shim = session(&home);
-    shim.call("launched.echo", json!({"text": "x"}));
-    let group = home.upstream_pid("launched").unwrap();
-    let daemon = home.daemon_pid().unwrap();
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(daemon as i32).unwrap(),
-        rustix::process::Signal::KILL,
-    )
-    .unwrap();
-    drop(shim);
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(group_alive(group));
+    let (home, group) = orphaned_launcher();
     let out = home.run(&["reap"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
