@@ -45,9 +45,13 @@ pub struct RawBroker {
     /// Most client sessions served at once; further connections wait. Default 256.
     #[serde(default)]
     pub max_clients: Option<u32>,
-    /// Default time a tool call may take, in milliseconds. Default 60000.
+    /// How long a tool call may go without an answer or a progress notification, in
+    /// milliseconds; progress restarts it. Default 60000.
     #[serde(default)]
     pub call_timeout_ms: Option<u64>,
+    /// Hard limit for one tool call whatever progress it reports. Default 600000.
+    #[serde(default)]
+    pub max_call_ms: Option<u64>,
     /// Default time an upstream may take to start and answer its handshake. Default 30000.
     #[serde(default)]
     pub startup_timeout_ms: Option<u64>,
@@ -117,6 +121,8 @@ pub struct RawUpstream {
     pub startup_timeout_ms: Option<u64>,
     #[serde(default)]
     pub call_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub max_call_ms: Option<u64>,
     /// One line shown to people and models.
     #[serde(default)]
     pub description: Option<String>,

@@ -204,6 +204,7 @@ impl Resolver<'_> {
             idle_timeout: raw.idle_timeout_ms.map(ms),
             startup_timeout: raw.startup_timeout_ms.map_or(broker.startup_timeout, ms),
             call_timeout: raw.call_timeout_ms.map_or(broker.call_timeout, ms),
+            max_call: raw.max_call_ms.map_or(broker.max_call, ms),
             description: raw.description.clone(),
             tags: raw.tags.clone(),
             trust_annotations: raw.trust_annotations,
@@ -266,6 +267,7 @@ pub fn resolve(
             .max_clients
             .map_or(defaults.max_clients, |n| n.max(1) as usize),
         call_timeout: b.call_timeout_ms.map_or(defaults.call_timeout, ms),
+        max_call: b.max_call_ms.map_or(defaults.max_call, ms),
         startup_timeout: b.startup_timeout_ms.map_or(defaults.startup_timeout, ms),
         shutdown_grace: b.shutdown_grace_ms.map_or(defaults.shutdown_grace, ms),
         max_frame_bytes: b.max_frame_bytes.map_or(defaults.max_frame_bytes, |n| {

@@ -43,6 +43,8 @@ pub struct BrokerSettings {
     pub max_clients: usize,
     #[serde(serialize_with = "as_ms", rename = "call_timeout_ms")]
     pub call_timeout: Duration,
+    #[serde(serialize_with = "as_ms", rename = "max_call_ms")]
+    pub max_call: Duration,
     #[serde(serialize_with = "as_ms", rename = "startup_timeout_ms")]
     pub startup_timeout: Duration,
     #[serde(serialize_with = "as_ms", rename = "shutdown_grace_ms")]
@@ -56,6 +58,7 @@ impl Default for BrokerSettings {
         Self {
             max_clients: 256,
             call_timeout: Duration::from_millis(60_000),
+            max_call: Duration::from_millis(600_000),
             startup_timeout: Duration::from_millis(30_000),
             shutdown_grace: Duration::from_millis(5_000),
             max_frame_bytes: 16 * 1024 * 1024,
@@ -82,6 +85,8 @@ pub struct UpstreamSettings {
     pub startup_timeout: Duration,
     #[serde(serialize_with = "as_ms", rename = "call_timeout_ms")]
     pub call_timeout: Duration,
+    #[serde(serialize_with = "as_ms", rename = "max_call_ms")]
+    pub max_call: Duration,
     pub description: Option<String>,
     pub tags: Vec<String>,
     pub trust_annotations: bool,

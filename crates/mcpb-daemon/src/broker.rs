@@ -10,7 +10,12 @@ use std::time::Instant;
 use mcpb_config::{ProfileSettings, Settings};
 use mcpb_protocol::BrokerRpcError;
 use mcpb_protocol::message::{raw_error_line, response_line, to_raw};
-use mcpb_upstream::{Ledger, Reply, StopTimings, Upstream, UpstreamError, ledger_dir};
+use mcpb_upstream::{
+    CallOptions, ClientLink, Ledger, ListChanged, Outgoing, Reply, StopTimings, Upstream,
+    UpstreamError, ledger_dir,
+};
+
+use crate::link::Registry;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -27,11 +32,16 @@ pub struct Broker {
     pub draining: AtomicBool,
     /// One per client session being served (`broker.max_clients`).
     pub session_slots: Arc<tokio::sync::Semaphore>,
+    pub registry: Arc<Registry>,
 }
 
 impl Broker {
     pub fn new(settings: Settings) -> Self {
         let max_clients = settings.broker.max_clients;
+        let registry = Arc::new(Registry::default());
+        let announce = registry.clone();
+        let on_list_changed: ListChanged =
+            Arc::new(move |upstream: &str| announce.list_changed(upstream));
         let secrets = settings.runtime.secrets_dir();
         let upstreams = settings
             .upstreams
@@ -44,6 +54,7 @@ impl Broker {
                     settings.broker.max_frame_bytes,
                     StopTimings::default(),
                     Some(Ledger::new(ledger_dir(&settings.runtime.state_dir()))),
+                    Some(on_list_changed.clone()),
                 );
                 (u.name.clone(), Arc::new(up))
             })
@@ -61,6 +72,7 @@ impl Broker {
             idle: Notify::new(),
             draining: AtomicBool::new(false),
             session_slots: Arc::new(tokio::sync::Semaphore::new(max_clients)),
+            registry,
         }
     }
 
@@ -124,8 +136,9 @@ impl Broker {
         profile: &ProfileSettings,
         id: &RawValue,
         params: Option<&RawValue>,
+        link: Arc<dyn ClientLink>,
     ) -> Vec<u8> {
-        match self.try_call_tool(profile, params).await {
+        match self.try_call_tool(profile, params, link).await {
             Ok(Reply::Result(r)) => response_line(id, &r),
             Ok(Reply::Error(e)) => raw_error_line(id, &e),
             Err(e) => e.to_line(Some(id)),
@@ -136,6 +149,7 @@ impl Broker {
         &self,
         profile: &ProfileSettings,
         params: Option<&RawValue>,
+        link: Arc<dyn ClientLink>,
     ) -> Result<Reply, BrokerRpcError> {
         #[derive(Deserialize)]
         struct CallParams<'a> {
@@ -163,33 +177,23 @@ impl Broker {
         if !mcpb_policy::allows(profile, upstream.settings(), tool) {
             return Err(unknown());
         }
-        let forwarded = rename_tool(params, tool_name)
-            .map_err(|e| BrokerRpcError::InvalidParams(format!("tools/call params: {e}")))?;
+        let settings = upstream.settings();
+        let opts = CallOptions {
+            idle_timeout: settings.call_timeout,
+            max_time: settings.max_call,
+            link: Some(link),
+        };
         instance
-            .request("tools/call", Some(&forwarded), upstream.call_timeout())
+            .send(
+                Outgoing::ToolCall {
+                    tool: tool_name,
+                    params,
+                },
+                &opts,
+            )
             .await
             .map_err(upstream_error)
     }
-}
-
-/// Rewrites `params.name` and keeps every other member byte for byte (arguments, `_meta`, task
-/// fields, vendor extensions).
-fn rename_tool(params: &RawValue, tool: &str) -> Result<Box<RawValue>, serde_json::Error> {
-    let members: BTreeMap<Cow<'_, str>, &RawValue> = serde_json::from_str(params.get())?;
-    let mut out = String::with_capacity(params.get().len() + 16);
-    out.push_str("{\"name\":");
-    out.push_str(&serde_json::to_string(tool)?);
-    for (key, value) in &members {
-        if key == "name" {
-            continue;
-        }
-        out.push(',');
-        out.push_str(&serde_json::to_string(key.as_ref())?);
-        out.push(':');
-        out.push_str(value.get());
-    }
-    out.push('}');
-    RawValue::from_string(out)
 }
 
 pub fn upstream_error(e: UpstreamError) -> BrokerRpcError {
@@ -216,24 +220,5 @@ impl Drop for InflightGuard {
         if self.0.inflight.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.0.idle.notify_waiters();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rename_keeps_other_members_verbatim() {
-        let params = RawValue::from_string(
-            r#"{"name":"ex.echo","arguments":{"n":1.50,"s":"\u00e9"},"_meta":{"progressToken":7}}"#
-                .into(),
-        )
-        .unwrap();
-        let out = rename_tool(&params, "echo").unwrap();
-        assert_eq!(
-            out.get(),
-            r#"{"name":"echo","_meta":{"progressToken":7},"arguments":{"n":1.50,"s":"\u00e9"}}"#
-        );
     }
 }

@@ -10,6 +10,7 @@
 mod admin;
 mod broker;
 mod error;
+mod link;
 mod listener;
 mod session;
 mod stdio;

@@ -18,7 +18,9 @@ use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::UnixStream;
 use tokio::net::unix::OwnedReadHalf;
 
+use crate::link::SessionLink;
 use crate::stdio::{Reader, Writer};
+use mcpb_upstream::ClientLink;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::{AbortHandle, JoinSet};
 
@@ -131,6 +133,7 @@ pub async fn serve(
             tracing::info!(profile = %profile.name, client = ?client, pid = hello.pid, pass_fds, "session opened");
             let mut session = Session {
                 broker: broker.clone(),
+                link: None,
                 profile,
                 explicit,
                 running: Arc::default(),
@@ -252,6 +255,7 @@ fn choose_profile(
 
 struct Session {
     broker: Arc<Broker>,
+    link: Option<Arc<SessionLink>>,
     profile: Arc<ProfileSettings>,
     /// Chosen by flag or client entry; `clientInfo.name` may only refine a default choice.
     explicit: bool,
@@ -267,6 +271,13 @@ impl Session {
         shutdown: &mut watch::Receiver<bool>,
     ) -> Ended {
         let (out, outbox) = mpsc::channel::<Vec<u8>>(OUTBOX_DEPTH);
+        let link = Arc::new(SessionLink::new(
+            self.broker.registry.next_id(),
+            out.clone(),
+            self.profile.upstreams.clone(),
+        ));
+        self.broker.registry.add(link.clone());
+        self.link = Some(link.clone());
         let gone = Arc::new(Notify::new());
         let writer = tokio::spawn(write_loop(write, outbox, gone.clone()));
         let mut tasks = JoinSet::new();
@@ -317,6 +328,10 @@ impl Session {
                 _ = until_set(shutdown) => { tasks.abort_all(); ended = Ended::Shutdown; break }
             }
         }
+        self.broker.registry.remove(link.id_for_registry());
+        link.close();
+        self.link = None;
+        drop(link);
         drop(out);
         let _ = writer.await;
         if linger {
@@ -358,7 +373,14 @@ impl Session {
                 self.notification(&msg);
                 return;
             }
-            IncomingKind::Response => return,
+            IncomingKind::Response => {
+                if let (Some(link), Some(id)) = (&self.link, msg.id)
+                    && !link.complete(id, msg.result, msg.error)
+                {
+                    tracing::debug!("client answered a request the broker never sent; dropped");
+                }
+                return;
+            }
             IncomingKind::Invalid => {
                 let err = BrokerRpcError::InvalidRequest("not a JSON-RPC 2.0 request".into());
                 let _ = out.send(err.to_line(msg.id)).await;
@@ -398,6 +420,7 @@ impl Session {
         let params: Option<Box<RawValue>> = msg.params.map(ToOwned::to_owned);
         let is_list = msg.method() == "tools/list";
         let running = self.running.clone();
+        let link: Option<Arc<dyn ClientLink>> = self.link.clone().map(|l| l as Arc<dyn ClientLink>);
         let guard = broker.begin();
         let task_key = key.clone();
         let handle = tasks.spawn(async move {
@@ -405,7 +428,16 @@ impl Session {
             let line = if is_list {
                 json_line(&id, &broker.list_tools(&profile).await)
             } else {
-                broker.call_tool(&profile, &id, params.as_deref()).await
+                match link {
+                    Some(link) => {
+                        broker
+                            .call_tool(&profile, &id, params.as_deref(), link)
+                            .await
+                    }
+                    None => {
+                        BrokerRpcError::Internal("session without a link".into()).to_line(Some(&id))
+                    }
+                }
             };
             if let Ok(mut r) = running.lock() {
                 r.remove(&task_key);
@@ -440,6 +472,9 @@ impl Session {
             .and_then(|p| serde_json::from_str(p.get()).ok())
             .unwrap_or(Value::Null);
         let requested = params.get("protocolVersion").and_then(Value::as_str);
+        if let Some(link) = &self.link {
+            link.set_capabilities(params.get("capabilities").cloned().unwrap_or(Value::Null));
+        }
         if !self.explicit {
             let client = params
                 .get("clientInfo")
@@ -451,11 +486,14 @@ impl Session {
             {
                 tracing::info!(profile = %p.name, client = ?client, "profile chosen by clientInfo.name");
                 self.profile = Arc::new(p.clone());
+                if let Some(link) = &self.link {
+                    link.set_upstreams(p.upstreams.clone());
+                }
             }
         }
         let result = serde_json::json!({
             "protocolVersion": revision::negotiate(requested),
-            "capabilities": {"tools": {"listChanged": false}},
+            "capabilities": {"tools": {"listChanged": true}},
             "serverInfo": {"name": "mcp-broker", "version": env!("CARGO_PKG_VERSION")},
             "instructions": format!(
                 "Tools of several MCP servers, named <server>{}<tool>.",
@@ -485,7 +523,7 @@ async fn write_loop(write: Writer, mut outbox: mpsc::Receiver<Vec<u8>>, gone: Ar
 }
 
 /// One spelling per id, whatever whitespace or escapes the client used.
-fn id_key(raw: &str) -> String {
+pub(crate) fn id_key(raw: &str) -> String {
     serde_json::from_str::<Value>(raw)
         .map(|v| v.to_string())
         .unwrap_or_else(|_| raw.to_string())

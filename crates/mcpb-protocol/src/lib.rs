@@ -12,6 +12,7 @@ pub mod error;
 pub mod hello;
 pub mod message;
 pub mod revision;
+pub mod rewrite;
 
 pub use codec::{FrameError, FrameReader};
 pub use error::{BrokerRpcError, RpcCode};

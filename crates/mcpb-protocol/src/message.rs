@@ -111,10 +111,15 @@ pub fn error_line(id: Option<&RawValue>, code: RpcCode, message: &str) -> Vec<u8
 
 /// A request frame with a numeric id the broker chose and params given as raw JSON.
 pub fn request_line(id: u64, method: &str, params: Option<&RawValue>) -> Vec<u8> {
+    request_line_with_id(&id.to_string(), method, params)
+}
+
+/// A request frame with an id given as raw JSON text (for ids the broker makes up for clients).
+pub fn request_line_with_id(id: &str, method: &str, params: Option<&RawValue>) -> Vec<u8> {
     let method = serde_json::Value::from(method).to_string();
     let mut out = Vec::with_capacity(64 + params.map_or(0, |p| p.get().len()));
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.to_string().as_bytes());
+    out.extend_from_slice(id.as_bytes());
     out.extend_from_slice(b",\"method\":");
     out.extend_from_slice(method.as_bytes());
     if let Some(params) = params {

@@ -17,6 +17,7 @@ use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use crate::UpstreamError;
 use crate::ledger::Ledger;
+use crate::link::{ClientLink, Responder};
 use crate::process::{StopTimings, describe, signal_group, stop_ladder};
 
 /// An upstream's answer, kept as raw JSON so it reaches the client exactly as sent.
@@ -26,7 +27,56 @@ pub enum Reply {
     Error(Box<RawValue>),
 }
 
-type Pending = Mutex<HashMap<u64, oneshot::Sender<Reply>>>;
+/// What the broker remembers about one request it sent upstream.
+struct PendingCall {
+    tx: oneshot::Sender<Reply>,
+    /// The session the request came from, for progress and server-to-client requests.
+    link: Option<Arc<dyn ClientLink>>,
+    /// The client's own progress token, given back on progress notifications.
+    client_token: Option<Box<RawValue>>,
+    /// Woken by progress, to restart the call's idle timeout.
+    activity: Arc<Notify>,
+}
+
+type Pending = Mutex<HashMap<u64, PendingCall>>;
+
+/// A request to send: plain, or a `tools/call` whose tool name and progress token the broker
+/// rewrites on the way.
+#[derive(Debug, Clone, Copy)]
+pub enum Outgoing<'a> {
+    Request {
+        method: &'a str,
+        params: Option<&'a RawValue>,
+    },
+    ToolCall {
+        tool: &'a str,
+        params: &'a RawValue,
+    },
+}
+
+/// How long a request may take, and where its side traffic goes.
+#[derive(Clone)]
+pub struct CallOptions {
+    /// Without an answer or progress for this long, the request fails.
+    pub idle_timeout: Duration,
+    /// The request fails after this long whatever progress it reports.
+    pub max_time: Duration,
+    pub link: Option<Arc<dyn ClientLink>>,
+}
+
+impl CallOptions {
+    pub fn plain(timeout: Duration) -> Self {
+        Self {
+            idle_timeout: timeout,
+            max_time: timeout,
+            link: None,
+        }
+    }
+}
+
+/// Progress tokens the broker puts on forwarded calls: unique per instance, mapped back to the
+/// client's own token.
+const TOKEN_PREFIX: &str = "mcpb-";
 
 const STDERR_TAIL: usize = 20;
 
@@ -61,6 +111,7 @@ pub(crate) struct Launch<'a> {
     pub max_frame_bytes: usize,
     pub timings: StopTimings,
     pub ledger: Option<Ledger>,
+    pub on_list_changed: Option<ListChanged>,
 }
 
 /// Bad lines (not JSON-RPC, or over the frame cap) after which an upstream is stopped as
@@ -106,6 +157,7 @@ impl Instance {
                 exit: exit_rx.clone(),
                 tools_stale: tools_stale.clone(),
                 stop: stop.clone(),
+                on_list_changed: launch.on_list_changed.clone(),
             },
         ));
         tokio::spawn(stderr_loop(name.clone(), stderr, stderr_tail.clone()));
@@ -208,41 +260,84 @@ impl Instance {
         }
     }
 
-    /// Sends a request with an id of our own and waits for its answer. Dropping the future (the
-    /// client went away) withdraws the request and tells the upstream to cancel it.
+    /// Sends a request with an id of our own and waits for its answer.
     pub async fn request(
         &self,
         method: &str,
         params: Option<&RawValue>,
         timeout: Duration,
     ) -> Result<Reply, UpstreamError> {
+        self.send(
+            Outgoing::Request { method, params },
+            &CallOptions::plain(timeout),
+        )
+        .await
+    }
+
+    /// Sends a request and waits for its answer. Progress restarts the idle timeout up to the
+    /// hard maximum. Dropping the future (the client went away, or cancelled) withdraws the
+    /// request and tells the upstream to cancel it.
+    pub async fn send(
+        &self,
+        outgoing: Outgoing<'_>,
+        opts: &CallOptions,
+    ) -> Result<Reply, UpstreamError> {
         if !self.is_alive() {
             return Err(self.exited());
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
+        let (line, client_token) = match outgoing {
+            Outgoing::Request { method, params } => (request_line(id, method, params), None),
+            Outgoing::ToolCall { tool, params } => {
+                let token = format!("{TOKEN_PREFIX}{id}");
+                let (params, client_token) =
+                    mcpb_protocol::rewrite::rewrite_call(params, tool, &token).map_err(|e| {
+                        UpstreamError::Protocol {
+                            upstream: self.name.clone(),
+                            reason: format!("cannot forward the call: {e}"),
+                        }
+                    })?;
+                (request_line(id, "tools/call", Some(&params)), client_token)
+            }
+        };
+        let (tx, mut rx) = oneshot::channel();
+        let activity = Arc::new(Notify::new());
         if let Ok(mut p) = self.pending.lock() {
-            p.insert(id, tx);
+            p.insert(
+                id,
+                PendingCall {
+                    tx,
+                    link: opts.link.clone(),
+                    client_token,
+                    activity: activity.clone(),
+                },
+            );
         }
         let mut guard = PendingGuard {
             instance: self,
             id,
             armed: true,
         };
-        if self
-            .outbox
-            .send(request_line(id, method, params))
-            .await
-            .is_err()
-        {
+        if self.outbox.send(line).await.is_err() {
             return Err(self.exited());
         }
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(reply)) => {
+        let hard = tokio::time::sleep(opts.max_time);
+        tokio::pin!(hard);
+        let outcome = loop {
+            let idle = tokio::time::sleep(opts.idle_timeout);
+            tokio::select! {
+                reply = &mut rx => break Some(reply),
+                _ = activity.notified() => continue,
+                _ = idle => break None,
+                _ = &mut hard => break None,
+            }
+        };
+        match outcome {
+            Some(Ok(reply)) => {
                 guard.armed = false;
                 Ok(reply)
             }
-            Ok(Err(_)) => {
+            Some(Err(_)) => {
                 guard.armed = false;
                 // The supervisor may still be collecting the exit status.
                 let mut exit = self.exit.clone();
@@ -253,9 +348,10 @@ impl Instance {
                 .await;
                 Err(self.exited())
             }
-            Err(_) => Err(UpstreamError::Timeout {
+            None => Err(UpstreamError::Timeout {
                 upstream: self.name.clone(),
-                ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                ms: u64::try_from(opts.idle_timeout.min(opts.max_time).as_millis())
+                    .unwrap_or(u64::MAX),
             }),
         }
     }
@@ -397,7 +493,11 @@ struct ReadCtx {
     exit: watch::Receiver<Option<String>>,
     tools_stale: Arc<AtomicBool>,
     stop: Arc<Notify>,
+    on_list_changed: Option<ListChanged>,
 }
+
+/// Called (without blocking) when an upstream announces a changed tool list.
+pub type ListChanged = Arc<dyn Fn(&str) + Send + Sync>;
 
 async fn read_loop(stdout: ChildStdout, ctx: ReadCtx) {
     let mut frames = FrameReader::new(BufReader::with_capacity(64 * 1024, stdout), ctx.limit);
@@ -437,12 +537,18 @@ async fn read_loop(stdout: ChildStdout, ctx: ReadCtx) {
         match msg.kind() {
             IncomingKind::Response => route_response(&ctx, &msg),
             IncomingKind::Request => answer_server_request(&ctx, &msg).await,
-            IncomingKind::Notification => {
-                if msg.method() == "notifications/tools/list_changed" {
+            IncomingKind::Notification => match msg.method() {
+                "notifications/tools/list_changed" => {
                     ctx.tools_stale.store(true, Ordering::SeqCst);
+                    if let Some(cb) = &ctx.on_list_changed {
+                        cb(&ctx.name);
+                    }
                 }
-                tracing::trace!(upstream = %ctx.name, method = msg.method(), "upstream notification");
-            }
+                "notifications/progress" => route_progress(&ctx, &msg),
+                other => {
+                    tracing::trace!(upstream = %ctx.name, method = other, "upstream notification")
+                }
+            },
             IncomingKind::Invalid => {
                 tracing::warn!(upstream = %ctx.name, "upstream sent an invalid JSON-RPC message; ignored");
             }
@@ -472,27 +578,82 @@ fn route_response(ctx: &ReadCtx, msg: &Incoming<'_>) {
         (None, Some(e)) => Reply::Error(e.to_owned()),
         (None, None) => return,
     };
-    let _ = waiter.send(reply);
+    let _ = waiter.tx.send(reply);
 }
 
-/// Server-to-client requests. `ping` is answered here; routing sampling, elicitation and roots
-/// to the owning session is not done yet, so those get a clear refusal instead of silence.
+/// Progress for a forwarded call goes to the session that made it, with the client's own token.
+fn route_progress(ctx: &ReadCtx, msg: &Incoming<'_>) {
+    let Some(params) = msg.params else { return };
+    let Some(id) = mcpb_protocol::rewrite::member(params, "progressToken")
+        .and_then(|t| serde_json::from_str::<String>(t.get()).ok())
+        .and_then(|t| {
+            t.strip_prefix(TOKEN_PREFIX)
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+    else {
+        tracing::debug!(upstream = %ctx.name, "progress with a token the broker never gave; dropped");
+        return;
+    };
+    let target = ctx.pending.lock().ok().and_then(|p| {
+        p.get(&id)
+            .map(|c| (c.link.clone(), c.client_token.clone(), c.activity.clone()))
+    });
+    let Some((link, client_token, activity)) = target else {
+        return;
+    };
+    activity.notify_one();
+    let (Some(link), Some(client_token)) = (link, client_token) else {
+        return;
+    };
+    match mcpb_protocol::rewrite::with_members(params, &[("progressToken", client_token.get())]) {
+        Ok(p) => link.notify(notification_line("notifications/progress", Some(&p))),
+        Err(e) => tracing::debug!(upstream = %ctx.name, error = %e, "unreadable progress; dropped"),
+    }
+}
+
+/// Server-to-client requests. `ping` is answered here; the others (sampling, elicitation,
+/// roots) go to the one session with calls in flight on this instance. With none, or several,
+/// the broker cannot tell whose request it is and refuses it.
 async fn answer_server_request(ctx: &ReadCtx, msg: &Incoming<'_>) {
     let Some(id) = msg.id else { return };
-    let line = if msg.method() == "ping" {
-        format!(
+    if msg.method() == "ping" {
+        let line = format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{{}}}}\n",
             id.get()
         )
-        .into_bytes()
-    } else {
-        mcpb_protocol::message::error_line(
-            Some(id),
-            mcpb_protocol::RpcCode::MethodNotFound,
-            &format!("mcp-broker does not forward '{}' to clients", msg.method()),
-        )
-    };
-    let _ = ctx.outbox.send(line).await;
+        .into_bytes();
+        let _ = ctx.outbox.send(line).await;
+        return;
+    }
+    let responder = Responder::new(ctx.outbox.clone(), id.to_owned());
+    let owners: Vec<Arc<dyn ClientLink>> = ctx
+        .pending
+        .lock()
+        .map(|p| {
+            let mut seen = std::collections::BTreeSet::new();
+            p.values()
+                .filter_map(|c| c.link.clone())
+                .filter(|l| seen.insert(l.session_id()))
+                .collect()
+        })
+        .unwrap_or_default();
+    match owners.as_slice() {
+        [owner] => owner.forward_request(msg.method(), msg.params, responder),
+        [] => responder.refuse(
+            mcpb_protocol::RpcCode::InvalidRequest,
+            &format!(
+                "mcp-broker has no client call in progress to send '{}' to",
+                msg.method()
+            ),
+        ),
+        _ => responder.refuse(
+            mcpb_protocol::RpcCode::InvalidRequest,
+            &format!(
+                "mcp-broker cannot tell which of several clients '{}' is for",
+                msg.method()
+            ),
+        ),
+    }
 }
 
 async fn stderr_loop(name: String, stderr: ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {

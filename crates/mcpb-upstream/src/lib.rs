@@ -12,12 +12,14 @@ mod env;
 mod error;
 mod instance;
 mod ledger;
+mod link;
 mod process;
 mod upstream;
 
 pub use env::{BASE_ALLOWLIST, child_env};
 pub use error::UpstreamError;
-pub use instance::{Instance, Reply};
+pub use instance::{CallOptions, Instance, ListChanged, Outgoing, Reply};
 pub use ledger::{Ledger, LedgerEntry, Reaped, group_members, ledger_dir};
+pub use link::{ClientLink, Responder};
 pub use process::StopTimings;
 pub use upstream::{Upstream, UpstreamState, UpstreamStatus};

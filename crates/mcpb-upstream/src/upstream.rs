@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::UpstreamError;
 use crate::env::child_env;
-use crate::instance::{Instance, Launch, Reply};
+use crate::instance::{Instance, Launch, ListChanged, Reply};
 use crate::ledger::Ledger;
 use crate::process::StopTimings;
 
@@ -107,6 +107,7 @@ pub struct Upstream {
     max_frame_bytes: usize,
     timings: StopTimings,
     ledger: Option<Ledger>,
+    on_list_changed: Option<ListChanged>,
     health: Mutex<Health>,
     /// An instance between spawn and the end of its handshake, so `stop` can reach it without
     /// waiting for the start to finish.
@@ -138,6 +139,7 @@ impl Upstream {
         max_frame_bytes: usize,
         timings: StopTimings,
         ledger: Option<Ledger>,
+        on_list_changed: Option<ListChanged>,
     ) -> Self {
         let state = if settings.lifecycle == Lifecycle::Disabled {
             UpstreamState::Disabled
@@ -164,6 +166,7 @@ impl Upstream {
             max_frame_bytes,
             timings,
             ledger,
+            on_list_changed,
             health: Mutex::default(),
             starting: Mutex::default(),
             slot: tokio::sync::Mutex::new(Slot::default()),
@@ -310,6 +313,7 @@ impl Upstream {
             max_frame_bytes: self.max_frame_bytes,
             timings: self.timings,
             ledger: self.ledger.clone(),
+            on_list_changed: self.on_list_changed.clone(),
         })?;
         tracing::info!(upstream = %self.settings.name, pid = inst.pid(), "upstream process started");
         if let Ok(mut st) = self.starting.lock() {

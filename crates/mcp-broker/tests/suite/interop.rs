@@ -315,7 +315,12 @@ fn sigterm_lets_an_in_flight_call_finish_before_exiting() {
         rustix::process::Signal::TERM,
     )
     .unwrap();
-    let answer = shim.recv().expect("the in-flight call was answered");
+    let answer: Value = serde_json::from_str(
+        &shim
+            .recv_answer_line()
+            .expect("the in-flight call was answered"),
+    )
+    .unwrap();
     assert_eq!(answer["id"], "slow");
     assert!(
         answer["result"]["content"][0]["text"]
@@ -463,7 +468,7 @@ fn results_and_tool_definitions_pass_through_unchanged() {
             Some(a) => call(name, a),
         };
         shim.send_raw(format!("{msg}\n").as_bytes()).unwrap();
-        brokered.push(shim.recv_line().unwrap());
+        brokered.push(shim.recv_answer_line().unwrap());
     }
     for i in 1..4 {
         assert_eq!(

@@ -2,5 +2,6 @@ mod bad_input;
 mod daemon;
 mod faults;
 mod interop;
+mod routing;
 mod session;
 mod support;

@@ -106,6 +106,8 @@ pub struct Shim {
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     next_id: u64,
+    /// Notifications seen while waiting for answers.
+    pub notifications: Vec<Value>,
 }
 
 impl Shim {
@@ -123,6 +125,7 @@ impl Shim {
             stdin,
             stdout,
             next_id: 0,
+            notifications: Vec::new(),
         }
     }
 
@@ -150,12 +153,25 @@ impl Shim {
         }
     }
 
+    /// The next answer, skipping (and keeping) notifications such as list changes.
+    pub fn recv_answer_line(&mut self) -> Option<String> {
+        loop {
+            let line = self.recv_line()?;
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if v.get("method").is_none() {
+                return Some(line);
+            }
+            self.notifications.push(v);
+        }
+    }
+
     pub fn request(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
         let msg = json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
         self.send_raw(format!("{msg}\n").as_bytes()).unwrap();
         let resp = self
-            .recv()
+            .recv_answer_line()
+            .map(|l| serde_json::from_str::<Value>(&l).unwrap())
             .unwrap_or_else(|| panic!("no answer to {method}: {}", self.stderr_now()));
         assert_eq!(
             resp["id"], self.next_id,

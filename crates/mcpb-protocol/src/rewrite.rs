@@ -1,0 +1,117 @@
+//! Surgical edits of JSON objects kept as raw text: replace a few members, copy every other
+//! member byte for byte. Used for the tool name and progress token of forwarded calls.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
+
+type Members<'a> = BTreeMap<Cow<'a, str>, &'a RawValue>;
+
+fn members(obj: &RawValue) -> Result<Members<'_>, serde_json::Error> {
+    serde_json::from_str(obj.get())
+}
+
+fn build(members: &Members<'_>, set: &[(&str, &str)]) -> Result<Box<RawValue>, serde_json::Error> {
+    let mut out =
+        String::with_capacity(64 + members.values().map(|v| v.get().len() + 16).sum::<usize>());
+    out.push('{');
+    let mut first = true;
+    let mut push = |out: &mut String, key: &str, value: &str| -> Result<(), serde_json::Error> {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        out.push_str(&serde_json::to_string(key)?);
+        out.push(':');
+        out.push_str(value);
+        Ok(())
+    };
+    for (key, value) in set {
+        push(&mut out, key, value)?;
+    }
+    for (key, value) in members {
+        if !set.iter().any(|(k, _)| k == key) {
+            push(&mut out, key, value.get())?;
+        }
+    }
+    out.push('}');
+    RawValue::from_string(out)
+}
+
+/// The raw value of one member of a JSON object, if present.
+pub fn member<'a>(obj: &'a RawValue, key: &str) -> Option<&'a RawValue> {
+    members(obj).ok()?.get(key).copied()
+}
+
+/// `obj` with the given members set to the given raw JSON values.
+pub fn with_members(
+    obj: &RawValue,
+    set: &[(&str, &str)],
+) -> Result<Box<RawValue>, serde_json::Error> {
+    build(&members(obj)?, set)
+}
+
+/// Forwarded `tools/call` params: `name` replaced, and `_meta.progressToken` (when the client
+/// sent one) replaced by `token`. Returns the new params and the client's own token.
+pub fn rewrite_call(
+    params: &RawValue,
+    name: &str,
+    token: &str,
+) -> Result<(Box<RawValue>, Option<Box<RawValue>>), serde_json::Error> {
+    let m = members(params)?;
+    let name_json = serde_json::to_string(name)?;
+    let meta = m.get("_meta").copied();
+    let client_token = meta.and_then(|meta| member(meta, "progressToken"));
+    match (meta, client_token) {
+        (Some(meta), Some(client_token)) => {
+            let token_json = serde_json::to_string(token)?;
+            let new_meta = with_members(meta, &[("progressToken", &token_json)])?;
+            let out = build(&m, &[("name", &name_json), ("_meta", new_meta.get())])?;
+            Ok((out, Some(client_token.to_owned())))
+        }
+        _ => Ok((build(&m, &[("name", &name_json)])?, None)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_string()).unwrap()
+    }
+
+    #[test]
+    fn renames_and_keeps_the_rest_verbatim() {
+        let p = raw(r#"{"name":"ex.echo","arguments":{"n":1.50,"s":"\u00e9"},"x":[1e3]}"#);
+        let (out, token) = rewrite_call(&p, "echo", "mcpb-1").unwrap();
+        assert_eq!(
+            out.get(),
+            r#"{"name":"echo","arguments":{"n":1.50,"s":"\u00e9"},"x":[1e3]}"#
+        );
+        assert!(token.is_none());
+    }
+
+    #[test]
+    fn swaps_the_progress_token_and_returns_the_clients() {
+        let p =
+            raw(r#"{"name":"a.b","_meta":{"progressToken":7,"other":{"k":1.0}},"arguments":{}}"#);
+        let (out, token) = rewrite_call(&p, "b", "mcpb-42").unwrap();
+        assert_eq!(
+            out.get(),
+            r#"{"name":"b","_meta":{"progressToken":"mcpb-42","other":{"k":1.0}},"arguments":{}}"#
+        );
+        assert_eq!(token.unwrap().get(), "7");
+        let note = raw(r#"{"progressToken":"mcpb-42","progress":1.5,"total":3}"#);
+        assert_eq!(
+            member(&note, "progressToken").unwrap().get(),
+            r#""mcpb-42""#
+        );
+        let back = with_members(&note, &[("progressToken", "7")]).unwrap();
+        assert_eq!(
+            back.get(),
+            r#"{"progressToken":7,"progress":1.5,"total":3}"#
+        );
+    }
+}
