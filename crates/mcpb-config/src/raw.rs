@@ -61,6 +61,9 @@ pub struct RawBroker {
     /// Largest single JSON-RPC frame accepted from a client or an upstream. Default 16 MiB.
     #[serde(default)]
     pub max_frame_bytes: Option<u64>,
+    /// Upstream processes running at once, all upstreams together. Default 128.
+    #[serde(default)]
+    pub max_processes: Option<u32>,
     /// Extra variables passed from the daemon's environment to every upstream, beside the
     /// built-in allowlist (PATH, HOME, LANG, TZ, TMPDIR, ...).
     #[serde(default)]
@@ -114,9 +117,18 @@ pub struct RawUpstream {
     pub headers: BTreeMap<Located<String>, Located<String>>,
     #[serde(default)]
     pub lifecycle: Lifecycle,
-    /// Stop a shared instance after this long without calls.
+    /// Stop a shared or per-session instance after this long without calls.
     #[serde(default)]
     pub idle_timeout_ms: Option<u64>,
+    /// Processes of this upstream running at once (per_session, per_call). Default 16.
+    #[serde(default)]
+    pub max_instances: Option<u32>,
+    /// Calls in flight on this upstream at once; further calls queue. Default: no limit.
+    #[serde(default)]
+    pub max_concurrency: Option<u32>,
+    /// How long a call may wait in that queue before failing. Default 5000.
+    #[serde(default)]
+    pub queue_timeout_ms: Option<u64>,
     #[serde(default)]
     pub startup_timeout_ms: Option<u64>,
     #[serde(default)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::error::ConfigIssue;
 use crate::layout::{DEFAULT_ROOT, RuntimeLayout, expand_home};
 use crate::located::Located;
-use crate::raw::{Lifecycle, RawConfig, RawUpstream, Transport};
+use crate::raw::{RawConfig, RawUpstream, Transport};
 use crate::settings::{
     BrokerSettings, ConfigSource, ProfileSettings, Settings, SmokeSettings, UpstreamSettings,
 };
@@ -174,17 +174,6 @@ impl Resolver<'_> {
                 Some("use transport: stdio, or run the server behind a stdio bridge for now")),
             _ => {}
         }
-        if matches!(raw.lifecycle, Lifecycle::PerSession | Lifecycle::PerCall) {
-            self.issue(
-                name,
-                format!("upstreams.{n}.lifecycle"),
-                format!(
-                    "lifecycle '{}' is not supported by this version of mcp-broker",
-                    lifecycle_name(raw.lifecycle)
-                ),
-                Some("use lifecycle: shared or disabled"),
-            );
-        }
         let env = self.templates(n, "env", &raw.env);
         let headers = self.templates(n, "headers", &raw.headers);
         let ms = Duration::from_millis;
@@ -202,6 +191,9 @@ impl Resolver<'_> {
             headers,
             lifecycle: raw.lifecycle,
             idle_timeout: raw.idle_timeout_ms.map(ms),
+            max_instances: raw.max_instances.map_or(16, |n| n.max(1) as usize),
+            max_concurrency: raw.max_concurrency.map(|n| n.max(1) as usize),
+            queue_timeout: raw.queue_timeout_ms.map_or(Duration::from_millis(5000), ms),
             startup_timeout: raw.startup_timeout_ms.map_or(broker.startup_timeout, ms),
             call_timeout: raw.call_timeout_ms.map_or(broker.call_timeout, ms),
             max_call: raw.max_call_ms.map_or(broker.max_call, ms),
@@ -224,15 +216,6 @@ fn transport_name(t: Transport) -> &'static str {
         Transport::Stdio => "stdio",
         Transport::StreamableHttp => "streamable_http",
         Transport::Sse => "sse",
-    }
-}
-
-fn lifecycle_name(l: Lifecycle) -> &'static str {
-    match l {
-        Lifecycle::Shared => "shared",
-        Lifecycle::PerSession => "per_session",
-        Lifecycle::PerCall => "per_call",
-        Lifecycle::Disabled => "disabled",
     }
 }
 
@@ -270,6 +253,9 @@ pub fn resolve(
         max_call: b.max_call_ms.map_or(defaults.max_call, ms),
         startup_timeout: b.startup_timeout_ms.map_or(defaults.startup_timeout, ms),
         shutdown_grace: b.shutdown_grace_ms.map_or(defaults.shutdown_grace, ms),
+        max_processes: b
+            .max_processes
+            .map_or(defaults.max_processes, |n| n.max(1) as usize),
         max_frame_bytes: b.max_frame_bytes.map_or(defaults.max_frame_bytes, |n| {
             usize::try_from(n.max(4096)).unwrap_or(usize::MAX)
         }),

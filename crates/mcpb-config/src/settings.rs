@@ -50,6 +50,7 @@ pub struct BrokerSettings {
     #[serde(serialize_with = "as_ms", rename = "shutdown_grace_ms")]
     pub shutdown_grace: Duration,
     pub max_frame_bytes: usize,
+    pub max_processes: usize,
     pub env_passthrough: Vec<String>,
 }
 
@@ -62,6 +63,7 @@ impl Default for BrokerSettings {
             startup_timeout: Duration::from_millis(30_000),
             shutdown_grace: Duration::from_millis(5_000),
             max_frame_bytes: 16 * 1024 * 1024,
+            max_processes: 128,
             env_passthrough: Vec::new(),
         }
     }
@@ -81,6 +83,10 @@ pub struct UpstreamSettings {
     pub lifecycle: Lifecycle,
     #[serde(serialize_with = "as_opt_ms", rename = "idle_timeout_ms")]
     pub idle_timeout: Option<Duration>,
+    pub max_instances: usize,
+    pub max_concurrency: Option<usize>,
+    #[serde(serialize_with = "as_ms", rename = "queue_timeout_ms")]
+    pub queue_timeout: Duration,
     #[serde(serialize_with = "as_ms", rename = "startup_timeout_ms")]
     pub startup_timeout: Duration,
     #[serde(serialize_with = "as_ms", rename = "call_timeout_ms")]

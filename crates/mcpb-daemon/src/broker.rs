@@ -11,8 +11,8 @@ use mcpb_config::{ProfileSettings, Settings};
 use mcpb_protocol::BrokerRpcError;
 use mcpb_protocol::message::{raw_error_line, response_line, to_raw};
 use mcpb_upstream::{
-    CallOptions, ClientLink, Ledger, ListChanged, Outgoing, Reply, StopTimings, Upstream,
-    UpstreamError, ledger_dir,
+    CallOptions, ClientLink, Ledger, ListChanged, Outgoing, Reply, Shared as SharedLimits,
+    StopTimings, Upstream, UpstreamContext, UpstreamError, ledger_dir,
 };
 
 use crate::link::Registry;
@@ -42,21 +42,26 @@ impl Broker {
         let announce = registry.clone();
         let on_list_changed: ListChanged =
             Arc::new(move |upstream: &str| announce.list_changed(upstream));
-        let secrets = settings.runtime.secrets_dir();
+        let ctx = UpstreamContext {
+            passthrough: settings.broker.env_passthrough.clone(),
+            secrets_dir: settings.runtime.secrets_dir(),
+            max_frame_bytes: settings.broker.max_frame_bytes,
+            timings: StopTimings::default(),
+            ledger: Some(Ledger::new(ledger_dir(&settings.runtime.state_dir()))),
+            on_list_changed: Some(on_list_changed),
+            shared: SharedLimits {
+                processes: Arc::new(tokio::sync::Semaphore::new(settings.broker.max_processes)),
+                max_processes: settings.broker.max_processes,
+            },
+        };
         let upstreams = settings
             .upstreams
             .values()
             .map(|u| {
-                let up = Upstream::new(
-                    u.clone(),
-                    settings.broker.env_passthrough.clone(),
-                    secrets.clone(),
-                    settings.broker.max_frame_bytes,
-                    StopTimings::default(),
-                    Some(Ledger::new(ledger_dir(&settings.runtime.state_dir()))),
-                    Some(on_list_changed.clone()),
-                );
-                (u.name.clone(), Arc::new(up))
+                (
+                    u.name.clone(),
+                    Arc::new(Upstream::new(u.clone(), ctx.clone())),
+                )
             })
             .collect();
         Self {
@@ -80,6 +85,17 @@ impl Broker {
         self.settings.profiles.get(name)
     }
 
+    /// Stops the per-session instances of an ended session, in the background: the ladder may
+    /// take seconds and the session's connection is already closing.
+    pub fn release_session(&self, session: u64) {
+        for up in self.upstreams.values() {
+            if up.settings().lifecycle == mcpb_config::Lifecycle::PerSession {
+                let up = up.clone();
+                tokio::spawn(async move { up.release_session(session).await });
+            }
+        }
+    }
+
     /// Counts a request as in flight until the guard drops, so shutdown can drain.
     pub fn begin(self: &Arc<Self>) -> InflightGuard {
         self.inflight.fetch_add(1, Ordering::SeqCst);
@@ -88,12 +104,12 @@ impl Broker {
 
     /// The merged raw tool list of a profile. An upstream that cannot start or list is left out
     /// (and logged); the others still answer.
-    pub async fn list_tools(&self, profile: &ProfileSettings) -> Value {
+    pub async fn list_tools(&self, profile: &ProfileSettings, session: u64) -> Value {
         let mut tasks = tokio::task::JoinSet::new();
         for (i, name) in profile.upstreams.iter().enumerate() {
             if let Some(up) = self.upstreams.get(name).filter(|u| u.settings().enabled()) {
                 let up = up.clone();
-                tasks.spawn(async move { (i, up.clone(), up.tools().await) });
+                tasks.spawn(async move { (i, up.clone(), up.tools(session).await) });
             }
         }
         let mut per_upstream = Vec::new();
@@ -169,7 +185,8 @@ impl Broker {
             .get(up_name)
             .filter(|u| profile.upstreams.iter().any(|p| p == up_name) && u.settings().enabled())
             .ok_or_else(unknown)?;
-        let (instance, tools) = upstream.ready().await.map_err(upstream_error)?;
+        let session = link.session_id();
+        let tools = upstream.tools(session).await.map_err(upstream_error)?;
         let tool = tools
             .iter()
             .find(|t| t.get("name").and_then(Value::as_str) == Some(tool_name))
@@ -183,8 +200,9 @@ impl Broker {
             max_time: settings.max_call,
             link: Some(link),
         };
-        instance
-            .send(
+        upstream
+            .call(
+                session,
                 Outgoing::ToolCall {
                     tool: tool_name,
                     params,

@@ -93,12 +93,17 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         "daemon listening"
     );
 
-    // A one-second heartbeat keeps the timer wheel's next wake-up close, so the call timeouts
-    // registered on every request never have to wake the event loop through its eventfd.
-    let heartbeat = tokio::spawn(async {
+    // A one-second heartbeat stops idle upstreams. It also keeps the timer wheel's next
+    // wake-up close, so the call timeouts registered on every request never have to wake the
+    // event loop through its eventfd.
+    let sweeper = broker.clone();
+    let heartbeat = tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
         loop {
             tick.tick().await;
+            for up in sweeper.upstreams.values() {
+                up.stop_idle().await;
+            }
         }
     });
 

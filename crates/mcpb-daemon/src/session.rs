@@ -330,6 +330,7 @@ impl Session {
         }
         self.broker.registry.remove(link.id_for_registry());
         link.close();
+        self.broker.release_session(link.id_for_registry());
         self.link = None;
         drop(link);
         drop(out);
@@ -426,7 +427,8 @@ impl Session {
         let handle = tasks.spawn(async move {
             let _guard = guard;
             let line = if is_list {
-                json_line(&id, &broker.list_tools(&profile).await)
+                let session = link.as_ref().map_or(0, |l| l.session_id());
+                json_line(&id, &broker.list_tools(&profile, session).await)
             } else {
                 match link {
                     Some(link) => {

@@ -26,6 +26,8 @@ pub enum UpstreamError {
     Stopping { upstream: String },
     #[error("upstream '{upstream}': {reason}")]
     Protocol { upstream: String, reason: String },
+    #[error("upstream '{upstream}' is at capacity: {reason}")]
+    AtCapacity { upstream: String, reason: String },
     #[error(
         "upstream '{upstream}' keeps failing; not retrying for {retry_in_s} s (last error: {last_error})"
     )]
@@ -48,7 +50,8 @@ impl UpstreamError {
             | UpstreamError::Disabled { upstream }
             | UpstreamError::Stopping { upstream }
             | UpstreamError::Protocol { upstream, .. }
-            | UpstreamError::Failfast { upstream, .. } => upstream,
+            | UpstreamError::Failfast { upstream, .. }
+            | UpstreamError::AtCapacity { upstream, .. } => upstream,
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mcpb_config::UpstreamSettings;
 use mcpb_protocol::message::{notification_line, request_line, to_raw};
@@ -91,8 +91,8 @@ pub struct Instance {
     stop: Arc<Notify>,
     stopped_on_purpose: AtomicBool,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
-    /// Set when the upstream announces `notifications/tools/list_changed`.
-    tools_stale: Arc<AtomicBool>,
+    /// When the instance last sent or answered a request, for idle timeouts.
+    last_used: Mutex<Instant>,
     pub(crate) protocol_version: Mutex<String>,
 }
 
@@ -112,6 +112,10 @@ pub(crate) struct Launch<'a> {
     pub timings: StopTimings,
     pub ledger: Option<Ledger>,
     pub on_list_changed: Option<ListChanged>,
+    /// Set when the upstream announces a changed tool list; shared by its instances.
+    pub tools_stale: Arc<AtomicBool>,
+    /// Capacity this process holds (instance and process caps), released when it exits.
+    pub permits: Vec<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// Bad lines (not JSON-RPC, or over the frame cap) after which an upstream is stopped as
@@ -143,7 +147,8 @@ impl Instance {
         let pending: Arc<Pending> = Arc::default();
         let alive = Arc::new(AtomicBool::new(true));
         let stderr_tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
-        let tools_stale = Arc::new(AtomicBool::new(false));
+        let tools_stale = launch.tools_stale.clone();
+        let permits = launch.permits;
 
         tokio::spawn(write_loop(stdin, inbox, close_stdin_rx));
         tokio::spawn(read_loop(
@@ -184,6 +189,7 @@ impl Instance {
             })
             .await
             .unwrap_or(false);
+            drop(permits);
             if gone {
                 if let Some(ledger) = ledger {
                     ledger.forget(pid);
@@ -207,7 +213,7 @@ impl Instance {
             stop,
             stopped_on_purpose: AtomicBool::new(false),
             stderr_tail,
-            tools_stale,
+            last_used: Mutex::new(Instant::now()),
             protocol_version: Mutex::new(String::new()),
         }))
     }
@@ -234,8 +240,19 @@ impl Instance {
             .unwrap_or_default()
     }
 
-    pub(crate) fn take_tools_stale(&self) -> bool {
-        self.tools_stale.swap(false, Ordering::SeqCst)
+    fn touch(&self) {
+        if let Ok(mut t) = self.last_used.lock() {
+            *t = Instant::now();
+        }
+    }
+
+    /// How long since the last request, or `None` while requests are in flight.
+    pub fn idle_for(&self) -> Option<Duration> {
+        let busy = self.pending.lock().map(|p| !p.is_empty()).unwrap_or(true);
+        if busy {
+            return None;
+        }
+        self.last_used.lock().ok().map(|t| t.elapsed())
     }
 
     pub(crate) fn stopped_on_purpose(&self) -> bool {
@@ -285,6 +302,7 @@ impl Instance {
         if !self.is_alive() {
             return Err(self.exited());
         }
+        self.touch();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (line, client_token) = match outgoing {
             Outgoing::Request { method, params } => (request_line(id, method, params), None),
@@ -332,6 +350,7 @@ impl Instance {
                 _ = &mut hard => break None,
             }
         };
+        self.touch();
         match outcome {
             Some(Ok(reply)) => {
                 guard.armed = false;

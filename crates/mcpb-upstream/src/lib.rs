@@ -1,4 +1,5 @@
-//! Upstream MCP servers as the daemon sees them: spawning a child in its own process group with a
+//! Upstream MCP servers as the daemon sees them, in every lifecycle (shared, per session, per
+//! call): spawning a child in its own process group with a
 //! cleared environment, the MCP handshake, one instance per running process that rewrites request
 //! ids so many sessions share it, the cached tool list, and the stop ladder that leaves no process
 //! of the upstream behind.
@@ -10,6 +11,7 @@
 
 mod env;
 mod error;
+mod health;
 mod instance;
 mod ledger;
 mod link;
@@ -22,4 +24,4 @@ pub use instance::{CallOptions, Instance, ListChanged, Outgoing, Reply};
 pub use ledger::{Ledger, LedgerEntry, Reaped, group_members, ledger_dir};
 pub use link::{ClientLink, Responder};
 pub use process::StopTimings;
-pub use upstream::{Upstream, UpstreamState, UpstreamStatus};
+pub use upstream::{Shared, Upstream, UpstreamContext, UpstreamState, UpstreamStatus};

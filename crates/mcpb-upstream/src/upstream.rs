@@ -1,6 +1,11 @@
-//! One configured upstream in `shared` mode: started lazily on first need, its tool list cached
-//! while it runs, its state readable at any time without starting it.
+//! One configured upstream and its running instances, whatever its lifecycle:
+//! `shared` (one instance for everyone), `per_session` (one per client session), `per_call`
+//! (one per call or listing, stopped before the answer returns) or `disabled`. Instances start
+//! on first need; the tool list is cached across instances; caps on instances, processes and
+//! concurrent calls fail fast with a clear error; state is readable without starting anything.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -8,10 +13,12 @@ use mcpb_config::{Lifecycle, UpstreamSettings};
 use mcpb_protocol::message::to_raw;
 use serde::Serialize;
 use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::UpstreamError;
 use crate::env::child_env;
-use crate::instance::{Instance, Launch, ListChanged, Reply};
+use crate::health::Health;
+use crate::instance::{CallOptions, Instance, Launch, ListChanged, Outgoing, Reply};
 use crate::ledger::Ledger;
 use crate::process::StopTimings;
 
@@ -28,8 +35,16 @@ pub enum UpstreamState {
 #[derive(Debug, Clone, Serialize)]
 pub struct UpstreamStatus {
     pub name: String,
+    pub lifecycle: Lifecycle,
     pub state: UpstreamState,
+    /// The shared instance's process (the group leader).
     pub pid: Option<u32>,
+    /// Every running instance's process, whatever the lifecycle.
+    pub pids: Vec<u32>,
+    /// Running per-session instances.
+    pub session_count: usize,
+    /// Calls in flight on per-call instances.
+    pub active_call_count: usize,
     pub protocol_version: Option<String>,
     pub tool_count: Option<usize>,
     pub started_at_unix: Option<u64>,
@@ -42,77 +57,42 @@ pub struct UpstreamStatus {
     pub stderr_tail: Vec<String>,
 }
 
-/// Restart discipline: exponential backoff with jitter between attempts, and a failfast period
-/// once an upstream failed too often in a short window, so a broken server costs callers an
-/// immediate error instead of a start attempt each.
-#[derive(Debug, Default)]
-struct Health {
-    consecutive: u32,
-    recent: std::collections::VecDeque<Instant>,
-    next_attempt: Option<Instant>,
-    failfast_until: Option<Instant>,
+/// Limits shared by every upstream of a daemon.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    /// `broker.max_processes`: upstream processes running at once, all upstreams together.
+    pub processes: Arc<Semaphore>,
+    pub max_processes: usize,
 }
 
-const BACKOFF_BASE: Duration = Duration::from_millis(250);
-const BACKOFF_MAX: Duration = Duration::from_secs(8);
-const FAILFAST_AFTER: usize = 5;
-const FAILFAST_WINDOW: Duration = Duration::from_secs(60);
-const FAILFAST_FOR: Duration = Duration::from_secs(30);
-
-impl Health {
-    fn failed(&mut self, now: Instant) {
-        self.consecutive += 1;
-        self.recent.push_back(now);
-        while self
-            .recent
-            .front()
-            .is_some_and(|t| now.duration_since(*t) > FAILFAST_WINDOW)
-        {
-            self.recent.pop_front();
-        }
-        if self.recent.len() >= FAILFAST_AFTER {
-            self.failfast_until = Some(now + FAILFAST_FOR);
-            self.recent.clear();
-        }
-        let exp = BACKOFF_BASE.saturating_mul(1u32 << self.consecutive.saturating_sub(1).min(16));
-        self.next_attempt = Some(now + jitter(exp.min(BACKOFF_MAX)));
-    }
-
-    fn succeeded(&mut self) {
-        self.consecutive = 0;
-        self.next_attempt = None;
-        self.failfast_until = None;
-    }
+/// Everything an upstream needs from the daemon besides its settings.
+#[derive(Clone)]
+pub struct UpstreamContext {
+    pub passthrough: Vec<String>,
+    pub secrets_dir: std::path::PathBuf,
+    pub max_frame_bytes: usize,
+    pub timings: StopTimings,
+    pub ledger: Option<Ledger>,
+    pub on_list_changed: Option<ListChanged>,
+    pub shared: Shared,
 }
 
-/// 80% to 120% of `d`, from the clock's low bits: spreads restarts without a random generator.
-fn jitter(d: Duration) -> Duration {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|t| t.subsec_nanos())
-        .unwrap_or(0);
-    d.mul_f64(0.8 + f64::from(nanos % 401) / 1000.0)
-}
-
-#[derive(Default)]
-struct Slot {
-    instance: Option<Arc<Instance>>,
-    tools: Option<Arc<Vec<Value>>>,
-}
+type Slot = Arc<tokio::sync::Mutex<Option<Arc<Instance>>>>;
 
 pub struct Upstream {
     settings: UpstreamSettings,
-    passthrough: Vec<String>,
-    secrets_dir: std::path::PathBuf,
-    max_frame_bytes: usize,
-    timings: StopTimings,
-    ledger: Option<Ledger>,
-    on_list_changed: Option<ListChanged>,
+    ctx: UpstreamContext,
     health: Mutex<Health>,
-    /// An instance between spawn and the end of its handshake, so `stop` can reach it without
-    /// waiting for the start to finish.
-    starting: Mutex<Option<Arc<Instance>>>,
-    slot: tokio::sync::Mutex<Slot>,
+    /// Instances between spawn and the end of their handshake, so `stop` reaches them too.
+    starting: Mutex<Vec<Arc<Instance>>>,
+    shared_slot: Slot,
+    session_slots: Mutex<HashMap<u64, Slot>>,
+    per_call: Mutex<Vec<Arc<Instance>>>,
+    tools: Mutex<Option<Arc<Vec<Value>>>>,
+    tools_stale: Arc<AtomicBool>,
+    instances: Arc<Semaphore>,
+    concurrency: Option<Arc<Semaphore>>,
+    active_calls: AtomicUsize,
     status: Mutex<UpstreamStatus>,
 }
 
@@ -131,16 +111,17 @@ fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
+/// Counts a per-call instance while it works.
+struct ActiveCall<'a>(&'a AtomicUsize);
+
+impl Drop for ActiveCall<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl Upstream {
-    pub fn new(
-        settings: UpstreamSettings,
-        passthrough: Vec<String>,
-        secrets_dir: std::path::PathBuf,
-        max_frame_bytes: usize,
-        timings: StopTimings,
-        ledger: Option<Ledger>,
-        on_list_changed: Option<ListChanged>,
-    ) -> Self {
+    pub fn new(settings: UpstreamSettings, ctx: UpstreamContext) -> Self {
         let state = if settings.lifecycle == Lifecycle::Disabled {
             UpstreamState::Disabled
         } else {
@@ -148,8 +129,12 @@ impl Upstream {
         };
         let status = UpstreamStatus {
             name: settings.name.clone(),
+            lifecycle: settings.lifecycle,
             state,
             pid: None,
+            pids: Vec::new(),
+            session_count: 0,
+            active_call_count: 0,
             protocol_version: None,
             tool_count: None,
             started_at_unix: None,
@@ -159,17 +144,23 @@ impl Upstream {
             last_error: None,
             stderr_tail: Vec::new(),
         };
+        let instances = Arc::new(Semaphore::new(settings.max_instances));
+        let concurrency = settings
+            .max_concurrency
+            .map(|n| Arc::new(Semaphore::new(n)));
         Self {
             settings,
-            passthrough,
-            secrets_dir,
-            max_frame_bytes,
-            timings,
-            ledger,
-            on_list_changed,
+            ctx,
             health: Mutex::default(),
             starting: Mutex::default(),
-            slot: tokio::sync::Mutex::new(Slot::default()),
+            shared_slot: Arc::default(),
+            session_slots: Mutex::default(),
+            per_call: Mutex::default(),
+            tools: Mutex::default(),
+            tools_stale: Arc::new(AtomicBool::new(false)),
+            instances,
+            concurrency,
+            active_calls: AtomicUsize::new(0),
             status: Mutex::new(status),
         }
     }
@@ -182,6 +173,29 @@ impl Upstream {
         &self.settings
     }
 
+    fn running_instances(&self) -> Vec<Arc<Instance>> {
+        let mut all = Vec::new();
+        if let Ok(slot) = self.shared_slot.try_lock()
+            && let Some(i) = slot.as_ref()
+        {
+            all.push(i.clone());
+        }
+        if let Ok(slots) = self.session_slots.lock() {
+            for slot in slots.values() {
+                if let Ok(s) = slot.try_lock()
+                    && let Some(i) = s.as_ref()
+                {
+                    all.push(i.clone());
+                }
+            }
+        }
+        if let Ok(p) = self.per_call.lock() {
+            all.extend(p.iter().cloned());
+        }
+        all.retain(|i| i.is_alive());
+        all
+    }
+
     /// Current state; never starts anything.
     pub fn status(&self) -> UpstreamStatus {
         let mut s = self
@@ -189,13 +203,41 @@ impl Upstream {
             .lock()
             .map(|s| s.clone())
             .unwrap_or_else(|p| p.into_inner().clone());
-        if let Ok(slot) = self.slot.try_lock()
-            && let Some(inst) = &slot.instance
-        {
-            s.stderr_tail = inst.stderr_tail();
-            if !inst.is_alive() && s.state == UpstreamState::Running {
-                s.state = UpstreamState::Failed;
+        let running = self.running_instances();
+        s.pids = running.iter().map(|i| i.pid()).collect();
+        s.active_call_count = self.active_calls.load(Ordering::SeqCst);
+        s.session_count = self
+            .session_slots
+            .lock()
+            .map(|m| {
+                m.values()
+                    .filter(|slot| {
+                        slot.try_lock()
+                            .map(|s| s.as_ref().is_some_and(|i| i.is_alive()))
+                            .unwrap_or(true)
+                    })
+                    .count()
+            })
+            .unwrap_or(0);
+        if let Ok(slot) = self.shared_slot.try_lock() {
+            match slot.as_ref() {
+                Some(inst) => {
+                    s.stderr_tail = inst.stderr_tail();
+                    if !inst.is_alive() && s.state == UpstreamState::Running {
+                        s.state = UpstreamState::Failed;
+                        s.pid = None;
+                    }
+                }
+                None if s.state == UpstreamState::Running => s.state = UpstreamState::Stopped,
+                None => {}
             }
+        }
+        if self.settings.lifecycle != Lifecycle::Shared && s.state == UpstreamState::Running {
+            s.state = if running.is_empty() {
+                UpstreamState::Stopped
+            } else {
+                UpstreamState::Running
+            };
         }
         s
     }
@@ -206,45 +248,99 @@ impl Upstream {
         }
     }
 
-    /// The running instance, started if none runs (or the last one died).
-    pub async fn instance(&self) -> Result<Arc<Instance>, UpstreamError> {
-        let mut slot = self.slot.lock().await;
-        self.ensure_running(&mut slot).await
+    fn slot_for(&self, session: u64) -> Slot {
+        match self.settings.lifecycle {
+            Lifecycle::PerSession => self
+                .session_slots
+                .lock()
+                .map(|mut m| m.entry(session).or_default().clone())
+                .unwrap_or_default(),
+            _ => self.shared_slot.clone(),
+        }
     }
 
-    async fn ensure_running(&self, slot: &mut Slot) -> Result<Arc<Instance>, UpstreamError> {
-        if self.settings.lifecycle == Lifecycle::Disabled {
-            return Err(UpstreamError::Disabled {
-                upstream: self.settings.name.clone(),
-            });
-        }
-        if let Some(inst) = &slot.instance {
+    /// The running instance for this session (shared or its own), started if needed.
+    async fn instance_for(&self, session: u64) -> Result<Arc<Instance>, UpstreamError> {
+        let slot = self.slot_for(session);
+        let mut slot = slot.lock().await;
+        if let Some(inst) = slot.as_ref() {
             if inst.is_alive() {
                 return Ok(inst.clone());
             }
             if !inst.stopped_on_purpose() {
                 self.record_failure(format!("{} (pid {})", inst.exit_description(), inst.pid()));
             }
-            slot.instance = None;
-            slot.tools = None;
+            *slot = None;
         }
+        let inst = self.start().await?;
+        if self.settings.lifecycle == Lifecycle::Shared {
+            self.set_status(|s| s.pid = Some(inst.pid()));
+        }
+        *slot = Some(inst.clone());
+        Ok(inst)
+    }
+
+    fn check_enabled(&self) -> Result<(), UpstreamError> {
+        if self.settings.lifecycle == Lifecycle::Disabled {
+            return Err(UpstreamError::Disabled {
+                upstream: self.settings.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Capacity for one more process: this upstream's `max_instances` and the daemon's
+    /// `max_processes`. Over either cap the request fails at once.
+    fn reserve_process(&self) -> Result<Vec<OwnedSemaphorePermit>, UpstreamError> {
+        let own =
+            self.instances
+                .clone()
+                .try_acquire_owned()
+                .map_err(|_| UpstreamError::AtCapacity {
+                    upstream: self.settings.name.clone(),
+                    reason: format!(
+                        "it already runs max_instances ({}) processes",
+                        self.settings.max_instances
+                    ),
+                })?;
+        let global = self
+            .ctx
+            .shared
+            .processes
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| UpstreamError::AtCapacity {
+                upstream: self.settings.name.clone(),
+                reason: format!(
+                    "the broker already runs broker.max_processes ({}) upstream processes",
+                    self.ctx.shared.max_processes
+                ),
+            })?;
+        Ok(vec![own, global])
+    }
+
+    /// Spawns an instance, does the handshake and lists its tools into the cache.
+    async fn start(&self) -> Result<Arc<Instance>, UpstreamError> {
         self.wait_for_backoff().await?;
+        let permits = self.reserve_process()?;
         self.set_status(|s| {
-            s.state = UpstreamState::Starting;
-            s.pid = None;
+            if s.state != UpstreamState::Running {
+                s.state = UpstreamState::Starting;
+            }
         });
-        match self.start().await {
+        match self.spawn_and_handshake(permits).await {
             Ok((inst, tools)) => {
                 let count = tools.len();
-                slot.instance = Some(inst.clone());
-                slot.tools = Some(Arc::new(tools));
+                self.tools_stale.store(false, Ordering::SeqCst);
+                if let Ok(mut t) = self.tools.lock() {
+                    *t = Some(Arc::new(tools));
+                }
                 if let Ok(mut h) = self.health.lock() {
                     h.succeeded();
                 }
                 self.set_status(|s| {
                     s.state = UpstreamState::Running;
                     s.failfast_until_unix = None;
-                    s.pid = Some(inst.pid());
                     s.protocol_version = Some(inst.protocol_version());
                     s.tool_count = Some(count);
                     s.started_at_unix = Some(unix_now());
@@ -255,6 +351,55 @@ impl Upstream {
             Err(e) => {
                 tracing::error!(upstream = %self.settings.name, error = %e, "upstream failed to start");
                 self.record_failure(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    async fn spawn_and_handshake(
+        &self,
+        permits: Vec<OwnedSemaphorePermit>,
+    ) -> Result<(Arc<Instance>, Vec<Value>), UpstreamError> {
+        let lookup = |k: &str| std::env::var(k).ok();
+        let env = child_env(
+            &self.settings,
+            &self.ctx.passthrough,
+            &lookup,
+            &self.ctx.secrets_dir,
+        )?;
+        let inst = Instance::spawn(Launch {
+            settings: &self.settings,
+            env: &env,
+            max_frame_bytes: self.ctx.max_frame_bytes,
+            timings: self.ctx.timings,
+            ledger: self.ctx.ledger.clone(),
+            on_list_changed: self.ctx.on_list_changed.clone(),
+            tools_stale: self.tools_stale.clone(),
+            permits,
+        })?;
+        tracing::info!(upstream = %self.settings.name, pid = inst.pid(), "upstream process started");
+        if let Ok(mut st) = self.starting.lock() {
+            st.push(inst.clone());
+        }
+        let deadline = Instant::now() + self.settings.startup_timeout;
+        let handshake = async {
+            inst.initialize(self.settings.startup_timeout).await?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            list_all_tools(
+                &inst,
+                &self.settings.name,
+                left.max(Duration::from_millis(1)),
+            )
+            .await
+        };
+        let outcome = handshake.await;
+        if let Ok(mut st) = self.starting.lock() {
+            st.retain(|i| !Arc::ptr_eq(i, &inst));
+        }
+        match outcome {
+            Ok(tools) => Ok((inst, tools)),
+            Err(e) => {
+                inst.stop().await;
                 Err(e)
             }
         }
@@ -299,82 +444,172 @@ impl Upstream {
         Ok(())
     }
 
-    async fn start(&self) -> Result<(Arc<Instance>, Vec<Value>), UpstreamError> {
-        let lookup = |k: &str| std::env::var(k).ok();
-        let env = child_env(
-            &self.settings,
-            &self.passthrough,
-            &lookup,
-            &self.secrets_dir,
-        )?;
-        let inst = Instance::spawn(Launch {
-            settings: &self.settings,
-            env: &env,
-            max_frame_bytes: self.max_frame_bytes,
-            timings: self.timings,
-            ledger: self.ledger.clone(),
-            on_list_changed: self.on_list_changed.clone(),
-        })?;
-        tracing::info!(upstream = %self.settings.name, pid = inst.pid(), "upstream process started");
-        if let Ok(mut st) = self.starting.lock() {
-            *st = Some(inst.clone());
+    /// The upstream's tools as it sent them: from the cache when fresh, else from a running
+    /// instance (started if needed; a per-call upstream gets one just for the listing).
+    pub async fn tools(&self, session: u64) -> Result<Arc<Vec<Value>>, UpstreamError> {
+        self.check_enabled()?;
+        let stale = self.tools_stale.load(Ordering::SeqCst);
+        if !stale && let Some(t) = self.tools.lock().ok().and_then(|t| t.clone()) {
+            return Ok(t);
         }
-        let deadline = Instant::now() + self.settings.startup_timeout;
-        let handshake = async {
-            inst.initialize(self.settings.startup_timeout).await?;
-            let left = deadline.saturating_duration_since(Instant::now());
-            list_all_tools(
-                &inst,
-                &self.settings.name,
-                left.max(Duration::from_millis(1)),
-            )
-            .await
-        };
-        let outcome = handshake.await;
-        if let Ok(mut st) = self.starting.lock() {
-            *st = None;
-        }
-        match outcome {
-            Ok(tools) => Ok((inst, tools)),
-            Err(e) => {
+        match self.settings.lifecycle {
+            Lifecycle::PerCall => {
+                let _active = self.begin_call();
+                let inst = self.start().await?;
+                self.track_per_call(&inst);
                 inst.stop().await;
-                Err(e)
+                self.untrack_per_call(&inst);
+            }
+            _ => {
+                let inst = self.instance_for(session).await?;
+                if self.tools_stale.swap(false, Ordering::SeqCst) {
+                    let tools =
+                        list_all_tools(&inst, &self.settings.name, self.settings.call_timeout)
+                            .await?;
+                    self.set_status(|s| s.tool_count = Some(tools.len()));
+                    if let Ok(mut t) = self.tools.lock() {
+                        *t = Some(Arc::new(tools));
+                    }
+                }
+            }
+        }
+        Ok(self
+            .tools
+            .lock()
+            .ok()
+            .and_then(|t| t.clone())
+            .unwrap_or_default())
+    }
+
+    fn begin_call(&self) -> ActiveCall<'_> {
+        self.active_calls.fetch_add(1, Ordering::SeqCst);
+        ActiveCall(&self.active_calls)
+    }
+
+    fn track_per_call(&self, inst: &Arc<Instance>) {
+        if let Ok(mut p) = self.per_call.lock() {
+            p.push(inst.clone());
+        }
+    }
+
+    fn untrack_per_call(&self, inst: &Arc<Instance>) {
+        if let Ok(mut p) = self.per_call.lock() {
+            p.retain(|i| !Arc::ptr_eq(i, inst));
+        }
+    }
+
+    /// A slot among `max_concurrency` calls in flight, waiting at most `queue_timeout`.
+    async fn admit(&self) -> Result<Option<OwnedSemaphorePermit>, UpstreamError> {
+        let Some(sem) = &self.concurrency else {
+            return Ok(None);
+        };
+        match tokio::time::timeout(self.settings.queue_timeout, sem.clone().acquire_owned()).await {
+            Ok(Ok(p)) => Ok(Some(p)),
+            _ => Err(UpstreamError::AtCapacity {
+                upstream: self.settings.name.clone(),
+                reason: format!(
+                    "{} calls are in flight (max_concurrency) and none finished within {} ms",
+                    self.settings.max_concurrency.unwrap_or(0),
+                    self.settings.queue_timeout.as_millis()
+                ),
+            }),
+        }
+    }
+
+    /// Sends one request for `session`: to the shared instance, the session's own, or a fresh
+    /// per-call instance that is stopped before the answer is returned.
+    pub async fn call(
+        &self,
+        session: u64,
+        outgoing: Outgoing<'_>,
+        opts: &CallOptions,
+    ) -> Result<Reply, UpstreamError> {
+        self.check_enabled()?;
+        let _admitted = self.admit().await?;
+        match self.settings.lifecycle {
+            Lifecycle::PerCall => {
+                let _active = self.begin_call();
+                let inst = self.start().await?;
+                self.track_per_call(&inst);
+                let reply = inst.send(outgoing, opts).await;
+                inst.stop().await;
+                self.untrack_per_call(&inst);
+                reply
+            }
+            _ => {
+                let inst = self.instance_for(session).await?;
+                inst.send(outgoing, opts).await
             }
         }
     }
 
-    /// The upstream's tools as it sent them, from the cache when it is fresh.
-    pub async fn tools(&self) -> Result<Arc<Vec<Value>>, UpstreamError> {
-        self.ready().await.map(|(_, tools)| tools)
+    /// A session ended (or asked to close): its per-session instance stops.
+    pub async fn release_session(&self, session: u64) {
+        let slot = self
+            .session_slots
+            .lock()
+            .ok()
+            .and_then(|mut m| m.remove(&session));
+        if let Some(slot) = slot {
+            let inst = slot.lock().await.take();
+            if let Some(inst) = inst {
+                inst.stop().await;
+            }
+        }
     }
 
-    /// The running instance and its tool list together, under one lock.
-    pub async fn ready(&self) -> Result<(Arc<Instance>, Arc<Vec<Value>>), UpstreamError> {
-        let mut slot = self.slot.lock().await;
-        let inst = self.ensure_running(&mut slot).await?;
-        if inst.take_tools_stale() || slot.tools.is_none() {
-            let tools =
-                list_all_tools(&inst, &self.settings.name, self.settings.call_timeout).await?;
-            self.set_status(|s| s.tool_count = Some(tools.len()));
-            slot.tools = Some(Arc::new(tools));
-        }
-        Ok((inst, slot.tools.clone().unwrap_or_default()))
-    }
-
-    /// Stops the running instance, if any, with the full stop ladder; an instance still in its
-    /// handshake is stopped too.
-    pub async fn stop(&self) {
-        let starting = self.starting.lock().ok().and_then(|mut s| s.take());
-        if let Some(inst) = starting {
-            inst.stop().await;
-        }
-        let inst = {
-            let mut slot = self.slot.lock().await;
-            slot.tools = None;
-            slot.instance.take()
+    /// Stops instances that had no request for `idle_timeout`; the next call starts one again.
+    pub async fn stop_idle(&self) {
+        let Some(limit) = self.settings.idle_timeout else {
+            return;
         };
-        if let Some(inst) = inst {
-            inst.stop().await;
+        let mut slots = vec![self.shared_slot.clone()];
+        if let Ok(m) = self.session_slots.lock() {
+            slots.extend(m.values().cloned());
+        }
+        for slot in slots {
+            let Ok(mut guard) = slot.try_lock() else {
+                continue;
+            };
+            let idle = guard
+                .as_ref()
+                .is_some_and(|i| i.is_alive() && i.idle_for().is_some_and(|d| d >= limit));
+            if idle && let Some(inst) = guard.take() {
+                drop(guard);
+                tracing::info!(upstream = %self.settings.name, pid = inst.pid(), "stopping idle upstream");
+                inst.stop().await;
+                if self.settings.lifecycle == Lifecycle::Shared {
+                    self.set_status(|s| {
+                        s.state = UpstreamState::Stopped;
+                        s.pid = None;
+                    });
+                }
+            }
+        }
+    }
+
+    /// Stops every instance, including those still in their handshake, with the stop ladder.
+    pub async fn stop(&self) {
+        let mut all: Vec<Arc<Instance>> = self
+            .starting
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default();
+        all.extend(self.shared_slot.lock().await.take());
+        let sessions: Vec<Slot> = self
+            .session_slots
+            .lock()
+            .map(|mut m| m.drain().map(|(_, s)| s).collect())
+            .unwrap_or_default();
+        for slot in sessions {
+            all.extend(slot.lock().await.take());
+        }
+        if let Ok(p) = self.per_call.lock() {
+            all.extend(p.iter().cloned());
+        }
+        let stops = all.iter().map(|i| i.stop());
+        for stop in stops {
+            stop.await;
         }
         self.set_status(|s| {
             if s.state != UpstreamState::Disabled {
@@ -384,16 +619,16 @@ impl Upstream {
         });
     }
 
-    /// SIGKILL to the process group of the running instance, without waiting: for a daemon that
-    /// was told twice to stop.
+    /// SIGKILL to every instance's process group, without waiting: for a daemon told twice to
+    /// stop.
     pub fn kill_now(&self) {
-        if let Some(pid) = self.status.lock().ok().and_then(|s| s.pid) {
+        let mut pids: Vec<u32> = self.running_instances().iter().map(|i| i.pid()).collect();
+        if let Ok(s) = self.starting.lock() {
+            pids.extend(s.iter().map(|i| i.pid()));
+        }
+        for pid in pids {
             crate::process::signal_group(pid, rustix::process::Signal::KILL);
         }
-    }
-
-    pub fn call_timeout(&self) -> Duration {
-        self.settings.call_timeout
     }
 }
 

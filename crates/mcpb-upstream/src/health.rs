@@ -1,0 +1,56 @@
+//! Restart discipline for one upstream.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Restart discipline: exponential backoff with jitter between attempts, and a failfast period
+/// once an upstream failed too often in a short window, so a broken server costs callers an
+/// immediate error instead of a start attempt each.
+#[derive(Debug, Default)]
+pub(crate) struct Health {
+    consecutive: u32,
+    recent: VecDeque<Instant>,
+    pub(crate) next_attempt: Option<Instant>,
+    pub(crate) failfast_until: Option<Instant>,
+}
+
+const BACKOFF_BASE: Duration = Duration::from_millis(250);
+const BACKOFF_MAX: Duration = Duration::from_secs(8);
+const FAILFAST_AFTER: usize = 5;
+const FAILFAST_WINDOW: Duration = Duration::from_secs(60);
+const FAILFAST_FOR: Duration = Duration::from_secs(30);
+
+impl Health {
+    pub(crate) fn failed(&mut self, now: Instant) {
+        self.consecutive += 1;
+        self.recent.push_back(now);
+        while self
+            .recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > FAILFAST_WINDOW)
+        {
+            self.recent.pop_front();
+        }
+        if self.recent.len() >= FAILFAST_AFTER {
+            self.failfast_until = Some(now + FAILFAST_FOR);
+            self.recent.clear();
+        }
+        let exp = BACKOFF_BASE.saturating_mul(1u32 << self.consecutive.saturating_sub(1).min(16));
+        self.next_attempt = Some(now + jitter(exp.min(BACKOFF_MAX)));
+    }
+
+    pub(crate) fn succeeded(&mut self) {
+        self.consecutive = 0;
+        self.next_attempt = None;
+        self.failfast_until = None;
+    }
+}
+
+/// 80% to 120% of `d`, from the clock's low bits: spreads restarts without a random generator.
+fn jitter(d: Duration) -> Duration {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|t| t.subsec_nanos())
+        .unwrap_or(0);
+    d.mul_f64(0.8 + f64::from(nanos % 401) / 1000.0)
+}
