@@ -37,6 +37,9 @@ pub enum Command {
     Start,
     /// Stop the daemon (in-flight calls get the grace period) and every upstream it runs.
     Stop,
+    /// Re-read the config: changed upstreams restart, unchanged ones keep running; an invalid
+    /// file is refused whole and the daemon keeps the old one (SIGHUP does the same).
+    Reload,
     /// Show the daemon and its upstreams. Never starts anything.
     Status {
         #[arg(long)]

@@ -136,6 +136,50 @@ pub fn status(settings: &Settings, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+pub fn reload(settings: &Settings) -> ExitCode {
+    match admin(settings, "reload") {
+        Ok(None) => fail(
+            "mcp-broker: no daemon is running; nothing to reload",
+            &["the next `mcp-broker start` or client start reads the config"],
+        ),
+        Ok(Some(reply)) if reply.ok => {
+            let data = reply.data.unwrap_or_default();
+            let list = |k: &str| {
+                let names: Vec<&str> = data[k]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                if names.is_empty() {
+                    "-".to_string()
+                } else {
+                    names.join(", ")
+                }
+            };
+            println!(
+                "reloaded: added {}; restarted {}; removed {}; unchanged {}",
+                list("added"),
+                list("restarted"),
+                list("removed"),
+                list("unchanged")
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(Some(reply)) => {
+            eprintln!(
+                "mcp-broker: reload refused: {}",
+                reply.error.as_deref().unwrap_or("no reason given")
+            );
+            for h in &reply.hints {
+                eprintln!("hint: {h}");
+            }
+            ExitCode::FAILURE
+        }
+        Err(e) => fail(&format!("mcp-broker: {e:#}"), &[]),
+    }
+}
+
 pub fn reap(settings: &Settings) -> ExitCode {
     // With a daemon running, its own groups are live upstreams, not leftovers.
     let live = matches!(admin(settings, "ping"), Ok(Some(_)));

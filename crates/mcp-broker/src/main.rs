@@ -70,9 +70,22 @@ fn main() -> ExitCode {
             }
         }
         Command::Start => with_settings(config, commands::start),
-        Command::Stop => with_settings(config, commands::stop),
-        Command::Status { json } => with_settings(config, |s| commands::status(s, json)),
-        Command::Reap => with_settings(config, commands::reap),
+        Command::Stop => match settings_for_socket(config, true) {
+            Ok(s) => commands::stop(&s),
+            Err(code) => code,
+        },
+        Command::Status { json } => match settings_for_socket(config, true) {
+            Ok(s) => commands::status(&s, json),
+            Err(code) => code,
+        },
+        Command::Reload => match settings_for_socket(config, false) {
+            Ok(s) => commands::reload(&s),
+            Err(code) => code,
+        },
+        Command::Reap => match settings_for_socket(config, true) {
+            Ok(s) => commands::reap(&s),
+            Err(code) => code,
+        },
         Command::Demo => demo::run(),
         Command::Config { command } => match command {
             ConfigCommand::Init => commands::config_init(),
@@ -86,6 +99,36 @@ fn main() -> ExitCode {
             ConfigCommand::Show => with_settings(config, commands::config_show),
         },
     }
+}
+
+/// For commands that only need to reach the daemon: the settings when the file is valid, else
+/// the embedded default with the runtime root the file names (or the default one), so that a
+/// broken file can still be reloaded, i.e. reported by the daemon.
+fn settings_for_socket(config: Option<&std::path::Path>, warn: bool) -> Result<Settings, ExitCode> {
+    let ctx = ResolveContext::from_env();
+    let source = mcpb_config::locate(config, &ctx);
+    if let Ok(s) = mcpb_config::load(&source, &ctx) {
+        return Ok(s);
+    }
+    let root = match &source {
+        mcpb_config::ConfigSource::File(p) => std::fs::read_to_string(p)
+            .ok()
+            .and_then(|t| mcpb_config::load::runtime_root_hint(&t)),
+        mcpb_config::ConfigSource::Embedded => None,
+    };
+    let mut settings =
+        mcpb_config::load(&mcpb_config::ConfigSource::Embedded, &ctx).map_err(|e| {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        })?;
+    settings.runtime = mcpb_config::RuntimeLayout::new(ctx.runtime_root(root.as_deref()));
+    if warn {
+        eprintln!(
+            "mcp-broker: warning: {source} is invalid (see `mcp-broker config validate`); reaching the daemon under {}",
+            settings.runtime.root.display()
+        );
+    }
+    Ok(settings)
 }
 
 fn with_settings(

@@ -80,6 +80,21 @@ pub fn parse_raw(text: &str, label: &str) -> Result<RawConfig, ConfigError> {
     })
 }
 
+/// `runtime.root` from a file that may be invalid otherwise, to find the daemon it belongs to.
+pub fn runtime_root_hint(text: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Loose {
+        #[serde(default)]
+        runtime: Option<LooseRuntime>,
+    }
+    #[derive(serde::Deserialize)]
+    struct LooseRuntime {
+        #[serde(default)]
+        root: Option<String>,
+    }
+    serde_saphyr::from_str::<Loose>(text).ok()?.runtime?.root
+}
+
 fn first_line_without_location(msg: &str) -> String {
     let first = msg.lines().next().unwrap_or(msg).trim();
     // The parser's advice about its own options means nothing to a user of this file.
@@ -152,6 +167,21 @@ pub fn key_path_at(text: &str, line: u64, column: u64) -> String {
         }
     }
     parts.reverse();
+    // Inside a flow mapping (`a: {comand: x}`) the error points past the block key: add the key
+    // written at the error's column.
+    let col = usize::try_from(column).unwrap_or(0).saturating_sub(1);
+    if let Some(rest) = lines[idx].get(col..)
+        && let Some(colon) = rest.find(':')
+    {
+        let key = rest[..colon].trim().trim_matches('"').trim_matches('\'');
+        let is_key = !key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_alphanumeric() || "_-.".contains(c));
+        if is_key && parts.last().map(String::as_str) != Some(key) && col > 0 {
+            parts.push(key.to_string());
+        }
+    }
     parts.join(".")
 }
 
@@ -164,5 +194,7 @@ mod tests {
         let text = "schema_version: 1\nupstreams:\n  github:\n    command: npx\n    comand: x\n";
         assert_eq!(key_path_at(text, 5, 5), "upstreams.github.comand");
         assert_eq!(key_path_at(text, 1, 1), "schema_version");
+        let flow = "schema_version: 1\nupstreams:\n  a: {comand: x}\n";
+        assert_eq!(key_path_at(flow, 3, 7), "upstreams.a.comand");
     }
 }

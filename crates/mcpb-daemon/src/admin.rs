@@ -30,20 +30,21 @@ pub struct StatusReport {
 }
 
 pub fn status(broker: &Broker) -> StatusReport {
+    let config = broker.config();
     StatusReport {
         daemon: DaemonStatus {
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             started_at_unix: broker.started_unix,
             uptime_ms: u64::try_from(broker.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            socket: broker.settings.runtime.socket_path().display().to_string(),
-            config: broker.settings.source.to_string(),
+            socket: config.settings.runtime.socket_path().display().to_string(),
+            config: config.settings.source.to_string(),
             sessions: broker.sessions.load(Ordering::SeqCst),
             inflight_calls: broker.inflight.load(Ordering::SeqCst),
-            max_clients: broker.settings.broker.max_clients,
+            max_clients: config.settings.broker.max_clients,
             draining: broker.draining.load(Ordering::SeqCst),
         },
-        upstreams: broker.upstreams.values().map(|u| u.status()).collect(),
+        upstreams: config.upstreams.values().map(|u| u.status()).collect(),
     }
 }
 
@@ -58,6 +59,15 @@ pub fn handle(broker: &Arc<Broker>, command: &str, stop: &tokio::sync::Notify) -
     match command {
         "ping" => {}
         "status" => reply.data = serde_json::to_value(status(broker)).ok(),
+        "reload" => match crate::reload::reload(broker) {
+            Ok(report) => reply.data = serde_json::to_value(report).ok(),
+            Err(errors) => {
+                return HelloReply::refuse(
+                    errors,
+                    vec!["the daemon keeps serving the previous configuration".into()],
+                );
+            }
+        },
         "stop" => {
             tracing::info!("stop requested over the admin socket");
             stop.notify_one();
@@ -65,7 +75,7 @@ pub fn handle(broker: &Arc<Broker>, command: &str, stop: &tokio::sync::Notify) -
         other => {
             return HelloReply::refuse(
                 format!("unknown admin command '{other}'"),
-                vec!["known commands: ping, status, stop".into()],
+                vec!["known commands: ping, status, reload, stop".into()],
             );
         }
     }

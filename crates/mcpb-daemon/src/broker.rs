@@ -21,9 +21,18 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::Notify;
 
-pub struct Broker {
+/// One generation of configuration: the settings and the upstreams built from them. A reload
+/// swaps in a new generation; requests already running keep the one they started with.
+pub struct Config {
     pub settings: Settings,
     pub upstreams: BTreeMap<String, Arc<Upstream>>,
+}
+
+pub struct Broker {
+    config: std::sync::RwLock<Arc<Config>>,
+    pub ctx: UpstreamContext,
+    /// Upstreams replaced or removed by a reload, until they have stopped.
+    pub retired: std::sync::Mutex<Vec<Arc<Upstream>>>,
     pub started: Instant,
     pub started_unix: u64,
     pub sessions: AtomicUsize,
@@ -65,8 +74,12 @@ impl Broker {
             })
             .collect();
         Self {
-            settings,
-            upstreams,
+            config: std::sync::RwLock::new(Arc::new(Config {
+                settings,
+                upstreams,
+            })),
+            ctx,
+            retired: std::sync::Mutex::default(),
             started: Instant::now(),
             started_unix: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -81,14 +94,38 @@ impl Broker {
         }
     }
 
-    pub fn profile(&self, name: &str) -> Option<&ProfileSettings> {
-        self.settings.profiles.get(name)
+    /// The current configuration generation.
+    pub fn config(&self) -> Arc<Config> {
+        match self.config.read() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    pub fn swap_config(&self, next: Config) {
+        match self.config.write() {
+            Ok(mut c) => *c = Arc::new(next),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(next),
+        }
+    }
+
+    /// Every upstream that may have processes: current ones and those retired by a reload.
+    pub fn all_upstreams(&self) -> Vec<Arc<Upstream>> {
+        let mut all: Vec<Arc<Upstream>> = self.config().upstreams.values().cloned().collect();
+        if let Ok(r) = self.retired.lock() {
+            all.extend(r.iter().cloned());
+        }
+        all
+    }
+
+    pub fn profile(&self, name: &str) -> Option<ProfileSettings> {
+        self.config().settings.profiles.get(name).cloned()
     }
 
     /// Stops the per-session instances of an ended session, in the background: the ladder may
     /// take seconds and the session's connection is already closing.
     pub fn release_session(&self, session: u64) {
-        for up in self.upstreams.values() {
+        for up in self.all_upstreams() {
             if up.settings().lifecycle == mcpb_config::Lifecycle::PerSession {
                 let up = up.clone();
                 tokio::spawn(async move { up.release_session(session).await });
@@ -105,9 +142,14 @@ impl Broker {
     /// The merged raw tool list of a profile. An upstream that cannot start or list is left out
     /// (and logged); the others still answer.
     pub async fn list_tools(&self, profile: &ProfileSettings, session: u64) -> Value {
+        let config = self.config();
         let mut tasks = tokio::task::JoinSet::new();
         for (i, name) in profile.upstreams.iter().enumerate() {
-            if let Some(up) = self.upstreams.get(name).filter(|u| u.settings().enabled()) {
+            if let Some(up) = config
+                .upstreams
+                .get(name)
+                .filter(|u| u.settings().enabled())
+            {
                 let up = up.clone();
                 tasks.spawn(async move { (i, up.clone(), up.tools(session).await) });
             }
@@ -180,7 +222,8 @@ impl Broker {
         let unknown = || BrokerRpcError::UnknownTool(exposed.to_string());
         let (up_name, tool_name) =
             mcpb_policy::split(profile.broker_tool_name_style, exposed).ok_or_else(unknown)?;
-        let upstream = self
+        let config = self.config();
+        let upstream = config
             .upstreams
             .get(up_name)
             .filter(|u| profile.upstreams.iter().any(|p| p == up_name) && u.settings().enabled())

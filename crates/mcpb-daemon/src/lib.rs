@@ -12,6 +12,7 @@ mod broker;
 mod error;
 mod link;
 mod listener;
+mod reload;
 mod session;
 mod stdio;
 

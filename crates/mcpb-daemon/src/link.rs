@@ -159,6 +159,16 @@ impl Registry {
         }
     }
 
+    /// After a reload: every session's view may have changed.
+    pub fn all_lists_changed(&self) {
+        let line = notification_line("notifications/tools/list_changed", None);
+        if let Ok(s) = self.sessions.lock() {
+            for link in s.values() {
+                link.notify(line.clone());
+            }
+        }
+    }
+
     pub fn list_changed(&self, upstream: &str) {
         let line = notification_line("notifications/tools/list_changed", None);
         if let Ok(s) = self.sessions.lock() {

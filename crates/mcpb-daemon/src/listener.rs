@@ -88,8 +88,8 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     tracing::info!(
         pid = std::process::id(),
         socket = %socket_path.display(),
-        config = %broker.settings.source,
-        upstreams = broker.upstreams.len(),
+        config = %broker.config().settings.source,
+        upstreams = broker.config().upstreams.len(),
         "daemon listening"
     );
 
@@ -101,7 +101,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
         loop {
             tick.tick().await;
-            for up in sweeper.upstreams.values() {
+            for up in sweeper.config().upstreams.values() {
                 up.stop_idle().await;
             }
         }
@@ -113,7 +113,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
             _ = term.recv() => break,
             _ = int.recv() => break,
             _ = stop.notified() => break,
-            _ = hup.recv() => { tracing::warn!("SIGHUP: reload is not supported by this version; keeping the current config"); continue }
+            _ = hup.recv() => { on_hangup(&broker); continue }
         };
         let stream = tokio::select! {
             r = listener.accept() => match r {
@@ -123,6 +123,7 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
             _ = term.recv() => break,
             _ = int.recv() => break,
             _ = stop.notified() => break,
+            _ = hup.recv() => { on_hangup(&broker); continue }
         };
         match stream.peer_cred() {
             Ok(cred) if cred.uid() == my_uid => {}
@@ -174,19 +175,19 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     let _ = shutdown_tx.send(true);
     if now {
         tracing::warn!("second signal: killing upstreams now");
-        for up in broker.upstreams.values() {
+        for up in broker.all_upstreams() {
             up.kill_now();
         }
     } else {
         let mut stops = tokio::task::JoinSet::new();
-        for up in broker.upstreams.values() {
+        for up in broker.all_upstreams() {
             let up = up.clone();
             stops.spawn(async move { up.stop().await });
         }
         tokio::select! {
             _ = async { while stops.join_next().await.is_some() {} } => {}
             _ = term.recv() => {
-                for up in broker.upstreams.values() {
+                for up in broker.all_upstreams() {
                     up.kill_now();
                 }
             }
@@ -197,4 +198,12 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     tracing::info!("daemon stopped");
     drop(lock);
     Ok(())
+}
+
+fn on_hangup(broker: &Arc<Broker>) {
+    if let Err(errors) = crate::reload::reload(broker) {
+        tracing::error!(
+            "SIGHUP: the new configuration is invalid; keeping the current one\n{errors}"
+        );
+    }
 }

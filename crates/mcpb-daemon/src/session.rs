@@ -140,7 +140,7 @@ pub async fn serve(
             };
             let frames = FrameReader::new(
                 BufReader::with_capacity(64 * 1024, io.reader),
-                broker.settings.broker.max_frame_bytes,
+                broker.config().settings.broker.max_frame_bytes,
             );
             let (control_read, control_write) = match io.control {
                 Some(c) => {
@@ -213,12 +213,13 @@ fn choose_profile(
     profile: Option<&str>,
     client: Option<&str>,
 ) -> Result<(Arc<ProfileSettings>, bool), Box<HelloReply>> {
-    let profiles = &broker.settings.profiles;
+    let config = broker.config();
+    let profiles = &config.settings.profiles;
     let known = || {
         let names: Vec<&str> = profiles.keys().map(String::as_str).collect();
         format!(
             "profiles in {}: {}",
-            broker.settings.source,
+            config.settings.source,
             if names.is_empty() {
                 "(none)".to_string()
             } else {
@@ -236,7 +237,7 @@ fn choose_profile(
         };
     }
     if let Some(p) = client
-        .and_then(|c| broker.settings.clients.get(c))
+        .and_then(|c| config.settings.clients.get(c))
         .and_then(|p| profiles.get(p))
     {
         return Ok((Arc::new(p.clone()), true));
@@ -393,6 +394,7 @@ impl Session {
             "initialize" => self.initialize(id, msg.params),
             "ping" => json_line(id, &serde_json::json!({})),
             "tools/list" | "tools/call" => {
+                self.refresh_profile();
                 if self.broker.draining.load(Ordering::SeqCst) {
                     BrokerRpcError::Overloaded("mcp-broker is shutting down".into())
                         .to_line(Some(id))
@@ -404,6 +406,19 @@ impl Session {
             other => BrokerRpcError::MethodNotFound(other.to_string()).to_line(Some(id)),
         };
         let _ = out.send(line).await;
+    }
+
+    /// Picks up the session's profile from the current configuration (it may have been
+    /// reloaded). A profile that a reload removed keeps its last definition.
+    fn refresh_profile(&mut self) {
+        if let Some(current) = self.broker.profile(&self.profile.name)
+            && current != *self.profile
+        {
+            if let Some(link) = &self.link {
+                link.set_upstreams(current.upstreams.clone());
+            }
+            self.profile = Arc::new(current);
+        }
     }
 
     fn spawn_call(
@@ -483,8 +498,8 @@ impl Session {
                 .and_then(|c| c.get("name"))
                 .and_then(Value::as_str);
             if let Some(p) = client
-                .and_then(|c| self.broker.settings.clients.get(c))
-                .and_then(|p| self.broker.profile(p))
+                .and_then(|c| self.broker.config().settings.clients.get(c).cloned())
+                .and_then(|p| self.broker.profile(&p))
             {
                 tracing::info!(profile = %p.name, client = ?client, "profile chosen by clientInfo.name");
                 self.profile = Arc::new(p.clone());

@@ -543,6 +543,15 @@ impl Upstream {
         }
     }
 
+    /// Whether a call is in flight on any instance.
+    pub fn busy(&self) -> bool {
+        self.active_calls.load(Ordering::SeqCst) > 0
+            || self
+                .running_instances()
+                .iter()
+                .any(|i| i.idle_for().is_none())
+    }
+
     /// A session ended (or asked to close): its per-session instance stops.
     pub async fn release_session(&self, session: u64) {
         let slot = self

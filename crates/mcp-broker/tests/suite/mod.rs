@@ -3,6 +3,7 @@ mod daemon;
 mod faults;
 mod interop;
 mod lifecycle;
+mod reload;
 mod routing;
 mod session;
 mod support;

@@ -1,0 +1,117 @@
+//! Reload: unchanged upstreams keep their processes, changed ones restart after their calls,
+//! an invalid file is refused whole.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::support::{Home, Shim, fixture, group_alive, wait_until};
+
+fn yaml(a_args: &str, with_c: bool) -> String {
+    let fx = fixture();
+    let mut y = format!(
+        "schema_version: 1\nupstreams:\n  a: {{command: \"{fx}\", args: [{a_args}], trust_annotations: true}}\n  b: {{command: \"{fx}\", trust_annotations: true}}\n",
+        fx = fx.display()
+    );
+    if with_c {
+        y.push_str(&format!(
+            "  c: {{command: \"{}\", trust_annotations: true}}\n",
+            fx.display()
+        ));
+    }
+    y.push_str("profiles:\n  default: {allow_mutating_upstreams: true}\n");
+    y
+}
+
+fn pid(shim: &mut Shim, tool: &str) -> u32 {
+    shim.call(tool, json!({}))["result"]["structuredContent"]["pid"]
+        .as_u64()
+        .unwrap() as u32
+}
+
+#[test]
+fn only_changed_upstreams_restart_and_sessions_hear_about_it() {
+    let home = Home::with_config(&yaml("--name, one", false));
+    let mut shim = home.shim(&[]);
+    shim.initialize("2025-11-25");
+    let (a1, b1) = (pid(&mut shim, "a.pid"), pid(&mut shim, "b.pid"));
+    // A call in flight on `a` must finish before the old `a` stops.
+    shim.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":\"slow\",\"method\":\"tools/call\",\"params\":{\"name\":\"a.sleep\",\"arguments\":{\"ms\":700}}}\n").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    std::fs::write(home.config.as_ref().unwrap(), yaml("--name, two", true)).unwrap();
+    let out = home.run(&["reload"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        text.trim(),
+        "reloaded: added c; restarted a; removed -; unchanged b"
+    );
+    let mut answers = Vec::new();
+    while answers.len() < 2 {
+        answers.push(shim.recv().unwrap());
+    }
+    assert!(
+        answers
+            .iter()
+            .any(|m| m["method"] == "notifications/tools/list_changed"),
+        "{answers:?}"
+    );
+    assert!(
+        answers
+            .iter()
+            .any(|m| m["id"] == "slow" && m["result"]["content"][0]["text"] == "slept"),
+        "{answers:?}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || !group_alive(a1)),
+        "old a still running"
+    );
+    assert_eq!(
+        pid(&mut shim, "b.pid"),
+        b1,
+        "unchanged upstream kept its process"
+    );
+    assert_ne!(pid(&mut shim, "a.pid"), a1);
+    assert!(shim.call("c.echo", json!({"text": "new"}))["result"].is_object());
+}
+
+#[test]
+fn an_invalid_new_config_is_refused_whole_and_the_old_one_keeps_serving() {
+    let home = Home::with_config(&yaml("", false));
+    let mut shim = home.shim(&[]);
+    shim.initialize("2025-11-25");
+    let a1 = pid(&mut shim, "a.pid");
+    std::fs::write(
+        home.config.as_ref().unwrap(),
+        "schema_version: 1\nupstreams:\n  a: {comand: x}\n",
+    )
+    .unwrap();
+    let out = home.run(&["reload"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("mcp-broker: reload refused: invalid config")
+            && err.contains(":3:7: upstreams.a.comand: unknown field"),
+        "{err}"
+    );
+    assert!(
+        err.contains("hint: the daemon keeps serving the previous configuration"),
+        "{err}"
+    );
+    assert_eq!(pid(&mut shim, "a.pid"), a1);
+    // SIGHUP takes the same path.
+    let daemon = home.daemon_pid().unwrap();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(daemon as i32).unwrap(),
+        rustix::process::Signal::HUP,
+    )
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(3), || home
+        .log()
+        .contains("SIGHUP: the new configuration is invalid")));
+    assert_eq!(pid(&mut shim, "a.pid"), a1);
+}

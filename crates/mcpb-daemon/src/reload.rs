@@ -1,0 +1,88 @@
+//! Reloading the configuration without a restart: the new file is checked whole, upstreams whose
+//! settings did not change keep running (same processes), changed and removed ones are stopped
+//! once their in-flight calls are done, and every session hears that the tool list may differ.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mcpb_config::ResolveContext;
+use mcpb_upstream::Upstream;
+use serde::Serialize;
+
+use crate::broker::{Broker, Config};
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReloadReport {
+    pub added: Vec<String>,
+    pub restarted: Vec<String>,
+    pub removed: Vec<String>,
+    pub unchanged: Vec<String>,
+}
+
+/// How long a retired upstream may finish its calls before it is stopped anyway.
+const RETIRE_GRACE: Duration = Duration::from_secs(60);
+
+pub fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
+    let current = broker.config();
+    let ctx = ResolveContext::from_env();
+    let next = mcpb_config::load(&current.settings.source, &ctx).map_err(|e| e.to_string())?;
+    if next.runtime.root != current.settings.runtime.root {
+        return Err(format!(
+            "runtime.root changed from {} to {}; that needs a restart (`mcp-broker stop`, then start)",
+            current.settings.runtime.root.display(),
+            next.runtime.root.display()
+        ));
+    }
+    let mut report = ReloadReport::default();
+    let mut upstreams = std::collections::BTreeMap::new();
+    let mut retire: Vec<Arc<Upstream>> = Vec::new();
+    for (name, settings) in &next.upstreams {
+        match current.upstreams.get(name) {
+            Some(old) if old.settings() == settings => {
+                report.unchanged.push(name.clone());
+                upstreams.insert(name.clone(), old.clone());
+            }
+            old => {
+                if let Some(old) = old {
+                    report.restarted.push(name.clone());
+                    retire.push(old.clone());
+                } else {
+                    report.added.push(name.clone());
+                }
+                upstreams.insert(
+                    name.clone(),
+                    Arc::new(Upstream::new(settings.clone(), broker.ctx.clone())),
+                );
+            }
+        }
+    }
+    for (name, old) in &current.upstreams {
+        if !next.upstreams.contains_key(name) {
+            report.removed.push(name.clone());
+            retire.push(old.clone());
+        }
+    }
+    broker.swap_config(Config {
+        settings: next,
+        upstreams,
+    });
+    for old in retire {
+        if let Ok(mut r) = broker.retired.lock() {
+            r.push(old.clone());
+        }
+        let broker = broker.clone();
+        tokio::spawn(async move {
+            let deadline = Instant::now() + RETIRE_GRACE;
+            while old.busy() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            old.stop().await;
+            if let Ok(mut r) = broker.retired.lock() {
+                r.retain(|u| !Arc::ptr_eq(u, &old));
+            }
+        });
+    }
+    broker.registry.all_lists_changed();
+    tracing::info!(?report, "configuration reloaded");
+    Ok(report)
+}
