@@ -520,3 +520,93 @@ fn a_cancelled_call_gets_no_answer_and_the_session_goes_on() {
         "the next answer is the ping's, not the cancelled call's: {r}"
     );
 }
+
+#[test]
+fn python_client_across_revisions_and_lifecycles() {
+    let (mut home, deps, path) = setup();
+    let npm = deps.join("npm/node_modules/.bin");
+    let repo = home.root().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let git = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&repo)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    std::fs::write(repo.join("README"), "hello\n").unwrap();
+    let cfg = format!(
+        r#"schema_version: 1
+upstreams:
+  github: {{command: "{npm}/mcp-server-github", env: {{GITHUB_PERSONAL_ACCESS_TOKEN: "${{file:github}}"}}}}
+  git: {{command: "{venv}/bin/mcp-server-git", args: [--repository, "{repo}"], lifecycle: per_session}}
+  time: {{command: "{venv}/bin/mcp-server-time", args: [--local-timezone, UTC], lifecycle: per_call}}
+  everything: {{command: "{npm}/mcp-server-everything", lifecycle: per_session}}
+profiles:
+  default: {{allow_mutating_upstreams: true}}
+"#,
+        npm = npm.display(),
+        venv = deps.join("venv").display(),
+        repo = repo.display()
+    );
+    let cfg_path = home.root().join("revisions.yaml");
+    std::fs::write(&cfg_path, cfg).unwrap();
+    home.config = Some(cfg_path);
+    let calls = json!([
+        ["git.git_status", {"repo_path": repo}],
+        ["time.get_current_time", {"timezone": "UTC"}],
+        ["everything.echo", {"message": "per session"}],
+    ]);
+    // Listing needs no real token; the reference is resolved from the secrets dir.
+    std::fs::create_dir_all(home.root().join("secrets")).unwrap();
+    std::fs::write(home.root().join("secrets/github"), "not-a-real-token\n").unwrap();
+    let mut client = python_client(&home, &deps, &path, calls, true);
+    let r = read_result(&mut client);
+    let tools: Vec<&str> = r["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"github.search_repositories"),
+        "the 2024-11-05 upstream is listed: {tools:?}"
+    );
+    assert!(
+        tools.contains(&"git.git_status") && tools.contains(&"time.get_current_time"),
+        "{tools:?}"
+    );
+    let results = r["calls"].as_array().unwrap();
+    assert!(text(&results[0]).contains("README"), "{}", results[0]);
+    assert!(text(&results[1]).contains("UTC"), "{}", results[1]);
+    assert!(text(&results[2]).contains("per session"), "{}", results[2]);
+    let status = home.status();
+    let up = |n: &str| {
+        status["upstreams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["name"] == n)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(up("github")["protocol_version"], "2024-11-05");
+    assert_eq!(up("git")["session_count"], 1);
+    assert_eq!(up("time")["active_call_count"], 0);
+    assert!(
+        up("time")["pids"].as_array().unwrap().is_empty(),
+        "per-call instance gone after its call"
+    );
+    client.stdin.as_mut().unwrap().write_all(b"done\n").unwrap();
+    assert!(client.wait().unwrap().success());
+    assert!(
+        super::support::wait_until(std::time::Duration::from_secs(5), || {
+            let s = home.status();
+            s["upstreams"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|u| u["session_count"] == 0)
+        }),
+        "per-session instances end with the session"
+    );
+}

@@ -171,3 +171,40 @@ fn the_shim_hands_its_pipes_to_the_daemon_and_a_killed_shim_ends_the_session() {
         || home.status()["daemon"]["sessions"] == 0
     ));
 }
+
+#[test]
+fn mixed_revisions_list_every_tool_whatever_each_side_speaks() {
+    let home = Home::with_config(&super::support::fixture_config(
+        &[
+            ("old", "--revision, 2024-11-05"),
+            ("mid", "--revision, 2025-06-18"),
+            ("new", "--revision, 2025-11-25"),
+        ],
+        "",
+    ));
+    for client in ["2024-11-05", "2025-06-18", "2025-11-25"] {
+        let mut shim = home.shim(&[]);
+        assert_eq!(shim.initialize(client)["result"]["protocolVersion"], client);
+        let names = shim.tool_names();
+        for up in ["old", "mid", "new"] {
+            assert!(
+                names.contains(&format!("{up}.echo")),
+                "{client} client misses {up}: {names:?}"
+            );
+        }
+        // Results carry no fields of another revision: nothing was added on the way.
+        let r = shim.call("old.echo", json!({"text": "x"}));
+        assert_eq!(
+            r["result"],
+            json!({"content": [{"type": "text", "text": "x"}], "isError": false})
+        );
+    }
+    let st = home.status();
+    let versions: Vec<&str> = st["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["protocol_version"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, ["2025-06-18", "2025-11-25", "2024-11-05"]);
+}
