@@ -58,6 +58,10 @@ pub struct RawBroker {
     /// How long shutdown waits for in-flight calls before cancelling them. Default 5000.
     #[serde(default)]
     pub shutdown_grace_ms: Option<u64>,
+    /// A client whose answers cannot be delivered for this long (it stopped reading) is
+    /// disconnected. Default 10000.
+    #[serde(default)]
+    pub client_write_timeout_ms: Option<u64>,
     /// Largest single JSON-RPC frame accepted from a client or an upstream. Default 16 MiB.
     #[serde(default)]
     pub max_frame_bytes: Option<u64>,

@@ -253,6 +253,9 @@ pub fn resolve(
         max_call: b.max_call_ms.map_or(defaults.max_call, ms),
         startup_timeout: b.startup_timeout_ms.map_or(defaults.startup_timeout, ms),
         shutdown_grace: b.shutdown_grace_ms.map_or(defaults.shutdown_grace, ms),
+        client_write_timeout: b
+            .client_write_timeout_ms
+            .map_or(defaults.client_write_timeout, ms),
         max_processes: b
             .max_processes
             .map_or(defaults.max_processes, |n| n.max(1) as usize),

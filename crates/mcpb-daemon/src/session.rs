@@ -34,6 +34,34 @@ const LINGER_BYTES: usize = 1024 * 1024;
 
 type Running = Arc<Mutex<HashMap<String, AbortHandle>>>;
 
+/// The session's queue of frames to the client. A client that stops reading fills it; after
+/// `broker.client_write_timeout_ms` of waiting for room, that client is disconnected instead of
+/// holding answers (and memory) forever. Other sessions never wait on it.
+#[derive(Clone)]
+struct Outbox {
+    tx: mpsc::Sender<Vec<u8>>,
+    gone: Arc<Notify>,
+    abandoned: Arc<std::sync::atomic::AtomicBool>,
+    timeout: Duration,
+}
+
+impl Outbox {
+    async fn send(&self, line: Vec<u8>) {
+        match tokio::time::timeout(self.timeout, self.tx.send(line)).await {
+            Ok(_) => {}
+            Err(_) => {
+                if !self.abandoned.swap(true, Ordering::SeqCst) {
+                    tracing::warn!(
+                        waited_ms = self.timeout.as_millis(),
+                        "client is not reading its answers; disconnecting it"
+                    );
+                }
+                self.gone.notify_one();
+            }
+        }
+    }
+}
+
 pub async fn serve(
     broker: Arc<Broker>,
     stream: UnixStream,
@@ -281,6 +309,12 @@ impl Session {
         self.link = Some(link.clone());
         let gone = Arc::new(Notify::new());
         let writer = tokio::spawn(write_loop(write, outbox, gone.clone()));
+        let out = Outbox {
+            tx: out,
+            gone: gone.clone(),
+            abandoned: Arc::default(),
+            timeout: self.broker.config().settings.broker.client_write_timeout,
+        };
         let mut tasks = JoinSet::new();
         let mut linger = false;
         let mut ended = Ended::InputClosed;
@@ -292,7 +326,7 @@ impl Session {
                     Err(FrameError::TooLarge { limit }) => {
                         tracing::warn!(limit, "client frame over the limit; closing the session");
                         let msg = format!("frame exceeds the {limit}-byte limit; closing the connection");
-                        let _ = out.send(error_line(None, RpcCode::ParseError, &msg)).await;
+                        out.send(error_line(None, RpcCode::ParseError, &msg)).await;
                         tasks.abort_all();
                         linger = true;
                         ended = Ended::Fault(msg);
@@ -308,6 +342,7 @@ impl Session {
                 _ = gone.notified() => {
                     // The client cannot receive answers any more: withdraw its calls upstream.
                     tasks.abort_all();
+                    ended = Ended::Fault("the client stopped reading its answers".into());
                     break;
                 }
                 _ = closed(&mut control), if control.is_some() => {
@@ -334,8 +369,12 @@ impl Session {
         self.broker.release_session(link.id_for_registry());
         self.link = None;
         drop(link);
-        drop(out);
-        let _ = writer.await;
+        if out.abandoned.load(Ordering::SeqCst) {
+            writer.abort();
+        } else {
+            drop(out);
+            let _ = writer.await;
+        }
         if linger {
             // Closing with unread input makes the kernel report a reset instead of a clean end
             // of stream. Discard a little more input so a client that overshot slightly sees
@@ -356,7 +395,7 @@ impl Session {
         ended
     }
 
-    async fn handle(&mut self, frame: &[u8], out: &mpsc::Sender<Vec<u8>>, tasks: &mut JoinSet<()>) {
+    async fn handle(&mut self, frame: &[u8], out: &Outbox, tasks: &mut JoinSet<()>) {
         let msg = match Incoming::parse(frame) {
             Ok(m) => m,
             Err(e) => {
@@ -365,7 +404,7 @@ impl Session {
                 } else {
                     BrokerRpcError::InvalidRequest(e.to_string())
                 };
-                let _ = out.send(err.to_line(None)).await;
+                out.send(err.to_line(None)).await;
                 return;
             }
         };
@@ -385,7 +424,7 @@ impl Session {
             }
             IncomingKind::Invalid => {
                 let err = BrokerRpcError::InvalidRequest("not a JSON-RPC 2.0 request".into());
-                let _ = out.send(err.to_line(msg.id)).await;
+                out.send(err.to_line(msg.id)).await;
                 return;
             }
         }
@@ -405,7 +444,7 @@ impl Session {
             }
             other => BrokerRpcError::MethodNotFound(other.to_string()).to_line(Some(id)),
         };
-        let _ = out.send(line).await;
+        out.send(line).await;
     }
 
     /// Picks up the session's profile from the current configuration (it may have been
@@ -421,13 +460,7 @@ impl Session {
         }
     }
 
-    fn spawn_call(
-        &self,
-        msg: &Incoming<'_>,
-        id: &RawValue,
-        out: &mpsc::Sender<Vec<u8>>,
-        tasks: &mut JoinSet<()>,
-    ) {
+    fn spawn_call(&self, msg: &Incoming<'_>, id: &RawValue, out: &Outbox, tasks: &mut JoinSet<()>) {
         let broker = self.broker.clone();
         let profile = self.profile.clone();
         let out = out.clone();
@@ -459,7 +492,7 @@ impl Session {
             if let Ok(mut r) = running.lock() {
                 r.remove(&task_key);
             }
-            let _ = out.send(line).await;
+            out.send(line).await;
         });
         if let Ok(mut r) = self.running.lock() {
             r.insert(key, handle);

@@ -306,3 +306,62 @@ fn a_thousand_concurrent_calls_from_twenty_clients_each_reach_their_caller() {
         "one shared process served everyone"
     );
 }
+
+#[test]
+fn a_client_that_never_reads_is_disconnected_and_delays_nobody_else() {
+    // Separate upstreams: what is measured is the broker, not a busy shared server.
+    let mut yaml = fixture_config(&[("fx", ""), ("other", "")], "");
+    yaml = yaml.replace(
+        "shutdown_grace_ms: 1000}",
+        "shutdown_grace_ms: 1000, client_write_timeout_ms: 500}",
+    );
+    let home = Home::with_config(&yaml);
+    let mut stuck = session(&home);
+    let mut fine = session(&home);
+    let payload = "x".repeat(2048);
+    let mut batch = String::new();
+    for i in 0..3000 {
+        batch.push_str(
+            &json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+            "params": {"name": "fx.echo", "arguments": {"text": payload}}})
+            .to_string(),
+        );
+        batch.push('\n');
+    }
+    let writer = std::thread::spawn(move || {
+        let _ = stuck.send_raw(batch.as_bytes());
+        stuck
+    });
+    let mut worst = Duration::ZERO;
+    for _ in 0..20 {
+        let t = Instant::now();
+        assert_eq!(text(&fine.call("other.echo", json!({"text": "ok"}))), "ok");
+        worst = worst.max(t.elapsed());
+    }
+    assert!(
+        worst < Duration::from_millis(300),
+        "the reading client waited {worst:?}"
+    );
+    assert!(
+        wait_until(
+            Duration::from_secs(10),
+            || home.status()["daemon"]["sessions"] == 1
+        ),
+        "the stuck client was not disconnected"
+    );
+    assert!(
+        home.log()
+            .contains("client is not reading its answers; disconnecting it")
+    );
+    let stuck = writer.join().unwrap();
+    let (code, stderr) = stuck.finish();
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the client stopped reading its answers"),
+        "{stderr}"
+    );
+    assert_eq!(
+        text(&fine.call("fx.echo", json!({"text": "still"}))),
+        "still"
+    );
+}
