@@ -3,16 +3,20 @@
 //! table. Build the release binary first (`cargo build --release`).
 //!
 //! Options: `--quick` (fewer calls, for CI smoke runs), `--no-everything` (skip the npm
-//! reference server even when .test-deps has it).
+//! reference server even when .test-deps has it), `--soak` (100 sessions x 1,000 calls through
+//! one shared upstream, checked answer by answer, then N clients x M upstreams; exits non-zero
+//! on any lost or misrouted answer or leaked process).
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod load;
 mod scenario;
+mod soak;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
     let everything = !args.iter().any(|a| a == "--no-everything");
-    scenario::run(quick, everything)
+    let soak = args.iter().any(|a| a == "--soak");
+    scenario::run(quick, everything, soak)
 }

@@ -16,7 +16,8 @@ struct Target {
     args: &'static str,
 }
 
-struct Env {
+#[derive(Debug, Clone)]
+pub struct Env {
     exe: PathBuf,
     home: PathBuf,
     config: PathBuf,
@@ -24,7 +25,22 @@ struct Env {
 }
 
 impl Env {
-    fn broker(&self, args: &[&str]) -> Command {
+    /// The same runtime dir with a config of `m` example upstreams named u0, u1, ...
+    pub fn with_upstreams(&self, m: usize) -> Env {
+        let config = self.home.join(format!("upstreams-{m}.yaml"));
+        let mut yaml = String::from("schema_version: 1\nupstreams:\n");
+        for u in 0..m {
+            yaml.push_str(&format!("  u{u}: {{command: \"{{broker.exe}}\", args: [example-server], trust_annotations: true}}\n"));
+        }
+        yaml.push_str("profiles:\n  default: {allow_mutating_upstreams: true}\n");
+        let _ = std::fs::write(&config, yaml);
+        Env {
+            config,
+            ..self.clone()
+        }
+    }
+
+    pub fn broker(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.exe);
         c.env_clear()
             .env("HOME", &self.home)
@@ -75,7 +91,7 @@ fn daemon_pid(env: &Env) -> anyhow::Result<u64> {
     v["daemon"]["pid"].as_u64().context("no daemon pid")
 }
 
-pub fn run(quick: bool, with_everything: bool) -> anyhow::Result<()> {
+pub fn run(quick: bool, with_everything: bool, soak: bool) -> anyhow::Result<()> {
     let exe = std::env::current_exe()?
         .parent()
         .context("no exe dir")?
@@ -119,7 +135,11 @@ pub fn run(quick: bool, with_everything: bool) -> anyhow::Result<()> {
         path: path.clone(),
     };
 
-    let result = measure(&env, quick, use_everything, &everything_bin, &path);
+    let result = if soak {
+        crate::soak::run(&env, quick)
+    } else {
+        measure(&env, quick, use_everything, &everything_bin, &path)
+    };
     let _ = env.broker(&["stop"]).output();
     let _ = std::fs::remove_dir_all(&home);
     result

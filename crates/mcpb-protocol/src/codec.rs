@@ -19,6 +19,9 @@ pub struct FrameReader<R> {
     inner: R,
     buf: Vec<u8>,
     limit: usize,
+    /// `buf` holds a frame already handed out (or refused); clear it before reading on. While
+    /// false, `buf` holds the start of a line whose end has not arrived yet.
+    complete: bool,
 }
 
 impl<R: AsyncBufRead + Unpin> FrameReader<R> {
@@ -27,16 +30,30 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
             inner,
             buf: Vec::with_capacity(8 * 1024),
             limit,
+            complete: false,
         }
     }
 
     /// Next non-empty frame without its line ending, or `None` at end of stream.
     ///
     /// A partial last line at end of stream counts as a frame: some peers omit the final newline.
+    ///
+    /// Cancel-safe: a caller that drops this future (e.g. in `select!`) loses nothing; the part
+    /// of a line read so far stays buffered for the next call.
     pub async fn next_frame(&mut self) -> Result<Option<&[u8]>, FrameError> {
         loop {
-            self.buf.clear();
-            let eof = self.fill_line().await?;
+            if self.complete {
+                self.buf.clear();
+                self.complete = false;
+            }
+            let eof = match self.fill_line().await {
+                Ok(eof) => eof,
+                Err(e) => {
+                    self.complete = true;
+                    return Err(e);
+                }
+            };
+            self.complete = true;
             let mut end = self.buf.len();
             while end > 0 && matches!(self.buf[end - 1], b'\n' | b'\r') {
                 end -= 1;
@@ -163,6 +180,21 @@ mod tests {
         ));
         assert!(r.skip_rest_of_line().await.unwrap());
         assert_eq!(r.next_frame().await.unwrap(), Some(&b"{\"ok\":1}"[..]));
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_read_loses_no_bytes() {
+        let (mut client, server) = tokio::io::duplex(64);
+        let mut r = FrameReader::new(tokio::io::BufReader::new(server), 1000);
+        use tokio::io::AsyncWriteExt;
+        client.write_all(b"{\"first\":").await.unwrap();
+        // Give up waiting while half a line is buffered, as select! does.
+        let cancelled =
+            tokio::time::timeout(std::time::Duration::from_millis(20), r.next_frame()).await;
+        assert!(cancelled.is_err());
+        client.write_all(b"1}\n{\"second\":2}\n").await.unwrap();
+        assert_eq!(r.next_frame().await.unwrap(), Some(&b"{\"first\":1}"[..]));
+        assert_eq!(r.next_frame().await.unwrap(), Some(&b"{\"second\":2}"[..]));
     }
 
     #[tokio::test]
