@@ -2,22 +2,24 @@
 //! by rewritten request id, a stderr task feeding the log, and a supervisor task that owns the
 //! child and runs the stop ladder.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcpb_config::UpstreamSettings;
 use mcpb_protocol::message::{notification_line, request_line, to_raw};
-use mcpb_protocol::{FrameError, FrameReader, Incoming, IncomingKind, revision};
+use mcpb_protocol::{FrameError, FrameReader, revision};
 use serde_json::value::RawValue;
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use crate::UpstreamError;
+use crate::inbound::{Pending, PendingCall, ReadCtx, TOKEN_PREFIX, dispatch, fail_all};
+pub use crate::inbound::ListChanged;
 use crate::ledger::Ledger;
-use crate::link::{ClientLink, Responder};
+use crate::link::ClientLink;
 use crate::process::{StopTimings, describe, signal_group, stop_ladder};
 
 /// An upstream's answer, kept as raw JSON so it reaches the client exactly as sent.
@@ -27,18 +29,7 @@ pub enum Reply {
     Error(Box<RawValue>),
 }
 
-/// What the broker remembers about one request it sent upstream.
-struct PendingCall {
-    tx: oneshot::Sender<Reply>,
-    /// The session the request came from, for progress and server-to-client requests.
-    link: Option<Arc<dyn ClientLink>>,
-    /// The client's own progress token, given back on progress notifications.
-    client_token: Option<Box<RawValue>>,
-    /// Woken by progress, to restart the call's idle timeout.
-    activity: Arc<Notify>,
-}
 
-type Pending = Mutex<HashMap<u64, PendingCall>>;
 
 /// A request to send: plain, or a `tools/call` whose tool name and progress token the broker
 /// rewrites on the way.
@@ -74,9 +65,7 @@ impl CallOptions {
     }
 }
 
-/// Progress tokens the broker puts on forwarded calls: unique per instance, mapped back to the
-/// client's own token.
-const TOKEN_PREFIX: &str = "mcpb-";
+
 
 const STDERR_TAIL: usize = 20;
 
@@ -153,7 +142,7 @@ impl Instance {
         tokio::spawn(write_loop(stdin, inbox, close_stdin_rx));
         tokio::spawn(read_loop(
             stdout,
-            ReadCtx {
+            Arc::new(ReadCtx {
                 name: name.clone(),
                 limit: launch.max_frame_bytes,
                 pending: pending.clone(),
@@ -163,7 +152,7 @@ impl Instance {
                 tools_stale: tools_stale.clone(),
                 stop: stop.clone(),
                 on_list_changed: launch.on_list_changed.clone(),
-            },
+            }),
         ));
         tokio::spawn(stderr_loop(name.clone(), stderr, stderr_tail.clone()));
 
@@ -465,12 +454,6 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
-fn fail_all(pending: &Pending) {
-    // Dropping the senders wakes every waiter at once with "exited".
-    if let Ok(mut p) = pending.lock() {
-        p.clear();
-    }
-}
 
 async fn write_loop(
     stdin: ChildStdin,
@@ -503,22 +486,7 @@ async fn write_loop(
     let _ = out.shutdown().await;
 }
 
-struct ReadCtx {
-    name: String,
-    limit: usize,
-    pending: Arc<Pending>,
-    outbox: mpsc::Sender<Vec<u8>>,
-    alive: Arc<AtomicBool>,
-    exit: watch::Receiver<Option<String>>,
-    tools_stale: Arc<AtomicBool>,
-    stop: Arc<Notify>,
-    on_list_changed: Option<ListChanged>,
-}
-
-/// Called (without blocking) when an upstream announces a changed tool list.
-pub type ListChanged = Arc<dyn Fn(&str) + Send + Sync>;
-
-async fn read_loop(stdout: ChildStdout, ctx: ReadCtx) {
+async fn read_loop(stdout: ChildStdout, ctx: Arc<ReadCtx>) {
     let mut frames = FrameReader::new(BufReader::with_capacity(64 * 1024, stdout), ctx.limit);
     let mut bad_lines = 0u32;
     loop {
@@ -542,35 +510,8 @@ async fn read_loop(stdout: ChildStdout, ctx: ReadCtx) {
                 break;
             }
         };
-        let msg = match Incoming::parse(frame) {
-            Ok(m) => m,
-            Err(e) => {
-                bad_lines += 1;
-                if bad_lines <= 10 {
-                    let shown = String::from_utf8_lossy(&frame[..frame.len().min(200)]);
-                    tracing::warn!(upstream = %ctx.name, error = %e, line = %shown, "upstream wrote a line that is not JSON-RPC; ignored");
-                }
-                continue;
-            }
-        };
-        match msg.kind() {
-            IncomingKind::Response => route_response(&ctx, &msg),
-            IncomingKind::Request => answer_server_request(&ctx, &msg).await,
-            IncomingKind::Notification => match msg.method() {
-                "notifications/tools/list_changed" => {
-                    ctx.tools_stale.store(true, Ordering::SeqCst);
-                    if let Some(cb) = &ctx.on_list_changed {
-                        cb(&ctx.name);
-                    }
-                }
-                "notifications/progress" => route_progress(&ctx, &msg),
-                other => {
-                    tracing::trace!(upstream = %ctx.name, method = other, "upstream notification")
-                }
-            },
-            IncomingKind::Invalid => {
-                tracing::warn!(upstream = %ctx.name, "upstream sent an invalid JSON-RPC message; ignored");
-            }
+        if !dispatch(&ctx, frame).await {
+            bad_lines += 1;
         }
     }
     // Output closed or unusable: make sure the process goes too (a no-op when it already
@@ -580,99 +521,6 @@ async fn read_loop(stdout: ChildStdout, ctx: ReadCtx) {
     let _ = tokio::time::timeout(Duration::from_millis(200), exit.wait_for(Option::is_some)).await;
     ctx.alive.store(false, Ordering::SeqCst);
     fail_all(&ctx.pending);
-}
-
-fn route_response(ctx: &ReadCtx, msg: &Incoming<'_>) {
-    let Some(id) = msg.id.and_then(|id| id.get().parse::<u64>().ok()) else {
-        tracing::warn!(upstream = %ctx.name, "response with an id the broker never sent; dropped");
-        return;
-    };
-    let waiter = ctx.pending.lock().ok().and_then(|mut p| p.remove(&id));
-    let Some(waiter) = waiter else {
-        tracing::debug!(upstream = %ctx.name, id, "late or unknown response; dropped");
-        return;
-    };
-    let reply = match (msg.result, msg.error) {
-        (Some(r), _) => Reply::Result(r.to_owned()),
-        (None, Some(e)) => Reply::Error(e.to_owned()),
-        (None, None) => return,
-    };
-    let _ = waiter.tx.send(reply);
-}
-
-/// Progress for a forwarded call goes to the session that made it, with the client's own token.
-fn route_progress(ctx: &ReadCtx, msg: &Incoming<'_>) {
-    let Some(params) = msg.params else { return };
-    let Some(id) = mcpb_protocol::rewrite::member(params, "progressToken")
-        .and_then(|t| serde_json::from_str::<String>(t.get()).ok())
-        .and_then(|t| {
-            t.strip_prefix(TOKEN_PREFIX)
-                .and_then(|n| n.parse::<u64>().ok())
-        })
-    else {
-        tracing::debug!(upstream = %ctx.name, "progress with a token the broker never gave; dropped");
-        return;
-    };
-    let target = ctx.pending.lock().ok().and_then(|p| {
-        p.get(&id)
-            .map(|c| (c.link.clone(), c.client_token.clone(), c.activity.clone()))
-    });
-    let Some((link, client_token, activity)) = target else {
-        return;
-    };
-    activity.notify_one();
-    let (Some(link), Some(client_token)) = (link, client_token) else {
-        return;
-    };
-    match mcpb_protocol::rewrite::with_members(params, &[("progressToken", client_token.get())]) {
-        Ok(p) => link.notify(notification_line("notifications/progress", Some(&p))),
-        Err(e) => tracing::debug!(upstream = %ctx.name, error = %e, "unreadable progress; dropped"),
-    }
-}
-
-/// Server-to-client requests. `ping` is answered here; the others (sampling, elicitation,
-/// roots) go to the one session with calls in flight on this instance. With none, or several,
-/// the broker cannot tell whose request it is and refuses it.
-async fn answer_server_request(ctx: &ReadCtx, msg: &Incoming<'_>) {
-    let Some(id) = msg.id else { return };
-    if msg.method() == "ping" {
-        let line = format!(
-            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{{}}}}\n",
-            id.get()
-        )
-        .into_bytes();
-        let _ = ctx.outbox.send(line).await;
-        return;
-    }
-    let responder = Responder::new(ctx.outbox.clone(), id.to_owned());
-    let owners: Vec<Arc<dyn ClientLink>> = ctx
-        .pending
-        .lock()
-        .map(|p| {
-            let mut seen = std::collections::BTreeSet::new();
-            p.values()
-                .filter_map(|c| c.link.clone())
-                .filter(|l| seen.insert(l.session_id()))
-                .collect()
-        })
-        .unwrap_or_default();
-    match owners.as_slice() {
-        [owner] => owner.forward_request(msg.method(), msg.params, responder),
-        [] => responder.refuse(
-            mcpb_protocol::RpcCode::InvalidRequest,
-            &format!(
-                "mcp-broker has no client call in progress to send '{}' to",
-                msg.method()
-            ),
-        ),
-        _ => responder.refuse(
-            mcpb_protocol::RpcCode::InvalidRequest,
-            &format!(
-                "mcp-broker cannot tell which of several clients '{}' is for",
-                msg.method()
-            ),
-        ),
-    }
 }
 
 async fn stderr_loop(name: String, stderr: ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {

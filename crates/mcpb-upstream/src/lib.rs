@@ -12,6 +12,7 @@
 mod env;
 mod error;
 mod health;
+mod inbound;
 mod instance;
 mod ledger;
 mod link;

@@ -1,0 +1,179 @@
+//! What an upstream sends, whatever the transport: answers go to the request that waits for
+//! them, progress to the session that made the call, requests to the client that owns them.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use mcpb_protocol::message::notification_line;
+use mcpb_protocol::{Incoming, IncomingKind};
+use serde_json::value::RawValue;
+use tokio::sync::{Notify, mpsc, oneshot, watch};
+
+use crate::instance::Reply;
+use crate::link::{ClientLink, Responder};
+
+/// What the broker remembers about one request it sent upstream.
+pub(crate) struct PendingCall {
+    pub tx: oneshot::Sender<Reply>,
+    /// The session the request came from, for progress and server-to-client requests.
+    pub link: Option<Arc<dyn ClientLink>>,
+    /// The client's own progress token, given back on progress notifications.
+    pub client_token: Option<Box<RawValue>>,
+    /// Woken by progress, to restart the call's idle timeout.
+    pub activity: Arc<Notify>,
+}
+
+pub(crate) type Pending = Mutex<HashMap<u64, PendingCall>>;
+
+/// Progress tokens the broker puts on forwarded calls: unique per instance, mapped back to the
+/// client's own token.
+pub(crate) const TOKEN_PREFIX: &str = "mcpb-";
+
+/// Called (without blocking) when an upstream announces a changed tool list.
+pub type ListChanged = Arc<dyn Fn(&str) + Send + Sync>;
+
+pub(crate) struct ReadCtx {
+    pub name: String,
+    pub limit: usize,
+    pub pending: Arc<Pending>,
+    pub outbox: mpsc::Sender<Vec<u8>>,
+    pub alive: Arc<AtomicBool>,
+    pub exit: watch::Receiver<Option<String>>,
+    pub tools_stale: Arc<AtomicBool>,
+    pub stop: Arc<Notify>,
+    pub on_list_changed: Option<ListChanged>,
+}
+
+
+
+/// Handles one message; false when it was not JSON-RPC at all (the caller counts those).
+pub(crate) async fn dispatch(ctx: &ReadCtx, frame: &[u8]) -> bool {
+    let msg = match Incoming::parse(frame) {
+        Ok(m) => m,
+        Err(e) => {
+            let shown = String::from_utf8_lossy(&frame[..frame.len().min(200)]);
+            tracing::warn!(upstream = %ctx.name, error = %e, line = %shown, "upstream wrote a line that is not JSON-RPC; ignored");
+            return false;
+        }
+    };
+    match msg.kind() {
+        IncomingKind::Response => route_response(ctx, &msg),
+        IncomingKind::Request => answer_server_request(ctx, &msg).await,
+        IncomingKind::Notification => match msg.method() {
+            "notifications/tools/list_changed" => {
+                ctx.tools_stale.store(true, Ordering::SeqCst);
+                if let Some(cb) = &ctx.on_list_changed {
+                    cb(&ctx.name);
+                }
+            }
+            "notifications/progress" => route_progress(ctx, &msg),
+            other => tracing::trace!(upstream = %ctx.name, method = other, "upstream notification"),
+        },
+        IncomingKind::Invalid => {
+            tracing::warn!(upstream = %ctx.name, "upstream sent an invalid JSON-RPC message; ignored");
+        }
+    }
+    true
+}
+
+/// Wakes every waiter at once with "exited" by dropping their senders.
+pub(crate) fn fail_all(pending: &Pending) {
+    if let Ok(mut p) = pending.lock() {
+        p.clear();
+    }
+}
+
+fn route_response(ctx: &ReadCtx, msg: &Incoming<'_>) {
+    let Some(id) = msg.id.and_then(|id| id.get().parse::<u64>().ok()) else {
+        tracing::warn!(upstream = %ctx.name, "response with an id the broker never sent; dropped");
+        return;
+    };
+    let waiter = ctx.pending.lock().ok().and_then(|mut p| p.remove(&id));
+    let Some(waiter) = waiter else {
+        tracing::debug!(upstream = %ctx.name, id, "late or unknown response; dropped");
+        return;
+    };
+    let reply = match (msg.result, msg.error) {
+        (Some(r), _) => Reply::Result(r.to_owned()),
+        (None, Some(e)) => Reply::Error(e.to_owned()),
+        (None, None) => return,
+    };
+    let _ = waiter.tx.send(reply);
+}
+
+/// Progress for a forwarded call goes to the session that made it, with the client's own token.
+fn route_progress(ctx: &ReadCtx, msg: &Incoming<'_>) {
+    let Some(params) = msg.params else { return };
+    let Some(id) = mcpb_protocol::rewrite::member(params, "progressToken")
+        .and_then(|t| serde_json::from_str::<String>(t.get()).ok())
+        .and_then(|t| {
+            t.strip_prefix(TOKEN_PREFIX)
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+    else {
+        tracing::debug!(upstream = %ctx.name, "progress with a token the broker never gave; dropped");
+        return;
+    };
+    let target = ctx.pending.lock().ok().and_then(|p| {
+        p.get(&id)
+            .map(|c| (c.link.clone(), c.client_token.clone(), c.activity.clone()))
+    });
+    let Some((link, client_token, activity)) = target else {
+        return;
+    };
+    activity.notify_one();
+    let (Some(link), Some(client_token)) = (link, client_token) else {
+        return;
+    };
+    match mcpb_protocol::rewrite::with_members(params, &[("progressToken", client_token.get())]) {
+        Ok(p) => link.notify(notification_line("notifications/progress", Some(&p))),
+        Err(e) => tracing::debug!(upstream = %ctx.name, error = %e, "unreadable progress; dropped"),
+    }
+}
+
+/// Server-to-client requests. `ping` is answered here; the others (sampling, elicitation,
+/// roots) go to the one session with calls in flight on this instance. With none, or several,
+/// the broker cannot tell whose request it is and refuses it.
+async fn answer_server_request(ctx: &ReadCtx, msg: &Incoming<'_>) {
+    let Some(id) = msg.id else { return };
+    if msg.method() == "ping" {
+        let line = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{{}}}}\n",
+            id.get()
+        )
+        .into_bytes();
+        let _ = ctx.outbox.send(line).await;
+        return;
+    }
+    let responder = Responder::new(ctx.outbox.clone(), id.to_owned());
+    let owners: Vec<Arc<dyn ClientLink>> = ctx
+        .pending
+        .lock()
+        .map(|p| {
+            let mut seen = std::collections::BTreeSet::new();
+            p.values()
+                .filter_map(|c| c.link.clone())
+                .filter(|l| seen.insert(l.session_id()))
+                .collect()
+        })
+        .unwrap_or_default();
+    match owners.as_slice() {
+        [owner] => owner.forward_request(msg.method(), msg.params, responder),
+        [] => responder.refuse(
+            mcpb_protocol::RpcCode::InvalidRequest,
+            &format!(
+                "mcp-broker has no client call in progress to send '{}' to",
+                msg.method()
+            ),
+        ),
+        _ => responder.refuse(
+            mcpb_protocol::RpcCode::InvalidRequest,
+            &format!(
+                "mcp-broker cannot tell which of several clients '{}' is for",
+                msg.method()
+            ),
+        ),
+    }
+}
+
