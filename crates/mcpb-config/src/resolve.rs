@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::error::ConfigIssue;
 use crate::layout::{DEFAULT_ROOT, RuntimeLayout, expand_home};
 use crate::located::Located;
-use crate::raw::{RawConfig, RawUpstream, Transport};
+use crate::raw::{Lifecycle, RawConfig, RawUpstream, Transport};
 use crate::settings::{
     BrokerSettings, ConfigSource, ProfileSettings, Settings, SmokeSettings, UpstreamSettings,
 };
@@ -169,9 +169,20 @@ impl Resolver<'_> {
                 "a stdio upstream needs a command".into(), Some("add `command:` (and `args:`), or set `transport:` to streamable_http or sse with a `url:`")),
             (Transport::Stdio, Some(_), Some(_)) => self.issue(name, format!("upstreams.{n}.url"),
                 "a stdio upstream takes no url".into(), None),
-            (Transport::StreamableHttp | Transport::Sse, _, _) => self.issue(name, format!("upstreams.{n}.transport"),
-                format!("transport '{}' is not supported by this version of mcp-broker", transport_name(raw.transport)),
-                Some("use transport: stdio, or run the server behind a stdio bridge for now")),
+            (Transport::StreamableHttp | Transport::Sse, _, None) => self.issue(name, format!("upstreams.{n}.url"),
+                format!("transport {} needs a url", transport_name(raw.transport)), Some("e.g. url: http://127.0.0.1:8931/mcp")),
+            (Transport::StreamableHttp | Transport::Sse, Some(_), _) => self.issue(name, format!("upstreams.{n}.command"),
+                format!("transport {} takes no command (the server runs elsewhere)", transport_name(raw.transport)), None),
+            (Transport::StreamableHttp | Transport::Sse, None, Some(url)) => {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    self.issue(name, format!("upstreams.{n}.url"), format!("'{url}' is not an http:// or https:// url"), None);
+                }
+                if matches!(raw.lifecycle, Lifecycle::PerSession | Lifecycle::PerCall) {
+                    self.issue(name, format!("upstreams.{n}.lifecycle"),
+                        "a remote upstream is shared: per_session and per_call need a process to start".into(),
+                        Some("use lifecycle: shared (or disabled)"));
+                }
+            }
             _ => {}
         }
         let env = self.templates(n, "env", &raw.env);

@@ -45,8 +45,6 @@ pub(crate) struct ReadCtx {
     pub on_list_changed: Option<ListChanged>,
 }
 
-
-
 /// Handles one message; false when it was not JSON-RPC at all (the caller counts those).
 pub(crate) async fn dispatch(ctx: &ReadCtx, frame: &[u8]) -> bool {
     let msg = match Incoming::parse(frame) {
@@ -176,4 +174,3 @@ async fn answer_server_request(ctx: &ReadCtx, msg: &Incoming<'_>) {
         ),
     }
 }
-

@@ -16,8 +16,8 @@ use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use crate::UpstreamError;
-use crate::inbound::{Pending, PendingCall, ReadCtx, TOKEN_PREFIX, dispatch, fail_all};
 pub use crate::inbound::ListChanged;
+use crate::inbound::{Pending, PendingCall, ReadCtx, TOKEN_PREFIX, dispatch, fail_all};
 use crate::ledger::Ledger;
 use crate::link::ClientLink;
 use crate::process::{StopTimings, describe, signal_group, stop_ladder};
@@ -28,8 +28,6 @@ pub enum Reply {
     Result(Box<RawValue>),
     Error(Box<RawValue>),
 }
-
-
 
 /// A request to send: plain, or a `tools/call` whose tool name and progress token the broker
 /// rewrites on the way.
@@ -65,24 +63,22 @@ impl CallOptions {
     }
 }
 
-
-
 const STDERR_TAIL: usize = 20;
 
 pub struct Instance {
-    name: String,
-    pid: u32,
-    outbox: mpsc::Sender<Vec<u8>>,
-    pending: Arc<Pending>,
-    next_id: AtomicU64,
-    alive: Arc<AtomicBool>,
-    exit: watch::Receiver<Option<String>>,
-    stop: Arc<Notify>,
-    stopped_on_purpose: AtomicBool,
-    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    pub(crate) name: String,
+    pub(crate) pid: u32,
+    pub(crate) outbox: mpsc::Sender<Vec<u8>>,
+    pub(crate) pending: Arc<Pending>,
+    pub(crate) next_id: AtomicU64,
+    pub(crate) alive: Arc<AtomicBool>,
+    pub(crate) exit: watch::Receiver<Option<String>>,
+    pub(crate) stop: Arc<Notify>,
+    pub(crate) stopped_on_purpose: AtomicBool,
+    pub(crate) stderr_tail: Arc<Mutex<VecDeque<String>>>,
     /// When the instance last sent or answered a request, for idle timeouts.
-    last_used: Mutex<Instant>,
-    pub(crate) protocol_version: Mutex<String>,
+    pub(crate) last_used: Mutex<Instant>,
+    pub(crate) protocol_version: Arc<Mutex<String>>,
 }
 
 impl std::fmt::Debug for Instance {
@@ -203,7 +199,7 @@ impl Instance {
             stopped_on_purpose: AtomicBool::new(false),
             stderr_tail,
             last_used: Mutex::new(Instant::now()),
-            protocol_version: Mutex::new(String::new()),
+            protocol_version: Arc::default(),
         }))
     }
 
@@ -453,7 +449,6 @@ impl Drop for PendingGuard<'_> {
         }
     }
 }
-
 
 async fn write_loop(
     stdin: ChildStdin,

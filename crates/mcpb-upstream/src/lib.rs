@@ -17,6 +17,7 @@ mod instance;
 mod ledger;
 mod link;
 mod process;
+mod remote;
 mod upstream;
 
 pub use env::{BASE_ALLOWLIST, child_env};

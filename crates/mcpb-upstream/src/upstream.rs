@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mcpb_config::{Lifecycle, UpstreamSettings};
+use mcpb_config::{Lifecycle, Transport, UpstreamSettings};
 use mcpb_protocol::message::to_raw;
 use serde::Serialize;
 use serde_json::Value;
@@ -21,6 +21,7 @@ use crate::health::Health;
 use crate::instance::{CallOptions, Instance, Launch, ListChanged, Outgoing, Reply};
 use crate::ledger::Ledger;
 use crate::process::StopTimings;
+use crate::remote::RemoteLaunch;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -204,7 +205,11 @@ impl Upstream {
             .map(|s| s.clone())
             .unwrap_or_else(|p| p.into_inner().clone());
         let running = self.running_instances();
-        s.pids = running.iter().map(|i| i.pid()).collect();
+        s.pids = running
+            .iter()
+            .map(|i| i.pid())
+            .filter(|p| *p != 0)
+            .collect();
         s.active_call_count = self.active_calls.load(Ordering::SeqCst);
         s.session_count = self
             .session_slots
@@ -274,7 +279,8 @@ impl Upstream {
         }
         let inst = self.start().await?;
         if self.settings.lifecycle == Lifecycle::Shared {
-            self.set_status(|s| s.pid = Some(inst.pid()));
+            // Remote upstreams run no process here: no pid to show.
+            self.set_status(|s| s.pid = Some(inst.pid()).filter(|p| *p != 0));
         }
         *slot = Some(inst.clone());
         Ok(inst)
@@ -292,6 +298,7 @@ impl Upstream {
     /// Capacity for one more process: this upstream's `max_instances` and the daemon's
     /// `max_processes`. Over either cap the request fails at once.
     fn reserve_process(&self) -> Result<Vec<OwnedSemaphorePermit>, UpstreamError> {
+        let remote = self.settings.transport != Transport::Stdio;
         let own =
             self.instances
                 .clone()
@@ -303,6 +310,10 @@ impl Upstream {
                         self.settings.max_instances
                     ),
                 })?;
+        if remote {
+            // A remote upstream runs no process here.
+            return Ok(vec![own]);
+        }
         let global = self
             .ctx
             .shared
@@ -361,23 +372,49 @@ impl Upstream {
         permits: Vec<OwnedSemaphorePermit>,
     ) -> Result<(Arc<Instance>, Vec<Value>), UpstreamError> {
         let lookup = |k: &str| std::env::var(k).ok();
-        let env = child_env(
-            &self.settings,
-            &self.ctx.passthrough,
-            &lookup,
-            &self.ctx.secrets_dir,
-        )?;
-        let inst = Instance::spawn(Launch {
-            settings: &self.settings,
-            env: &env,
-            max_frame_bytes: self.ctx.max_frame_bytes,
-            timings: self.ctx.timings,
-            ledger: self.ctx.ledger.clone(),
-            on_list_changed: self.ctx.on_list_changed.clone(),
-            tools_stale: self.tools_stale.clone(),
-            permits,
-        })?;
-        tracing::info!(upstream = %self.settings.name, pid = inst.pid(), "upstream process started");
+        let inst = if self.settings.transport == Transport::Stdio {
+            let env = child_env(
+                &self.settings,
+                &self.ctx.passthrough,
+                &lookup,
+                &self.ctx.secrets_dir,
+            )?;
+            let inst = Instance::spawn(Launch {
+                settings: &self.settings,
+                env: &env,
+                max_frame_bytes: self.ctx.max_frame_bytes,
+                timings: self.ctx.timings,
+                ledger: self.ctx.ledger.clone(),
+                on_list_changed: self.ctx.on_list_changed.clone(),
+                tools_stale: self.tools_stale.clone(),
+                permits,
+            })?;
+            tracing::info!(upstream = %self.settings.name, pid = inst.pid(), "upstream process started");
+            inst
+        } else {
+            let mut headers = std::collections::BTreeMap::new();
+            for (key, template) in &self.settings.headers {
+                let value = template
+                    .resolve(&lookup, &self.ctx.secrets_dir)
+                    .map_err(|e| UpstreamError::Secret {
+                        upstream: self.settings.name.clone(),
+                        key: key.clone(),
+                        reason: e.to_string(),
+                    })?;
+                headers.insert(key.clone(), value);
+            }
+            let inst = Instance::connect(RemoteLaunch {
+                settings: &self.settings,
+                headers,
+                max_frame_bytes: self.ctx.max_frame_bytes,
+                on_list_changed: self.ctx.on_list_changed.clone(),
+                tools_stale: self.tools_stale.clone(),
+                permits,
+            })
+            .await?;
+            tracing::info!(upstream = %self.settings.name, url = ?self.settings.url, "remote upstream connected");
+            inst
+        };
         if let Ok(mut st) = self.starting.lock() {
             st.push(inst.clone());
         }

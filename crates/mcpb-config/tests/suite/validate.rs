@@ -62,11 +62,15 @@ clients:
 }
 
 #[test]
-fn unsupported_modes_are_refused_honestly() {
+fn remote_upstreams_and_unsupported_modes() {
     let text = r#"schema_version: 1
 upstreams:
-  h: {transport: streamable_http, url: "http://127.0.0.1:1/mcp"}
-  p: {command: x, lifecycle: per_call}
+  ok: {transport: streamable_http, url: "http://127.0.0.1:1/mcp", headers: {Authorization: "Bearer ${T}"}}
+  nourl: {transport: sse}
+  both: {transport: sse, url: "http://127.0.0.1:1/sse", command: x}
+  ftp: {transport: streamable_http, url: "ftp://example/x"}
+  each: {transport: streamable_http, url: "http://127.0.0.1:1/mcp", lifecycle: per_session}
+  leak: {transport: streamable_http, url: "http://127.0.0.1:1/mcp", headers: {Authorization: "Bearer abc"}}
 profiles:
   c: {compact_tools_enabled: true}
 "#;

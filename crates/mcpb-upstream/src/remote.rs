@@ -1,0 +1,438 @@
+//! Remote upstreams over HTTP: streamable HTTP (2025-03-26 and later: one POST per message, the
+//! answer as JSON or as an SSE stream, a session id header, an optional GET stream for what the
+//! server sends on its own) and the legacy HTTP+SSE transport of 2024-11-05 (one long GET
+//! stream that names a POST endpoint, answers arriving on the stream).
+//!
+//! Both feed the same message handling as a child's stdout, so routing, progress and timeouts
+//! behave the same whatever the transport.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use mcpb_config::{Transport, UpstreamSettings};
+use mcpb_protocol::{Incoming, IncomingKind, RpcCode};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use sse_stream::SseByteStream;
+use tokio::sync::{Notify, mpsc, watch};
+
+use crate::UpstreamError;
+use crate::inbound::{ListChanged, Pending, ReadCtx, dispatch, fail_all};
+use crate::instance::Instance;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+pub(crate) struct RemoteLaunch<'a> {
+    pub settings: &'a UpstreamSettings,
+    /// Header values with their secret references already resolved.
+    pub headers: BTreeMap<String, String>,
+    pub max_frame_bytes: usize,
+    pub on_list_changed: Option<ListChanged>,
+    pub tools_stale: Arc<AtomicBool>,
+    pub permits: Vec<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// What the tasks of one remote instance share.
+struct Remote {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    session: Mutex<Option<String>>,
+    version: Arc<Mutex<String>>,
+    ctx: Arc<ReadCtx>,
+    limit: usize,
+}
+
+fn unreachable_error(name: &str, reason: impl std::fmt::Display) -> UpstreamError {
+    UpstreamError::Spawn {
+        upstream: name.to_string(),
+        command: "(remote)".into(),
+        reason: reason.to_string(),
+    }
+}
+
+impl Remote {
+    /// Answers a request that could not be delivered with an error of our own, through the same
+    /// path as a real answer, so the caller fails at once instead of at its timeout.
+    async fn fail_request(&self, line: &[u8], reason: &str) {
+        let Ok(msg) = Incoming::parse(line) else {
+            return;
+        };
+        if msg.kind() != IncomingKind::Request {
+            return;
+        }
+        let Some(id) = msg.id else { return };
+        let message = format!("upstream '{}' {reason}", self.ctx.name);
+        let answer =
+            mcpb_protocol::message::error_line(Some(id), RpcCode::UpstreamUnavailable, &message);
+        dispatch(&self.ctx, answer.trim_ascii_end()).await;
+    }
+
+    fn headers(&self) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        let session = self.session.lock().ok().and_then(|s| s.clone());
+        if let Some(v) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
+            h.insert(HeaderName::from_static(SESSION_HEADER), v);
+        }
+        let version = self.version.lock().map(|v| v.clone()).unwrap_or_default();
+        if let Ok(v) = HeaderValue::from_str(&version)
+            && !version.is_empty()
+        {
+            h.insert(HeaderName::from_static(VERSION_HEADER), v);
+        }
+        h
+    }
+
+    /// Reads an SSE body and handles each message it carries.
+    async fn read_events(&self, resp: reqwest::Response) -> Result<(), String> {
+        let mut events = SseByteStream::new(resp.bytes_stream());
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|e| e.to_string())?;
+            if event.event.as_deref().is_some_and(|e| e != "message") {
+                continue;
+            }
+            if let Some(data) = event.data.filter(|d| !d.trim().is_empty()) {
+                if data.len() > self.limit {
+                    tracing::warn!(upstream = %self.ctx.name, "upstream event over the frame cap; skipped");
+                    continue;
+                }
+                dispatch(&self.ctx, data.as_bytes()).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Streamable HTTP: one POST per message.
+    async fn post(self: Arc<Self>, line: Vec<u8>) {
+        let body = line.trim_ascii_end().to_vec();
+        let sent = self
+            .client
+            .post(self.url.clone())
+            .headers(self.headers())
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(body.clone())
+            .send()
+            .await;
+        let resp = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                self.fail_request(&body, &format!("is unreachable: {e}"))
+                    .await;
+                return;
+            }
+        };
+        if let Some(id) = resp
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            && let Ok(mut s) = self.session.lock()
+            && s.is_none()
+        {
+            *s = Some(id.to_string());
+        }
+        let status = resp.status();
+        if status == reqwest::StatusCode::ACCEPTED {
+            return;
+        }
+        if !status.is_success() {
+            let text = resp.text().await.unwrap_or_default();
+            let excerpt: String = text.chars().take(200).collect();
+            if status == reqwest::StatusCode::NOT_FOUND
+                && self.session.lock().is_ok_and(|s| s.is_some())
+            {
+                // The server forgot our session: this instance is over; the next call starts anew.
+                self.ctx.alive.store(false, Ordering::SeqCst);
+                self.ctx.stop.notify_one();
+            }
+            self.fail_request(&body, &format!("answered HTTP {status}: {excerpt}"))
+                .await;
+            return;
+        }
+        let is_stream = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if is_stream {
+            if let Err(e) = self.read_events(resp).await {
+                self.fail_request(&body, &format!("broke off its answer: {e}"))
+                    .await;
+            }
+            return;
+        }
+        match resp.bytes().await {
+            Ok(bytes) if bytes.len() <= self.limit => {
+                let text = bytes.trim_ascii();
+                if text.starts_with(b"[") {
+                    if let Ok(items) = serde_json::from_slice::<Vec<serde_json::Value>>(text) {
+                        for item in items {
+                            dispatch(&self.ctx, item.to_string().as_bytes()).await;
+                        }
+                    }
+                } else if !text.is_empty() {
+                    dispatch(&self.ctx, text).await;
+                }
+            }
+            Ok(_) => {
+                self.fail_request(&body, "answered with a body over the frame cap")
+                    .await
+            }
+            Err(e) => {
+                self.fail_request(&body, &format!("broke off its answer: {e}"))
+                    .await
+            }
+        }
+    }
+
+    /// The optional GET stream for messages the server sends on its own (list changes).
+    async fn listen(self: Arc<Self>) {
+        let resp = self
+            .client
+            .get(self.url.clone())
+            .headers(self.headers())
+            .header(ACCEPT, "text/event-stream")
+            .send()
+            .await;
+        match resp {
+            Ok(r) if r.status().is_success() => {
+                if let Err(e) = self.read_events(r).await {
+                    tracing::debug!(upstream = %self.ctx.name, error = %e, "server event stream ended");
+                }
+            }
+            Ok(r) => {
+                tracing::debug!(upstream = %self.ctx.name, status = %r.status(), "server offers no event stream")
+            }
+            Err(e) => {
+                tracing::debug!(upstream = %self.ctx.name, error = %e, "server event stream unavailable")
+            }
+        }
+    }
+}
+
+impl Instance {
+    /// Connects to a remote upstream. No process is started; `pid` is 0.
+    pub(crate) async fn connect(launch: RemoteLaunch<'_>) -> Result<Arc<Self>, UpstreamError> {
+        let name = launch.settings.name.clone();
+        // reqwest is built without a bundled TLS provider; ring is ours. A second install fails
+        // harmlessly.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let url_text = launch.settings.url.clone().unwrap_or_default();
+        let url = reqwest::Url::parse(&url_text)
+            .map_err(|e| unreachable_error(&name, format!("invalid url {url_text}: {e}")))?;
+        let mut headers = HeaderMap::new();
+        for (k, v) in &launch.headers {
+            let (Ok(k), Ok(v)) = (
+                HeaderName::from_bytes(k.as_bytes()),
+                HeaderValue::from_str(v),
+            ) else {
+                return Err(unreachable_error(
+                    &name,
+                    format!("header {k} is not a valid HTTP header"),
+                ));
+            };
+            headers.insert(k, v);
+        }
+        let client = reqwest::Client::builder()
+            .default_headers(headers)
+            .connect_timeout(launch.settings.startup_timeout)
+            .build()
+            .map_err(|e| unreachable_error(&name, e))?;
+
+        let (outbox, mut inbox) = mpsc::channel::<Vec<u8>>(1024);
+        let stop = Arc::new(Notify::new());
+        let (exit_tx, exit_rx) = watch::channel::<Option<String>>(None);
+        let pending: Arc<Pending> = Arc::default();
+        let alive = Arc::new(AtomicBool::new(true));
+        let version: Arc<Mutex<String>> = Arc::default();
+        let ctx = Arc::new(ReadCtx {
+            name: name.clone(),
+            limit: launch.max_frame_bytes,
+            pending: pending.clone(),
+            outbox: outbox.clone(),
+            alive: alive.clone(),
+            exit: exit_rx.clone(),
+            tools_stale: launch.tools_stale.clone(),
+            stop: stop.clone(),
+            on_list_changed: launch.on_list_changed.clone(),
+        });
+        let remote = Arc::new(Remote {
+            client,
+            url: url.clone(),
+            session: Mutex::new(None),
+            version: version.clone(),
+            ctx,
+            limit: launch.max_frame_bytes,
+        });
+
+        // Legacy SSE: the stream must be open, and name its POST endpoint, before anything is sent.
+        let mut post_url = None;
+        let mut reader = None;
+        if launch.settings.transport == Transport::Sse {
+            let (endpoint, task) =
+                open_legacy_stream(&remote, launch.settings.startup_timeout).await?;
+            post_url = Some(endpoint);
+            reader = Some(task);
+        }
+
+        let permits = launch.permits;
+        let sender_remote = remote.clone();
+        let sender_stop = stop.clone();
+        let sender_alive = alive.clone();
+        let sender_pending = pending.clone();
+        let sender_name = name.clone();
+        tokio::spawn(async move {
+            let mut listening = false;
+            loop {
+                tokio::select! {
+                    line = inbox.recv() => {
+                        let Some(line) = line else { break };
+                        match &post_url {
+                            Some(endpoint) => {
+                                tokio::spawn(post_legacy(sender_remote.clone(), endpoint.clone(), line));
+                            }
+                            None => {
+                                let initialized = !listening
+                                    && line.windows(25).any(|w| w == b"notifications/initialized");
+                                tokio::spawn(sender_remote.clone().post(line));
+                                if initialized {
+                                    listening = true;
+                                    tokio::spawn(sender_remote.clone().listen());
+                                }
+                            }
+                        }
+                    }
+                    _ = sender_stop.notified() => break,
+                }
+            }
+            if let Some(task) = reader {
+                task.abort();
+            }
+            let session = sender_remote.session.lock().ok().and_then(|s| s.clone());
+            if post_url.is_none() && session.is_some() {
+                // Tell the server the session is over; it may not care.
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(2),
+                    sender_remote
+                        .client
+                        .delete(sender_remote.url.clone())
+                        .headers(sender_remote.headers())
+                        .send(),
+                )
+                .await;
+            }
+            sender_alive.store(false, Ordering::SeqCst);
+            drop(permits);
+            tracing::info!(upstream = %sender_name, "remote upstream disconnected");
+            let _ = exit_tx.send(Some("disconnected".into()));
+            fail_all(&sender_pending);
+        });
+
+        Ok(Arc::new(Self {
+            name,
+            pid: 0,
+            outbox,
+            pending,
+            next_id: AtomicU64::new(1),
+            alive,
+            exit: exit_rx,
+            stop,
+            stopped_on_purpose: AtomicBool::new(false),
+            stderr_tail: Arc::new(Mutex::new(VecDeque::new())),
+            last_used: Mutex::new(Instant::now()),
+            protocol_version: version,
+        }))
+    }
+}
+
+/// Opens the 2024-11-05 event stream and waits for its `endpoint` event; the rest of the stream
+/// is read by the returned task.
+async fn open_legacy_stream(
+    remote: &Arc<Remote>,
+    timeout: Duration,
+) -> Result<(reqwest::Url, tokio::task::JoinHandle<()>), UpstreamError> {
+    let name = remote.ctx.name.clone();
+    let resp = tokio::time::timeout(
+        timeout,
+        remote
+            .client
+            .get(remote.url.clone())
+            .header(ACCEPT, "text/event-stream")
+            .send(),
+    )
+    .await
+    .map_err(|_| UpstreamError::StartTimeout {
+        upstream: name.clone(),
+        ms: timeout.as_millis() as u64,
+    })?
+    .map_err(|e| unreachable_error(&name, format!("cannot open the event stream: {e}")))?;
+    if !resp.status().is_success() {
+        return Err(unreachable_error(
+            &name,
+            format!("the event stream answered HTTP {}", resp.status()),
+        ));
+    }
+    let mut events = Box::pin(SseByteStream::new(resp.bytes_stream()));
+    let endpoint = tokio::time::timeout(timeout, async {
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(e) if e.event.as_deref() == Some("endpoint") => return e.data,
+                Ok(_) => continue,
+                Err(_) => return None,
+            }
+        }
+        None
+    })
+    .await
+    .ok()
+    .flatten()
+    .ok_or_else(|| unreachable_error(&name, "the event stream named no endpoint"))?;
+    let post_url = remote
+        .url
+        .join(endpoint.trim())
+        .map_err(|e| unreachable_error(&name, format!("bad endpoint {endpoint}: {e}")))?;
+    let reader_remote = remote.clone();
+    let task = tokio::spawn(async move {
+        while let Some(event) = events.next().await {
+            let Ok(event) = event else { break };
+            if event.event.as_deref().is_some_and(|e| e != "message") {
+                continue;
+            }
+            if let Some(data) = event.data.filter(|d| !d.trim().is_empty()) {
+                dispatch(&reader_remote.ctx, data.as_bytes()).await;
+            }
+        }
+        tracing::warn!(upstream = %reader_remote.ctx.name, "event stream closed");
+        reader_remote.ctx.alive.store(false, Ordering::SeqCst);
+        reader_remote.ctx.stop.notify_one();
+    });
+    Ok((post_url, task))
+}
+
+/// Legacy SSE: POST to the endpoint; the answer arrives on the event stream.
+async fn post_legacy(remote: Arc<Remote>, endpoint: reqwest::Url, line: Vec<u8>) {
+    let body = line.trim_ascii_end().to_vec();
+    let sent = remote
+        .client
+        .post(endpoint)
+        .header(CONTENT_TYPE, "application/json")
+        .body(body.clone())
+        .send()
+        .await;
+    match sent {
+        Ok(r) if r.status().is_success() => {}
+        Ok(r) => {
+            let status = r.status();
+            remote
+                .fail_request(&body, &format!("answered HTTP {status}"))
+                .await;
+        }
+        Err(e) => {
+            remote
+                .fail_request(&body, &format!("is unreachable: {e}"))
+                .await
+        }
+    }
+}
