@@ -195,8 +195,10 @@ impl Broker {
         id: &RawValue,
         params: Option<&RawValue>,
         link: Arc<dyn ClientLink>,
+        modern: bool,
     ) -> Vec<u8> {
         match self.try_call_tool(profile, params, link).await {
+            Ok(Reply::Result(r)) if modern => response_line(id, &modern_result(r)),
             Ok(Reply::Result(r)) => response_line(id, &r),
             Ok(Reply::Error(e)) => raw_error_line(id, &e),
             Err(e) => e.to_line(Some(id)),
@@ -255,6 +257,16 @@ impl Broker {
             .await
             .map_err(upstream_error)
     }
+}
+
+/// A handshake-era upstream's result on its way to a 2026-07-28 client, which requires
+/// `resultType`. Everything else stays as the upstream wrote it.
+fn modern_result(result: Box<RawValue>) -> Box<RawValue> {
+    if mcpb_protocol::rewrite::member(&result, "resultType").is_some() {
+        return result;
+    }
+    mcpb_protocol::rewrite::with_members(&result, &[("resultType", "\"complete\"")])
+        .unwrap_or(result)
 }
 
 pub fn upstream_error(e: UpstreamError) -> BrokerRpcError {

@@ -21,6 +21,8 @@ pub struct SessionLink {
     capabilities: Mutex<Value>,
     waiting: Mutex<HashMap<String, Responder>>,
     next: AtomicU64,
+    /// A 2026-07-28 client takes no requests from the server over the stream.
+    modern: std::sync::atomic::AtomicBool,
 }
 
 impl SessionLink {
@@ -32,11 +34,16 @@ impl SessionLink {
             capabilities: Mutex::new(Value::Null),
             waiting: Mutex::default(),
             next: AtomicU64::new(1),
+            modern: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     pub fn id_for_registry(&self) -> u64 {
         self.id
+    }
+
+    pub fn set_modern(&self) {
+        self.modern.store(true, Ordering::SeqCst);
     }
 
     pub fn set_capabilities(&self, caps: Value) {
@@ -110,6 +117,13 @@ impl ClientLink for SessionLink {
     }
 
     fn forward_request(&self, method: &str, params: Option<&RawValue>, reply: Responder) {
+        if self.modern.load(Ordering::SeqCst) {
+            reply.refuse(
+                RpcCode::MethodNotFound,
+                &format!("the client speaks 2026-07-28, where '{method}' cannot be sent to it mid-call; mcp-broker does not translate it yet"),
+            );
+            return;
+        }
         if let Some(cap) = required_capability(method) {
             let declared = self.capabilities.lock().is_ok_and(|c| c.get(cap).is_some());
             if !declared {

@@ -3,6 +3,26 @@
 /// Revisions negotiated through `initialize`, oldest first.
 pub const HANDSHAKE_REVISIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
+/// Revisions negotiated through `server/discover` with per-request `_meta` (stateless).
+pub const MODERN_REVISIONS: &[&str] = &["2026-07-28"];
+
+/// JSON-RPC error for a revision the broker does not speak; `data.supported` lists the ones it
+/// does.
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+
+pub fn is_modern(revision: &str) -> bool {
+    MODERN_REVISIONS.contains(&revision)
+}
+
+/// Every revision the broker speaks with clients, oldest first.
+pub fn all() -> Vec<&'static str> {
+    HANDSHAKE_REVISIONS
+        .iter()
+        .chain(MODERN_REVISIONS)
+        .copied()
+        .collect()
+}
+
 /// The newest revision the broker offers through `initialize`.
 pub const LATEST_HANDSHAKE: &str = "2025-11-25";
 

@@ -52,8 +52,19 @@ pub fn with_members(
     build(&members(obj)?, set)
 }
 
-/// Forwarded `tools/call` params: `name` replaced, and `_meta.progressToken` (when the client
-/// sent one) replaced by `token`. Returns the new params and the client's own token.
+/// The 2026-07-28 per-request envelope. It describes the client's connection to the broker, not
+/// the broker's connection to an upstream, and a handshake-era upstream refuses requests that
+/// carry it.
+pub const ENVELOPE_KEYS: &[&str] = &[
+    "io.modelcontextprotocol/protocolVersion",
+    "io.modelcontextprotocol/clientInfo",
+    "io.modelcontextprotocol/clientCapabilities",
+    "io.modelcontextprotocol/logLevel",
+];
+
+/// Forwarded `tools/call` params: `name` replaced, `_meta.progressToken` (when the client sent
+/// one) replaced by `token`, the client's envelope keys left out of `_meta`. Returns the new
+/// params and the client's own token.
 pub fn rewrite_call(
     params: &RawValue,
     name: &str,
@@ -61,17 +72,21 @@ pub fn rewrite_call(
 ) -> Result<(Box<RawValue>, Option<Box<RawValue>>), serde_json::Error> {
     let m = members(params)?;
     let name_json = serde_json::to_string(name)?;
-    let meta = m.get("_meta").copied();
-    let client_token = meta.and_then(|meta| member(meta, "progressToken"));
-    match (meta, client_token) {
-        (Some(meta), Some(client_token)) => {
-            let token_json = serde_json::to_string(token)?;
-            let new_meta = with_members(meta, &[("progressToken", &token_json)])?;
-            let out = build(&m, &[("name", &name_json), ("_meta", new_meta.get())])?;
-            Ok((out, Some(client_token.to_owned())))
-        }
-        _ => Ok((build(&m, &[("name", &name_json)])?, None)),
-    }
+    let Some(meta) = m.get("_meta").copied() else {
+        return Ok((build(&m, &[("name", &name_json)])?, None));
+    };
+    let mut meta_members = members(meta)?;
+    meta_members.retain(|k, _| !ENVELOPE_KEYS.contains(&k.as_ref()));
+    let client_token = meta_members.get("progressToken").map(|t| (*t).to_owned());
+    let token_json = serde_json::to_string(token)?;
+    let set: &[(&str, &str)] = if client_token.is_some() {
+        &[("progressToken", &token_json)]
+    } else {
+        &[]
+    };
+    let new_meta = build(&meta_members, set)?;
+    let out = build(&m, &[("name", &name_json), ("_meta", new_meta.get())])?;
+    Ok((out, client_token))
 }
 
 #[cfg(test)]
@@ -90,6 +105,16 @@ mod tests {
             out.get(),
             r#"{"name":"echo","arguments":{"n":1.50,"s":"\u00e9"},"x":[1e3]}"#
         );
+        assert!(token.is_none());
+    }
+
+    #[test]
+    fn leaves_the_2026_envelope_out() {
+        let p = raw(
+            r#"{"name":"a.b","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c"},"vendor/k":1}}"#,
+        );
+        let (out, token) = rewrite_call(&p, "b", "mcpb-3").unwrap();
+        assert_eq!(out.get(), r#"{"name":"b","_meta":{"vendor/k":1}}"#);
         assert!(token.is_none());
     }
 

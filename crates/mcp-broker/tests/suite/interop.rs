@@ -136,6 +136,10 @@ fn python_sdk_client_lists_and_calls_every_reference_server_and_two_clients_shar
     assert!(text(&results[3]).contains("shares upstreams"));
     assert!(text(&results[4]).contains("UTC"), "{}", results[4]);
     assert_eq!(a["server"], "mcp-broker");
+    assert_eq!(
+        a["protocol"], "2026-07-28",
+        "the 2.x client adopts the modern era through server/discover"
+    );
 
     let pids = |home: &Home| -> Vec<(String, u64)> {
         home.status()["upstreams"]

@@ -48,16 +48,71 @@ fn tool_definitions_pass_through_with_their_annotations_and_schema() {
 }
 
 #[test]
-fn a_2026_client_probing_server_discover_is_told_to_fall_back() {
+fn a_2026_client_discovers_and_works_without_initialize() {
     let home = Home::new();
     let mut shim = home.shim(&[]);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "modern", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let r = shim.request("server/discover", json!({"_meta": meta}));
+    let result = &r["result"];
+    assert!(
+        result["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("2026-07-28")),
+        "{r}"
+    );
+    assert!(
+        result["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("2024-11-05"))
+    );
+    assert_eq!(result["resultType"], "complete");
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mcp-broker"
+    );
+    let list = shim.request("tools/list", json!({"_meta": meta}));
+    assert_eq!(list["result"]["resultType"], "complete");
+    assert_eq!(list["result"]["ttlMs"], 0);
+    assert_eq!(list["result"]["tools"].as_array().unwrap().len(), 4);
+    let call = shim.request(
+        "tools/call",
+        json!({"name": "example.echo", "arguments": {"message": "modern"}, "_meta": meta}),
+    );
+    assert_eq!(call["result"]["content"][0]["text"], "modern");
+    assert_eq!(
+        call["result"]["resultType"], "complete",
+        "added for the 2026 client: {call}"
+    );
+    // A revision the broker does not speak gets -32022 with the list it does.
     let r = shim.request(
         "server/discover",
-        json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}),
+        json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01"}}),
     );
-    assert_eq!(r["error"]["code"], -32601, "{r}");
-    let init = shim.initialize("2025-11-25");
-    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+    assert_eq!(r["error"]["code"], -32022, "{r}");
+    assert!(
+        r["error"]["data"]["supported"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("2026-07-28"))
+    );
+}
+
+#[test]
+fn a_handshake_era_session_sees_no_2026_fields() {
+    let home = Home::new();
+    let mut shim = home.shim(&[]);
+    shim.initialize("2025-11-25");
+    let list = shim.request("tools/list", json!({}));
+    assert!(
+        list["result"].get("resultType").is_none() && list["result"].get("ttlMs").is_none(),
+        "{list}"
+    );
+    let call = shim.call("example.echo", json!({"message": "old"}));
+    assert!(call["result"].get("resultType").is_none(), "{call}");
 }
 
 #[test]

@@ -10,7 +10,7 @@ use mcpb_config::ProfileSettings;
 use mcpb_protocol::message::error_line;
 use mcpb_protocol::{
     BROKER_PROTOCOL_VERSION, BrokerRpcError, FrameError, FrameReader, Hello, HelloKind, HelloReply,
-    Incoming, IncomingKind, RpcCode, revision,
+    Incoming, IncomingKind, RpcCode,
 };
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -25,6 +25,8 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::{AbortHandle, JoinSet};
 
 use crate::broker::{Broker, json_line};
+
+mod handshake;
 
 const HELLO_LIMIT: usize = 64 * 1024;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -164,6 +166,8 @@ pub async fn serve(
                 link: None,
                 profile,
                 explicit,
+                client_seen: false,
+                modern: false,
                 running: Arc::default(),
             };
             let frames = FrameReader::new(
@@ -288,6 +292,10 @@ struct Session {
     profile: Arc<ProfileSettings>,
     /// Chosen by flag or client entry; `clientInfo.name` may only refine a default choice.
     explicit: bool,
+    /// The client's name was looked up once already.
+    client_seen: bool,
+    /// The client speaks 2026-07-28 (per-request `_meta`, no initialize).
+    modern: bool,
     running: Running,
 }
 
@@ -431,8 +439,10 @@ impl Session {
         let Some(id) = msg.id else { return };
         let line = match msg.method() {
             "initialize" => self.initialize(id, msg.params),
+            "server/discover" => self.discover(id, msg.params),
             "ping" => json_line(id, &serde_json::json!({})),
             "tools/list" | "tools/call" => {
+                self.adopt_request_meta(msg.params);
                 self.refresh_profile();
                 if self.broker.draining.load(Ordering::SeqCst) {
                     BrokerRpcError::Overloaded("mcp-broker is shutting down".into())
@@ -468,6 +478,7 @@ impl Session {
         let key = id_key(id.get());
         let params: Option<Box<RawValue>> = msg.params.map(ToOwned::to_owned);
         let is_list = msg.method() == "tools/list";
+        let modern = self.modern;
         let running = self.running.clone();
         let link: Option<Arc<dyn ClientLink>> = self.link.clone().map(|l| l as Arc<dyn ClientLink>);
         let guard = broker.begin();
@@ -476,12 +487,19 @@ impl Session {
             let _guard = guard;
             let line = if is_list {
                 let session = link.as_ref().map_or(0, |l| l.session_id());
-                json_line(&id, &broker.list_tools(&profile, session).await)
+                let mut list = broker.list_tools(&profile, session).await;
+                if modern {
+                    // Required on the 2026-07-28 wire; older clients never see them.
+                    list["resultType"] = "complete".into();
+                    list["ttlMs"] = 0.into();
+                    list["cacheScope"] = "private".into();
+                }
+                json_line(&id, &list)
             } else {
                 match link {
                     Some(link) => {
                         broker
-                            .call_tool(&profile, &id, params.as_deref(), link)
+                            .call_tool(&profile, &id, params.as_deref(), link, modern)
                             .await
                     }
                     None => {
@@ -515,42 +533,6 @@ impl Session {
             // Aborting drops the upstream request, which withdraws it and cancels it upstream.
             handle.abort();
         }
-    }
-
-    fn initialize(&mut self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {
-        let params: Value = params
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .unwrap_or(Value::Null);
-        let requested = params.get("protocolVersion").and_then(Value::as_str);
-        if let Some(link) = &self.link {
-            link.set_capabilities(params.get("capabilities").cloned().unwrap_or(Value::Null));
-        }
-        if !self.explicit {
-            let client = params
-                .get("clientInfo")
-                .and_then(|c| c.get("name"))
-                .and_then(Value::as_str);
-            if let Some(p) = client
-                .and_then(|c| self.broker.config().settings.clients.get(c).cloned())
-                .and_then(|p| self.broker.profile(&p))
-            {
-                tracing::info!(profile = %p.name, client = ?client, "profile chosen by clientInfo.name");
-                self.profile = Arc::new(p.clone());
-                if let Some(link) = &self.link {
-                    link.set_upstreams(p.upstreams.clone());
-                }
-            }
-        }
-        let result = serde_json::json!({
-            "protocolVersion": revision::negotiate(requested),
-            "capabilities": {"tools": {"listChanged": true}},
-            "serverInfo": {"name": "mcp-broker", "version": env!("CARGO_PKG_VERSION")},
-            "instructions": format!(
-                "Tools of several MCP servers, named <server>{}<tool>.",
-                self.profile.broker_tool_name_style.separator()
-            ),
-        });
-        json_line(id, &result)
     }
 }
 

@@ -1,0 +1,129 @@
+//! How a session learns who its client is, for both eras of the protocol: the `initialize`
+//! handshake (2024-11-05 to 2025-11-25), and `server/discover` with per-request `_meta`
+//! (2026-07-28, stateless: no initialize, each request names its revision, client and
+//! capabilities).
+
+use std::sync::Arc;
+
+use mcpb_protocol::RpcCode;
+use mcpb_protocol::message::error_line;
+use mcpb_protocol::revision;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::Session;
+use crate::broker::json_line;
+
+const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
+const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+
+impl Session {
+    pub(super) fn initialize(&mut self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {
+        let params: Value = params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or(Value::Null);
+        let requested = params.get("protocolVersion").and_then(Value::as_str);
+        self.learn_client(params.get("clientInfo"), params.get("capabilities"));
+        let result = json!({
+            "protocolVersion": revision::negotiate(requested),
+            "capabilities": {"tools": {"listChanged": true}},
+            "serverInfo": server_info(),
+            "instructions": self.instructions(),
+        });
+        json_line(id, &result)
+    }
+
+    /// `server/discover`: the revisions the broker speaks, at the revision the client asked for,
+    /// or -32022 with the supported list when it asked for one the broker does not speak.
+    pub(super) fn discover(&mut self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {
+        let meta = request_meta(params);
+        let requested = meta.get(PROTOCOL_VERSION_KEY).and_then(Value::as_str);
+        if let Some(v) = requested
+            && !revision::is_modern(v)
+        {
+            let error = json!({
+                "code": revision::UNSUPPORTED_PROTOCOL_VERSION,
+                "message": format!("protocol revision {v} is not supported by server/discover"),
+                "data": {"supported": revision::all(), "requested": v},
+            });
+            let error = RawValue::from_string(error.to_string()).ok();
+            return match error {
+                Some(e) => mcpb_protocol::message::raw_error_line(id, &e),
+                None => error_line(Some(id), RpcCode::InternalError, "cannot build the error"),
+            };
+        }
+        self.set_modern();
+        self.learn_client(meta.get(CLIENT_INFO_KEY), meta.get(CLIENT_CAPABILITIES_KEY));
+        let result = json!({
+            "supportedVersions": revision::all(),
+            "capabilities": {"tools": {"listChanged": true}},
+            "instructions": self.instructions(),
+            "resultType": "complete",
+            "ttlMs": 0,
+            "cacheScope": "private",
+            "_meta": {SERVER_INFO_KEY: server_info()},
+        });
+        json_line(id, &result)
+    }
+
+    /// A 2026-07-28 request carries the client's identity and capabilities itself.
+    pub(super) fn adopt_request_meta(&mut self, params: Option<&RawValue>) {
+        let meta = request_meta(params);
+        let Some(version) = meta.get(PROTOCOL_VERSION_KEY).and_then(Value::as_str) else {
+            return;
+        };
+        if revision::is_modern(version) {
+            self.set_modern();
+            self.learn_client(meta.get(CLIENT_INFO_KEY), meta.get(CLIENT_CAPABILITIES_KEY));
+        }
+    }
+
+    fn set_modern(&mut self) {
+        self.modern = true;
+        if let Some(link) = &self.link {
+            link.set_modern();
+        }
+    }
+
+    /// Capabilities for routing upstream requests, and `clientInfo.name` to pick a profile when
+    /// neither `--profile` nor `--client` chose one.
+    fn learn_client(&mut self, info: Option<&Value>, capabilities: Option<&Value>) {
+        if let (Some(link), Some(caps)) = (&self.link, capabilities) {
+            link.set_capabilities(caps.clone());
+        }
+        if self.explicit || self.client_seen {
+            return;
+        }
+        let client = info.and_then(|c| c.get("name")).and_then(Value::as_str);
+        let Some(client) = client else { return };
+        self.client_seen = true;
+        let profile = self.broker.config().settings.clients.get(client).cloned();
+        if let Some(p) = profile.and_then(|p| self.broker.profile(&p)) {
+            tracing::info!(profile = %p.name, client, "profile chosen by clientInfo.name");
+            if let Some(link) = &self.link {
+                link.set_upstreams(p.upstreams.clone());
+            }
+            self.profile = Arc::new(p);
+        }
+    }
+
+    fn instructions(&self) -> String {
+        format!(
+            "Tools of several MCP servers, named <server>{}<tool>.",
+            self.profile.broker_tool_name_style.separator()
+        )
+    }
+}
+
+fn server_info() -> Value {
+    json!({"name": "mcp-broker", "version": env!("CARGO_PKG_VERSION")})
+}
+
+fn request_meta(params: Option<&RawValue>) -> Value {
+    params
+        .and_then(|p| mcpb_protocol::rewrite::member(p, "_meta"))
+        .and_then(|m| serde_json::from_str(m.get()).ok())
+        .unwrap_or(Value::Null)
+}
