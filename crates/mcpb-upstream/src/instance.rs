@@ -324,15 +324,19 @@ impl Instance {
         if self.outbox.send(line).await.is_err() {
             return Err(self.exited());
         }
-        let hard = tokio::time::sleep(opts.max_time);
-        tokio::pin!(hard);
+        // One timer: the idle deadline, moved on by progress but never past the hard limit.
+        let start = tokio::time::Instant::now();
+        let hard = start + opts.max_time;
+        let deadline = tokio::time::sleep_until((start + opts.idle_timeout).min(hard));
+        tokio::pin!(deadline);
         let outcome = loop {
-            let idle = tokio::time::sleep(opts.idle_timeout);
             tokio::select! {
                 reply = &mut rx => break Some(reply),
-                _ = activity.notified() => continue,
-                _ = idle => break None,
-                _ = &mut hard => break None,
+                _ = activity.notified() => {
+                    let next = (tokio::time::Instant::now() + opts.idle_timeout).min(hard);
+                    deadline.as_mut().reset(next);
+                }
+                _ = &mut deadline => break None,
             }
         };
         self.touch();

@@ -25,6 +25,7 @@ impl Session {
             .and_then(|p| serde_json::from_str(p.get()).ok())
             .unwrap_or(Value::Null);
         let requested = params.get("protocolVersion").and_then(Value::as_str);
+        self.initialized = true;
         self.learn_client(params.get("clientInfo"), params.get("capabilities"));
         let result = json!({
             "protocolVersion": revision::negotiate(requested),
@@ -70,6 +71,9 @@ impl Session {
 
     /// A 2026-07-28 request carries the client's identity and capabilities itself.
     pub(super) fn adopt_request_meta(&mut self, params: Option<&RawValue>) {
+        if self.modern && self.client_seen {
+            return;
+        }
         let meta = request_meta(params);
         let Some(version) = meta.get(PROTOCOL_VERSION_KEY).and_then(Value::as_str) else {
             return;

@@ -49,6 +49,12 @@ struct Outbox {
 
 impl Outbox {
     async fn send(&self, line: Vec<u8>) {
+        // The common case needs no timer: there is room in the queue.
+        let line = match self.tx.try_send(line) {
+            Ok(()) => return,
+            Err(mpsc::error::TrySendError::Closed(_)) => return,
+            Err(mpsc::error::TrySendError::Full(line)) => line,
+        };
         match tokio::time::timeout(self.timeout, self.tx.send(line)).await {
             Ok(_) => {}
             Err(_) => {
@@ -168,6 +174,8 @@ pub async fn serve(
                 explicit,
                 client_seen: false,
                 modern: false,
+                initialized: false,
+                seen_config: broker.config(),
                 running: Arc::default(),
             };
             let frames = FrameReader::new(
@@ -296,6 +304,10 @@ struct Session {
     client_seen: bool,
     /// The client speaks 2026-07-28 (per-request `_meta`, no initialize).
     modern: bool,
+    /// The client completed `initialize`: its requests carry no envelope to read.
+    initialized: bool,
+    /// The configuration generation the profile was last taken from.
+    seen_config: Arc<crate::broker::Config>,
     running: Running,
 }
 
@@ -442,7 +454,9 @@ impl Session {
             "server/discover" => self.discover(id, msg.params),
             "ping" => json_line(id, &serde_json::json!({})),
             "tools/list" | "tools/call" => {
-                self.adopt_request_meta(msg.params);
+                if !self.initialized {
+                    self.adopt_request_meta(msg.params);
+                }
                 self.refresh_profile();
                 if self.broker.draining.load(Ordering::SeqCst) {
                     BrokerRpcError::Overloaded("mcp-broker is shutting down".into())
@@ -460,7 +474,12 @@ impl Session {
     /// Picks up the session's profile from the current configuration (it may have been
     /// reloaded). A profile that a reload removed keeps its last definition.
     fn refresh_profile(&mut self) {
-        if let Some(current) = self.broker.profile(&self.profile.name)
+        let config = self.broker.config();
+        if Arc::ptr_eq(&config, &self.seen_config) {
+            return;
+        }
+        self.seen_config = config.clone();
+        if let Some(current) = config.settings.profiles.get(&self.profile.name).cloned()
             && current != *self.profile
         {
             if let Some(link) = &self.link {
