@@ -198,8 +198,12 @@ impl Broker {
         modern: bool,
     ) -> Vec<u8> {
         match self.try_call_tool(profile, params, link).await {
+            Ok(Reply::Result(r)) if needs_input(&r) => BrokerRpcError::Internal(
+                "the upstream asked for more input (2026-07-28 input_required), which mcp-broker cannot relay yet".into(),
+            )
+            .to_line(Some(id)),
             Ok(Reply::Result(r)) if modern => response_line(id, &modern_result(r)),
-            Ok(Reply::Result(r)) => response_line(id, &r),
+            Ok(Reply::Result(r)) => response_line(id, &handshake_result(r)),
             Ok(Reply::Error(e)) => raw_error_line(id, &e),
             Err(e) => e.to_line(Some(id)),
         }
@@ -259,6 +263,12 @@ impl Broker {
     }
 }
 
+/// A 2026-07-28 upstream's multi-round-trip answer: it needs the client to supply input first.
+fn needs_input(result: &RawValue) -> bool {
+    mcpb_protocol::rewrite::member(result, "resultType")
+        .is_some_and(|t| t.get() == "\"input_required\"")
+}
+
 /// A handshake-era upstream's result on its way to a 2026-07-28 client, which requires
 /// `resultType`. Everything else stays as the upstream wrote it.
 fn modern_result(result: Box<RawValue>) -> Box<RawValue> {
@@ -267,6 +277,17 @@ fn modern_result(result: Box<RawValue>) -> Box<RawValue> {
     }
     mcpb_protocol::rewrite::with_members(&result, &[("resultType", "\"complete\"")])
         .unwrap_or(result)
+}
+
+/// A 2026-07-28 upstream's result on its way to a client of an earlier revision, which has no
+/// `resultType`: the field goes, everything else stays as the upstream wrote it.
+fn handshake_result(result: Box<RawValue>) -> Box<RawValue> {
+    let complete = mcpb_protocol::rewrite::member(&result, "resultType")
+        .is_some_and(|t| t.get() == "\"complete\"");
+    if !complete {
+        return result;
+    }
+    mcpb_protocol::rewrite::without_members(&result, &["resultType"]).unwrap_or(result)
 }
 
 pub fn upstream_error(e: UpstreamError) -> BrokerRpcError {

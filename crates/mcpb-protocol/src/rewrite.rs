@@ -39,6 +39,13 @@ fn build(members: &Members<'_>, set: &[(&str, &str)]) -> Result<Box<RawValue>, s
     RawValue::from_string(out)
 }
 
+/// `obj` without the given members; everything else byte for byte.
+pub fn without_members(obj: &RawValue, drop: &[&str]) -> Result<Box<RawValue>, serde_json::Error> {
+    let mut m = members(obj)?;
+    m.retain(|k, _| !drop.contains(&k.as_ref()));
+    build(&m, &[])
+}
+
 /// The raw value of one member of a JSON object, if present.
 pub fn member<'a>(obj: &'a RawValue, key: &str) -> Option<&'a RawValue> {
     members(obj).ok()?.get(key).copied()
@@ -69,22 +76,29 @@ pub fn rewrite_call(
     params: &RawValue,
     name: &str,
     token: &str,
+    envelope: &[(&str, &str)],
 ) -> Result<(Box<RawValue>, Option<Box<RawValue>>), serde_json::Error> {
     let m = members(params)?;
     let name_json = serde_json::to_string(name)?;
     let Some(meta) = m.get("_meta").copied() else {
-        return Ok((build(&m, &[("name", &name_json)])?, None));
+        if envelope.is_empty() {
+            return Ok((build(&m, &[("name", &name_json)])?, None));
+        }
+        let meta = build(&Members::new(), envelope)?;
+        return Ok((
+            build(&m, &[("name", &name_json), ("_meta", meta.get())])?,
+            None,
+        ));
     };
     let mut meta_members = members(meta)?;
     meta_members.retain(|k, _| !ENVELOPE_KEYS.contains(&k.as_ref()));
     let client_token = meta_members.get("progressToken").map(|t| (*t).to_owned());
     let token_json = serde_json::to_string(token)?;
-    let set: &[(&str, &str)] = if client_token.is_some() {
-        &[("progressToken", &token_json)]
-    } else {
-        &[]
-    };
-    let new_meta = build(&meta_members, set)?;
+    let mut set: Vec<(&str, &str)> = envelope.to_vec();
+    if client_token.is_some() {
+        set.push(("progressToken", &token_json));
+    }
+    let new_meta = build(&meta_members, &set)?;
     let out = build(&m, &[("name", &name_json), ("_meta", new_meta.get())])?;
     Ok((out, client_token))
 }
@@ -100,7 +114,7 @@ mod tests {
     #[test]
     fn renames_and_keeps_the_rest_verbatim() {
         let p = raw(r#"{"name":"ex.echo","arguments":{"n":1.50,"s":"\u00e9"},"x":[1e3]}"#);
-        let (out, token) = rewrite_call(&p, "echo", "mcpb-1").unwrap();
+        let (out, token) = rewrite_call(&p, "echo", "mcpb-1", &[]).unwrap();
         assert_eq!(
             out.get(),
             r#"{"name":"echo","arguments":{"n":1.50,"s":"\u00e9"},"x":[1e3]}"#
@@ -109,11 +123,31 @@ mod tests {
     }
 
     #[test]
+    fn puts_the_brokers_own_envelope_in_for_a_modern_upstream() {
+        let p = raw(r#"{"name":"a.b","arguments":{}}"#);
+        let env = [("io.modelcontextprotocol/protocolVersion", r#""2026-07-28""#)];
+        let (out, _) = rewrite_call(&p, "b", "mcpb-1", &env).unwrap();
+        assert_eq!(
+            out.get(),
+            r#"{"name":"b","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"arguments":{}}"#
+        );
+        let p = raw(
+            r#"{"name":"a.b","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":5}}"#,
+        );
+        let (out, token) = rewrite_call(&p, "b", "mcpb-2", &env).unwrap();
+        assert_eq!(
+            out.get(),
+            r#"{"name":"b","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":"mcpb-2"}}"#
+        );
+        assert_eq!(token.unwrap().get(), "5");
+    }
+
+    #[test]
     fn leaves_the_2026_envelope_out() {
         let p = raw(
             r#"{"name":"a.b","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c"},"vendor/k":1}}"#,
         );
-        let (out, token) = rewrite_call(&p, "b", "mcpb-3").unwrap();
+        let (out, token) = rewrite_call(&p, "b", "mcpb-3", &[]).unwrap();
         assert_eq!(out.get(), r#"{"name":"b","_meta":{"vendor/k":1}}"#);
         assert!(token.is_none());
     }
@@ -122,7 +156,7 @@ mod tests {
     fn swaps_the_progress_token_and_returns_the_clients() {
         let p =
             raw(r#"{"name":"a.b","_meta":{"progressToken":7,"other":{"k":1.0}},"arguments":{}}"#);
-        let (out, token) = rewrite_call(&p, "b", "mcpb-42").unwrap();
+        let (out, token) = rewrite_call(&p, "b", "mcpb-42", &[]).unwrap();
         assert_eq!(
             out.get(),
             r#"{"name":"b","_meta":{"progressToken":"mcpb-42","other":{"k":1.0}},"arguments":{}}"#

@@ -21,6 +21,10 @@ pub struct Options {
     pub name: String,
     /// Protocol revision to answer `initialize` with (default: the client's).
     pub revision: Option<String>,
+    /// Answer `server/discover` as a 2026-07-28 server and require the envelope on requests.
+    pub modern: bool,
+    /// Exit when asked `server/discover` (a server that dies on unknown methods).
+    pub die_on_discover: bool,
 }
 
 impl Options {
@@ -40,6 +44,8 @@ impl Options {
                 "--tools" => o.extra_tools = it.next().and_then(|v| v.parse().ok()).unwrap_or(0),
                 "--name" => o.name = it.next().cloned().unwrap_or_default(),
                 "--revision" => o.revision = it.next().cloned(),
+                "--modern" => o.modern = true,
+                "--die-on-discover" => o.die_on_discover = true,
                 other => eprintln!("mcpb-fixture: ignoring unknown argument {other}"),
             }
         }
@@ -152,6 +158,12 @@ fn tools(opts: &Options) -> Vec<Value> {
             true,
             json!({}),
         ),
+        tool(
+            "needs_input",
+            "Answer with a 2026-07-28 input_required result.",
+            true,
+            json!({}),
+        ),
     ];
     // Vendor fields on a definition, to check they reach the client.
     t.push(json!({
@@ -220,6 +232,38 @@ pub fn run(opts: Options) {
                 if let Some(tx) = shared.waiting.lock().unwrap().remove(&key) {
                     let _ = tx.send(msg.clone());
                 }
+            }
+            (Some("server/discover"), Some(id)) => {
+                if opts.die_on_discover {
+                    eprintln!("fixture: unknown method server/discover, exiting");
+                    std::process::exit(2);
+                }
+                if opts.modern {
+                    send(
+                        &shared.out,
+                        &json!({"jsonrpc": "2.0", "id": id, "result": {
+                        "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                        "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}}),
+                    );
+                } else {
+                    send(
+                        &shared.out,
+                        &json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32601, "message": "method not found"}}),
+                    );
+                }
+            }
+            (Some(m), Some(id))
+                if opts.modern
+                    && m != "initialize"
+                    && msg["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"]
+                        != "2026-07-28" =>
+            {
+                send(
+                    &shared.out,
+                    &json!({"jsonrpc": "2.0", "id": id,
+                    "error": {"code": -32602, "message": "the 2026-07-28 envelope is missing"}}),
+                );
             }
             (Some("initialize"), Some(id)) => {
                 let requested = msg["params"]["protocolVersion"]
@@ -298,7 +342,13 @@ fn call(shared: &Shared, id: Value, params: &Value) {
     let args = &params["arguments"];
     let answer = |result: Value| send(out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
     match params["name"].as_str().unwrap_or("") {
-        "echo" => answer(text(args["text"].as_str().unwrap_or(""))),
+        "echo" => {
+            let mut r = text(args["text"].as_str().unwrap_or(""));
+            if params["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28" {
+                r["resultType"] = json!("complete");
+            }
+            answer(r)
+        }
         "sleep" => {
             std::thread::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(0)));
             answer(text("slept"));
@@ -404,6 +454,8 @@ fn call(shared: &Shared, id: Value, params: &Value) {
             Some(reply) => answer(text(reply.to_string())),
             None => answer(text("no reply")),
         },
+        "needs_input" => answer(json!({"resultType": "input_required",
+            "inputRequests": {"q": {"method": "elicitation/create", "params": {"message": "which?"}}}})),
         "roots" => match ask_client(shared, "roots/list", json!({})) {
             Some(reply) => answer(text(reply.to_string())),
             None => answer(text("no reply")),

@@ -79,6 +79,34 @@ pub struct Instance {
     /// When the instance last sent or answered a request, for idle timeouts.
     pub(crate) last_used: Mutex<Instant>,
     pub(crate) protocol_version: Arc<Mutex<String>>,
+    /// The upstream speaks 2026-07-28: every request carries the broker's envelope in `_meta`.
+    pub(crate) modern: AtomicBool,
+}
+
+fn envelope_object(pairs: &[(&str, &str)]) -> String {
+    let members: Vec<String> = pairs.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+    format!("{{{}}}", members.join(","))
+}
+
+/// The broker's own 2026-07-28 envelope, as `_meta` members (raw JSON values).
+fn envelope() -> [(&'static str, String); 3] {
+    [
+        (
+            "io.modelcontextprotocol/protocolVersion",
+            "\"2026-07-28\"".to_string(),
+        ),
+        (
+            "io.modelcontextprotocol/clientInfo",
+            format!(
+                "{{\"name\":\"mcp-broker\",\"version\":\"{}\"}}",
+                env!("CARGO_PKG_VERSION")
+            ),
+        ),
+        (
+            "io.modelcontextprotocol/clientCapabilities",
+            "{}".to_string(),
+        ),
+    ]
 }
 
 impl std::fmt::Debug for Instance {
@@ -200,6 +228,7 @@ impl Instance {
             stderr_tail,
             last_used: Mutex::new(Instant::now()),
             protocol_version: Arc::default(),
+            modern: AtomicBool::new(false),
         }))
     }
 
@@ -289,17 +318,37 @@ impl Instance {
         }
         self.touch();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let env = envelope();
+        let env_pairs: Vec<(&str, &str)> = if self.modern.load(Ordering::Relaxed) {
+            env.iter().map(|(k, v)| (*k, v.as_str())).collect()
+        } else {
+            Vec::new()
+        };
         let (line, client_token) = match outgoing {
-            Outgoing::Request { method, params } => (request_line(id, method, params), None),
+            Outgoing::Request { method, params } if env_pairs.is_empty() => {
+                (request_line(id, method, params), None)
+            }
+            Outgoing::Request { method, params } => {
+                let protocol = |e: serde_json::Error| UpstreamError::Protocol {
+                    upstream: self.name.clone(),
+                    reason: format!("cannot add the 2026-07-28 envelope: {e}"),
+                };
+                let meta_text = envelope_object(&env_pairs);
+                let params = match params {
+                    Some(p) => mcpb_protocol::rewrite::with_members(p, &[("_meta", &meta_text)]),
+                    None => RawValue::from_string(format!("{{\"_meta\":{meta_text}}}")),
+                }
+                .map_err(protocol)?;
+                (request_line(id, method, Some(&params)), None)
+            }
             Outgoing::ToolCall { tool, params } => {
                 let token = format!("{TOKEN_PREFIX}{id}");
                 let (params, client_token) =
-                    mcpb_protocol::rewrite::rewrite_call(params, tool, &token).map_err(|e| {
-                        UpstreamError::Protocol {
+                    mcpb_protocol::rewrite::rewrite_call(params, tool, &token, &env_pairs)
+                        .map_err(|e| UpstreamError::Protocol {
                             upstream: self.name.clone(),
                             reason: format!("cannot forward the call: {e}"),
-                        }
-                    })?;
+                        })?;
                 (request_line(id, "tools/call", Some(&params)), client_token)
             }
         };
@@ -366,6 +415,44 @@ impl Instance {
 
     pub async fn notify(&self, method: &str, params: Option<&RawValue>) {
         let _ = self.outbox.send(notification_line(method, params)).await;
+    }
+
+    /// Asks the upstream whether it speaks 2026-07-28 (`server/discover`). True when it does;
+    /// false when it refused, did not understand or did not answer in time, and the handshake of
+    /// earlier revisions should follow.
+    pub(crate) async fn discover(&self, timeout: Duration) -> Result<bool, UpstreamError> {
+        let env = envelope();
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let meta = format!("{{\"_meta\":{}}}", envelope_object(&pairs));
+        let Ok(params) = RawValue::from_string(meta) else {
+            return Ok(false);
+        };
+        let reply = match self
+            .request("server/discover", Some(&params), timeout)
+            .await
+        {
+            Ok(r) => r,
+            Err(UpstreamError::Timeout { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let Reply::Result(result) = reply else {
+            return Ok(false);
+        };
+        #[derive(serde::Deserialize)]
+        struct Discover {
+            #[serde(rename = "supportedVersions", default)]
+            supported: Vec<String>,
+        }
+        let modern = serde_json::from_str::<Discover>(result.get())
+            .map(|d| d.supported.iter().any(|v| revision::is_modern(v)))
+            .unwrap_or(false);
+        if modern {
+            self.modern.store(true, Ordering::SeqCst);
+            if let Ok(mut v) = self.protocol_version.lock() {
+                *v = "2026-07-28".to_string();
+            }
+        }
+        Ok(modern)
     }
 
     /// The MCP handshake at the newest revision the broker speaks; the upstream picks its own.

@@ -343,6 +343,7 @@ impl Instance {
             stderr_tail: Arc::new(Mutex::new(VecDeque::new())),
             last_used: Mutex::new(Instant::now()),
             protocol_version: version,
+            modern: AtomicBool::new(false),
         }))
     }
 }

@@ -80,6 +80,10 @@ pub struct UpstreamContext {
 
 type Slot = Arc<tokio::sync::Mutex<Option<Arc<Instance>>>>;
 
+/// How long an upstream gets to answer `server/discover` before the broker falls back to the
+/// `initialize` handshake.
+const DISCOVER_TIMEOUT: Duration = Duration::from_secs(3);
+
 pub struct Upstream {
     settings: UpstreamSettings,
     ctx: UpstreamContext,
@@ -91,6 +95,8 @@ pub struct Upstream {
     per_call: Mutex<Vec<Arc<Instance>>>,
     tools: Mutex<Option<Arc<Vec<Value>>>>,
     tools_stale: Arc<AtomicBool>,
+    /// Set when probing `server/discover` killed the upstream: use `initialize` only.
+    handshake_only: AtomicBool,
     instances: Arc<Semaphore>,
     concurrency: Option<Arc<Semaphore>>,
     active_calls: AtomicUsize,
@@ -159,6 +165,7 @@ impl Upstream {
             per_call: Mutex::default(),
             tools: Mutex::default(),
             tools_stale: Arc::new(AtomicBool::new(false)),
+            handshake_only: AtomicBool::new(false),
             instances,
             concurrency,
             active_calls: AtomicUsize::new(0),
@@ -420,7 +427,24 @@ impl Upstream {
         }
         let deadline = Instant::now() + self.settings.startup_timeout;
         let handshake = async {
-            inst.initialize(self.settings.startup_timeout).await?;
+            let probe = !self.handshake_only.load(Ordering::SeqCst)
+                && self.settings.transport == Transport::Stdio;
+            let modern = if probe {
+                let wait = self.settings.startup_timeout.min(DISCOVER_TIMEOUT);
+                match inst.discover(wait).await {
+                    Ok(m) => m,
+                    Err(e) => {
+                        // It died on a request it did not know: never ask this one again.
+                        self.handshake_only.store(true, Ordering::SeqCst);
+                        return Err(e);
+                    }
+                }
+            } else {
+                false
+            };
+            if !modern {
+                inst.initialize(self.settings.startup_timeout).await?;
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             list_all_tools(
                 &inst,

@@ -594,6 +594,13 @@ profiles:
             .unwrap()
     };
     assert_eq!(up("github")["protocol_version"], "2024-11-05");
+    assert_eq!(
+        up("git")["protocol_version"],
+        "2026-07-28",
+        "spoken to at its newest revision"
+    );
+    assert_eq!(up("time")["protocol_version"], "2026-07-28");
+    assert_eq!(up("everything")["protocol_version"], "2025-11-25");
     assert_eq!(up("git")["session_count"], 1);
     assert_eq!(up("time")["active_call_count"], 0);
     assert!(

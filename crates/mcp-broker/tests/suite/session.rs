@@ -28,6 +28,12 @@ fn lists_and_calls_the_example_upstream_at_every_revision() {
         let (code, stderr) = shim.finish();
         assert_eq!(code, Some(0), "{stderr}");
     }
+    // The example server (rmcp) speaks 2026-07-28, and the broker speaks it to it, whatever
+    // revision each client uses.
+    assert_eq!(
+        home.status()["upstreams"][0]["protocol_version"],
+        "2026-07-28"
+    );
 }
 
 #[test]
@@ -262,4 +268,56 @@ fn mixed_revisions_list_every_tool_whatever_each_side_speaks() {
         .map(|u| u["protocol_version"].as_str().unwrap())
         .collect();
     assert_eq!(versions, ["2025-06-18", "2025-11-25", "2024-11-05"]);
+}
+
+#[test]
+fn modern_upstreams_get_the_envelope_and_others_fall_back_to_initialize() {
+    let home = Home::with_config(&super::support::fixture_config(
+        &[
+            ("modern", "--modern"),
+            ("plain", ""),
+            ("fragile", "--die-on-discover"),
+        ],
+        "",
+    ));
+    let mut old = home.shim(&[]);
+    old.initialize("2025-06-18");
+    // The modern fixture refuses any request without the 2026-07-28 envelope: the broker adds it.
+    let r = old.call("modern.echo", json!({"text": "hi"}));
+    assert_eq!(
+        r["result"],
+        json!({"content": [{"type": "text", "text": "hi"}], "isError": false}),
+        "resultType removed for a 2025 client: {r}"
+    );
+    assert_eq!(
+        old.call("plain.echo", json!({"text": "p"}))["result"]["content"][0]["text"],
+        "p"
+    );
+    // An upstream that dies when asked server/discover is asked only with initialize afterwards.
+    let first = old.call("fragile.echo", json!({"text": "f"}));
+    assert!(first["error"].is_object(), "{first}");
+    let second = old.call("fragile.echo", json!({"text": "f"}));
+    assert_eq!(second["result"]["content"][0]["text"], "f", "{second}");
+    // input_required cannot be relayed yet: a clear error, not a confusing result.
+    let r = old.call("modern.needs_input", json!({}));
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("input_required"),
+        "{r}"
+    );
+    let st = home.status();
+    let version = |n: &str| {
+        st["upstreams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["name"] == n)
+            .unwrap()["protocol_version"]
+            .clone()
+    };
+    assert_eq!(version("modern"), "2026-07-28");
+    assert_eq!(version("plain"), "2025-11-25");
+    assert_eq!(version("fragile"), "2025-11-25");
 }
