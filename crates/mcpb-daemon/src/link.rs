@@ -23,7 +23,12 @@ pub struct SessionLink {
     next: AtomicU64,
     /// A 2026-07-28 client takes no requests from the server over the stream.
     modern: std::sync::atomic::AtomicBool,
+    /// A 2026-07-28 client's open `subscriptions/listen` request, if it asked for tool list
+    /// changes: their notifications carry its id.
+    listen: Mutex<Option<Box<RawValue>>>,
 }
+
+const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
 
 impl SessionLink {
     pub fn new(id: u64, out: mpsc::Sender<Vec<u8>>, upstreams: Vec<String>) -> Self {
@@ -35,11 +40,63 @@ impl SessionLink {
             waiting: Mutex::default(),
             next: AtomicU64::new(1),
             modern: std::sync::atomic::AtomicBool::new(false),
+            listen: Mutex::new(None),
         }
     }
 
     pub fn id_for_registry(&self) -> u64 {
         self.id
+    }
+
+    /// The tool list may have changed: a handshake-era client is told at once; a 2026-07-28
+    /// client only on its `subscriptions/listen` stream, if it opened one for tools.
+    pub fn tools_changed(&self) {
+        if !self.modern.load(Ordering::SeqCst) {
+            self.notify(notification_line("notifications/tools/list_changed", None));
+            return;
+        }
+        let listen = self.listen.lock().ok().and_then(|l| l.clone());
+        if let Some(id) = listen {
+            let params = format!("{{\"_meta\":{{\"{SUBSCRIPTION_ID_KEY}\":{}}}}}", id.get());
+            if let Ok(params) = RawValue::from_string(params) {
+                self.notify(notification_line(
+                    "notifications/tools/list_changed",
+                    Some(&params),
+                ));
+            }
+        }
+    }
+
+    /// Opens the session's subscription stream; returns the acknowledgement to send. Only tool
+    /// list changes are offered: the broker exposes tools, not prompts or resources.
+    pub fn listen(&self, id: &RawValue, wants_tools: bool) -> Vec<u8> {
+        if let Ok(mut l) = self.listen.lock() {
+            *l = wants_tools.then(|| id.to_owned());
+        }
+        let honored = if wants_tools {
+            "{\"toolsListChanged\":true}"
+        } else {
+            "{}"
+        };
+        let params = format!(
+            "{{\"notifications\":{honored},\"_meta\":{{\"{SUBSCRIPTION_ID_KEY}\":{}}}}}",
+            id.get()
+        );
+        match RawValue::from_string(params) {
+            Ok(p) => notification_line("notifications/subscriptions/acknowledged", Some(&p)),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The end of an open subscription stream (shutdown), as its final result.
+    pub fn end_listen(&self) -> Option<Vec<u8>> {
+        let id = self.listen.lock().ok().and_then(|mut l| l.take())?;
+        let result = format!(
+            "{{\"resultType\":\"complete\",\"_meta\":{{\"{SUBSCRIPTION_ID_KEY}\":{}}}}}",
+            id.get()
+        );
+        let result = RawValue::from_string(result).ok()?;
+        Some(mcpb_protocol::message::response_line(&id, &result))
     }
 
     pub fn set_modern(&self) {
@@ -175,19 +232,17 @@ impl Registry {
 
     /// After a reload: every session's view may have changed.
     pub fn all_lists_changed(&self) {
-        let line = notification_line("notifications/tools/list_changed", None);
         if let Ok(s) = self.sessions.lock() {
             for link in s.values() {
-                link.notify(line.clone());
+                link.tools_changed();
             }
         }
     }
 
     pub fn list_changed(&self, upstream: &str) {
-        let line = notification_line("notifications/tools/list_changed", None);
         if let Ok(s) = self.sessions.lock() {
             for link in s.values().filter(|l| l.sees(upstream)) {
-                link.notify(line.clone());
+                link.tools_changed();
             }
         }
     }

@@ -179,3 +179,62 @@ fn requests_needing_a_capability_the_client_lacks_are_refused() {
         "{text}"
     );
 }
+
+#[test]
+fn a_2026_client_hears_of_list_changes_only_on_its_subscription_stream() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let modern = |home: &Home| {
+        let mut shim = home.shim(&[]);
+        let r = shim.request("server/discover", json!({"_meta": meta}));
+        assert!(r["result"]["supportedVersions"].is_array());
+        shim
+    };
+    let mut listening = modern(&home);
+    send(
+        &mut listening,
+        json!({"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen",
+        "params": {"notifications": {"toolsListChanged": true, "promptsListChanged": true}, "_meta": meta}}),
+    );
+    let ack = listening.recv().unwrap();
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"toolsListChanged": true}),
+        "only what the broker honors"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen-1"
+    );
+    let mut silent = modern(&home);
+    send(
+        &mut listening,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "fx.list_changed", "arguments": {}, "_meta": meta}}),
+    );
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        got.push(listening.recv().unwrap());
+    }
+    let note = got
+        .iter()
+        .find(|m| m["method"] == "notifications/tools/list_changed")
+        .expect("announced");
+    assert_eq!(
+        note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen-1"
+    );
+    // Without a subscription a 2026 client is told nothing: its next message is its own answer.
+    let r = silent.request("tools/list", json!({"_meta": meta}));
+    assert!(r["result"]["tools"].is_array());
+    assert!(
+        silent.notifications.is_empty(),
+        "{:?}",
+        silent.notifications
+    );
+}

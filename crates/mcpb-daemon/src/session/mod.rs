@@ -372,6 +372,9 @@ impl Session {
                 _ = until_set(shutdown) => {
                     tasks.abort_all();
                     ended = Ended::Shutdown;
+                    if let Some(end) = link.end_listen() {
+                        out.send(end).await;
+                    }
                     break;
                 }
             }
@@ -452,6 +455,18 @@ impl Session {
         let line = match msg.method() {
             "initialize" => self.initialize(id, msg.params),
             "server/discover" => self.discover(id, msg.params),
+            "subscriptions/listen" if self.modern => {
+                let wants_tools = msg
+                    .params
+                    .and_then(|p| mcpb_protocol::rewrite::member(p, "notifications"))
+                    .and_then(|n| mcpb_protocol::rewrite::member(n, "toolsListChanged"))
+                    .is_some_and(|v| v.get() == "true");
+                match &self.link {
+                    // The request stays open; its answer comes when the stream ends.
+                    Some(link) => link.listen(id, wants_tools),
+                    None => return,
+                }
+            }
             "ping" => json_line(id, &serde_json::json!({})),
             "tools/list" | "tools/call" => {
                 if !self.initialized {
