@@ -1,0 +1,198 @@
+//! `mcpb-bench --retrieval`: the broker's tool search on public tool-retrieval data sets
+//! (`../shared/data/tool-retrieval/<set>/{tools,queries}.jsonl`), beside a plain BM25 baseline,
+//! with the metrics of those sets' README; then search latency and index build time on a
+//! 10,000-tool catalog made from the same tools.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use mcpb_catalog::{Index, ToolDoc, Weights};
+use serde_json::Value;
+
+struct Query {
+    text: String,
+    gold: Vec<String>,
+    groups: Vec<Vec<String>>,
+}
+
+fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Value>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
+}
+
+fn load(dir: &Path) -> anyhow::Result<(Vec<ToolDoc>, Vec<Query>)> {
+    let tools = read_jsonl(&dir.join("tools.jsonl"))?
+        .iter()
+        .map(|t| {
+            let id = t["id"].as_str().unwrap_or_default();
+            let server = t["server"].as_str().unwrap_or_default();
+            let server_text = t["server_title"].as_str().unwrap_or_default();
+            ToolDoc::from_definition(id, server, server_text, t)
+        })
+        .collect();
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|x| x.as_str().map(str::to_string))
+            .collect()
+    };
+    let queries = read_jsonl(&dir.join("queries.jsonl"))?
+        .iter()
+        .map(|q| Query {
+            text: q["query"].as_str().unwrap_or_default().to_string(),
+            gold: strings(&q["gold"]),
+            groups: q["gold_groups"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(strings)
+                .collect(),
+        })
+        .collect();
+    Ok((tools, queries))
+}
+
+#[derive(Default)]
+struct Metrics {
+    r1: f64,
+    r5: f64,
+    r10: f64,
+    mrr: f64,
+}
+
+fn evaluate(tools: &[ToolDoc], queries: &[Query], weights: Weights) -> Metrics {
+    let index = Index::build(tools, weights);
+    let mut m = Metrics::default();
+    for q in queries {
+        let ranked: Vec<&str> = index
+            .search(&q.text, 100, &|_| true)
+            .iter()
+            .map(|h| tools[h.doc].id.as_str())
+            .collect();
+        let recall = |k: usize| {
+            let top = &ranked[..k.min(ranked.len())];
+            let found = q
+                .groups
+                .iter()
+                .filter(|g| g.iter().any(|id| top.contains(&id.as_str())))
+                .count();
+            found as f64 / q.groups.len().max(1) as f64
+        };
+        if std::env::var_os("MCPB_RETRIEVAL_DEBUG").is_some() && recall(5) < 1.0 {
+            eprintln!(
+                "Q: {}\n  top5: {:?}\n  gold: {:?}",
+                q.text.chars().take(160).collect::<String>(),
+                &ranked[..5.min(ranked.len())],
+                q.gold
+            );
+        }
+        m.r1 += recall(1);
+        m.r5 += recall(5);
+        m.r10 += recall(10);
+        if let Some(rank) = ranked.iter().position(|id| q.gold.iter().any(|g| g == id)) {
+            m.mrr += 1.0 / (rank + 1) as f64;
+        }
+    }
+    let n = queries.len().max(1) as f64;
+    Metrics {
+        r1: m.r1 / n,
+        r5: m.r5 / n,
+        r10: m.r10 / n,
+        mrr: m.mrr / n,
+    }
+}
+
+pub fn run() -> anyhow::Result<()> {
+    let root = std::env::var_os("MCPB_RETRIEVAL_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/tool-retrieval")
+        });
+    println!("| data set | ranking | R@1 | R@5 | R@10 | MRR |");
+    println!("|---|---|---|---|---|---|");
+    let mut all_tools = Vec::new();
+    let mut all_queries = Vec::new();
+    for set in ["livemcpbench", "livemcpbench-routes", "bfcl-live"] {
+        let dir = root.join(set);
+        if !dir.is_dir() {
+            println!("| {set} | (not found under {}) | | | | |", root.display());
+            continue;
+        }
+        let (tools, queries) = load(&dir)?;
+        let mut tuned = Weights::broker();
+        if let Ok(spec) = std::env::var("MCPB_WEIGHTS") {
+            // Exploration only: "name,desc,params,param_text,server,k1,b_name,b_desc"
+            let v: Vec<f32> = spec.split(',').filter_map(|x| x.parse().ok()).collect();
+            if v.len() == 8 {
+                tuned.field = [v[0], v[1], v[2], v[3], v[4]];
+                tuned.k1 = v[5];
+                tuned.b[0] = v[6];
+                tuned.b[1] = v[7];
+            }
+        }
+        for (label, weights) in [("plain BM25", Weights::plain_bm25()), ("mcp-broker", tuned)] {
+            let m = evaluate(&tools, &queries, weights);
+            println!(
+                "| {set} ({} queries) | {label} | {:.3} | {:.3} | {:.3} | {:.3} |",
+                queries.len(),
+                m.r1,
+                m.r5,
+                m.r10,
+                m.mrr
+            );
+        }
+        all_queries.extend(queries.into_iter().map(|q| q.text));
+        all_tools.extend(tools);
+    }
+    if all_tools.is_empty() {
+        return Ok(());
+    }
+    // 10,000 tools: the data sets' tools repeated under new upstream names.
+    let mut catalog = Vec::with_capacity(10_000);
+    let mut copy = 0;
+    while catalog.len() < 10_000 {
+        for t in &all_tools {
+            if catalog.len() == 10_000 {
+                break;
+            }
+            let mut t = t.clone();
+            t.server = format!("{}-{copy}", t.server);
+            t.id = format!("{}.{}", t.server, t.name);
+            catalog.push(t);
+        }
+        copy += 1;
+    }
+    let t = Instant::now();
+    let index = Index::build(&catalog, Weights::broker());
+    let build = t.elapsed();
+    let mut times = Vec::new();
+    for _ in 0..3 {
+        for q in &all_queries {
+            let t = Instant::now();
+            let hits = index.search(q, 10, &|_| true);
+            times.push(t.elapsed());
+            std::hint::black_box(hits);
+        }
+    }
+    times.sort();
+    let pct = |p: f64| times[((times.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e6;
+    println!();
+    println!("| catalog | index build | search p50 | search p99 | queries |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "| {} tools | {:.1} ms | {:.0} µs | {:.0} µs | {} |",
+        index.len(),
+        build.as_secs_f64() * 1000.0,
+        pct(0.5),
+        pct(0.99),
+        times.len()
+    );
+    Ok(())
+}

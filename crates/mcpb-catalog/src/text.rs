@@ -1,0 +1,209 @@
+//! Turning names and prose into search terms: identifiers split at camelCase, snake_case,
+//! kebab-case and dots, lower-cased, common English words dropped, and a light suffix stemmer so
+//! "files", "filing" and "filed" meet "file". CJK text becomes one term per character, so tools
+//! described in Chinese or Japanese stay findable.
+
+/// Words too common in tool descriptions and requests to tell tools apart.
+const STOPWORDS: &[&str] = &[
+    "a",
+    "an",
+    "and",
+    "are",
+    "as",
+    "at",
+    "be",
+    "by",
+    "can",
+    "do",
+    "for",
+    "from",
+    "get",
+    "has",
+    "have",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "me",
+    "my",
+    "of",
+    "on",
+    "or",
+    "our",
+    "please",
+    "should",
+    "so",
+    "that",
+    "the",
+    "their",
+    "them",
+    "then",
+    "there",
+    "these",
+    "this",
+    "those",
+    "to",
+    "us",
+    "use",
+    "using",
+    "was",
+    "we",
+    "what",
+    "when",
+    "which",
+    "will",
+    "with",
+    "would",
+    "you",
+    "your",
+    "want",
+    "need",
+    "all",
+    "any",
+    "also",
+    "about",
+    "after",
+    "before",
+    "via",
+    "given",
+    "specified",
+    "provided",
+    "how",
+    "who",
+    "where",
+    "some",
+    "such",
+    "than",
+];
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF)
+}
+
+/// Raw words: identifier parts and prose words, lower-case, before stopwords and stemming.
+pub fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut prev: Option<char> = None;
+    let flush = |cur: &mut String, out: &mut Vec<String>| {
+        if !cur.is_empty() {
+            out.push(cur.to_lowercase());
+            cur.clear();
+        }
+    };
+    for c in text.chars() {
+        if is_cjk(c) {
+            flush(&mut cur, &mut out);
+            out.push(c.to_string());
+            prev = None;
+            continue;
+        }
+        if !c.is_alphanumeric() {
+            flush(&mut cur, &mut out);
+            prev = None;
+            continue;
+        }
+        if let Some(p) = prev {
+            let camel = p.is_lowercase() && c.is_uppercase();
+            let digit_edge = p.is_ascii_digit() != c.is_ascii_digit();
+            if camel || digit_edge {
+                flush(&mut cur, &mut out);
+            }
+        }
+        cur.push(c);
+        prev = Some(c);
+    }
+    flush(&mut cur, &mut out);
+    out
+}
+
+/// A light English stemmer: plural and verb endings only, never below three letters.
+pub fn stem(word: &str) -> String {
+    let w = word;
+    let n = w.len();
+    if !w.is_ascii() || n <= 3 {
+        return w.to_string();
+    }
+    for (suffix, replace) in [
+        ("ies", "y"),
+        ("sses", "ss"),
+        ("xes", "x"),
+        ("ches", "ch"),
+        ("shes", "sh"),
+        ("ing", ""),
+        ("ed", ""),
+        ("s", ""),
+    ] {
+        if let Some(base) = w.strip_suffix(suffix) {
+            if suffix == "s" && (base.ends_with('s') || base.ends_with('u') || base.ends_with('i'))
+            {
+                continue;
+            }
+            if base.len() + replace.len() >= 3 {
+                let mut b = base.to_string();
+                // "running" -> "run", "stopped" -> "stop"
+                if (suffix == "ing" || suffix == "ed") && b.len() >= 4 {
+                    let bytes = b.as_bytes();
+                    let l = bytes.len();
+                    if bytes[l - 1] == bytes[l - 2] && !matches!(bytes[l - 1], b'l' | b's' | b'z') {
+                        b.pop();
+                    }
+                }
+                b.push_str(replace);
+                return b;
+            }
+        }
+    }
+    w.to_string()
+}
+
+/// Search terms: words without stopwords, stemmed.
+pub fn terms(text: &str) -> Vec<String> {
+    words(text)
+        .into_iter()
+        .filter(|w| !STOPWORDS.contains(&w.as_str()))
+        .map(|w| stem(&w))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_identifiers_of_every_style() {
+        assert_eq!(words("getCurrentTime"), ["get", "current", "time"]);
+        assert_eq!(
+            words("read_text-file.v2"),
+            ["read", "text", "file", "v", "2"]
+        );
+        assert_eq!(words("HTTPRequest"), ["httprequest"]);
+        assert_eq!(words("使用必应搜索"), ["使", "用", "必", "应", "搜", "索"]);
+    }
+
+    #[test]
+    fn stems_only_common_endings() {
+        for (w, s) in [
+            ("files", "file"),
+            ("searches", "search"),
+            ("running", "run"),
+            ("stopped", "stop"),
+            ("queries", "query"),
+            ("status", "status"),
+            ("class", "class"),
+            ("news", "new"),
+            ("is", "is"),
+        ] {
+            assert_eq!(stem(w), s, "{w}");
+        }
+    }
+
+    #[test]
+    fn drops_stopwords() {
+        assert_eq!(terms("Get the weather for a city"), ["weather", "city"]);
+    }
+}
