@@ -117,7 +117,7 @@ fn tools(opts: &Options) -> Vec<Value> {
         ),
         tool(
             "garbage",
-            "Write a line that is not JSON, then answer.",
+            "Write lines (default 1) that are not JSON, then answer.",
             true,
             json!({}),
         ),
@@ -401,7 +401,9 @@ fn call(shared: &Shared, id: Value, params: &Value) {
             answer(text(format!("{count} steps")));
         }
         "garbage" => {
-            send_raw(out, "this is not json {{{");
+            for _ in 0..args["lines"].as_u64().unwrap_or(1) {
+                send_raw(out, "this is not json {{{");
+            }
             answer(text("after garbage"));
         }
         "bigline" => {

@@ -365,3 +365,31 @@ fn a_client_that_never_reads_is_disconnected_and_delays_nobody_else() {
         "still"
     );
 }
+
+#[test]
+fn an_upstream_that_keeps_writing_garbage_is_stopped_as_unhealthy_and_restarted_on_next_use() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let mut shim = session(&home);
+    let first = home.upstream_pid("fx");
+    let _ = shim.call("fx.echo", json!({"text": "x"}));
+    let first = first.or_else(|| home.upstream_pid("fx")).unwrap();
+    let r = shim.call("fx.garbage", json!({"lines": 150}));
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("'fx'"),
+        "{r}"
+    );
+    assert!(
+        home.log().contains("stopping it as unhealthy"),
+        "{}",
+        home.log()
+    );
+    assert!(wait_until(Duration::from_secs(5), || !group_alive(first)));
+    assert_eq!(
+        text(&shim.call("fx.echo", json!({"text": "again"}))),
+        "again"
+    );
+    assert_ne!(home.upstream_pid("fx"), Some(first));
+}
