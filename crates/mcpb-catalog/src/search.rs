@@ -6,11 +6,38 @@
 //! upstream's tools.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::doc::ToolDoc;
 use crate::text;
 
 pub const FIELDS: usize = 5;
+
+/// A multiply-rotate hash (the one rustc uses internally): terms are short, trusted strings, so
+/// SipHash's flooding resistance buys nothing and costs a third of the build time.
+#[derive(Default)]
+struct TermHasher(u64);
+
+impl Hasher for TermHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word))
+                .wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.0 = (self.0.rotate_left(5) ^ u64::from(i)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type Dict = HashMap<String, u32, BuildHasherDefault<TermHasher>>;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Weights {
@@ -61,7 +88,9 @@ pub struct Index {
     /// Per document and field: number of terms.
     lengths: Vec<[u32; FIELDS]>,
     avg: [f32; FIELDS],
-    postings: HashMap<String, Vec<(u32, [u16; FIELDS])>>,
+    /// Term -> position in `postings`.
+    dict: Dict,
+    postings: Vec<Vec<(u32, [u16; FIELDS])>>,
 }
 
 fn tokenize(text: &str, analyze: bool) -> Vec<String> {
@@ -75,38 +104,55 @@ fn tokenize(text: &str, analyze: bool) -> Vec<String> {
 impl Index {
     pub fn build(docs: &[ToolDoc], weights: Weights) -> Self {
         let mut lengths = Vec::with_capacity(docs.len());
-        let mut postings: HashMap<String, Vec<(u32, [u16; FIELDS])>> = HashMap::new();
+        let mut dict =
+            Dict::with_capacity_and_hasher(docs.len() * 4, BuildHasherDefault::default());
+        let mut postings: Vec<Vec<(u32, [u16; FIELDS])>> = Vec::new();
         let mut totals = [0f64; FIELDS];
+        let mut seen: Vec<(u32, usize)> = Vec::new();
         for (i, d) in docs.iter().enumerate() {
-            let fields: [String; FIELDS] = if weights.single_field {
-                [
-                    format!("{} {} {}", d.name, d.description, d.params.join(" ")),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                ]
+            let params = d.params.join(" ");
+            let server = format!("{} {}", d.server, d.server_text);
+            let single;
+            let fields: [&str; FIELDS] = if weights.single_field {
+                single = format!("{} {} {}", d.name, d.description, params);
+                [&single, "", "", "", ""]
             } else {
-                [
-                    d.name.clone(),
-                    d.description.clone(),
-                    d.params.join(" "),
-                    d.param_text.clone(),
-                    format!("{} {}", d.server, d.server_text),
-                ]
+                [&d.name, &d.description, &params, &d.param_text, &server]
             };
-            let mut tf: HashMap<String, [u16; FIELDS]> = HashMap::new();
+            seen.clear();
             let mut len = [0u32; FIELDS];
             for (f, text) in fields.iter().enumerate() {
-                for term in tokenize(text, weights.analyze) {
-                    let slot = tf.entry(term).or_insert([0; FIELDS]);
-                    slot[f] = slot[f].saturating_add(1);
+                let mut add = |term: &str| {
+                    let id = match dict.get(term) {
+                        Some(id) => *id,
+                        None => {
+                            let id = dict.len() as u32;
+                            dict.insert(term.to_string(), id);
+                            postings.push(Vec::new());
+                            id
+                        }
+                    };
+                    seen.push((id, f));
                     len[f] += 1;
+                };
+                if weights.analyze {
+                    text::each_term(text, &mut add);
+                } else {
+                    text::each_word(text, &mut add);
                 }
                 totals[f] += f64::from(len[f]);
             }
-            for (term, counts) in tf {
-                postings.entry(term).or_default().push((i as u32, counts));
+            // Per term of this document: counts by field.
+            seen.sort_unstable();
+            let mut k = 0;
+            while k < seen.len() {
+                let id = seen[k].0;
+                let mut counts = [0u16; FIELDS];
+                while k < seen.len() && seen[k].0 == id {
+                    counts[seen[k].1] = counts[seen[k].1].saturating_add(1);
+                    k += 1;
+                }
+                postings[id as usize].push((i as u32, counts));
             }
             lengths.push(len);
         }
@@ -116,6 +162,7 @@ impl Index {
             weights,
             lengths,
             avg,
+            dict,
             postings,
         }
     }
@@ -136,9 +183,14 @@ impl Index {
         terms.dedup();
         let n = self.lengths.len() as f32;
         let w = &self.weights;
-        let mut scores: HashMap<u32, f32> = HashMap::new();
+        let mut scores = vec![0f32; self.lengths.len()];
+        let mut touched: Vec<u32> = Vec::new();
         for term in &terms {
-            let Some(list) = self.postings.get(term) else {
+            let Some(list) = self
+                .dict
+                .get(term)
+                .and_then(|id| self.postings.get(*id as usize))
+            else {
                 continue;
             };
             let df = list.len() as f32;
@@ -154,16 +206,20 @@ impl Index {
                     tf += w.field[f] * f32::from(counts[f]) / norm;
                 }
                 if tf > 0.0 {
-                    *scores.entry(*doc).or_insert(0.0) += idf * tf / (w.k1 + tf);
+                    let slot = &mut scores[*doc as usize];
+                    if *slot == 0.0 {
+                        touched.push(*doc);
+                    }
+                    *slot += idf * tf / (w.k1 + tf);
                 }
             }
         }
-        let mut hits: Vec<Hit> = scores
+        let mut hits: Vec<Hit> = touched
             .into_iter()
-            .filter(|(d, _)| keep(*d as usize))
-            .map(|(doc, score)| Hit {
+            .filter(|d| keep(*d as usize))
+            .map(|doc| Hit {
                 doc: doc as usize,
-                score,
+                score: scores[doc as usize],
             })
             .collect();
         let limit = limit.min(hits.len());

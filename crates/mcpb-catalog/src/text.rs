@@ -4,80 +4,84 @@
 //! described in Chinese or Japanese stay findable.
 
 /// Words too common in tool descriptions and requests to tell tools apart.
-const STOPWORDS: &[&str] = &[
-    "a",
-    "an",
-    "and",
-    "are",
-    "as",
-    "at",
-    "be",
-    "by",
-    "can",
-    "do",
-    "for",
-    "from",
-    "get",
-    "has",
-    "have",
-    "i",
-    "if",
-    "in",
-    "into",
-    "is",
-    "it",
-    "its",
-    "me",
-    "my",
-    "of",
-    "on",
-    "or",
-    "our",
-    "please",
-    "should",
-    "so",
-    "that",
-    "the",
-    "their",
-    "them",
-    "then",
-    "there",
-    "these",
-    "this",
-    "those",
-    "to",
-    "us",
-    "use",
-    "using",
-    "was",
-    "we",
-    "what",
-    "when",
-    "which",
-    "will",
-    "with",
-    "would",
-    "you",
-    "your",
-    "want",
-    "need",
-    "all",
-    "any",
-    "also",
-    "about",
-    "after",
-    "before",
-    "via",
-    "given",
-    "specified",
-    "provided",
-    "how",
-    "who",
-    "where",
-    "some",
-    "such",
-    "than",
-];
+fn is_stopword(word: &str) -> bool {
+    // A match compiles to a few length and byte comparisons, much cheaper per token than a
+    // scan through a list.
+    matches!(
+        word,
+        "a" | "an"
+            | "and"
+            | "are"
+            | "as"
+            | "at"
+            | "be"
+            | "by"
+            | "can"
+            | "do"
+            | "for"
+            | "from"
+            | "get"
+            | "has"
+            | "have"
+            | "i"
+            | "if"
+            | "in"
+            | "into"
+            | "is"
+            | "it"
+            | "its"
+            | "me"
+            | "my"
+            | "of"
+            | "on"
+            | "or"
+            | "our"
+            | "please"
+            | "should"
+            | "so"
+            | "that"
+            | "the"
+            | "their"
+            | "them"
+            | "then"
+            | "there"
+            | "these"
+            | "this"
+            | "those"
+            | "to"
+            | "us"
+            | "use"
+            | "using"
+            | "was"
+            | "we"
+            | "what"
+            | "when"
+            | "which"
+            | "will"
+            | "with"
+            | "would"
+            | "you"
+            | "your"
+            | "want"
+            | "need"
+            | "all"
+            | "any"
+            | "also"
+            | "about"
+            | "after"
+            | "before"
+            | "via"
+            | "given"
+            | "specified"
+            | "provided"
+            | "how"
+            | "who"
+            | "where"
+            | "some"
+            | "such"
+            | "than"
+    )
+}
 
 fn is_cjk(c: char) -> bool {
     matches!(c as u32,
@@ -91,8 +95,7 @@ pub fn words(text: &str) -> Vec<String> {
     let mut prev: Option<char> = None;
     let flush = |cur: &mut String, out: &mut Vec<String>| {
         if !cur.is_empty() {
-            out.push(cur.to_lowercase());
-            cur.clear();
+            out.push(std::mem::take(cur));
         }
     };
     for c in text.chars() {
@@ -114,7 +117,11 @@ pub fn words(text: &str) -> Vec<String> {
                 flush(&mut cur, &mut out);
             }
         }
-        cur.push(c);
+        if c.is_ascii() {
+            cur.push(c.to_ascii_lowercase());
+        } else {
+            cur.extend(c.to_lowercase());
+        }
         prev = Some(c);
     }
     flush(&mut cur, &mut out);
@@ -123,10 +130,14 @@ pub fn words(text: &str) -> Vec<String> {
 
 /// A light English stemmer: plural and verb endings only, never below three letters.
 pub fn stem(word: &str) -> String {
-    let w = word;
+    stem_owned(word.to_string())
+}
+
+fn stem_owned(word: String) -> String {
+    let w = word.as_str();
     let n = w.len();
     if !w.is_ascii() || n <= 3 {
-        return w.to_string();
+        return word;
     }
     for (suffix, replace) in [
         ("ies", "y"),
@@ -158,15 +169,71 @@ pub fn stem(word: &str) -> String {
             }
         }
     }
-    w.to_string()
+    word
+}
+
+/// Calls `f` with each raw word of `text` (see `words`), reusing one buffer: no allocation per
+/// word.
+pub fn each_word(text: &str, mut f: impl FnMut(&str)) {
+    let mut cur = String::new();
+    let mut prev: Option<char> = None;
+    for c in text.chars() {
+        if is_cjk(c) {
+            if !cur.is_empty() {
+                f(&cur);
+                cur.clear();
+            }
+            let mut b = [0u8; 4];
+            f(c.encode_utf8(&mut b));
+            prev = None;
+            continue;
+        }
+        if !c.is_alphanumeric() {
+            if !cur.is_empty() {
+                f(&cur);
+                cur.clear();
+            }
+            prev = None;
+            continue;
+        }
+        if let Some(p) = prev {
+            let camel = p.is_lowercase() && c.is_uppercase();
+            let digit_edge = p.is_ascii_digit() != c.is_ascii_digit();
+            if (camel || digit_edge) && !cur.is_empty() {
+                f(&cur);
+                cur.clear();
+            }
+        }
+        if c.is_ascii() {
+            cur.push(c.to_ascii_lowercase());
+        } else {
+            cur.extend(c.to_lowercase());
+        }
+        prev = Some(c);
+    }
+    if !cur.is_empty() {
+        f(&cur);
+    }
+}
+
+/// Calls `f` with each search term of `text` (see `terms`), allocating only when a word is
+/// stemmed.
+pub fn each_term(text: &str, mut f: impl FnMut(&str)) {
+    each_word(text, |w| {
+        if is_stopword(w) {
+            return;
+        }
+        let stemmed = stem(w);
+        f(&stemmed);
+    });
 }
 
 /// Search terms: words without stopwords, stemmed.
 pub fn terms(text: &str) -> Vec<String> {
     words(text)
         .into_iter()
-        .filter(|w| !STOPWORDS.contains(&w.as_str()))
-        .map(|w| stem(&w))
+        .filter(|w| !is_stopword(w))
+        .map(stem_owned)
         .collect()
 }
 
@@ -200,6 +267,17 @@ mod tests {
         ] {
             assert_eq!(stem(w), s, "{w}");
         }
+    }
+
+    #[test]
+    fn the_streaming_forms_agree_with_the_collecting_ones() {
+        let text = "Search GitHub repositoriesByName in 東京 for running_jobs v2.0";
+        let mut streamed = Vec::new();
+        each_term(text, |t| streamed.push(t.to_string()));
+        assert_eq!(streamed, terms(text));
+        let mut raw = Vec::new();
+        each_word(text, |t| raw.push(t.to_string()));
+        assert_eq!(raw, words(text));
     }
 
     #[test]
