@@ -49,6 +49,8 @@ pub struct Weights {
     pub analyze: bool,
     /// Put every field into one (the plain baseline).
     pub single_field: bool,
+    /// Weight of a related word added for a request word (see `text::related`).
+    pub related: f32,
 }
 
 impl Weights {
@@ -60,6 +62,7 @@ impl Weights {
             k1: 1.2,
             analyze: true,
             single_field: false,
+            related: 0.5,
         }
     }
 
@@ -71,6 +74,7 @@ impl Weights {
             k1: 1.2,
             analyze: false,
             single_field: true,
+            related: 0.0,
         }
     }
 }
@@ -178,14 +182,23 @@ impl Index {
     /// The best `limit` documents for `query`, best first; `keep` filters documents (e.g. one
     /// upstream, or what a profile may see).
     pub fn search(&self, query: &str, limit: usize, keep: &dyn Fn(usize) -> bool) -> Vec<Hit> {
-        let mut terms = tokenize(query, self.weights.analyze);
-        terms.sort();
-        terms.dedup();
+        let mut terms: Vec<(String, f32)> = Vec::new();
+        for t in tokenize(query, self.weights.analyze) {
+            if self.weights.analyze {
+                for r in text::related(&t) {
+                    terms.push((r.to_string(), self.weights.related));
+                }
+            }
+            terms.push((t, 1.0));
+        }
+        // One entry per term, at its strongest weight.
+        terms.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)));
+        terms.dedup_by(|a, b| a.0 == b.0);
         let n = self.lengths.len() as f32;
         let w = &self.weights;
         let mut scores = vec![0f32; self.lengths.len()];
         let mut touched: Vec<u32> = Vec::new();
-        for term in &terms {
+        for (term, qweight) in terms.iter().filter(|(_, q)| *q > 0.0) {
             let Some(list) = self
                 .dict
                 .get(term)
@@ -206,11 +219,13 @@ impl Index {
                     tf += w.field[f] * f32::from(counts[f]) / norm;
                 }
                 if tf > 0.0 {
-                    let slot = &mut scores[*doc as usize];
-                    if *slot == 0.0 {
+                    // Every contribution is positive (weights > 0 were filtered above), so a zero
+                    // score means the document was not touched yet.
+                    let d = *doc as usize;
+                    if scores[d] == 0.0 {
                         touched.push(*doc);
                     }
-                    *slot += idf * tf / (w.k1 + tf);
+                    scores[d] += qweight * idf * tf / (w.k1 + tf);
                 }
             }
         }
@@ -277,6 +292,38 @@ mod tests {
         assert_eq!(hits[0].doc, 0);
         let only_fs = index.search("time file directory", 5, &|d| docs[d].server == "fs");
         assert!(only_fs.iter().all(|h| docs[h.doc].server == "fs"));
+    }
+
+    #[test]
+    fn request_words_reach_the_words_tools_use() {
+        let docs = vec![
+            doc(
+                "fs",
+                "write_file",
+                "Write content to a file",
+                &["path", "content"],
+            ),
+            doc("fs", "read_file", "Read a file", &["path"]),
+            doc("web", "fetch", "Fetch a URL", &["url"]),
+        ];
+        let index = Index::build(&docs, Weights::broker());
+        assert_eq!(
+            docs[index.search("save my notes", 3, &|_| true)[0].doc].name,
+            "write_file"
+        );
+        assert_eq!(
+            docs[index.search("download this webpage", 3, &|_| true)[0].doc].name,
+            "fetch"
+        );
+        // With no related word weight the plain query finds nothing for "save".
+        let plain = Index::build(
+            &docs,
+            Weights {
+                related: 0.0,
+                ..Weights::broker()
+            },
+        );
+        assert!(plain.search("save my notes", 3, &|_| true).is_empty());
     }
 
     #[test]

@@ -228,6 +228,39 @@ pub fn each_term(text: &str, mut f: impl FnMut(&str)) {
     });
 }
 
+/// Words people use in requests for what tool definitions usually call otherwise: the action
+/// verbs and object nouns of tool vocabularies (stemmed forms). A request term adds these at a
+/// lower weight.
+pub fn related(term: &str) -> &'static [&'static str] {
+    match term {
+        "save" | "store" => &["write", "create"],
+        "write" => &["save"],
+        "find" | "look" | "lookup" => &["search", "query"],
+        "search" => &["find", "query"],
+        "show" | "display" => &["get", "list"],
+        "check" | "see" => &["get", "search"],
+        "make" | "build" => &["create", "generate"],
+        "create" => &["generate", "new"],
+        "remove" | "erase" => &["delete"],
+        "delete" => &["remove"],
+        "open" | "load" => &["read", "get"],
+        "read" => &["get", "load"],
+        "change" | "modify" | "edit" => &["update", "edit"],
+        "run" | "launch" => &["execute", "start"],
+        "download" => &["fetch", "get"],
+        "fetch" => &["get", "download"],
+        "picture" | "photo" => &["image"],
+        "image" => &["picture", "photo"],
+        "webpage" | "website" | "page" | "link" => &["url", "web"],
+        "folder" => &["directory"],
+        "directory" => &["folder"],
+        "document" => &["file", "doc"],
+        "recommend" => &["suggest"],
+        "suggest" => &["recommend"],
+        _ => &[],
+    }
+}
+
 /// Search terms: words without stopwords, stemmed.
 pub fn terms(text: &str) -> Vec<String> {
     words(text)
