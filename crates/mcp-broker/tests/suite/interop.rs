@@ -293,10 +293,11 @@ fn upstreams_get_a_cleared_environment_plus_their_config() {
     assert!(!home.log().contains("k-123"), "secret value in the log");
 }
 
-#[test]
-fn sigterm_lets_an_in_flight_call_finish_before_exiting() {
+/// A daemon in the foreground (so the test can signal it) over the interop config, and a warm
+/// session with server-everything running.
+fn foreground_daemon_with_session() -> (Home, std::process::Child, super::support::Shim) {
     let (home, _deps, path) = setup();
-    let mut daemon = home
+    let daemon = home
         .cmd(&["daemon"])
         .env("PATH", &path)
         .stderr(Stdio::null())
@@ -309,6 +310,12 @@ fn sigterm_lets_an_in_flight_call_finish_before_exiting() {
     let mut shim = super::support::Shim::spawn(home.cmd(&["stdio"]));
     shim.initialize("2025-11-25");
     shim.call("everything.echo", json!({"message": "warm"}));
+    (home, daemon, shim)
+}
+
+#[test]
+fn sigterm_lets_an_in_flight_call_finish_before_exiting() {
+    let (_home, mut daemon, mut shim) = foreground_daemon_with_session();
     let slow = json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
         "params": {"name": "everything.trigger-long-running-operation", "arguments": {"duration": 1, "steps": 2}}});
     shim.send_raw(format!("{slow}\n").as_bytes()).unwrap();
@@ -345,20 +352,7 @@ fn sigterm_lets_an_in_flight_call_finish_before_exiting() {
 
 #[test]
 fn a_second_sigterm_stops_at_once_and_kills_the_upstreams() {
-    let (home, _deps, path) = setup();
-    let mut daemon = home
-        .cmd(&["daemon"])
-        .env("PATH", &path)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(super::support::wait_until(
-        std::time::Duration::from_secs(10),
-        || home.socket().exists()
-    ));
-    let mut shim = super::support::Shim::spawn(home.cmd(&["stdio"]));
-    shim.initialize("2025-11-25");
-    shim.call("everything.echo", json!({"message": "warm"}));
+    let (home, mut daemon, mut shim) = foreground_daemon_with_session();
     let up = home.upstream_pid("everything").unwrap();
     let slow = json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
         "params": {"name": "everything.trigger-long-running-operation", "arguments": {"duration": 30, "steps": 3}}});
