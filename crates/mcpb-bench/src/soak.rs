@@ -20,8 +20,14 @@ struct Tally {
     misrouted: usize,
 }
 
-/// One session: `calls` echo calls with up to `window` in flight, each answer checked.
-fn session(env: &Env, tag: usize, calls: usize, window: usize) -> anyhow::Result<Tally> {
+type Session = (
+    std::process::Child,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+);
+
+/// A shim with its `initialize` sent (its answer is left for the caller to read).
+fn open_session(env: &Env) -> anyhow::Result<Session> {
     let mut child = env
         .broker(&["stdio"])
         .stdin(Stdio::piped())
@@ -34,6 +40,12 @@ fn session(env: &Env, tag: usize, calls: usize, window: usize) -> anyhow::Result
         stdin,
         r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"soak","version":"1"}}}}}}"#
     )?;
+    Ok((child, stdin, stdout))
+}
+
+/// One session: `calls` echo calls with up to `window` in flight, each answer checked.
+fn session(env: &Env, tag: usize, calls: usize, window: usize) -> anyhow::Result<Tally> {
+    let (mut child, mut stdin, stdout) = open_session(env)?;
     let (line_tx, line_rx) = channel::<String>();
     std::thread::spawn(move || {
         for line in stdout.lines() {
@@ -183,18 +195,7 @@ pub fn run(env: &Env, quick: bool) -> anyhow::Result<()> {
     let env_m = env.with_upstreams(m);
     let mut clients = Vec::new();
     for _ in 0..n {
-        let mut child = env_m
-            .broker(&["stdio"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let mut stdin = child.stdin.take().context("stdin")?;
-        let mut out = BufReader::new(child.stdout.take().context("stdout")?);
-        writeln!(
-            stdin,
-            r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"soak","version":"1"}}}}}}"#
-        )?;
+        let (child, mut stdin, mut out) = open_session(&env_m)?;
         for u in 0..m {
             writeln!(
                 stdin,

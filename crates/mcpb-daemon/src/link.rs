@@ -44,10 +44,6 @@ impl SessionLink {
         }
     }
 
-    pub fn id_for_registry(&self) -> u64 {
-        self.id
-    }
-
     /// The tool list may have changed: a handshake-era client is told at once; a 2026-07-28
     /// client only on its `subscriptions/listen` stream, if it opened one for tools.
     pub fn tools_changed(&self) {

@@ -118,6 +118,20 @@ impl std::fmt::Debug for Instance {
     }
 }
 
+/// What a transport hands over to make an instance.
+pub(crate) struct Wiring {
+    pub name: String,
+    /// Group leader of the process; 0 for a remote upstream.
+    pub pid: u32,
+    pub outbox: mpsc::Sender<Vec<u8>>,
+    pub pending: Arc<Pending>,
+    pub alive: Arc<AtomicBool>,
+    pub exit: watch::Receiver<Option<String>>,
+    pub stop: Arc<Notify>,
+    pub stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    pub protocol_version: Arc<Mutex<String>>,
+}
+
 pub(crate) struct Launch<'a> {
     pub settings: &'a UpstreamSettings,
     pub env: &'a std::collections::BTreeMap<String, String>,
@@ -215,21 +229,36 @@ impl Instance {
             fail_all(&sup_pending);
         });
 
-        Ok(Arc::new(Self {
+        Ok(Self::assemble(Wiring {
             name,
             pid,
             outbox,
             pending,
-            next_id: AtomicU64::new(1),
             alive,
             exit: exit_rx,
             stop,
-            stopped_on_purpose: AtomicBool::new(false),
             stderr_tail,
-            last_used: Mutex::new(Instant::now()),
             protocol_version: Arc::default(),
-            modern: AtomicBool::new(false),
         }))
+    }
+
+    /// The instance over wiring a transport has set up (child pipes or HTTP tasks).
+    pub(crate) fn assemble(w: Wiring) -> Arc<Self> {
+        Arc::new(Self {
+            name: w.name,
+            pid: w.pid,
+            outbox: w.outbox,
+            pending: w.pending,
+            next_id: AtomicU64::new(1),
+            alive: w.alive,
+            exit: w.exit,
+            stop: w.stop,
+            stopped_on_purpose: AtomicBool::new(false),
+            stderr_tail: w.stderr_tail,
+            last_used: Mutex::new(Instant::now()),
+            protocol_version: w.protocol_version,
+            modern: AtomicBool::new(false),
+        })
     }
 
     pub fn pid(&self) -> u32 {

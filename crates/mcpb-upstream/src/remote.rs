@@ -6,10 +6,10 @@
 //! Both feed the same message handling as a child's stdout, so routing, progress and timeouts
 //! behave the same whatever the transport.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use mcpb_config::{Transport, UpstreamSettings};
@@ -20,7 +20,7 @@ use tokio::sync::{Notify, mpsc, watch};
 
 use crate::UpstreamError;
 use crate::inbound::{ListChanged, Pending, ReadCtx, dispatch, fail_all};
-use crate::instance::Instance;
+use crate::instance::{Instance, Wiring};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -330,20 +330,16 @@ impl Instance {
             fail_all(&sender_pending);
         });
 
-        Ok(Arc::new(Self {
+        Ok(Self::assemble(Wiring {
             name,
             pid: 0,
             outbox,
             pending,
-            next_id: AtomicU64::new(1),
             alive,
             exit: exit_rx,
             stop,
-            stopped_on_purpose: AtomicBool::new(false),
-            stderr_tail: Arc::new(Mutex::new(VecDeque::new())),
-            last_used: Mutex::new(Instant::now()),
+            stderr_tail: Arc::default(),
             protocol_version: version,
-            modern: AtomicBool::new(false),
         }))
     }
 }

@@ -387,9 +387,9 @@ impl Session {
                 _ = until_set(shutdown) => { tasks.abort_all(); ended = Ended::Shutdown; break }
             }
         }
-        self.broker.registry.remove(link.id_for_registry());
+        self.broker.registry.remove(link.session_id());
         link.close();
-        self.broker.release_session(link.id_for_registry());
+        self.broker.release_session(link.session_id());
         self.link = None;
         drop(link);
         if out.abandoned.load(Ordering::SeqCst) {
