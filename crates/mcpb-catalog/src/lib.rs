@@ -1,13 +1,24 @@
-//! The tool catalog: what is known about each upstream tool (its definition, split into the
-//! fields people and models search by) and a BM25F search index over them.
+//! The tool catalog: exposed names, each upstream's tool list cached on disk, the search index
+//! over tool definitions, pins of approved definitions and the scan of their descriptions.
 //!
-//! This crate is pure computation: it reads no files, starts nothing and knows nothing of
-//! sessions or policy; callers decide which tools go in and who may see the results.
+//! It reads and writes only the files it is given (the catalog directory and the pin store);
+//! it starts nothing and knows nothing of sessions or profiles: callers decide which tools go in
+//! and who may see the results.
 #![forbid(unsafe_code)]
 
+pub mod canonical;
 pub mod doc;
+mod error;
+pub mod names;
+pub mod pins;
+pub mod scan;
 pub mod search;
+pub mod store;
 pub mod text;
 
 pub use doc::ToolDoc;
+pub use error::CatalogError;
+pub use pins::{PinMode, Pins, Quarantine, Verdict};
+pub use scan::Finding;
 pub use search::{Hit, Index, Weights};
+pub use store::{CachedList, ListStore};

@@ -19,7 +19,7 @@ pub mod template;
 pub use error::{ConfigError, ConfigIssue};
 pub use layout::RuntimeLayout;
 pub use load::{EMBEDDED_DEFAULT, EXAMPLE, load, load_str, locate, parse_raw};
-pub use raw::{Lifecycle, NameStyle, Transport};
+pub use raw::{Lifecycle, NameStyle, PinModeSetting, Transport};
 pub use resolve::{ResolveContext, check_name};
 pub use settings::{BrokerSettings, ConfigSource, ProfileSettings, Settings, UpstreamSettings};
 pub use template::{Template, TemplateError};

@@ -28,6 +28,28 @@ pub struct RawConfig {
     /// Upstream MCP servers, by name. The name prefixes every tool the upstream exposes.
     #[serde(default)]
     pub upstreams: BTreeMap<Located<String>, RawUpstream>,
+    /// Approval of tool definitions (pins).
+    #[serde(default)]
+    pub pins: RawPins,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PinModeSetting {
+    /// Approve each upstream's first tool list as seen; quarantine later changes.
+    #[default]
+    Tofu,
+    /// Quarantine every tool until `mcp-broker pins approve`.
+    RequireApproval,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawPins {
+    /// `tofu` (default) or `require_approval`. A changed, renamed or new tool is quarantined
+    /// (hidden and uncallable) until `mcp-broker pins approve`.
+    #[serde(default)]
+    pub mode: PinModeSetting,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
@@ -72,6 +94,13 @@ pub struct RawBroker {
     /// built-in allowlist (PATH, HOME, LANG, TZ, TMPDIR, ...).
     #[serde(default)]
     pub env_passthrough: Vec<String>,
+    /// How long a stored oversized result (artifact) stays readable, in milliseconds.
+    /// Default 3600000 (one hour).
+    #[serde(default)]
+    pub artifact_ttl_ms: Option<u64>,
+    /// Disk space all artifacts may take together; the oldest go first. Default 268435456.
+    #[serde(default)]
+    pub artifact_max_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -147,6 +176,9 @@ pub struct RawUpstream {
     /// Believe this upstream's `readOnlyHint` annotations. Without it every tool counts as mutating.
     #[serde(default)]
     pub trust_annotations: bool,
+    /// Tools of this upstream known to be read-only whatever their annotations say.
+    #[serde(default)]
+    pub read_only_tools: Vec<String>,
     /// A safe probe used by `profile validate`.
     #[serde(default)]
     pub smoke: Option<RawSmoke>,
@@ -186,6 +218,8 @@ pub struct RawProfile {
     /// Show the compact broker_* facade instead of raw tools.
     #[serde(default)]
     pub compact_tools_enabled: bool,
+    /// Most tools a raw (non-compact) profile may expose; more is a configuration error, not a
+    /// silent cut.
     #[serde(default)]
     pub max_tools: Option<u32>,
     /// Show and allow tools not known to be read-only.
@@ -194,15 +228,20 @@ pub struct RawProfile {
     /// Mutating tools allowed even when `allow_mutating_upstreams` is false.
     #[serde(default)]
     pub mutating_allowlist: Vec<String>,
-    /// Tools exposed raw beside the facade.
+    /// Tools exposed raw beside the facade (dotted names, e.g. `github.search_issues`).
     #[serde(default)]
     pub pinned_tools: Vec<String>,
     #[serde(default)]
     pub broker_tool_name_style: NameStyle,
+    /// Largest result (in characters) handed to the client whole; a larger one is stored as an
+    /// artifact and the client gets a preview. Also sent upstream as
+    /// `_meta["mcp-broker/result_budget_chars"]`.
     #[serde(default)]
     pub result_budget_chars: Option<u64>,
+    /// Declared to the client as `anthropic/maxResultSizeChars` on broker_call_tool (≤ 500000).
     #[serde(default)]
     pub result_size_chars: Option<u64>,
+    /// For clients with a server allowlist: the server names this profile's client may use.
     #[serde(default)]
     pub mcp_allowed_servers: Option<Vec<String>>,
 }

@@ -211,6 +211,7 @@ impl Resolver<'_> {
             description: raw.description.clone(),
             tags: raw.tags.clone(),
             trust_annotations: raw.trust_annotations,
+            read_only_tools: raw.read_only_tools.clone(),
             smoke: raw.smoke.clone().map(SmokeSettings::from),
         }
     }
@@ -274,6 +275,8 @@ pub fn resolve(
             usize::try_from(n.max(4096)).unwrap_or(usize::MAX)
         }),
         env_passthrough: b.env_passthrough.clone(),
+        artifact_ttl: b.artifact_ttl_ms.map_or(defaults.artifact_ttl, ms),
+        artifact_max_bytes: b.artifact_max_bytes.unwrap_or(defaults.artifact_max_bytes),
     };
 
     let mut upstreams = BTreeMap::new();
@@ -350,13 +353,18 @@ pub fn resolve(
                 mcp_allowed_servers: p.mcp_allowed_servers.clone(),
             },
         );
-        if p.compact_tools_enabled {
-            r.issue(
-                name,
-                format!("profiles.{n}.compact_tools_enabled"),
-                "compact_tools_enabled is not supported by this version of mcp-broker".into(),
-                Some("set compact_tools_enabled: false to expose raw tools"),
-            );
+        for (i, pinned) in p.pinned_tools.iter().enumerate() {
+            let known = pinned
+                .split_once('.')
+                .is_some_and(|(up, _)| profiles[n].upstreams.iter().any(|u| u == up));
+            if !known {
+                r.issue(
+                    name,
+                    format!("profiles.{n}.pinned_tools[{i}]"),
+                    format!("pinned tool '{pinned}' is not of an upstream this profile sees"),
+                    Some("write pinned tools as <upstream>.<tool> of an upstream in the profile's upstreams"),
+                );
+            }
         }
     }
 
@@ -395,5 +403,6 @@ pub fn resolve(
         upstreams,
         profiles,
         clients,
+        pins: raw.pins.mode,
     })
 }

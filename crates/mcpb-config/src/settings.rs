@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::layout::RuntimeLayout;
-use crate::raw::{Lifecycle, NameStyle, RawSmoke, Transport};
+use crate::raw::{Lifecycle, NameStyle, PinModeSetting, RawSmoke, Transport};
 use crate::template::Template;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -36,6 +36,7 @@ pub struct Settings {
     pub profiles: BTreeMap<String, ProfileSettings>,
     /// Client name -> profile name.
     pub clients: BTreeMap<String, String>,
+    pub pins: PinModeSetting,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -54,6 +55,9 @@ pub struct BrokerSettings {
     pub max_frame_bytes: usize,
     pub max_processes: usize,
     pub env_passthrough: Vec<String>,
+    #[serde(serialize_with = "as_ms", rename = "artifact_ttl_ms")]
+    pub artifact_ttl: Duration,
+    pub artifact_max_bytes: u64,
 }
 
 impl Default for BrokerSettings {
@@ -68,6 +72,8 @@ impl Default for BrokerSettings {
             max_frame_bytes: 16 * 1024 * 1024,
             max_processes: 128,
             env_passthrough: Vec::new(),
+            artifact_ttl: Duration::from_millis(3_600_000),
+            artifact_max_bytes: 256 * 1024 * 1024,
         }
     }
 }
@@ -99,6 +105,7 @@ pub struct UpstreamSettings {
     pub description: Option<String>,
     pub tags: Vec<String>,
     pub trust_annotations: bool,
+    pub read_only_tools: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub smoke: Option<SmokeSettings>,
 }

@@ -25,9 +25,13 @@ pub fn split(style: NameStyle, name: &str) -> Option<(&str, &str)> {
     (!up.is_empty() && !tool.is_empty()).then_some((up, tool))
 }
 
-/// Read-only only when the upstream's annotations are trusted and say so; everything else is
-/// treated as able to change something.
+/// Read-only only when the config says so, or the upstream's annotations are trusted and say
+/// so; everything else is treated as able to change something.
 pub fn is_read_only(upstream: &UpstreamSettings, tool: &Value) -> bool {
+    let name = tool.get("name").and_then(Value::as_str);
+    if name.is_some_and(|n| upstream.read_only_tools.iter().any(|r| r == n)) {
+        return true;
+    }
     upstream.trust_annotations
         && tool
             .get("annotations")
@@ -63,7 +67,7 @@ mod tests {
 schema_version: 1
 upstreams:
   trusted: {command: x, trust_annotations: true}
-  untrusted: {command: x}
+  untrusted: {command: x, read_only_tools: [declared_read]}
 profiles:
   ro: {upstreams: [trusted, untrusted], mutating_allowlist: [trusted.write_it]}
   rw: {upstreams: [trusted], allow_mutating_upstreams: true}
@@ -101,6 +105,10 @@ profiles:
         assert!(
             !allows(ro, u, &read),
             "annotations of an untrusted upstream do not count"
+        );
+        assert!(
+            allows(ro, u, &json!({"name": "declared_read"})),
+            "config marks it read-only"
         );
         assert!(allows(rw, t, &other));
         assert!(!allows(rw, u, &read), "upstream not in the profile");

@@ -72,7 +72,7 @@ upstreams:
   each: {transport: streamable_http, url: "http://127.0.0.1:1/mcp", lifecycle: per_session}
   leak: {transport: streamable_http, url: "http://127.0.0.1:1/mcp", headers: {Authorization: "Bearer abc"}}
 profiles:
-  c: {compact_tools_enabled: true}
+  c: {compact_tools_enabled: true, pinned_tools: [nowhere.tool]}
 "#;
     insta::assert_snapshot!(errors(text));
 }

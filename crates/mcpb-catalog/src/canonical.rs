@@ -1,0 +1,107 @@
+//! Canonical JSON and its hash: object keys sorted at every level, no whitespace, so the same
+//! definition hashes the same whatever order an upstream writes its keys in.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+pub fn canonical(value: &Value) -> String {
+    let mut out = String::new();
+    write(value, &mut out);
+    out
+}
+
+fn write(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                if let Some(v) = map.get(k) {
+                    write(v, out);
+                }
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write(v, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// `sha256:<hex>` of the canonical form.
+pub fn hash(value: &Value) -> String {
+    hash_text(&canonical(value))
+}
+
+pub fn hash_text(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for b in digest.iter() {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+/// The parts of a tool definition a pin covers: everything a model reads or a call depends on.
+pub fn pinned_part(tool: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    for key in [
+        "name",
+        "title",
+        "description",
+        "inputSchema",
+        "outputSchema",
+        "annotations",
+    ] {
+        if let Some(v) = tool.get(key) {
+            out.insert(key.into(), v.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// Hash of the whole pinned part, and of it without the name (to recognise a renamed tool).
+pub fn definition_hashes(tool: &Value) -> (String, String) {
+    let mut part = pinned_part(tool);
+    let whole = hash(&part);
+    if let Some(obj) = part.as_object_mut() {
+        obj.remove("name");
+    }
+    (whole, hash(&part))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn key_order_does_not_matter_but_content_does() {
+        let a = json!({"b": 1, "a": {"y": [1, 2], "x": "s"}});
+        let b = json!({"a": {"x": "s", "y": [1, 2]}, "b": 1});
+        assert_eq!(canonical(&a), r#"{"a":{"x":"s","y":[1,2]},"b":1}"#);
+        assert_eq!(hash(&a), hash(&b));
+        assert_ne!(hash(&a), hash(&json!({"b": 2})));
+        let t = json!({"name": "x", "description": "d", "_meta": {"ignored": true}});
+        let renamed = json!({"name": "y", "description": "d"});
+        let (w1, b1) = definition_hashes(&t);
+        let (w2, b2) = definition_hashes(&renamed);
+        assert_ne!(w1, w2);
+        assert_eq!(b1, b2);
+    }
+}

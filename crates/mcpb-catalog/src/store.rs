@@ -1,0 +1,117 @@
+//! Each upstream's tool list on disk (`state/catalog/<upstream>.json`) with its hash and the time
+//! it was fetched, so search, describe and status answer while every upstream is stopped.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::CatalogError;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CachedList {
+    pub upstream: String,
+    /// `sha256:` of the canonical tool list.
+    pub hash: String,
+    pub fetched_at_unix: u64,
+    pub tools: Arc<Vec<Value>>,
+}
+
+impl CachedList {
+    pub fn new(upstream: &str, tools: Arc<Vec<Value>>, now_unix: u64) -> Self {
+        let hash = crate::canonical::hash(&Value::Array(tools.as_ref().clone()));
+        Self {
+            upstream: upstream.to_string(),
+            hash,
+            fetched_at_unix: now_unix,
+            tools,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ListStore {
+    dir: PathBuf,
+}
+
+impl ListStore {
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, upstream: &str) -> PathBuf {
+        self.dir.join(format!("{upstream}.json"))
+    }
+
+    /// The cached list of one upstream; `None` when it was never fetched.
+    pub fn load(&self, upstream: &str) -> Result<Option<CachedList>, CatalogError> {
+        let path = self.path(upstream);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(CatalogError::io(&path, e)),
+        };
+        let list: CachedList = serde_json::from_str(&text).map_err(|e| CatalogError::Corrupt {
+            path: path.clone(),
+            what: "cached tool list",
+            reason: e.to_string(),
+        })?;
+        Ok((list.upstream == upstream).then_some(list))
+    }
+
+    pub fn save(&self, list: &CachedList) -> Result<(), CatalogError> {
+        let text = serde_json::to_vec(list).map_err(|e| CatalogError::Corrupt {
+            path: self.path(&list.upstream),
+            what: "tool list",
+            reason: e.to_string(),
+        })?;
+        write_atomic(&self.path(&list.upstream), &text)
+    }
+}
+
+/// Write to a temporary file beside the target, then rename: a reader sees the old file or the
+/// new one, never half of one. Files are private to the user.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CatalogError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| CatalogError::io(dir, e))?;
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| CatalogError::io(&tmp, e))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| CatalogError::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| CatalogError::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn lists_survive_a_round_trip_and_corruption_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ListStore::new(dir.path().join("catalog"));
+        assert!(store.load("git").unwrap().is_none());
+        let list = CachedList::new("git", Arc::new(vec![json!({"name": "log"})]), 42);
+        store.save(&list).unwrap();
+        assert_eq!(store.load("git").unwrap(), Some(list));
+        std::fs::write(dir.path().join("catalog/git.json"), "{").unwrap();
+        assert!(matches!(
+            store.load("git"),
+            Err(CatalogError::Corrupt { .. })
+        ));
+    }
+}

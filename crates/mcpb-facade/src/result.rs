@@ -1,0 +1,221 @@
+//! Shaping a tool result for the model: projection first, then the profile's result budget. A
+//! result still over the budget is stored whole as an artifact and replaced by a preview that
+//! says how to read the rest.
+
+use serde_json::{Value, json};
+
+use crate::artifacts::ArtifactStore;
+use crate::projection::{Projection, cut_chars, project};
+
+/// Characters of a stored result shown in its preview.
+const PREVIEW_CHARS: usize = 2000;
+
+/// Where an oversized result goes, and how the model reads it back.
+pub struct Budget<'a> {
+    pub chars: usize,
+    pub store: &'a ArtifactStore,
+    pub profile: &'a str,
+    /// The exposed name of broker_get_artifact.
+    pub reader: &'a str,
+}
+
+fn note(text: String) -> Value {
+    json!({"type": "text", "text": format!("[mcp-broker] {text}")})
+}
+
+/// Applies a projection to a `tools/call` result: to structuredContent and to every text item
+/// that holds JSON; `max_chars` cuts the text the model reads.
+pub fn apply_projection(result: &mut Value, p: &Projection) {
+    let mut notes = Vec::new();
+    let mut projected_any = false;
+    if let Some(sc) = result.get("structuredContent").filter(|v| !v.is_null()) {
+        let (out, n) = project(sc, p);
+        result["structuredContent"] = out;
+        notes.extend(n);
+        projected_any = true;
+    }
+    let mut budget = p.max_chars;
+    let mut cut_any = false;
+    if let Some(items) = result.get_mut("content").and_then(Value::as_array_mut) {
+        for item in items.iter_mut() {
+            let Some(text) = item.get("text").and_then(Value::as_str) else {
+                continue;
+            };
+            let mut text = text.to_string();
+            if let Ok(parsed) = serde_json::from_str::<Value>(&text)
+                && (parsed.is_object() || parsed.is_array())
+            {
+                let (out, n) = project(&parsed, p);
+                if !projected_any {
+                    notes.extend(n);
+                }
+                projected_any = true;
+                text = out.to_string();
+            }
+            if let Some(left) = budget.as_mut() {
+                cut_any |= cut_chars(&mut text, *left);
+                *left = left.saturating_sub(text.chars().count());
+            }
+            item["text"] = Value::String(text);
+        }
+    }
+    if !projected_any && (!p.paths.is_empty() || p.max_array_items.is_some()) {
+        notes.push(
+            "the result holds no JSON to project; it is shown as the tool returned it".into(),
+        );
+    }
+    if cut_any {
+        notes.push(format!(
+            "text cut to max_chars {}",
+            p.max_chars.unwrap_or(0)
+        ));
+    }
+    if !notes.is_empty()
+        && let Some(items) = result.get_mut("content").and_then(Value::as_array_mut)
+    {
+        items.push(note(notes.join("; ")));
+    }
+}
+
+/// What the model would read of a result, as one text: text items as they are, other items as
+/// JSON, structuredContent when there is no text.
+pub fn readable(result: &Value) -> String {
+    let mut parts = Vec::new();
+    if let Some(items) = result.get("content").and_then(Value::as_array) {
+        for item in items {
+            match item.get("text").and_then(Value::as_str) {
+                Some(t) => parts.push(t.to_string()),
+                None => parts.push(item.to_string()),
+            }
+        }
+    }
+    let has_text = !parts.is_empty();
+    if !has_text && let Some(sc) = result.get("structuredContent").filter(|v| !v.is_null()) {
+        parts.push(serde_json::to_string_pretty(sc).unwrap_or_default());
+    }
+    parts.join("\n")
+}
+
+/// Size in characters the client would receive.
+pub fn size_chars(result: &Value) -> usize {
+    let text: usize = result
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .map(|i| match i.get("text").and_then(Value::as_str) {
+                    Some(t) => t.chars().count(),
+                    None => i.to_string().len(),
+                })
+                .sum()
+        })
+        .unwrap_or(0);
+    let structured = result
+        .get("structuredContent")
+        .filter(|v| !v.is_null())
+        .map_or(0, |v| v.to_string().len());
+    text + structured
+}
+
+/// Replaces a result over the budget by a preview and an artifact id. Error results pass.
+pub fn apply_budget(result: Value, budget: &Budget<'_>) -> Value {
+    let size = size_chars(&result);
+    if size <= budget.chars || result.get("isError") == Some(&Value::Bool(true)) {
+        return result;
+    }
+    let full = readable(&result);
+    let mut preview = full.clone();
+    cut_chars(&mut preview, PREVIEW_CHARS.min(budget.chars));
+    let shown = preview.chars().count();
+    match budget.store.put(budget.profile, &full) {
+        Ok(id) => {
+            let total = full.chars().count();
+            json!({
+                "content": [
+                    {"type": "text", "text": preview},
+                    note(format!(
+                        "result is {size} characters, over this profile's budget of {}; the first {shown} of {total} are shown. The whole result is artifact {id}: call {} {{\"id\": \"{id}\", \"offset\": {shown}}} for the rest, or call again with a projection.",
+                        budget.chars, budget.reader
+                    )),
+                ],
+                "_meta": {"mcp-broker/artifact": {"id": id, "size_chars": total}},
+            })
+        }
+        Err(e) => json!({
+            "content": [
+                {"type": "text", "text": preview},
+                note(format!(
+                    "result is {size} characters, over this profile's budget of {}; only the first {shown} are shown and the rest could not be stored ({e}). Call again with a projection.",
+                    budget.chars
+                )),
+            ],
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn projection_reaches_json_text_and_structured_content() {
+        let mut r = json!({
+            "content": [{"type": "text", "text": "{\"files\":[{\"name\":\"a\",\"size\":1}],\"n\":1}"}],
+            "structuredContent": {"files": [{"name": "a", "size": 1}], "n": 1}
+        });
+        let p = Projection {
+            paths: vec!["files[].name".into()],
+            ..Projection::default()
+        };
+        apply_projection(&mut r, &p);
+        assert_eq!(r["structuredContent"], json!({"files": [{"name": "a"}]}));
+        assert_eq!(r["content"][0]["text"], "{\"files\":[{\"name\":\"a\"}]}");
+        assert_eq!(
+            r["content"].as_array().unwrap().len(),
+            1,
+            "no notes when all matched"
+        );
+        let mut plain = json!({"content": [{"type": "text", "text": "hello world"}]});
+        apply_projection(
+            &mut plain,
+            &Projection {
+                max_chars: Some(5),
+                ..Projection::default()
+            },
+        );
+        assert_eq!(plain["content"][0]["text"], "hello");
+        assert!(
+            plain["content"][1]["text"]
+                .as_str()
+                .unwrap()
+                .contains("max_chars 5")
+        );
+    }
+
+    #[test]
+    fn over_budget_becomes_preview_plus_artifact() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ArtifactStore::new(dir.path().into(), Duration::from_secs(60), 1 << 20);
+        let budget = Budget {
+            chars: 100,
+            store: &store,
+            profile: "p",
+            reader: "broker.get_artifact",
+        };
+        let small = json!({"content": [{"type": "text", "text": "ok"}]});
+        assert_eq!(apply_budget(small.clone(), &budget), small);
+        let big = json!({"content": [{"type": "text", "text": "x".repeat(500)}]});
+        let out = apply_budget(big, &budget);
+        let id = out["_meta"]["mcp-broker/artifact"]["id"].as_str().unwrap();
+        assert_eq!(out["content"][0]["text"].as_str().unwrap().len(), 100);
+        assert!(
+            out["content"][1]["text"]
+                .as_str()
+                .unwrap()
+                .contains("broker.get_artifact")
+        );
+        assert_eq!(store.get("p", id, 0, 1000).unwrap().total_chars, 500);
+    }
+}

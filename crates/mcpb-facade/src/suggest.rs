@@ -1,0 +1,66 @@
+//! "Did you mean": the closest known names to an unknown one. Callers pass only names the
+//! profile may see, so a hidden tool is never suggested.
+
+/// Up to `n` names closest to `wanted`: first by shared words, then by edit distance.
+pub fn closest<'a>(
+    wanted: &str,
+    known: impl IntoIterator<Item = &'a str>,
+    n: usize,
+) -> Vec<String> {
+    let wanted_l = wanted.to_lowercase();
+    let words = |s: &str| -> Vec<String> {
+        s.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let want_words = words(&wanted_l);
+    let mut scored: Vec<(usize, usize, &str)> = known
+        .into_iter()
+        .map(|k| {
+            let kl = k.to_lowercase();
+            let shared = words(&kl).iter().filter(|w| want_words.contains(w)).count();
+            (usize::MAX - shared, distance(&wanted_l, &kl), k)
+        })
+        .filter(|(miss, dist, k)| *miss < usize::MAX || *dist <= k.len().max(wanted.len()) / 2)
+        .collect();
+    scored.sort();
+    scored
+        .into_iter()
+        .take(n)
+        .map(|(_, _, k)| k.to_string())
+        .collect()
+}
+
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggests_near_names_only() {
+        let known = [
+            "fs.read_file",
+            "fs.write_file",
+            "git.git_log",
+            "time.get_current_time",
+        ];
+        assert_eq!(closest("fs.read_fil", known, 2)[0], "fs.read_file");
+        assert_eq!(closest("read_file", known, 1), vec!["fs.read_file"]);
+        assert!(closest("zzzzzz", known, 3).is_empty());
+    }
+}
