@@ -56,6 +56,75 @@ pub enum Command {
     },
     /// Run the built-in example MCP server on stdio.
     ExampleServer,
+    /// What a profile puts into a model's context: tool definitions, bytes and o200k_base
+    /// tokens of its upstreams' raw tools against what the profile exposes.
+    Measure {
+        #[arg(long)]
+        profile: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search, describe and call tools through a profile, as a model would with the facade.
+    Tools {
+        /// Profile to use (default: `default`).
+        #[arg(long, global = true)]
+        profile: Option<String>,
+        /// Print the whole result as JSON.
+        #[arg(long, global = true)]
+        json: bool,
+        #[command(subcommand)]
+        command: ToolsCommand,
+    },
+    /// Approved tool definitions, quarantined changes and description findings.
+    Pins {
+        #[command(subcommand)]
+        command: PinsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ToolsCommand {
+    /// Ranked tools for a task, e.g. `tools search "read a file"`.
+    Search {
+        query: String,
+        #[arg(long)]
+        server: Option<String>,
+        #[arg(long)]
+        limit: Option<u32>,
+    },
+    /// Full definitions of tools by exposed name.
+    Describe {
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Call a tool: `tools call fs.read_file --args '{"path": "/tmp/x"}'`.
+    Call {
+        name: String,
+        /// Arguments as a JSON object.
+        #[arg(long)]
+        args: Option<String>,
+        /// `{"paths": [...], "max_array_items": N, "max_chars": N}`.
+        #[arg(long)]
+        projection: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PinsCommand {
+    /// Every cached tool: approved or quarantined (and why), with scan findings.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve quarantined tools (shows each diff), by `<upstream>.<tool>` or all of them.
+    Approve {
+        names: Vec<String>,
+        #[arg(long)]
+        all: bool,
+        /// Move an unreadable pin store aside and start a new one.
+        #[arg(long)]
+        reset: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

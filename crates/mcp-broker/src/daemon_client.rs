@@ -49,6 +49,15 @@ pub fn handshake(
 }
 
 pub fn admin(settings: &Settings, command: &str) -> anyhow::Result<Option<HelloReply>> {
+    admin_about(settings, command, None)
+}
+
+/// An admin command about one profile. `None` when no daemon runs.
+pub fn admin_about(
+    settings: &Settings,
+    command: &str,
+    profile: Option<&str>,
+) -> anyhow::Result<Option<HelloReply>> {
     let stream = match connect(settings) {
         Ok(s) => s,
         Err(e) if is_absent(&e) => return Ok(None),
@@ -58,6 +67,7 @@ pub fn admin(settings: &Settings, command: &str) -> anyhow::Result<Option<HelloR
         stream,
         HelloKind::Admin {
             command: command.to_string(),
+            profile: profile.map(str::to_string),
         },
     )?;
     Ok(Some(reply))

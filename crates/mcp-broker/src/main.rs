@@ -6,14 +6,17 @@ mod commands;
 mod daemon_client;
 mod demo;
 mod example_server;
+mod measure;
+mod pins_cmd;
 mod shim;
+mod tools_cmd;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use mcpb_config::{ResolveContext, Settings};
 
-use crate::cli::{Cli, Command, ConfigCommand};
+use crate::cli::{Cli, Command, ConfigCommand, PinsCommand, ToolsCommand};
 
 /// One line saying what happened, then `hint:` lines saying what to do.
 pub fn fail(message: &str, hints: &[&str]) -> ExitCode {
@@ -98,7 +101,62 @@ fn main() -> ExitCode {
             }
             ConfigCommand::Show => with_settings(config, commands::config_show),
         },
+        Command::Measure { profile, json } => {
+            with_settings(config, |s| measure::run(s, profile.as_deref(), json))
+        }
+        Command::Tools {
+            profile,
+            json,
+            command,
+        } => with_settings(config, |s| tools(s, profile.as_deref(), json, command)),
+        Command::Pins { command } => with_settings(config, |s| match command {
+            PinsCommand::List { json } => pins_cmd::list(s, json),
+            PinsCommand::Approve { names, all, reset } => pins_cmd::approve(s, &names, all, reset),
+        }),
     }
+}
+
+fn tools(
+    settings: &Settings,
+    profile: Option<&str>,
+    json: bool,
+    command: ToolsCommand,
+) -> ExitCode {
+    use mcpb_facade::FacadeTool;
+    let (tool, arguments) = match command {
+        ToolsCommand::Search {
+            query,
+            server,
+            limit,
+        } => (
+            FacadeTool::SearchTools,
+            serde_json::json!({"query": query, "server": server, "limit": limit}),
+        ),
+        ToolsCommand::Describe { names } => (
+            FacadeTool::DescribeTool,
+            serde_json::json!({"names": names}),
+        ),
+        ToolsCommand::Call {
+            name,
+            args,
+            projection,
+        } => {
+            let args = match tools_cmd::json_arg("args", args.as_deref()) {
+                Ok(a) => a,
+                Err(code) => return code,
+            };
+            let projection = match tools_cmd::json_arg("projection", projection.as_deref()) {
+                Ok(p) => p,
+                Err(code) => return code,
+            };
+            let mut a = serde_json::json!({"name": name, "arguments": args.unwrap_or_else(|| serde_json::json!({}))});
+            if let Some(p) = projection {
+                a["projection"] = p;
+            }
+            (FacadeTool::CallTool, a)
+        }
+    };
+    tools_cmd::run(settings, profile, tool, arguments, json)
 }
 
 /// For commands that only need to reach the daemon: the settings when the file is valid, else

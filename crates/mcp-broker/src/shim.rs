@@ -47,6 +47,7 @@ pub fn run(settings: &Settings, profile: Option<String>, client: Option<String>)
         client,
         cwd,
         pass_fds,
+        facade: false,
     };
     let (reply, mut from_daemon) = match handshake(stream, kind) {
         Ok(r) => r,

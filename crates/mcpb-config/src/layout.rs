@@ -56,6 +56,17 @@ impl RuntimeLayout {
     pub fn upstream_state_dir(&self, upstream: &str) -> PathBuf {
         self.state_dir().join("upstreams").join(upstream)
     }
+    /// Each upstream's cached tool list.
+    pub fn catalog_dir(&self) -> PathBuf {
+        self.state_dir().join("catalog")
+    }
+    pub fn pins_path(&self) -> PathBuf {
+        self.state_dir().join("pins.json")
+    }
+    /// Oversized results kept for broker_get_artifact.
+    pub fn artifacts_dir(&self) -> PathBuf {
+        self.run_dir().join("artifacts")
+    }
     pub fn socket_path(&self) -> PathBuf {
         self.sockets_dir().join("broker.sock")
     }

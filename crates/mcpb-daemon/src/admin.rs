@@ -48,8 +48,44 @@ pub fn status(broker: &Broker) -> StatusReport {
     }
 }
 
+/// A session id no client gets: instances a measurement starts for itself.
+const MEASURE_SESSION: u64 = u64::MAX;
+
+/// The raw tool lists of a profile's upstreams (as a client loading them directly would see
+/// them) and what the profile exposes instead. Starts upstreams whose lists are unknown.
+async fn measure(
+    broker: &Arc<Broker>,
+    profile: &mcpb_config::ProfileSettings,
+) -> serde_json::Value {
+    let mut upstreams = Vec::new();
+    for up in broker.profile_upstreams(profile) {
+        match up.tools(MEASURE_SESSION).await {
+            Ok(tools) => {
+                broker.catalog.observe(up.name(), &tools);
+                upstreams.push(serde_json::json!({"name": up.name(), "tools": *tools}));
+            }
+            Err(e) => {
+                upstreams.push(serde_json::json!({"name": up.name(), "error": e.to_string()}))
+            }
+        }
+    }
+    let exposed = broker
+        .list_tools(profile, MEASURE_SESSION, profile.compact_tools_enabled)
+        .await
+        .unwrap_or_else(|e| serde_json::json!({"error": e.to_string()}));
+    for up in broker.profile_upstreams(profile) {
+        up.release_session(MEASURE_SESSION).await;
+    }
+    serde_json::json!({"profile": profile.name, "upstreams": upstreams, "exposed": exposed})
+}
+
 /// Answers one admin command. `stop` only requests the shutdown; the listener carries it out.
-pub fn handle(broker: &Arc<Broker>, command: &str, stop: &tokio::sync::Notify) -> HelloReply {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    command: &str,
+    profile: Option<&str>,
+    stop: &tokio::sync::Notify,
+) -> HelloReply {
     let mut reply = HelloReply {
         ok: true,
         daemon_pid: std::process::id(),
@@ -68,6 +104,32 @@ pub fn handle(broker: &Arc<Broker>, command: &str, stop: &tokio::sync::Notify) -
                 );
             }
         },
+        "pins-reload" => {
+            broker.catalog.reload_pins();
+            for up in broker.config().upstreams.keys() {
+                broker.registry.list_changed(up);
+            }
+        }
+        "measure" => {
+            let name = profile.unwrap_or("default");
+            let Some(p) = broker.profile(name) else {
+                return HelloReply::refuse(
+                    format!("unknown profile '{name}'"),
+                    vec![format!(
+                        "known profiles: {}",
+                        broker
+                            .config()
+                            .settings
+                            .profiles
+                            .keys()
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )],
+                );
+            };
+            reply.data = Some(measure(broker, &p).await);
+        }
         "stop" => {
             tracing::info!("stop requested over the admin socket");
             stop.notify_one();
@@ -75,7 +137,7 @@ pub fn handle(broker: &Arc<Broker>, command: &str, stop: &tokio::sync::Notify) -
         other => {
             return HelloReply::refuse(
                 format!("unknown admin command '{other}'"),
-                vec!["known commands: ping, status, reload, stop".into()],
+                vec!["known commands: ping, status, reload, stop, measure, pins-reload".into()],
             );
         }
     }

@@ -2,7 +2,7 @@
 //! and `tools/call` routed by exposed name to the upstream that owns the tool.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
@@ -11,11 +11,13 @@ use mcpb_config::{ProfileSettings, Settings};
 use mcpb_protocol::BrokerRpcError;
 use mcpb_protocol::message::{raw_error_line, response_line, to_raw};
 use mcpb_upstream::{
-    CallOptions, ClientLink, Ledger, ListChanged, Outgoing, Reply, Shared as SharedLimits,
-    StopTimings, Upstream, UpstreamContext, UpstreamError, ledger_dir,
+    ClientLink, Ledger, ListChanged, Reply, Shared as SharedLimits, StopTimings, Upstream,
+    UpstreamContext, UpstreamError, ledger_dir,
 };
 
+use crate::facade::Answer;
 use crate::link::Registry;
+use crate::view::{self, Seen};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -42,6 +44,9 @@ pub struct Broker {
     /// One per client session being served (`broker.max_clients`).
     pub session_slots: Arc<tokio::sync::Semaphore>,
     pub registry: Arc<Registry>,
+    pub catalog: crate::catalog::Catalog,
+    /// Search index per profile name.
+    pub search_cache: std::sync::Mutex<HashMap<String, Arc<crate::facade::ProfileIndex>>>,
 }
 
 impl Broker {
@@ -73,7 +78,10 @@ impl Broker {
                 )
             })
             .collect();
+        let catalog = crate::catalog::Catalog::new(&settings);
         Self {
+            catalog,
+            search_cache: std::sync::Mutex::default(),
             config: std::sync::RwLock::new(Arc::new(Config {
                 settings,
                 upstreams,
@@ -139,56 +147,41 @@ impl Broker {
         InflightGuard(self.clone())
     }
 
-    /// The merged raw tool list of a profile. An upstream that cannot start or list is left out
-    /// (and logged); the others still answer.
-    pub async fn list_tools(&self, profile: &ProfileSettings, session: u64) -> Value {
-        let config = self.config();
-        let mut tasks = tokio::task::JoinSet::new();
-        for (i, name) in profile.upstreams.iter().enumerate() {
-            if let Some(up) = config
-                .upstreams
-                .get(name)
-                .filter(|u| u.settings().enabled())
-            {
-                let up = up.clone();
-                tasks.spawn(async move { (i, up.clone(), up.tools(session).await) });
-            }
-        }
-        let mut per_upstream = Vec::new();
-        while let Some(joined) = tasks.join_next().await {
-            match joined {
-                Ok((i, up, Ok(tools))) => per_upstream.push((i, up, tools)),
-                Ok((_, up, Err(e))) => {
-                    tracing::error!(upstream = up.name(), error = %e, "left out of tools/list")
-                }
-                Err(e) => tracing::error!(error = %e, "tools/list task failed"),
-            }
-        }
-        per_upstream.sort_by_key(|(i, _, _)| *i);
-        let style = profile.broker_tool_name_style;
+    /// What `tools/list` shows the profile: the facade plus pinned tools when compact, else
+    /// every visible tool (an error when that exceeds `max_tools`, never a silent cut).
+    pub async fn list_tools(
+        &self,
+        profile: &ProfileSettings,
+        session: u64,
+        facade: bool,
+    ) -> Result<Value, BrokerRpcError> {
+        let seen = self.seen_tools(profile, session, true).await;
         let mut out = Vec::new();
-        for (_, up, tools) in per_upstream {
-            for tool in tools.iter() {
-                if !mcpb_policy::allows(profile, up.settings(), tool) {
-                    continue;
-                }
-                let (Some(obj), Some(name)) =
-                    (tool.as_object(), tool.get("name").and_then(Value::as_str))
-                else {
-                    continue;
-                };
-                let mut exposed = obj.clone();
-                exposed.insert(
-                    "name".into(),
-                    Value::String(mcpb_policy::qualify(style, up.name(), name)),
+        if facade {
+            out = mcpb_facade::definitions(view::sep(profile), profile.result_size_chars);
+            if profile.compact_tools_enabled {
+                out.extend(
+                    seen.iter()
+                        .filter(|s| view::is_pinned(profile, s))
+                        .map(Seen::exposed_definition),
                 );
-                out.push(Value::Object(exposed));
+                return Ok(serde_json::json!({ "tools": out }));
             }
         }
-        serde_json::json!({ "tools": out })
+        if let Some(max) = profile.max_tools
+            && seen.len() > max as usize
+        {
+            return Err(BrokerRpcError::Internal(format!(
+                "profile '{}' exposes {} tools, more than its max_tools ({max}); hint: turn on compact_tools_enabled, narrow its upstreams, or raise max_tools",
+                profile.name,
+                seen.len()
+            )));
+        }
+        out.extend(seen.iter().map(Seen::exposed_definition));
+        Ok(serde_json::json!({ "tools": out }))
     }
 
-    /// Routes one `tools/call` and returns the complete response frame for the client.
+    /// Routes one `tools/call` (a facade tool or a raw one) and returns the response frame.
     pub async fn call_tool(
         &self,
         profile: &ProfileSettings,
@@ -196,25 +189,37 @@ impl Broker {
         params: Option<&RawValue>,
         link: Arc<dyn ClientLink>,
         modern: bool,
+        facade: bool,
     ) -> Vec<u8> {
-        match self.try_call_tool(profile, params, link).await {
-            Ok(Reply::Result(r)) if needs_input(&r) => BrokerRpcError::Internal(
+        let answer = match self.route_call(profile, params, link, facade).await {
+            Ok(a) => a,
+            Err(e) => return e.to_line(Some(id)),
+        };
+        let reply = match answer {
+            Answer::Upstream(r) => r,
+            Answer::Result(v) => match to_raw(&v) {
+                Ok(raw) => Reply::Result(raw),
+                Err(e) => return BrokerRpcError::Internal(e.to_string()).to_line(Some(id)),
+            },
+        };
+        match reply {
+            Reply::Result(r) if needs_input(&r) => BrokerRpcError::Internal(
                 "the upstream asked for more input (2026-07-28 input_required), which mcp-broker cannot relay yet".into(),
             )
             .to_line(Some(id)),
-            Ok(Reply::Result(r)) if modern => response_line(id, &modern_result(r)),
-            Ok(Reply::Result(r)) => response_line(id, &handshake_result(r)),
-            Ok(Reply::Error(e)) => raw_error_line(id, &e),
-            Err(e) => e.to_line(Some(id)),
+            Reply::Result(r) if modern => response_line(id, &modern_result(r)),
+            Reply::Result(r) => response_line(id, &handshake_result(r)),
+            Reply::Error(e) => raw_error_line(id, &e),
         }
     }
 
-    async fn try_call_tool(
+    async fn route_call(
         &self,
         profile: &ProfileSettings,
         params: Option<&RawValue>,
         link: Arc<dyn ClientLink>,
-    ) -> Result<Reply, BrokerRpcError> {
+        facade: bool,
+    ) -> Result<Answer, BrokerRpcError> {
         #[derive(Deserialize)]
         struct CallParams<'a> {
             #[serde(borrow)]
@@ -225,46 +230,25 @@ impl Broker {
         let call: CallParams<'_> = serde_json::from_str(params.get())
             .map_err(|e| BrokerRpcError::InvalidParams(format!("tools/call params: {e}")))?;
         let exposed = call.name.as_ref();
-        let unknown = || BrokerRpcError::UnknownTool(exposed.to_string());
-        let (up_name, tool_name) =
-            mcpb_policy::split(profile.broker_tool_name_style, exposed).ok_or_else(unknown)?;
-        let config = self.config();
-        let upstream = config
-            .upstreams
-            .get(up_name)
-            .filter(|u| profile.upstreams.iter().any(|p| p == up_name) && u.settings().enabled())
-            .ok_or_else(unknown)?;
-        let session = link.session_id();
-        let tools = upstream.tools(session).await.map_err(upstream_error)?;
-        let tool = tools
-            .iter()
-            .find(|t| t.get("name").and_then(Value::as_str) == Some(tool_name))
-            .ok_or_else(unknown)?;
-        if !mcpb_policy::allows(profile, upstream.settings(), tool) {
-            return Err(unknown());
+        if facade
+            && let Some(tool) = mcpb_facade::FacadeTool::from_name(view::sep(profile), exposed)
+        {
+            let value: Value = serde_json::from_str(params.get())
+                .map_err(|e| BrokerRpcError::InvalidParams(format!("tools/call params: {e}")))?;
+            return self.facade(tool, profile, &value, link).await;
         }
-        let settings = upstream.settings();
-        let opts = CallOptions {
-            idle_timeout: settings.call_timeout,
-            max_time: settings.max_call,
-            link: Some(link),
-        };
-        upstream
-            .call(
-                session,
-                Outgoing::ToolCall {
-                    tool: tool_name,
-                    params,
-                },
-                &opts,
-            )
-            .await
-            .map_err(upstream_error)
+        let session = link.session_id();
+        let seen = self.resolve(profile, exposed, session, true).await?;
+        if profile.compact_tools_enabled && !view::is_pinned(profile, &seen) {
+            return Err(BrokerRpcError::UnknownTool(exposed.to_string()));
+        }
+        let reply = seen.call(session, params, link).await?;
+        Ok(Answer::Upstream(reply))
     }
 }
 
 /// A 2026-07-28 upstream's multi-round-trip answer: it needs the client to supply input first.
-fn needs_input(result: &RawValue) -> bool {
+pub(crate) fn needs_input(result: &RawValue) -> bool {
     mcpb_protocol::rewrite::member(result, "resultType")
         .is_some_and(|t| t.get() == "\"input_required\"")
 }

@@ -9,12 +9,15 @@
 
 mod admin;
 mod broker;
+mod catalog;
 mod error;
+mod facade;
 mod link;
 mod listener;
 mod reload;
 mod session;
 mod stdio;
+mod view;
 
 pub use admin::{DaemonStatus, StatusReport};
 pub use error::DaemonError;

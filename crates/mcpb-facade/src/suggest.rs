@@ -14,7 +14,11 @@ pub fn closest<'a>(
             .map(str::to_string)
             .collect()
     };
-    let want_words = words(&wanted_l);
+    // The upstream part is shared by every tool of that upstream; it says nothing about which.
+    let mut want_words = words(&wanted_l);
+    if want_words.len() > 1 {
+        want_words.remove(0);
+    }
     let mut scored: Vec<(usize, usize, &str)> = known
         .into_iter()
         .map(|k| {
@@ -62,5 +66,10 @@ mod tests {
         assert_eq!(closest("fs.read_fil", known, 2)[0], "fs.read_file");
         assert_eq!(closest("read_file", known, 1), vec!["fs.read_file"]);
         assert!(closest("zzzzzz", known, 3).is_empty());
+        assert_eq!(
+            closest("fs.ad", known, 3),
+            Vec::<String>::new(),
+            "the upstream alone is no match"
+        );
     }
 }

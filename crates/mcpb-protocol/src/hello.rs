@@ -36,9 +36,17 @@ pub enum HelloKind {
         /// so the daemon talks to the client directly and the shim only waits for the end.
         #[serde(default)]
         pass_fds: bool,
+        /// Answer the broker_* facade tools even when the profile shows raw tools.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        facade: bool,
     },
     /// A one-shot command from the CLI (`status`, `stop`, `ping`).
-    Admin { command: String },
+    Admin {
+        command: String,
+        /// The profile a command is about (`measure`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -101,6 +109,7 @@ mod tests {
                 client: None,
                 cwd: Some("/tmp".into()),
                 pass_fds: true,
+                facade: false,
             },
             sender_version: "0.1.0".into(),
             pid: 42,

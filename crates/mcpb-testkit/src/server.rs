@@ -25,6 +25,9 @@ pub struct Options {
     pub modern: bool,
     /// Exit when asked `server/discover` (a server that dies on unknown methods).
     pub die_on_discover: bool,
+    /// More tool definitions, one JSON object per line, re-read at every listing so a test can
+    /// change a definition under a running server. Calls to them answer with their arguments.
+    pub tools_file: Option<std::path::PathBuf>,
 }
 
 impl Options {
@@ -46,6 +49,7 @@ impl Options {
                 "--revision" => o.revision = it.next().cloned(),
                 "--modern" => o.modern = true,
                 "--die-on-discover" => o.die_on_discover = true,
+                "--tools-file" => o.tools_file = it.next().map(Into::into),
                 other => eprintln!("mcpb-fixture: ignoring unknown argument {other}"),
             }
         }
@@ -177,6 +181,7 @@ fn tools(opts: &Options) -> Vec<Value> {
         "_meta": {"vendor/tool": {"k": [1, 2.50, "three"]}},
         "x-unknown-top-level": true,
     }));
+    t.extend(file_tools(opts));
     for i in 0..opts.extra_tools {
         t.push(tool(
             &format!("extra_{i}"),
@@ -186,6 +191,34 @@ fn tools(opts: &Options) -> Vec<Value> {
         ));
     }
     t
+}
+
+fn file_tools(opts: &Options) -> Vec<Value> {
+    let Some(path) = &opts.tools_file else {
+        return Vec::new();
+    };
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|mut t| {
+            // Data-set lines carry fields of their own; a definition keeps the MCP ones.
+            if let Some(obj) = t.as_object_mut() {
+                obj.retain(|k, _| {
+                    matches!(
+                        k.as_str(),
+                        "name"
+                            | "title"
+                            | "description"
+                            | "inputSchema"
+                            | "outputSchema"
+                            | "annotations"
+                    )
+                });
+            }
+            t
+        })
+        .collect()
 }
 
 struct Shared {
@@ -288,6 +321,20 @@ pub fn run(opts: Options) {
             }
             (Some("tools/call"), Some(id)) => {
                 let shared = shared.clone();
+                let from_file = file_tools(&opts)
+                    .iter()
+                    .any(|t| t["name"] == msg["params"]["name"]);
+                if from_file {
+                    let args = msg["params"]["arguments"].clone();
+                    send(
+                        &shared.out,
+                        &json!({"jsonrpc": "2.0", "id": id, "result": {
+                            "content": [{"type": "text", "text": args.to_string()}],
+                            "structuredContent": args,
+                        }}),
+                    );
+                    continue;
+                }
                 std::thread::spawn(move || call(&shared, id, &msg["params"]));
             }
             (Some("ping"), Some(id)) => send(

@@ -614,7 +614,8 @@ impl Upstream {
     }
 
     /// A session ended (or asked to close): its per-session instance stops.
-    pub async fn release_session(&self, session: u64) {
+    /// Returns whether an instance was running for it.
+    pub async fn release_session(&self, session: u64) -> bool {
         let slot = self
             .session_slots
             .lock()
@@ -624,8 +625,10 @@ impl Upstream {
             let inst = slot.lock().await.take();
             if let Some(inst) = inst {
                 inst.stop().await;
+                return true;
             }
         }
+        false
     }
 
     /// Stops instances that had no request for `idle_timeout`; the next call starts one again.

@@ -210,7 +210,7 @@ fn an_unknown_profile_is_refused_with_a_hint_and_no_hang() {
         Some("mcp-broker: the daemon refused the session: unknown profile 'nope'")
     );
     assert!(
-        stderr.contains("hint: profiles in <embedded default>: default"),
+        stderr.contains("hint: profiles in <embedded default>: compact, default"),
         "{stderr}"
     );
 }

@@ -111,8 +111,8 @@ pub async fn serve(
         return;
     }
     match hello.kind {
-        HelloKind::Admin { command } => {
-            let reply = crate::admin::handle(&broker, &command, &stop);
+        HelloKind::Admin { command, profile } => {
+            let reply = crate::admin::handle(&broker, &command, profile.as_deref(), &stop).await;
             let conn = frames.get_mut();
             let _ = conn.write_all(&reply.to_line()).await;
             let _ = conn.shutdown().await;
@@ -121,6 +121,7 @@ pub async fn serve(
             profile,
             client,
             pass_fds,
+            facade,
             ..
         } => {
             let chosen = choose_profile(&broker, profile.as_deref(), client.as_deref());
@@ -177,6 +178,7 @@ pub async fn serve(
                 initialized: false,
                 seen_config: broker.config(),
                 running: Arc::default(),
+                facade,
             };
             let frames = FrameReader::new(
                 BufReader::with_capacity(64 * 1024, io.reader),
@@ -309,6 +311,8 @@ struct Session {
     /// The configuration generation the profile was last taken from.
     seen_config: Arc<crate::broker::Config>,
     running: Running,
+    /// The facade tools answer even in a raw profile (the CLI's `tools` commands ask for it).
+    facade: bool,
 }
 
 impl Session {
@@ -513,6 +517,7 @@ impl Session {
         let params: Option<Box<RawValue>> = msg.params.map(ToOwned::to_owned);
         let is_list = msg.method() == "tools/list";
         let modern = self.modern;
+        let facade = self.facade || profile.compact_tools_enabled;
         let running = self.running.clone();
         let link: Option<Arc<dyn ClientLink>> = self.link.clone().map(|l| l as Arc<dyn ClientLink>);
         let guard = broker.begin();
@@ -521,19 +526,23 @@ impl Session {
             let _guard = guard;
             let line = if is_list {
                 let session = link.as_ref().map_or(0, |l| l.session_id());
-                let mut list = broker.list_tools(&profile, session).await;
-                if modern {
-                    // Required on the 2026-07-28 wire; older clients never see them.
-                    list["resultType"] = "complete".into();
-                    list["ttlMs"] = 0.into();
-                    list["cacheScope"] = "private".into();
+                match broker.list_tools(&profile, session, facade).await {
+                    Ok(mut list) => {
+                        if modern {
+                            // Required on the 2026-07-28 wire; older clients never see them.
+                            list["resultType"] = "complete".into();
+                            list["ttlMs"] = 0.into();
+                            list["cacheScope"] = "private".into();
+                        }
+                        json_line(&id, &list)
+                    }
+                    Err(e) => e.to_line(Some(&id)),
                 }
-                json_line(&id, &list)
             } else {
                 match link {
                     Some(link) => {
                         broker
-                            .call_tool(&profile, &id, params.as_deref(), link, modern)
+                            .call_tool(&profile, &id, params.as_deref(), link, modern, facade)
                             .await
                     }
                     None => {

@@ -1,0 +1,187 @@
+//! `mcp-broker pins list|approve`: the approved tool definitions, what is quarantined and why,
+//! and what the description scan found. Works on the files under state/ (the cached tool lists
+//! and the pin store), so it needs no running upstream; a running daemon is told to re-read.
+
+use std::process::ExitCode;
+
+use mcpb_catalog::{ListStore, PinMode, Pins, Quarantine};
+use mcpb_config::{PinModeSetting, Settings};
+use serde_json::{Value, json};
+
+use crate::daemon_client::admin;
+use crate::fail;
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn open(settings: &Settings) -> Pins {
+    let mode = match settings.pins {
+        PinModeSetting::Tofu => PinMode::Tofu,
+        PinModeSetting::RequireApproval => PinMode::RequireApproval,
+    };
+    Pins::open(settings.runtime.pins_path(), mode)
+}
+
+struct Row {
+    upstream: String,
+    tool: Value,
+    verdict: Option<Quarantine>,
+    findings: Vec<mcpb_catalog::Finding>,
+}
+
+fn rows(settings: &Settings, pins: &mut Pins) -> Vec<Row> {
+    let store = ListStore::new(settings.runtime.catalog_dir());
+    let lists: Vec<_> = settings
+        .upstreams
+        .keys()
+        .filter_map(|name| store.load(name).ok().flatten())
+        .collect();
+    let mut out = Vec::new();
+    for list in &lists {
+        let others: Vec<&str> = lists
+            .iter()
+            .filter(|l| l.upstream != list.upstream)
+            .flat_map(|l| l.tools.iter().filter_map(|t| t["name"].as_str()))
+            .collect();
+        let (verdicts, _) = pins.judge(&list.upstream, &list.tools, unix_now());
+        for (tool, verdict) in list.tools.iter().zip(verdicts) {
+            out.push(Row {
+                upstream: list.upstream.clone(),
+                tool: tool.clone(),
+                verdict,
+                findings: mcpb_catalog::scan::scan(tool, &others),
+            });
+        }
+    }
+    out
+}
+
+fn name(r: &Row) -> String {
+    format!("{}.{}", r.upstream, r.tool["name"].as_str().unwrap_or("?"))
+}
+
+pub fn list(settings: &Settings, json_out: bool) -> ExitCode {
+    let mut pins = open(settings);
+    let rows = rows(settings, &mut pins);
+    if json_out {
+        let items: Vec<Value> = rows
+            .iter()
+            .map(|r| json!({"tool": name(r), "quarantine": r.verdict, "findings": r.findings}))
+            .collect();
+        println!(
+            "{:#}",
+            json!({"pin_store_error": pins.error(), "tools": items})
+        );
+        return ExitCode::SUCCESS;
+    }
+    if let Some(e) = pins.error() {
+        eprintln!("mcp-broker: the pin store is unreadable, every tool is quarantined: {e}");
+        eprintln!("hint: fix the file, or start over with `mcp-broker pins approve --all --reset`");
+    }
+    if rows.is_empty() {
+        println!("no tool lists cached yet; they appear once an upstream has been listed");
+    }
+    for r in &rows {
+        let state = match &r.verdict {
+            None => "approved".to_string(),
+            Some(q) => format!("QUARANTINED ({q})"),
+        };
+        println!("{}  {state}", name(r));
+        for f in &r.findings {
+            println!("    finding: {}: {}", f.kind, f.detail);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+pub fn approve(settings: &Settings, names: &[String], all: bool, reset: bool) -> ExitCode {
+    let mut pins = open(settings);
+    if let Some(e) = pins.error() {
+        if !reset {
+            return fail(
+                &format!("mcp-broker: the pin store is unreadable: {e}"),
+                &[
+                    "repair the file, or pass --reset to start a new store (the old one is kept beside it)",
+                ],
+            );
+        }
+        let old = settings.runtime.pins_path();
+        let aside = old.with_extension(format!("json.unreadable-{}", unix_now()));
+        if let Err(e) = std::fs::rename(&old, &aside) {
+            return fail(
+                &format!("mcp-broker: cannot move {} aside: {e}", old.display()),
+                &[],
+            );
+        }
+        eprintln!(
+            "mcp-broker: unreadable pin store moved to {}",
+            aside.display()
+        );
+        pins.reset();
+    }
+    if names.is_empty() && !all {
+        return fail(
+            "mcp-broker: name the tools to approve, or pass --all",
+            &["`mcp-broker pins list` shows what is quarantined"],
+        );
+    }
+    let rows = rows(settings, &mut pins);
+    let mut approved = 0;
+    for r in &rows {
+        let Some(q) = &r.verdict else { continue };
+        let n = name(r);
+        if !all && !names.contains(&n) {
+            continue;
+        }
+        let before = match q {
+            Quarantine::Changed => pins
+                .pins(&r.upstream)
+                .and_then(|p| p.get(r.tool["name"].as_str().unwrap_or(""))),
+            Quarantine::Renamed { from } => pins.pins(&r.upstream).and_then(|p| p.get(from)),
+            _ => None,
+        }
+        .map_or(Value::Null, |p| p.definition.clone());
+        println!("approving {n} ({q})");
+        print!(
+            "{}",
+            mcpb_catalog::pins::diff(&before, &mcpb_catalog::canonical::pinned_part(&r.tool))
+        );
+        for f in &r.findings {
+            println!("    finding: {}: {}", f.kind, f.detail);
+        }
+        let from = match q {
+            Quarantine::Renamed { from } => Some(from.as_str()),
+            _ => None,
+        };
+        pins.approve(&r.upstream, &r.tool, from, unix_now());
+        approved += 1;
+    }
+    let unknown: Vec<&String> = names
+        .iter()
+        .filter(|n| !rows.iter().any(|r| &name(r) == *n && r.verdict.is_some()))
+        .collect();
+    if approved > 0
+        && let Err(e) = pins.save()
+    {
+        return fail(&format!("mcp-broker: cannot save the pin store: {e}"), &[]);
+    }
+    if approved > 0 && matches!(admin(settings, "pins-reload"), Ok(Some(_))) {
+        eprintln!("mcp-broker: the running daemon picked up the approvals");
+    }
+    println!("{approved} tool(s) approved");
+    if !unknown.is_empty() {
+        let list: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
+        return fail(
+            &format!(
+                "mcp-broker: not quarantined or not known: {}",
+                list.join(", ")
+            ),
+            &["names are <upstream>.<tool>; `mcp-broker pins list` shows them"],
+        );
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,192 @@
+//! The daemon's view of every upstream's tools: the last list seen (in memory and on disk), the
+//! pin verdict and scan findings of each tool. Lists come from running upstreams; when an
+//! upstream is stopped the disk copy answers, so search, describe and status start nothing.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use mcpb_catalog::{CachedList, Finding, ListStore, PinMode, Pins, Verdict};
+use serde_json::Value;
+
+pub struct Entry {
+    pub list: CachedList,
+    /// One per tool, in list order; `None` = approved.
+    pub verdicts: Vec<Verdict>,
+    pub findings: Vec<Finding>,
+    by_name: HashMap<String, usize>,
+}
+
+impl Entry {
+    pub fn tools(&self) -> &[Value] {
+        &self.list.tools
+    }
+
+    pub fn index_of(&self, tool: &str) -> Option<usize> {
+        self.by_name.get(tool).copied()
+    }
+
+    pub fn approved(&self, i: usize) -> bool {
+        self.verdicts.get(i).is_some_and(Option::is_none)
+    }
+}
+
+pub struct Catalog {
+    store: ListStore,
+    pins: Mutex<Pins>,
+    entries: Mutex<HashMap<String, Arc<Entry>>>,
+    /// Bumped whenever a list or a verdict changes; search indexes are rebuilt on change.
+    generation: AtomicU64,
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl Catalog {
+    pub fn new(settings: &mcpb_config::Settings) -> Self {
+        let mode = match settings.pins {
+            mcpb_config::PinModeSetting::Tofu => PinMode::Tofu,
+            mcpb_config::PinModeSetting::RequireApproval => PinMode::RequireApproval,
+        };
+        let pins = Pins::open(settings.runtime.pins_path(), mode);
+        if let Some(e) = pins.error() {
+            tracing::error!(
+                error = e,
+                "pin store unreadable: every tool stays quarantined"
+            );
+        }
+        Self {
+            store: ListStore::new(settings.runtime.catalog_dir()),
+            pins: Mutex::new(pins),
+            entries: Mutex::default(),
+            generation: AtomicU64::new(1),
+        }
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// A list just received from a running upstream. Cheap when it is the list already known.
+    pub fn observe(&self, upstream: &str, tools: &Arc<Vec<Value>>) -> Arc<Entry> {
+        if let Some(e) = self.memory(upstream)
+            && Arc::ptr_eq(&e.list.tools, tools)
+        {
+            return e;
+        }
+        let list = CachedList::new(upstream, tools.clone(), unix_now());
+        let on_disk = self.store.load(upstream).ok().flatten();
+        if on_disk.as_ref().map(|d| &d.hash) != Some(&list.hash)
+            && let Err(e) = self.store.save(&list)
+        {
+            tracing::warn!(upstream, error = %e, "cannot cache the tool list on disk");
+        }
+        self.install(list)
+    }
+
+    /// What is known without starting anything: memory, else the disk cache.
+    pub fn cached(&self, upstream: &str) -> Option<Arc<Entry>> {
+        if let Some(e) = self.memory(upstream) {
+            return Some(e);
+        }
+        match self.store.load(upstream) {
+            Ok(Some(list)) => Some(self.install(list)),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(upstream, error = %e, "cached tool list unreadable; ignored");
+                None
+            }
+        }
+    }
+
+    fn memory(&self, upstream: &str) -> Option<Arc<Entry>> {
+        self.entries.lock().ok()?.get(upstream).cloned()
+    }
+
+    fn install(&self, list: CachedList) -> Arc<Entry> {
+        let others: Vec<String> = self
+            .entries
+            .lock()
+            .map(|m| {
+                m.iter()
+                    .filter(|(k, _)| **k != list.upstream)
+                    .flat_map(|(_, e)| e.tools().iter().filter_map(tool_name).map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let entry = Arc::new(self.judge(list, &others));
+        if let Ok(mut m) = self.entries.lock() {
+            m.insert(entry.list.upstream.clone(), entry.clone());
+        }
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        entry
+    }
+
+    fn judge(&self, list: CachedList, others: &[String]) -> Entry {
+        let verdicts = match self.pins.lock() {
+            Ok(mut pins) => {
+                let (verdicts, changed) = pins.judge(&list.upstream, &list.tools, unix_now());
+                if changed && let Err(e) = pins.save() {
+                    tracing::error!(error = %e, "cannot save the pin store");
+                }
+                verdicts
+            }
+            Err(_) => vec![
+                Some(mcpb_catalog::Quarantine::StoreUnreadable {
+                    error: "pin store lock poisoned".into()
+                });
+                list.tools.len()
+            ],
+        };
+        for (tool, v) in list.tools.iter().zip(&verdicts) {
+            if let Some(q) = v {
+                tracing::warn!(upstream = %list.upstream, tool = tool_name(tool).unwrap_or("?"), reason = %q, "tool quarantined");
+            }
+        }
+        let other_refs: Vec<&str> = others.iter().map(String::as_str).collect();
+        let findings = list
+            .tools
+            .iter()
+            .flat_map(|t| mcpb_catalog::scan::scan(t, &other_refs))
+            .collect();
+        let by_name = list
+            .tools
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| Some((tool_name(t)?.to_string(), i)))
+            .collect();
+        Entry {
+            list,
+            verdicts,
+            findings,
+            by_name,
+        }
+    }
+
+    /// Re-reads the pin store (after `mcp-broker pins approve`) and judges every known list again.
+    pub fn reload_pins(&self) {
+        if let Ok(mut pins) = self.pins.lock() {
+            *pins = Pins::open(pins.path().to_path_buf(), pins.mode());
+        }
+        let lists: Vec<CachedList> = self
+            .entries
+            .lock()
+            .map(|m| m.values().map(|e| e.list.clone()).collect())
+            .unwrap_or_default();
+        for list in lists {
+            self.install(list);
+        }
+    }
+
+    pub fn pin_error(&self) -> Option<String> {
+        self.pins.lock().ok()?.error().map(str::to_string)
+    }
+}
+
+fn tool_name(t: &Value) -> Option<&str> {
+    t.get("name").and_then(Value::as_str)
+}
