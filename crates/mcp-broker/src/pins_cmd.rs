@@ -164,12 +164,12 @@ pub fn approve(settings: &Settings, names: &[String], all: bool, reset: bool) ->
         .iter()
         .filter(|n| !rows.iter().any(|r| &name(r) == *n && r.verdict.is_some()))
         .collect();
-    if approved > 0
-        && let Err(e) = pins.save()
-    {
+    // A reset store is written even when nothing was quarantined: first contact approved it.
+    let dirty = approved > 0 || reset;
+    if dirty && let Err(e) = pins.save() {
         return fail(&format!("mcp-broker: cannot save the pin store: {e}"), &[]);
     }
-    if approved > 0 && matches!(admin(settings, "pins-reload"), Ok(Some(_))) {
+    if dirty && matches!(admin(settings, "pins-reload"), Ok(Some(_))) {
         eprintln!("mcp-broker: the running daemon picked up the approvals");
     }
     println!("{approved} tool(s) approved");

@@ -1,4 +1,5 @@
 mod bad_input;
+mod context;
 mod daemon;
 mod faults;
 mod interop;
