@@ -206,7 +206,7 @@ fn quarantined(home: &Home) -> Vec<(String, String)> {
 #[test]
 fn changed_schema_only_description_only_and_renamed_tools_are_quarantined_until_approved() {
     let v1 = tool("peek", "Show one record of the store", true, "store");
-    let (home, file) = home_with(&[v1.clone()], PROFILES);
+    let (home, file) = home_with(std::slice::from_ref(&v1), PROFILES);
     let mut s = home.shim(&["--profile", "rw"]);
     s.initialize("2025-11-25");
     assert!(
@@ -240,7 +240,7 @@ fn changed_schema_only_description_only_and_renamed_tools_are_quarantined_until_
         ),
     ];
     for (what, changed, name, reason) in cases {
-        let names = change_and_refresh(&home, &file, &mut s, &[changed.clone()]);
+        let names = change_and_refresh(&file, &mut s, std::slice::from_ref(&changed));
         assert!(
             !names.contains(&name.to_string()),
             "{what}: hidden after the change: {names:?}"
@@ -268,7 +268,7 @@ fn changed_schema_only_description_only_and_renamed_tools_are_quarantined_until_
         );
         assert!(quarantined(&home).is_empty());
         // Back to the approved definition for the next case (re-approving it).
-        let names = change_and_refresh(&home, &file, &mut s, &[v1.clone()]);
+        let names = change_and_refresh(&file, &mut s, std::slice::from_ref(&v1));
         if !names.contains(&"fx.peek".to_string()) {
             assert!(home.run(&["pins", "approve", "--all"]).status.success());
         }
