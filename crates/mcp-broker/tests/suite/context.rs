@@ -174,7 +174,6 @@ fn a_mutating_tool_in_a_read_only_profile_is_unknown_on_every_path() {
 }
 
 fn change_and_refresh(
-    home: &Home,
     file: &Path,
     shim: &mut super::support::Shim,
     tools: &[Value],
@@ -182,7 +181,6 @@ fn change_and_refresh(
     write_tools(file, tools);
     // The fixture announces a changed list; the broker lists it again.
     shim.call("fx.list_changed", json!({}));
-    let _ = home;
     shim.tool_names()
 }
 
