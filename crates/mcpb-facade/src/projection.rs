@@ -113,39 +113,37 @@ fn cut_arrays(value: &mut Value, max: usize, cut: &mut usize) {
     }
 }
 
-/// Applies `p` to one JSON value. Returns the projected value and notes for the reader.
-pub fn project(value: &Value, p: &Projection) -> (Value, Vec<String>) {
-    let mut notes = Vec::new();
+/// What a projection left out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outcome {
+    /// Paths that matched nothing.
+    pub missed: Vec<String>,
+    /// Array items cut by `max_array_items`.
+    pub cut: usize,
+}
+
+/// Applies `p` to one JSON value.
+pub fn project(value: &Value, p: &Projection) -> (Value, Outcome) {
+    let mut outcome = Outcome::default();
     let mut out = if p.paths.is_empty() {
         value.clone()
     } else {
         let mut merged: Option<Value> = None;
-        let mut missed = Vec::new();
         for path in &p.paths {
             match pick(value, &parse(path)) {
                 Some(v) => match &mut merged {
                     Some(m) => merge(m, v),
                     None => merged = Some(v),
                 },
-                None => missed.push(path.as_str()),
+                None => outcome.missed.push(path.clone()),
             }
-        }
-        if !missed.is_empty() {
-            notes.push(format!(
-                "projection paths matched nothing: {}",
-                missed.join(", ")
-            ));
         }
         merged.unwrap_or_else(|| Value::Object(Map::new()))
     };
     if let Some(max) = p.max_array_items {
-        let mut cut = 0;
-        cut_arrays(&mut out, max, &mut cut);
-        if cut > 0 {
-            notes.push(format!("{cut} array items cut (max_array_items {max})"));
-        }
+        cut_arrays(&mut out, max, &mut outcome.cut);
     }
-    (out, notes)
+    (out, outcome)
 }
 
 /// Cuts `text` to `max` characters on a character boundary; returns whether it was cut.
@@ -181,7 +179,7 @@ mod tests {
             json!({"items": [{"name": "a", "size": 1}, {"name": "b", "size": 2}],
                                "meta": {"total": 2}})
         );
-        assert!(notes.is_empty());
+        assert_eq!(notes, Outcome::default());
         let (out, _) = project(&v, &proj(&["items[1]", "meta.*"]));
         assert_eq!(
             out,
@@ -194,17 +192,14 @@ mod tests {
         let v = json!({"rows": [1, 2, 3, 4, [5, 6, 7]]});
         let (out, notes) = project(&v, &proj(&["nothing.here"]));
         assert_eq!(out, json!({}));
-        assert_eq!(
-            notes,
-            vec!["projection paths matched nothing: nothing.here"]
-        );
+        assert_eq!(notes.missed, vec!["nothing.here"]);
         let p = Projection {
             max_array_items: Some(2),
             ..Projection::default()
         };
-        let (out, notes) = project(&v, &p);
+        let (out, outcome) = project(&v, &p);
         assert_eq!(out, json!({"rows": [1, 2]}));
-        assert_eq!(notes, vec!["3 array items cut (max_array_items 2)"]);
+        assert_eq!(outcome.cut, 3);
         let mut s = "héllo".to_string();
         assert!(cut_chars(&mut s, 2));
         assert_eq!(s, "hé");

@@ -24,16 +24,15 @@ fn note(text: String) -> Value {
 }
 
 /// Applies a projection to a `tools/call` result: to structuredContent and to every text item
-/// that holds JSON; `max_chars` cuts the text the model reads.
+/// that holds JSON; `max_chars` cuts the text the model reads. A path is reported as matching
+/// nothing only when it matched nowhere.
 pub fn apply_projection(result: &mut Value, p: &Projection) {
-    let mut notes = Vec::new();
-    let mut projected_any = false;
-    if let Some(sc) = result.get("structuredContent").filter(|v| !v.is_null()) {
-        let (out, n) = project(sc, p);
-        result["structuredContent"] = out;
-        notes.extend(n);
-        projected_any = true;
-    }
+    let mut outcomes = Vec::new();
+    let structured = result
+        .get("structuredContent")
+        .filter(|v| !v.is_null())
+        .map(|sc| project(sc, p));
+    let mut first_text: Option<(Value, usize)> = None;
     let mut budget = p.max_chars;
     let mut cut_any = false;
     if let Some(items) = result.get_mut("content").and_then(Value::as_array_mut) {
@@ -45,12 +44,12 @@ pub fn apply_projection(result: &mut Value, p: &Projection) {
             if let Ok(parsed) = serde_json::from_str::<Value>(&text)
                 && (parsed.is_object() || parsed.is_array())
             {
-                let (out, n) = project(&parsed, p);
-                if !projected_any {
-                    notes.extend(n);
-                }
-                projected_any = true;
+                let (out, outcome) = project(&parsed, p);
                 text = out.to_string();
+                if first_text.is_none() {
+                    first_text = Some((out, outcome.missed.len()));
+                }
+                outcomes.push(outcome);
             }
             if let Some(left) = budget.as_mut() {
                 cut_any |= cut_chars(&mut text, *left);
@@ -59,10 +58,46 @@ pub fn apply_projection(result: &mut Value, p: &Projection) {
             item["text"] = Value::String(text);
         }
     }
-    if !projected_any && (!p.paths.is_empty() || p.max_array_items.is_some()) {
+    if let Some((out, outcome)) = structured {
+        // Some servers wrap their JSON text in structuredContent as a string; when the text
+        // matched more of the paths, it is the better structured answer.
+        let text_better = first_text
+            .as_ref()
+            .is_some_and(|(_, missed)| *missed < outcome.missed.len());
+        match (&first_text, text_better) {
+            (Some((t, _)), true) if t.is_object() => result["structuredContent"] = t.clone(),
+            (Some(_), true) => {
+                if let Some(obj) = result.as_object_mut() {
+                    obj.remove("structuredContent");
+                }
+            }
+            _ => result["structuredContent"] = out,
+        }
+        outcomes.push(outcome);
+    }
+    let mut notes = Vec::new();
+    if outcomes.is_empty() && (!p.paths.is_empty() || p.max_array_items.is_some()) {
         notes.push(
             "the result holds no JSON to project; it is shown as the tool returned it".into(),
         );
+    }
+    let missed: Vec<&str> = p
+        .paths
+        .iter()
+        .filter(|path| !outcomes.is_empty() && outcomes.iter().all(|o| o.missed.contains(path)))
+        .map(String::as_str)
+        .collect();
+    if !missed.is_empty() {
+        notes.push(format!(
+            "projection paths matched nothing: {}",
+            missed.join(", ")
+        ));
+    }
+    if let Some(cut) = outcomes.iter().map(|o| o.cut).max().filter(|c| *c > 0) {
+        notes.push(format!(
+            "{cut} array items cut (max_array_items {})",
+            p.max_array_items.unwrap_or(0)
+        ));
     }
     if cut_any {
         notes.push(format!(
@@ -186,6 +221,19 @@ mod tests {
             },
         );
         assert_eq!(plain["content"][0]["text"], "hello");
+        // A server that wraps its JSON text as a string in structuredContent.
+        let mut wrapped = json!({
+            "content": [{"type": "text", "text": "[{\"name\":\"a\",\"size\":1}]"}],
+            "structuredContent": {"content": "[{\"name\":\"a\",\"size\":1}]"}
+        });
+        let p = Projection {
+            paths: vec!["[].name".into()],
+            ..Projection::default()
+        };
+        apply_projection(&mut wrapped, &p);
+        assert_eq!(wrapped["content"][0]["text"], "[{\"name\":\"a\"}]");
+        assert!(wrapped.get("structuredContent").is_none());
+        assert_eq!(wrapped["content"].as_array().unwrap().len(), 1, "{wrapped}");
         assert!(
             plain["content"][1]["text"]
                 .as_str()
