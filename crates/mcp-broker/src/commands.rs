@@ -235,6 +235,30 @@ pub fn render_status(data: &Value) -> String {
             out.push_str(&format!("  {:<20} last error: {err}\n", ""));
         }
     }
+    let c = &data["catalog"];
+    if let Some(e) = c["pin_store_error"].as_str() {
+        out.push_str(&format!(
+            "pins: store unreadable, every tool quarantined: {e}\n"
+        ));
+    }
+    for q in c["quarantined"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "quarantined: {} ({})\n",
+            q["tool"].as_str().unwrap_or(""),
+            q["reason"].as_str().unwrap_or("")
+        ));
+    }
+    for f in c["findings"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "finding: {}: {}: {}\n",
+            f["tool"].as_str().unwrap_or(""),
+            f["kind"].as_str().unwrap_or(""),
+            f["detail"].as_str().unwrap_or("")
+        ));
+    }
+    if c["quarantined"].as_array().is_some_and(|q| !q.is_empty()) {
+        out.push_str("hint: review with `mcp-broker pins list`, approve with `mcp-broker pins approve <upstream>.<tool>`\n");
+    }
     out
 }
 
@@ -282,6 +306,21 @@ pub fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
     let source = mcpb_config::locate(path, &ctx);
     match mcpb_config::load(&source, &ctx) {
         Ok(s) => {
+            // Tool counts are known only for upstreams listed before (the catalog on disk).
+            let store = mcpb_catalog::ListStore::new(s.runtime.catalog_dir());
+            let known = |up: &str| store.load(up).ok().flatten().map(|l| l.tools.to_vec());
+            let problems: Vec<String> = s
+                .profiles
+                .values()
+                .filter_map(|p| mcpb_policy::max_tools_problem(&s, p, &known))
+                .collect();
+            if !problems.is_empty() {
+                eprintln!("invalid config {}: {} error(s)", s.source, problems.len());
+                for p in problems {
+                    eprintln!("{p}");
+                }
+                return ExitCode::FAILURE;
+            }
             println!(
                 "ok: {} ({} upstreams, {} profiles, {} clients)",
                 s.source,
@@ -328,7 +367,11 @@ mod tests {
                 {"name": "github", "state": "stopped", "pid": null, "tool_count": null, "last_error": null},
                 {"name": "broken", "state": "failed", "pid": null, "tool_count": null,
                  "last_error": "upstream 'broken' could not start `/opt/none`: No such file or directory (os error 2)"}
-            ]
+            ],
+            "catalog": {
+                "quarantined": [{"tool": "github.create_issue", "reason": "definition changed since it was approved"}],
+                "findings": [{"tool": "github.create_issue", "kind": "instruction", "detail": "contains \"ignore previous\""}]
+            }
         });
         insta::assert_snapshot!(render_status(&data));
     }

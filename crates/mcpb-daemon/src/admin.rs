@@ -27,6 +27,46 @@ pub struct DaemonStatus {
 pub struct StatusReport {
     pub daemon: DaemonStatus,
     pub upstreams: Vec<UpstreamStatus>,
+    /// Quarantined tools and description findings, from the catalog (nothing is started).
+    pub catalog: CatalogStatus,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CatalogStatus {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pin_store_error: Option<String>,
+    pub quarantined: Vec<serde_json::Value>,
+    pub findings: Vec<mcpb_catalog::Finding>,
+}
+
+fn catalog_status(broker: &Broker) -> CatalogStatus {
+    let mut quarantined = Vec::new();
+    let mut findings = Vec::new();
+    for name in broker.config().upstreams.keys() {
+        let Some(entry) = broker.catalog.cached(name) else {
+            continue;
+        };
+        for (tool, verdict) in entry.tools().iter().zip(&entry.verdicts) {
+            if let Some(q) = verdict {
+                let tool = tool
+                    .get("name")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("?");
+                quarantined.push(
+                    serde_json::json!({"tool": format!("{name}.{tool}"), "reason": q.to_string()}),
+                );
+            }
+        }
+        findings.extend(entry.findings.iter().map(|f| mcpb_catalog::Finding {
+            tool: format!("{name}.{}", f.tool),
+            ..f.clone()
+        }));
+    }
+    CatalogStatus {
+        pin_store_error: broker.catalog.pin_error(),
+        quarantined,
+        findings,
+    }
 }
 
 pub fn status(broker: &Broker) -> StatusReport {
@@ -45,6 +85,7 @@ pub fn status(broker: &Broker) -> StatusReport {
             draining: broker.draining.load(Ordering::SeqCst),
         },
         upstreams: config.upstreams.values().map(|u| u.status()).collect(),
+        catalog: catalog_status(broker),
     }
 }
 

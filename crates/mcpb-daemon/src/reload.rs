@@ -33,6 +33,15 @@ pub fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
             next.runtime.root.display()
         ));
     }
+    let known = |up: &str| broker.catalog.cached(up).map(|e| e.tools().to_vec());
+    let problems: Vec<String> = next
+        .profiles
+        .values()
+        .filter_map(|p| mcpb_policy::max_tools_problem(&next, p, &known))
+        .collect();
+    if !problems.is_empty() {
+        return Err(problems.join("\n"));
+    }
     let mut report = ReloadReport::default();
     let mut upstreams = std::collections::BTreeMap::new();
     let mut retire: Vec<Arc<Upstream>> = Vec::new();

@@ -56,6 +56,49 @@ pub fn allows(profile: &ProfileSettings, upstream: &UpstreamSettings, tool: &Val
     profile.mutating_allowlist.iter().any(|a| a == &dotted)
 }
 
+/// A raw profile that would expose more than its `max_tools`, judged on the tool lists known so
+/// far. Returns one message naming the count and the tools; `None` when within the limit.
+pub fn max_tools_problem(
+    settings: &mcpb_config::Settings,
+    profile: &ProfileSettings,
+    list_of: &dyn Fn(&str) -> Option<Vec<Value>>,
+) -> Option<String> {
+    let max = profile.max_tools? as usize;
+    if profile.compact_tools_enabled {
+        return None;
+    }
+    let mut names = Vec::new();
+    for up in profile
+        .upstreams
+        .iter()
+        .filter_map(|u| settings.upstreams.get(u))
+    {
+        for tool in list_of(&up.name).unwrap_or_default() {
+            if allows(profile, up, &tool)
+                && let Some(n) = tool.get("name").and_then(Value::as_str)
+            {
+                names.push(qualify(profile.broker_tool_name_style, &up.name, n));
+            }
+        }
+    }
+    if names.len() <= max {
+        return None;
+    }
+    let shown: Vec<&str> = names.iter().take(30).map(String::as_str).collect();
+    let more = names.len().saturating_sub(shown.len());
+    Some(format!(
+        "profile '{}' would expose {} tools, more than its max_tools ({max}): {}{}\n  hint: turn on compact_tools_enabled, narrow the profile's upstreams, or raise max_tools",
+        profile.name,
+        names.len(),
+        shown.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +122,41 @@ profiles:
             &ResolveContext::default(),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn max_tools_counts_only_what_the_profile_sees() {
+        let text = r#"
+schema_version: 1
+upstreams:
+  a: {command: x, trust_annotations: true}
+profiles:
+  raw: {max_tools: 1}
+  compact: {max_tools: 1, compact_tools_enabled: true}
+"#;
+        let s = load_str(
+            text,
+            "t",
+            ConfigSource::Embedded,
+            &ResolveContext::default(),
+        )
+        .unwrap();
+        let ro = json!({"name": "r", "annotations": {"readOnlyHint": true}});
+        let one = |_: &str| Some(vec![ro.clone(), json!({"name": "w"})]);
+        assert_eq!(
+            max_tools_problem(&s, &s.profiles["raw"], &one),
+            None,
+            "w is hidden"
+        );
+        let two = |_: &str| Some(vec![ro.clone(), ro.clone()]);
+        let msg = max_tools_problem(&s, &s.profiles["raw"], &two).unwrap();
+        assert!(
+            msg.starts_with(
+                "profile 'raw' would expose 2 tools, more than its max_tools (1): a.r, a.r"
+            ),
+            "{msg}"
+        );
+        assert_eq!(max_tools_problem(&s, &s.profiles["compact"], &two), None);
     }
 
     #[test]
