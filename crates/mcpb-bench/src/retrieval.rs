@@ -68,6 +68,8 @@ struct Metrics {
 }
 
 fn evaluate(tools: &[ToolDoc], queries: &[Query], weights: Weights) -> Metrics {
+    // Misses of the broker's own ranking only, not of the baseline.
+    let debug = std::env::var_os("MCPB_RETRIEVAL_DEBUG").is_some() && weights.analyze;
     let index = Index::build(tools, weights);
     let mut m = Metrics::default();
     for q in queries {
@@ -85,9 +87,14 @@ fn evaluate(tools: &[ToolDoc], queries: &[Query], weights: Weights) -> Metrics {
                 .count();
             found as f64 / q.groups.len().max(1) as f64
         };
-        if std::env::var_os("MCPB_RETRIEVAL_DEBUG").is_some() && recall(5) < 1.0 {
+        if debug && recall(5) < 1.0 {
+            let ranks: Vec<Option<usize>> = q
+                .gold
+                .iter()
+                .map(|g| ranked.iter().position(|id| id == g).map(|r| r + 1))
+                .collect();
             eprintln!(
-                "Q: {}\n  top5: {:?}\n  gold: {:?}",
+                "Q: {}\n  top5: {:?}\n  gold: {:?}\n  gold ranks: {ranks:?}",
                 q.text.chars().take(160).collect::<String>(),
                 &ranked[..5.min(ranked.len())],
                 q.gold
@@ -128,10 +135,16 @@ pub fn run() -> anyhow::Result<()> {
         let (tools, queries) = load(&dir)?;
         let mut tuned = Weights::broker();
         if let Ok(spec) = std::env::var("MCPB_WEIGHTS") {
-            // Exploration only: "name,desc,params,param_text,server,k1,b_name,b_desc"
+            // Exploration only: "name,desc,params,param_text,server,k1,b_name,b_desc[,related,sibling,implied]"
             let v: Vec<f32> = spec.split(',').filter_map(|x| x.parse().ok()).collect();
             if let Some(r) = v.get(8) {
                 tuned.related = *r;
+            }
+            if let Some(x) = v.get(9) {
+                tuned.sibling = *x;
+            }
+            if let Some(x) = v.get(10) {
+                tuned.implied = *x;
             }
             if v.len() >= 8 {
                 tuned.field = [v[0], v[1], v[2], v[3], v[4]];

@@ -51,6 +51,11 @@ pub struct Weights {
     pub single_field: bool,
     /// Weight of a related word added for a request word (see `text::related`).
     pub related: f32,
+    /// Share of the best score among a tool's siblings (same upstream) added to its own: a task
+    /// that needs one tool of an upstream usually needs its neighbours too.
+    pub sibling: f32,
+    /// Weight of words implied by paths and URLs in the request (see `text::implied`).
+    pub implied: f32,
 }
 
 impl Weights {
@@ -63,6 +68,8 @@ impl Weights {
             analyze: true,
             single_field: false,
             related: 0.5,
+            sibling: 0.1,
+            implied: 1.5,
         }
     }
 
@@ -75,6 +82,8 @@ impl Weights {
             analyze: false,
             single_field: true,
             related: 0.0,
+            sibling: 0.0,
+            implied: 0.0,
         }
     }
 }
@@ -95,6 +104,9 @@ pub struct Index {
     /// Term -> position in `postings`.
     dict: Dict,
     postings: Vec<Vec<(u32, [u16; FIELDS])>>,
+    /// Per document: its upstream; per upstream: its documents.
+    server_of: Vec<u32>,
+    server_docs: Vec<Vec<u32>>,
 }
 
 fn tokenize(text: &str, analyze: bool) -> Vec<String> {
@@ -162,12 +174,29 @@ impl Index {
         }
         let n = docs.len().max(1) as f64;
         let avg = std::array::from_fn(|f| ((totals[f] / n) as f32).max(1.0));
+        let mut servers: HashMap<&str, u32> = HashMap::new();
+        let mut server_docs: Vec<Vec<u32>> = Vec::new();
+        let server_of = docs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let next = servers.len() as u32;
+                let id = *servers.entry(d.server.as_str()).or_insert(next);
+                if id == next {
+                    server_docs.push(Vec::new());
+                }
+                server_docs[id as usize].push(i as u32);
+                id
+            })
+            .collect();
         Self {
             weights,
             lengths,
             avg,
             dict,
             postings,
+            server_of,
+            server_docs,
         }
     }
 
@@ -177,6 +206,47 @@ impl Index {
 
     pub fn is_empty(&self) -> bool {
         self.lengths.is_empty()
+    }
+
+    /// Raises the documents of the upstreams among the best matches by a share of that
+    /// upstream's best score; documents that did not match themselves join the candidates that
+    /// way. Only the leading upstreams take part: the others could not reach the top anyway.
+    fn add_siblings(
+        &self,
+        scores: &mut [f32],
+        mut touched: Vec<u32>,
+        keep: &dyn Fn(usize) -> bool,
+    ) -> Vec<u32> {
+        const LEADERS: usize = 10;
+        let mut lead: Vec<u32> = touched
+            .iter()
+            .copied()
+            .filter(|d| keep(*d as usize))
+            .collect();
+        if lead.len() > LEADERS {
+            lead.select_nth_unstable_by(LEADERS - 1, |a, b| {
+                scores[*b as usize].total_cmp(&scores[*a as usize])
+            });
+            lead.truncate(LEADERS);
+        }
+        let mut best: Vec<(u32, f32)> = Vec::with_capacity(LEADERS);
+        for d in lead {
+            let s = self.server_of[d as usize];
+            let score = scores[d as usize];
+            match best.iter_mut().find(|b| b.0 == s) {
+                Some(b) => b.1 = b.1.max(score),
+                None => best.push((s, score)),
+            }
+        }
+        for (s, top) in best {
+            for d in &self.server_docs[s as usize] {
+                if scores[*d as usize] == 0.0 {
+                    touched.push(*d);
+                }
+                scores[*d as usize] += self.weights.sibling * top;
+            }
+        }
+        touched
     }
 
     /// The best `limit` documents for `query`, best first; `keep` filters documents (e.g. one
@@ -191,43 +261,33 @@ impl Index {
             }
             terms.push((t, 1.0));
         }
+        if self.weights.analyze {
+            terms.extend(
+                text::implied(query)
+                    .into_iter()
+                    .map(|(t, q)| (t, q * self.weights.implied)),
+            );
+        }
         // One entry per term, at its strongest weight.
         terms.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)));
         terms.dedup_by(|a, b| a.0 == b.0);
         let n = self.lengths.len() as f32;
         let w = &self.weights;
+        // (postings index, query weight, idf) of each query term the index knows.
+        let qterms: Vec<(usize, f32, f32)> = terms
+            .iter()
+            .filter(|(_, q)| *q > 0.0)
+            .filter_map(|(term, q)| {
+                let id = *self.dict.get(term)? as usize;
+                let df = self.postings[id].len() as f32;
+                Some((id, *q, (1.0 + (n - df + 0.5) / (df + 0.5)).ln()))
+            })
+            .collect();
         let mut scores = vec![0f32; self.lengths.len()];
         let mut touched: Vec<u32> = Vec::new();
-        for (term, qweight) in terms.iter().filter(|(_, q)| *q > 0.0) {
-            let Some(list) = self
-                .dict
-                .get(term)
-                .and_then(|id| self.postings.get(*id as usize))
-            else {
-                continue;
-            };
-            let df = list.len() as f32;
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-            for (doc, counts) in list {
-                let len = &self.lengths[*doc as usize];
-                let mut tf = 0.0;
-                for f in 0..FIELDS {
-                    if counts[f] == 0 || w.field[f] == 0.0 {
-                        continue;
-                    }
-                    let norm = 1.0 - w.b[f] + w.b[f] * len[f] as f32 / self.avg[f];
-                    tf += w.field[f] * f32::from(counts[f]) / norm;
-                }
-                if tf > 0.0 {
-                    // Every contribution is positive (weights > 0 were filtered above), so a zero
-                    // score means the document was not touched yet.
-                    let d = *doc as usize;
-                    if scores[d] == 0.0 {
-                        touched.push(*doc);
-                    }
-                    scores[d] += qweight * idf * tf / (w.k1 + tf);
-                }
-            }
+        self.accumulate(&qterms, &mut scores, &mut touched);
+        if w.sibling > 0.0 {
+            touched = self.add_siblings(&mut scores, touched, keep);
         }
         let mut hits: Vec<Hit> = touched
             .into_iter()
@@ -247,6 +307,39 @@ impl Index {
         hits.truncate(limit);
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
         hits
+    }
+
+    fn accumulate(&self, qterms: &[(usize, f32, f32)], scores: &mut [f32], touched: &mut Vec<u32>) {
+        let k1 = self.weights.k1;
+        for (id, qweight, idf) in qterms {
+            for (doc, counts) in &self.postings[*id] {
+                let tf = self.tf(*doc as usize, counts);
+                if tf > 0.0 {
+                    // Every contribution is positive (weights > 0 were filtered above), so a zero
+                    // score means the document was not touched yet.
+                    let d = *doc as usize;
+                    if scores[d] == 0.0 {
+                        touched.push(*doc);
+                    }
+                    scores[d] += qweight * idf * tf / (k1 + tf);
+                }
+            }
+        }
+    }
+
+    /// BM25F term frequency of one posting: fields weighted and length-normalised, then summed.
+    fn tf(&self, doc: usize, counts: &[u16; FIELDS]) -> f32 {
+        let w = &self.weights;
+        let len = &self.lengths[doc];
+        let mut tf = 0.0;
+        for f in 0..FIELDS {
+            if counts[f] == 0 || w.field[f] == 0.0 {
+                continue;
+            }
+            let norm = 1.0 - w.b[f] + w.b[f] * len[f] as f32 / self.avg[f];
+            tf += w.field[f] * f32::from(counts[f]) / norm;
+        }
+        tf
     }
 }
 
@@ -324,6 +417,46 @@ mod tests {
             },
         );
         assert!(plain.search("save my notes", 3, &|_| true).is_empty());
+    }
+
+    #[test]
+    fn a_path_after_save_means_writing_a_file_and_siblings_follow() {
+        let docs = vec![
+            doc(
+                "fs",
+                "write_file",
+                "Create or overwrite a file",
+                &["path", "content"],
+            ),
+            doc("fs", "read_file", "Read a file", &["path"]),
+            doc(
+                "ppt",
+                "save_presentation",
+                "Save the presentation",
+                &["name"],
+            ),
+            doc(
+                "crypto",
+                "research",
+                "Research a coin and report on it",
+                &["coin"],
+            ),
+            doc("crypto", "coin_list", "List known coins", &[]),
+        ];
+        let index = Index::build(&docs, Weights::broker());
+        let hits = index.search(
+            "write a report on bitcoin and save it to /tmp/out/report.md",
+            5,
+            &|_| true,
+        );
+        let names: Vec<&str> = hits.iter().map(|h| docs[h.doc].name.as_str()).collect();
+        assert_eq!(names[0], "write_file", "{names:?}");
+        assert!(
+            names.contains(&"coin_list"),
+            "a sibling of a match joins: {names:?}"
+        );
+        let read = index.search("what is in /tmp/in/data.txt, read it", 1, &|_| true);
+        assert_eq!(docs[read[0].doc].name, "read_file");
     }
 
     #[test]

@@ -257,8 +257,84 @@ pub fn related(term: &str) -> &'static [&'static str] {
         "document" => &["file", "doc"],
         "recommend" => &["suggest"],
         "suggest" => &["recommend"],
+        // A relative day needs today's date first.
+        "today" | "tomorrow" | "yesterday" | "tonight" | "monday" | "tuesday" | "wednesday"
+        | "thursday" | "friday" | "saturday" | "sunday" => &["current", "date", "time"],
+        "trend" | "popular" => &["trend", "rank", "hot"],
         _ => &[],
     }
+}
+
+/// Words a request implies without saying them: a file path means a file (and its extension a
+/// kind of file), a URL means fetching from the web. Returned stemmed, with their weights.
+pub fn implied(query: &str) -> Vec<(String, f32)> {
+    let mut out: Vec<(&str, f32)> = Vec::new();
+    let tokens: Vec<&str> = query.split_whitespace().collect();
+    for (i, token) in tokens.iter().enumerate() {
+        let token = token.trim_matches(|c: char| {
+            matches!(
+                c,
+                ',' | ';' | ':' | '"' | '\'' | '(' | ')' | '`' | '?' | '!'
+            )
+        });
+        let token = token.trim_end_matches('.');
+        let lower = token.to_ascii_lowercase();
+        if lower.starts_with("http://")
+            || lower.starts_with("https://")
+            || lower.starts_with("www.")
+        {
+            out.extend([("url", 1.0), ("web", 0.5), ("fetch", 0.5)]);
+            continue;
+        }
+        let is_path = lower.starts_with('/') || lower.starts_with("~/") || lower.starts_with("./");
+        match lower.rsplit_once('.') {
+            Some((stem, e))
+                if (is_path || stem.contains('/'))
+                    && !e.is_empty()
+                    && e.len() <= 5
+                    && !e.contains('/') =>
+            {
+                out.extend([("file", 1.0), ("path", 0.5)]);
+                // The verb governing the path says whether the file is written or read.
+                let before = &tokens[i.saturating_sub(6)..i];
+                let says = |verbs: &[&str]| {
+                    before.iter().any(|t| {
+                        let t = t
+                            .trim_matches(|c: char| !c.is_alphanumeric())
+                            .to_ascii_lowercase();
+                        verbs.contains(&t.as_str())
+                    })
+                };
+                if says(&[
+                    "save", "saved", "saving", "write", "written", "store", "stored", "export",
+                    "draft", "output",
+                ]) {
+                    out.push(("write", 1.0));
+                } else if says(&[
+                    "read", "open", "load", "parse", "under", "analyze", "analyse",
+                ]) {
+                    out.push(("read", 1.0));
+                }
+                let kind: &[&str] = match e {
+                    "md" | "txt" | "log" | "rst" => &["text", "markdown"],
+                    "xlsx" | "xls" | "csv" | "tsv" => &["excel", "sheet", "spreadsheet"],
+                    "docx" | "doc" | "odt" => &["word", "document"],
+                    "pptx" | "ppt" => &["presentation", "slide"],
+                    "pdf" => &["pdf", "document"],
+                    "png" | "jpg" | "jpeg" | "gif" | "webp" | "svg" => &["image"],
+                    "wav" | "mp3" | "flac" | "ogg" | "m4a" => &["audio"],
+                    "mp4" | "mov" | "mkv" | "webm" => &["video"],
+                    "html" | "htm" => &["html", "web"],
+                    "json" | "yaml" | "yml" | "toml" => &["json", "config"],
+                    _ => &[],
+                };
+                out.extend(kind.iter().map(|k| (*k, 0.5)));
+            }
+            _ if is_path => out.extend([("directory", 0.5), ("path", 0.5)]),
+            _ => {}
+        }
+    }
+    out.into_iter().map(|(w, q)| (stem(w), q)).collect()
 }
 
 /// Search terms: words without stopwords, stemmed.
@@ -311,6 +387,22 @@ mod tests {
         let mut raw = Vec::new();
         each_word(text, |t| raw.push(t.to_string()));
         assert_eq!(raw, words(text));
+    }
+
+    #[test]
+    fn paths_and_urls_imply_files_and_fetching() {
+        let hints =
+            implied("save it to /root/markdown/report.md, then open https://example.org/x.");
+        let words: Vec<&str> = hints.iter().map(|(w, _)| w.as_str()).collect();
+        for w in ["file", "path", "text", "markdown", "url", "fetch", "write"] {
+            assert!(words.contains(&stem(w).as_str()), "{w} in {words:?}");
+        }
+        assert!(implied("version 2.0 of the app, e.g. this").is_empty());
+        assert!(
+            implied("list /root/git")
+                .iter()
+                .any(|(w, _)| w == "directory")
+        );
     }
 
     #[test]
