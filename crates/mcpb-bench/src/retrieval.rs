@@ -216,5 +216,48 @@ pub fn run() -> anyhow::Result<()> {
         pct(0.99),
         times.len()
     );
+    context(&root)
+}
+
+/// What the facade saves in a model's context on these catalogs: every tool definition (MCP
+/// fields only, as an upstream lists them) against the facade's seven definitions.
+fn context(root: &Path) -> anyhow::Result<()> {
+    let bpe = tiktoken_rs::o200k_base().map_err(|e| anyhow::anyhow!("o200k_base: {e}"))?;
+    let facade = serde_json::to_string(&mcpb_facade::definitions(".", Some(100_000)))?;
+    let after = bpe.encode_ordinary(&facade).len();
+    println!();
+    println!("| catalog | tools | before (o200k tokens) | after: facade | reduction |");
+    println!("|---|---|---|---|---|");
+    for set in ["livemcpbench", "bfcl-live"] {
+        let path = root.join(set).join("tools.jsonl");
+        if !path.is_file() {
+            continue;
+        }
+        let tools: Vec<Value> = read_jsonl(&path)?
+            .into_iter()
+            .map(|mut t| {
+                if let Some(obj) = t.as_object_mut() {
+                    obj.retain(|k, _| {
+                        matches!(
+                            k.as_str(),
+                            "name"
+                                | "title"
+                                | "description"
+                                | "inputSchema"
+                                | "outputSchema"
+                                | "annotations"
+                        )
+                    });
+                }
+                t
+            })
+            .collect();
+        let before = bpe.encode_ordinary(&serde_json::to_string(&tools)?).len();
+        println!(
+            "| {set} | {} | {before} | {after} | {:.1}% |",
+            tools.len(),
+            100.0 * (1.0 - after as f64 / before as f64)
+        );
+    }
     Ok(())
 }

@@ -381,6 +381,10 @@ impl Broker {
         if let Some(obj) = value.as_object_mut() {
             obj.remove("resultType");
         }
+        // An error result (bad arguments, say) reaches the model exactly as the upstream wrote it.
+        if value.get("isError") == Some(&Value::Bool(true)) {
+            return Ok(Answer::Upstream(Reply::Result(result)));
+        }
         if let Some(p) = &a.projection {
             mcpb_facade::result::apply_projection(&mut value, p);
         }
