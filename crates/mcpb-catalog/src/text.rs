@@ -130,14 +130,21 @@ pub fn words(text: &str) -> Vec<String> {
 
 /// A light English stemmer: plural and verb endings only, never below three letters.
 pub fn stem(word: &str) -> String {
-    stem_owned(word.to_string())
+    stem_cow(word).into_owned()
 }
 
 fn stem_owned(word: String) -> String {
-    let w = word.as_str();
+    match stem_cow(&word) {
+        std::borrow::Cow::Borrowed(_) => word,
+        std::borrow::Cow::Owned(s) => s,
+    }
+}
+
+/// The stem, borrowed when the word has no ending to remove (most words): no allocation.
+fn stem_cow(w: &str) -> std::borrow::Cow<'_, str> {
     let n = w.len();
     if !w.is_ascii() || n <= 3 {
-        return word;
+        return std::borrow::Cow::Borrowed(w);
     }
     for (suffix, replace) in [
         ("ies", "y"),
@@ -165,11 +172,11 @@ fn stem_owned(word: String) -> String {
                     }
                 }
                 b.push_str(replace);
-                return b;
+                return std::borrow::Cow::Owned(b);
             }
         }
     }
-    word
+    std::borrow::Cow::Borrowed(w)
 }
 
 /// Calls `f` with each raw word of `text` (see `words`), reusing one buffer: no allocation per
@@ -223,8 +230,7 @@ pub fn each_term(text: &str, mut f: impl FnMut(&str)) {
         if is_stopword(w) {
             return;
         }
-        let stemmed = stem(w);
-        f(&stemmed);
+        f(&stem_cow(w));
     });
 }
 
