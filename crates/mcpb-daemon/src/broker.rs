@@ -242,7 +242,7 @@ impl Broker {
         if profile.compact_tools_enabled && !view::is_pinned(profile, &seen) {
             return Err(BrokerRpcError::UnknownTool(exposed.to_string()));
         }
-        let reply = seen.call(session, params, link).await?;
+        let reply = seen.call(profile, session, params, link).await?;
         Ok(Answer::Upstream(reply))
     }
 }

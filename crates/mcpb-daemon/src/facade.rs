@@ -351,15 +351,12 @@ impl Broker {
             }
             Err(e) => return Err(e),
         };
-        // The client's own _meta (progress token) travels with the call; the budget joins it.
-        let mut meta: Map<String, Value> = params
+        // The client's own _meta (progress token) travels with the call.
+        let meta: Map<String, Value> = params
             .get("_meta")
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
-        if let Some(b) = profile.result_budget_chars {
-            meta.insert("mcp-broker/result_budget_chars".into(), b.into());
-        }
         let mut forwarded = json!({
             "name": seen.tool_name(),
             "arguments": a.arguments.unwrap_or_else(|| json!({})),
@@ -369,7 +366,7 @@ impl Broker {
         }
         let raw = mcpb_protocol::message::to_raw(&forwarded)
             .map_err(|e| BrokerRpcError::Internal(e.to_string()))?;
-        let reply = seen.call(session, &raw, link).await?;
+        let reply = seen.call(profile, session, &raw, link).await?;
         let Reply::Result(result) = reply else {
             return Ok(Answer::Upstream(reply));
         };

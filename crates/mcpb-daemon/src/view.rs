@@ -34,13 +34,21 @@ impl Seen {
             .unwrap_or("")
     }
 
-    /// Sends `tools/call` with `params` (any `name` in them is replaced by the upstream's own).
+    /// Sends `tools/call` with `params` (any `name` in them is replaced by the upstream's own),
+    /// telling the upstream the profile's result budget when it has one.
     pub async fn call(
         &self,
+        profile: &ProfileSettings,
         session: u64,
         params: &serde_json::value::RawValue,
         link: Arc<dyn ClientLink>,
     ) -> Result<Reply, BrokerRpcError> {
+        let budget = profile.result_budget_chars.map(|b| b.to_string());
+        let meta: Vec<(&str, &str)> = budget
+            .as_deref()
+            .map(|b| ("mcp-broker/result_budget_chars", b))
+            .into_iter()
+            .collect();
         let settings = self.upstream.settings();
         let opts = CallOptions {
             idle_timeout: settings.call_timeout,
@@ -50,6 +58,7 @@ impl Seen {
         let outgoing = Outgoing::ToolCall {
             tool: self.tool_name(),
             params,
+            meta: &meta,
         };
         self.upstream
             .call(session, outgoing, &opts)

@@ -145,6 +145,12 @@ fn tools(opts: &Options) -> Vec<Value> {
         ),
         tool("error", "Answer with a JSON-RPC error.", true, json!({})),
         tool(
+            "meta",
+            "Answer with the request's _meta as JSON text.",
+            true,
+            json!({}),
+        ),
+        tool(
             "list_changed",
             "Announce a changed tool list, then answer.",
             true,
@@ -503,6 +509,7 @@ fn call(shared: &Shared, id: Value, params: &Value) {
             Some(reply) => answer(text(reply.to_string())),
             None => answer(text("no reply")),
         },
+        "meta" => answer(text(params["_meta"].to_string())),
         "needs_input" => answer(json!({"resultType": "input_required",
             "inputRequests": {"q": {"method": "elicitation/create", "params": {"message": "which?"}}}})),
         "roots" => match ask_client(shared, "roots/list", json!({})) {

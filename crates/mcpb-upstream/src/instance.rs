@@ -40,6 +40,8 @@ pub enum Outgoing<'a> {
     ToolCall {
         tool: &'a str,
         params: &'a RawValue,
+        /// Extra `_meta` members (key, JSON text) the broker adds for the upstream.
+        meta: &'a [(&'a str, &'a str)],
     },
 }
 
@@ -348,7 +350,7 @@ impl Instance {
         self.touch();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let env = envelope();
-        let env_pairs: Vec<(&str, &str)> = if self.modern.load(Ordering::Relaxed) {
+        let mut env_pairs: Vec<(&str, &str)> = if self.modern.load(Ordering::Relaxed) {
             env.iter().map(|(k, v)| (*k, v.as_str())).collect()
         } else {
             Vec::new()
@@ -370,7 +372,8 @@ impl Instance {
                 .map_err(protocol)?;
                 (request_line(id, method, Some(&params)), None)
             }
-            Outgoing::ToolCall { tool, params } => {
+            Outgoing::ToolCall { tool, params, meta } => {
+                env_pairs.extend_from_slice(meta);
                 let token = format!("{TOKEN_PREFIX}{id}");
                 let (params, client_token) =
                     mcpb_protocol::rewrite::rewrite_call(params, tool, &token, &env_pairs)

@@ -405,6 +405,14 @@ fn projection_budget_artifacts_and_bad_input_through_the_facade() {
         search_names(&huge).contains(&"fx.rows".to_string()),
         "{huge}"
     );
+    // The budget travels upstream on facade calls.
+    let meta = s.call(
+        "broker.call_tool",
+        json!({"name": "fx.meta", "arguments": {}}),
+    );
+    let seen: Value =
+        serde_json::from_str(meta["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(seen["mcp-broker/result_budget_chars"], 300, "{meta}");
     // An unknown name teaches.
     let typo = s.call(
         "broker.call_tool",
@@ -461,7 +469,7 @@ fn search_describe_list_servers_and_status_work_with_every_upstream_stopped() {
 fn a_raw_profile_over_max_tools_is_an_error_not_a_cut() {
     let (home, _) = home_with(
         &[],
-        "  small: {allow_mutating_upstreams: true, max_tools: 3}\n",
+        "  small: {allow_mutating_upstreams: true, max_tools: 3}\n  budget: {result_budget_chars: 1000}\n",
     );
     let mut s = home.shim(&["--profile", "small"]);
     s.initialize("2025-11-25");
