@@ -191,8 +191,13 @@ impl Broker {
         modern: bool,
         facade: bool,
     ) -> Vec<u8> {
+        let session = link.session_id();
         let answer = match self.route_call(profile, params, link, facade).await {
             Ok(a) => a,
+            Err(BrokerRpcError::UnknownTool(name)) => {
+                let near = self.suggest(profile, &name, session).await;
+                return BrokerRpcError::UnknownToolNear { name, near }.to_line(Some(id));
+            }
             Err(e) => return e.to_line(Some(id)),
         };
         let reply = match answer {

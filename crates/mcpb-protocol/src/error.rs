@@ -50,6 +50,9 @@ pub enum BrokerRpcError {
     /// client cannot probe for hidden tools.
     #[error("Unknown tool: {0}")]
     UnknownTool(String),
+    /// The same answer, with the closest names the client may see in `data.did_you_mean`.
+    #[error("Unknown tool: {name}")]
+    UnknownToolNear { name: String, near: Vec<String> },
     #[error("invalid params: {0}")]
     InvalidParams(String),
     #[error("upstream '{upstream}' is unavailable: {reason}")]
@@ -68,9 +71,9 @@ impl BrokerRpcError {
             BrokerRpcError::Parse(_) => RpcCode::ParseError,
             BrokerRpcError::InvalidRequest(_) => RpcCode::InvalidRequest,
             BrokerRpcError::MethodNotFound(_) => RpcCode::MethodNotFound,
-            BrokerRpcError::UnknownTool(_) | BrokerRpcError::InvalidParams(_) => {
-                RpcCode::InvalidParams
-            }
+            BrokerRpcError::UnknownTool(_)
+            | BrokerRpcError::UnknownToolNear { .. }
+            | BrokerRpcError::InvalidParams(_) => RpcCode::InvalidParams,
             BrokerRpcError::UpstreamUnavailable { .. } => RpcCode::UpstreamUnavailable,
             BrokerRpcError::Timeout { .. } => RpcCode::RequestTimeout,
             BrokerRpcError::Overloaded(_) => RpcCode::Overloaded,
@@ -80,7 +83,13 @@ impl BrokerRpcError {
 
     /// The complete response frame for a request with this id.
     pub fn to_line(&self, id: Option<&RawValue>) -> Vec<u8> {
-        crate::message::error_line(id, self.code(), &self.to_string())
+        match self {
+            BrokerRpcError::UnknownToolNear { near, .. } if !near.is_empty() => {
+                let data = serde_json::json!({ "did_you_mean": near });
+                crate::message::error_line_with_data(id, self.code(), &self.to_string(), &data)
+            }
+            _ => crate::message::error_line(id, self.code(), &self.to_string()),
+        }
     }
 }
 
@@ -96,5 +105,12 @@ mod tests {
         assert_eq!(v["error"]["code"], -32602);
         assert_eq!(v["error"]["message"], "Unknown tool: example.secret");
         assert_eq!(v["id"], 3);
+        let near = BrokerRpcError::UnknownToolNear {
+            name: "example.ech".into(),
+            near: vec!["example.echo".into()],
+        };
+        let v: serde_json::Value = serde_json::from_slice(&near.to_line(None)).unwrap();
+        assert_eq!(v["error"]["message"], "Unknown tool: example.ech");
+        assert_eq!(v["error"]["data"]["did_you_mean"][0], "example.echo");
     }
 }

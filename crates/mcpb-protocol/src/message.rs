@@ -109,6 +109,20 @@ pub fn error_line(id: Option<&RawValue>, code: RpcCode, message: &str) -> Vec<u8
     out
 }
 
+/// An error frame with a `data` member.
+pub fn error_line_with_data(
+    id: Option<&RawValue>,
+    code: RpcCode,
+    message: &str,
+    data: &serde_json::Value,
+) -> Vec<u8> {
+    let error = serde_json::json!({"code": code.code(), "message": message, "data": data});
+    let id = id.map(RawValue::get).unwrap_or("null");
+    let mut out = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{error}}}").into_bytes();
+    out.push(b'\n');
+    out
+}
+
 /// A request frame with a numeric id the broker chose and params given as raw JSON.
 pub fn request_line(id: u64, method: &str, params: Option<&RawValue>) -> Vec<u8> {
     request_line_with_id(&id.to_string(), method, params)

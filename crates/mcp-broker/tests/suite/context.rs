@@ -76,6 +76,15 @@ fn a_mutating_tool_in_a_read_only_profile_is_unknown_on_every_path() {
     let absent = ro.call("fx.nothing", json!({}));
     assert_eq!(denied["error"]["code"], absent["error"]["code"]);
     assert_eq!(denied["error"]["message"], "Unknown tool: fx.wipe");
+    let typo = ro.call("fx.peak", json!({}));
+    assert_eq!(
+        typo["error"]["data"]["did_you_mean"][0], "fx.peek",
+        "{typo}"
+    );
+    assert!(
+        !denied.to_string().contains("\"fx.wipe\""),
+        "never suggested: {denied}"
+    );
     assert_eq!(absent["error"]["message"], "Unknown tool: fx.nothing");
     // The facade answers in a raw profile only when asked for (the CLI does); a client can't.
     assert!(ro.call("broker.search_tools", json!({"query": "x"}))["error"].is_object());
