@@ -46,13 +46,16 @@ fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
+fn mode_of(setting: mcpb_config::PinModeSetting) -> PinMode {
+    match setting {
+        mcpb_config::PinModeSetting::Tofu => PinMode::Tofu,
+        mcpb_config::PinModeSetting::RequireApproval => PinMode::RequireApproval,
+    }
+}
+
 impl Catalog {
     pub fn new(settings: &mcpb_config::Settings) -> Self {
-        let mode = match settings.pins {
-            mcpb_config::PinModeSetting::Tofu => PinMode::Tofu,
-            mcpb_config::PinModeSetting::RequireApproval => PinMode::RequireApproval,
-        };
-        let pins = Pins::open(settings.runtime.pins_path(), mode);
+        let pins = Pins::open(settings.runtime.pins_path(), mode_of(settings.pins));
         if let Some(e) = pins.error() {
             tracing::error!(
                 error = e,
@@ -167,10 +170,20 @@ impl Catalog {
         }
     }
 
+    /// A reload changed `pins.mode`: the store is read again under the new mode.
+    pub fn set_mode(&self, setting: mcpb_config::PinModeSetting) {
+        self.reopen(Some(mode_of(setting)));
+    }
+
     /// Re-reads the pin store (after `mcp-broker pins approve`) and judges every known list again.
     pub fn reload_pins(&self) {
+        self.reopen(None);
+    }
+
+    fn reopen(&self, mode: Option<PinMode>) {
         if let Ok(mut pins) = self.pins.lock() {
-            *pins = Pins::open(pins.path().to_path_buf(), pins.mode());
+            let mode = mode.unwrap_or(pins.mode());
+            *pins = Pins::open(pins.path().to_path_buf(), mode);
         }
         let lists: Vec<CachedList> = self
             .entries

@@ -71,10 +71,18 @@ pub fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
             retire.push(old.clone());
         }
     }
+    let pins_changed = next.pins != current.settings.pins;
+    let mode = next.pins;
     broker.swap_config(Config {
         settings: next,
         upstreams,
     });
+    if pins_changed {
+        broker.catalog.set_mode(mode);
+        for up in broker.config().upstreams.keys() {
+            broker.registry.list_changed(up);
+        }
+    }
     for old in retire {
         if let Ok(mut r) = broker.retired.lock() {
             r.push(old.clone());
