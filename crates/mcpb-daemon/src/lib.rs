@@ -1,9 +1,11 @@
-//! The daemon: one Unix socket, one task per connection, the hello exchange, MCP sessions in
-//! passthrough view, routing of calls to shared upstream instances, admin commands and graceful
-//! shutdown.
+//! The daemon: one Unix socket, one task per connection, the hello exchange, MCP sessions in a
+//! profile's view (raw tools or the compact facade), routing of calls to shared upstream
+//! instances, the catalog of known tool lists with their pin verdicts, admin commands and
+//! graceful shutdown.
 //!
-//! The daemon decides nothing about policy itself (that is `mcpb-policy`) and owns no process
-//! handling (that is `mcpb-upstream`); it wires clients to both. It never exits because of one
+//! The daemon decides nothing about policy itself (that is `mcpb-policy`), owns no process
+//! handling (that is `mcpb-upstream`) and shapes no results (that is `mcpb-facade`); it wires
+//! clients to them. It never exits because of one
 //! client or one upstream.
 #![forbid(unsafe_code)]
 
