@@ -155,19 +155,23 @@ impl Broker {
         session: u64,
         facade: bool,
     ) -> Result<Value, BrokerRpcError> {
-        let seen = self.seen_tools(profile, session, true).await;
         let mut out = Vec::new();
         if facade {
             out = mcpb_facade::definitions(view::sep(profile), profile.result_size_chars);
             if profile.compact_tools_enabled {
-                out.extend(
-                    seen.iter()
-                        .filter(|s| view::is_pinned(profile, s))
-                        .map(Seen::exposed_definition),
-                );
+                // The facade alone starts nothing; pinned tools come from the known lists.
+                if !profile.pinned_tools.is_empty() {
+                    let seen = self.seen_tools(profile, session, false).await;
+                    out.extend(
+                        seen.iter()
+                            .filter(|s| view::is_pinned(profile, s))
+                            .map(Seen::exposed_definition),
+                    );
+                }
                 return Ok(serde_json::json!({ "tools": out }));
             }
         }
+        let seen = self.seen_tools(profile, session, true).await;
         if let Some(max) = profile.max_tools
             && seen.len() > max as usize
         {

@@ -475,6 +475,30 @@ fn search_describe_list_servers_and_status_work_with_every_upstream_stopped() {
 }
 
 #[test]
+fn a_compact_session_starts_no_upstream_until_a_call_needs_one() {
+    let (home, _) = home_with(
+        &[tool("peek", "Show one record", true, "store")],
+        "  c: {compact_tools_enabled: true}\n",
+    );
+    let mut s = home.shim(&["--profile", "c"]);
+    s.initialize("2025-11-25");
+    assert_eq!(s.tool_names().len(), 7);
+    assert!(
+        result_json(&s.call("broker.list_servers", json!({})))["servers"][0]["tools"].is_null()
+    );
+    assert!(
+        home.upstream_pid("fx").is_none(),
+        "listing the facade starts nothing"
+    );
+    let r = s.call(
+        "broker.call_tool",
+        json!({"name": "fx.peek", "arguments": {"store": "a"}}),
+    );
+    assert_eq!(r["result"]["structuredContent"], json!({"store": "a"}));
+    assert!(home.upstream_pid("fx").is_some());
+}
+
+#[test]
 fn a_raw_profile_over_max_tools_is_an_error_not_a_cut() {
     let (home, _) = home_with(
         &[],
