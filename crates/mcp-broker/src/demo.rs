@@ -65,23 +65,7 @@ fn demo() -> anyhow::Result<()> {
     let home = tempdir()?;
     println!("mcp-broker demo (runtime dir {})", home.display());
     let t0 = Instant::now();
-    let mut child = Command::new(&exe)
-        .arg("stdio")
-        .env("MCP_BROKER_HOME", &home)
-        .env_remove("MCP_BROKER_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("cannot start `mcp-broker stdio`")?;
-    let stdin = child.stdin.take();
-    let stdout = BufReader::new(child.stdout.take().context("no stdout")?);
-    let mut c = Client {
-        child,
-        stdin,
-        stdout,
-        next_id: 0,
-    };
+    let mut c = open(&exe, &home, None)?;
 
     let init = c.request(
         "initialize",
@@ -143,16 +127,46 @@ fn demo() -> anyhow::Result<()> {
     let status = c.child.wait()?;
     println!("6. client closed stdin; shim exited with {status}");
 
+    // The same upstream through the compact facade: search, then call.
+    let mut c = open(&exe, &home, Some("compact"))?;
+    c.request(
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "mcp-broker-demo", "version": env!("CARGO_PKG_VERSION")}}),
+    )?;
+    c.notify("notifications/initialized")?;
+    let facade = c.request("tools/list", json!({}))?;
+    let count = facade["tools"].as_array().map_or(0, Vec::len);
+    let found = c.request(
+        "tools/call",
+        json!({"name": "broker.search_tools", "arguments": {"query": "add two numbers", "limit": 2}}),
+    )?;
+    let hits: Value = serde_json::from_str(&text_of(&found)).unwrap_or(Value::Null);
+    let top = hits["results"][0]["name"]
+        .as_str()
+        .unwrap_or("?")
+        .to_string();
+    let sum = c.request(
+        "tools/call",
+        json!({"name": "broker.call_tool", "arguments": {"name": top, "arguments": {"a": 1, "b": 1}}}),
+    )?;
+    println!(
+        "7. profile 'compact' lists {count} broker.* tools; broker.search_tools(\"add two numbers\") -> {top}; broker.call_tool({top}, 1, 1) = {}",
+        text_of(&sum)
+    );
+    drop(c.stdin.take());
+    c.child.wait()?;
+
     let stop = Command::new(&exe)
         .arg("stop")
         .env("MCP_BROKER_HOME", &home)
         .env_remove("MCP_BROKER_CONFIG")
         .stdout(Stdio::piped())
         .output()?;
-    print!("7. {}", String::from_utf8_lossy(&stop.stdout));
+    print!("8. {}", String::from_utf8_lossy(&stop.stdout));
     let socket_gone = !home.join("sockets/broker.sock").exists();
     println!(
-        "8. socket removed: {socket_gone}; log at {}",
+        "9. socket removed: {socket_gone}; log at {}",
         home.join("logs/daemon.log").display()
     );
     let _ = std::fs::remove_dir_all(&home);
@@ -161,6 +175,35 @@ fn demo() -> anyhow::Result<()> {
     }
     println!("done in {:.0} ms", t0.elapsed().as_secs_f64() * 1000.0);
     Ok(())
+}
+
+/// A client session through `mcp-broker stdio`, as an MCP client would open it.
+fn open(
+    exe: &std::path::Path,
+    home: &std::path::Path,
+    profile: Option<&str>,
+) -> anyhow::Result<Client> {
+    let mut cmd = Command::new(exe);
+    cmd.arg("stdio");
+    if let Some(p) = profile {
+        cmd.args(["--profile", p]);
+    }
+    let mut child = cmd
+        .env("MCP_BROKER_HOME", home)
+        .env_remove("MCP_BROKER_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("cannot start `mcp-broker stdio`")?;
+    let stdin = child.stdin.take();
+    let stdout = BufReader::new(child.stdout.take().context("no stdout")?);
+    Ok(Client {
+        child,
+        stdin,
+        stdout,
+        next_id: 0,
+    })
 }
 
 fn tempdir() -> anyhow::Result<std::path::PathBuf> {

@@ -174,6 +174,10 @@ fn the_demo_runs_end_to_end() {
         text.contains("example.echo answered \"hello through the broker\""),
         "{text}"
     );
+    assert!(
+        text.contains("broker.search_tools(\"add two numbers\") -> example.add; broker.call_tool(example.add, 1, 1) = 2"),
+        "{text}"
+    );
     assert!(text.contains("socket removed: true"), "{text}");
 }
 
