@@ -235,22 +235,7 @@ fn context(root: &Path) -> anyhow::Result<()> {
         }
         let tools: Vec<Value> = read_jsonl(&path)?
             .into_iter()
-            .map(|mut t| {
-                if let Some(obj) = t.as_object_mut() {
-                    obj.retain(|k, _| {
-                        matches!(
-                            k.as_str(),
-                            "name"
-                                | "title"
-                                | "description"
-                                | "inputSchema"
-                                | "outputSchema"
-                                | "annotations"
-                        )
-                    });
-                }
-                t
-            })
+            .map(|t| mcpb_catalog::canonical::pinned_part(&t))
             .collect();
         let before = bpe.encode_ordinary(&serde_json::to_string(&tools)?).len();
         println!(

@@ -3,6 +3,7 @@ mod context;
 mod daemon;
 mod faults;
 mod interop;
+mod interop_facade;
 mod lifecycle;
 mod reload;
 mod routing;
