@@ -199,17 +199,14 @@ impl Broker {
             query.truncate(end);
         }
         let server = a.server.filter(|s| !s.is_empty());
+        let known: Vec<String> = self
+            .profile_upstreams(profile)
+            .iter()
+            .map(|u| u.name().to_string())
+            .collect();
         if let Some(s) = &server
-            && !self
-                .profile_upstreams(profile)
-                .iter()
-                .any(|u| u.name() == s)
+            && !known.contains(s)
         {
-            let known: Vec<String> = self
-                .profile_upstreams(profile)
-                .iter()
-                .map(|u| u.name().to_string())
-                .collect();
             return tool_error(format!(
                 "unknown server '{s}'; known servers: {}",
                 known.join(", ")
@@ -468,8 +465,15 @@ pub struct ProfileIndex {
 
 impl Broker {
     pub async fn search_index(&self, profile: &ProfileSettings, session: u64) -> Arc<ProfileIndex> {
-        // Lists first (this may start an upstream never listed), then the generation they make.
-        let seen = self.seen_tools(profile, session, false).await;
+        // Every list known first (this may start an upstream never listed), then the
+        // generation they make; a search on an unchanged catalog costs one lookup here.
+        for up in self.profile_upstreams(profile) {
+            if self.catalog.cached(up.name()).is_none()
+                && let Err(e) = self.fetch_entry(&up, session).await
+            {
+                tracing::error!(upstream = up.name(), error = %e, "left out of the search");
+            }
+        }
         let key = (
             self.catalog.generation(),
             Arc::as_ptr(&self.config()) as usize,
@@ -480,6 +484,7 @@ impl Broker {
         {
             return ix.clone();
         }
+        let seen = self.seen_tools(profile, session, false).await;
         let docs: Vec<mcpb_catalog::ToolDoc> = seen
             .iter()
             .map(|s| {
