@@ -68,7 +68,7 @@ impl Weights {
             analyze: true,
             single_field: false,
             related: 0.5,
-            sibling: 0.1,
+            sibling: 0.25,
             implied: 1.5,
         }
     }
