@@ -1,6 +1,7 @@
-//! Profile decisions: the exposed name of each upstream tool, and whether a profile may see and
-//! call it. The same functions are used when listing and when calling, so a tool hidden from a
-//! list can never be called by guessing its name.
+//! Profile decisions: whether a profile may see and call a tool (mutating gating, allowlists)
+//! and whether a raw profile stays within `max_tools`. The same functions are used when listing
+//! and when calling, on every path, so a tool hidden from a list can never be called by guessing
+//! its name. Exposed names (with their 64-character cap) belong to the catalog.
 //!
 //! This crate decides; it performs no I/O and never talks to upstreams.
 #![forbid(unsafe_code)]
@@ -8,7 +9,7 @@
 use mcpb_config::{NameStyle, ProfileSettings, UpstreamSettings};
 use serde_json::Value;
 
-/// `<upstream><sep><tool>`.
+/// `<upstream><sep><tool>`, uncapped: the form allowlists and messages use.
 pub fn qualify(style: NameStyle, upstream: &str, tool: &str) -> String {
     let sep = style.separator();
     let mut out = String::with_capacity(upstream.len() + sep.len() + tool.len());
@@ -16,13 +17,6 @@ pub fn qualify(style: NameStyle, upstream: &str, tool: &str) -> String {
     out.push_str(sep);
     out.push_str(tool);
     out
-}
-
-/// Splits an exposed name into upstream and tool. Upstream names contain no separator and start
-/// and end with a letter or digit, so the first separator is the boundary.
-pub fn split(style: NameStyle, name: &str) -> Option<(&str, &str)> {
-    let (up, tool) = name.split_once(style.separator())?;
-    (!up.is_empty() && !tool.is_empty()).then_some((up, tool))
 }
 
 /// Read-only only when the config says so, or the upstream's annotations are trusted and say
@@ -160,13 +154,15 @@ profiles:
     }
 
     #[test]
-    fn names_round_trip_in_both_styles() {
-        for style in [NameStyle::Dotted, NameStyle::DoubleUnderscore] {
-            let q = qualify(style, "git-hub", "search_repos.v2");
-            assert_eq!(split(style, &q), Some(("git-hub", "search_repos.v2")));
-        }
-        assert_eq!(split(NameStyle::Dotted, "nodot"), None);
-        assert_eq!(split(NameStyle::Dotted, ".x"), None);
+    fn qualified_names_use_the_style_separator() {
+        assert_eq!(
+            qualify(NameStyle::Dotted, "git-hub", "search"),
+            "git-hub.search"
+        );
+        assert_eq!(
+            qualify(NameStyle::DoubleUnderscore, "git-hub", "search"),
+            "git-hub__search"
+        );
     }
 
     #[test]
