@@ -76,14 +76,20 @@ impl Catalog {
 
     /// A list just received from a running upstream. Cheap when it is the list already known.
     pub fn observe(&self, upstream: &str, tools: &Arc<Vec<Value>>) -> Arc<Entry> {
-        if let Some(e) = self.memory(upstream)
+        let known = self.memory(upstream);
+        if let Some(e) = &known
             && Arc::ptr_eq(&e.list.tools, tools)
         {
-            return e;
+            return e.clone();
         }
         let list = CachedList::new(upstream, tools.clone(), unix_now());
-        let on_disk = self.store.load(upstream).ok().flatten();
-        if on_disk.as_ref().map(|d| &d.hash) != Some(&list.hash)
+        // The disk copy is read only when memory has none: everything installed came from it
+        // or was written to it.
+        let known_hash = match known {
+            Some(e) => Some(e.list.hash.clone()),
+            None => self.store.load(upstream).ok().flatten().map(|d| d.hash),
+        };
+        if known_hash.as_ref() != Some(&list.hash)
             && let Err(e) = self.store.save(&list)
         {
             tracing::warn!(upstream, error = %e, "cannot cache the tool list on disk");

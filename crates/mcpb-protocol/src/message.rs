@@ -102,11 +102,10 @@ fn envelope(id: &RawValue, member: &[u8], payload: &RawValue) -> Vec<u8> {
 /// A response carrying an error the broker made itself. `id` is `null` when the request's id could
 /// not be read (parse errors).
 pub fn error_line(id: Option<&RawValue>, code: RpcCode, message: &str) -> Vec<u8> {
-    let error = serde_json::json!({"code": code.code(), "message": message});
-    let id = id.map(RawValue::get).unwrap_or("null");
-    let mut out = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{error}}}").into_bytes();
-    out.push(b'\n');
-    out
+    error_frame(
+        id,
+        serde_json::json!({"code": code.code(), "message": message}),
+    )
 }
 
 /// An error frame with a `data` member.
@@ -116,7 +115,13 @@ pub fn error_line_with_data(
     message: &str,
     data: &serde_json::Value,
 ) -> Vec<u8> {
-    let error = serde_json::json!({"code": code.code(), "message": message, "data": data});
+    error_frame(
+        id,
+        serde_json::json!({"code": code.code(), "message": message, "data": data}),
+    )
+}
+
+fn error_frame(id: Option<&RawValue>, error: serde_json::Value) -> Vec<u8> {
     let id = id.map(RawValue::get).unwrap_or("null");
     let mut out = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{error}}}").into_bytes();
     out.push(b'\n');
