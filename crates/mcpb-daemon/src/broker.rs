@@ -286,6 +286,7 @@ fn handshake_result(result: Box<RawValue>) -> Box<RawValue> {
 pub fn upstream_error(e: UpstreamError) -> BrokerRpcError {
     match e {
         UpstreamError::Timeout { upstream, ms } => BrokerRpcError::Timeout { upstream, ms },
+        UpstreamError::HardLimit { upstream, ms } => BrokerRpcError::HardLimit { upstream, ms },
         other => BrokerRpcError::UpstreamUnavailable {
             upstream: other.upstream().to_string(),
             reason: other.to_string(),

@@ -264,7 +264,15 @@ impl Broker {
                 "{describe} {{\"name\": ...}} shows the input schema; {call} {{\"name\": ..., \"arguments\": {{...}}}} runs it"
             )
         };
-        tool_result(json!({"results": results, "hint": hint}))
+        let mut out = json!({"results": results, "hint": hint});
+        let unavailable = self.unavailable(profile);
+        if !unavailable.is_empty() {
+            out["unavailable"] = unavailable
+                .iter()
+                .map(|(server, error)| json!({"server": server, "error": error}))
+                .collect();
+        }
+        tool_result(out)
     }
 
     async fn describe(&self, profile: &ProfileSettings, a: DescribeArgs, session: u64) -> Value {
@@ -467,11 +475,20 @@ impl Broker {
     pub async fn search_index(&self, profile: &ProfileSettings, session: u64) -> Arc<ProfileIndex> {
         // Every list known first (this may start an upstream never listed), then the
         // generation they make; a search on an unchanged catalog costs one lookup here.
-        for up in self.profile_upstreams(profile) {
-            if self.catalog.cached(up.name()).is_none()
-                && let Err(e) = self.fetch_entry(&up, session).await
-            {
-                tracing::error!(upstream = up.name(), error = %e, "left out of the search");
+        let never_listed: Vec<_> = self
+            .profile_upstreams(profile)
+            .into_iter()
+            .filter(|up| self.catalog.cached(up.name()).is_none())
+            .collect();
+        let fetched = futures_util::future::join_all(
+            never_listed
+                .iter()
+                .map(|up| async move { (up.name(), self.fetch_entry(up, session).await) }),
+        )
+        .await;
+        for (name, got) in fetched {
+            if let Err(e) = got {
+                tracing::warn!(upstream = name, error = %e, "left out of the search");
             }
         }
         let key = (

@@ -15,7 +15,8 @@ use tokio::sync::{Notify, Semaphore, watch};
 use crate::DaemonError;
 use crate::broker::Broker;
 
-const ADMIN_HEADROOM: usize = 32;
+/// Connections beyond `max_clients`: sessions waiting for a slot, admin commands, hellos.
+const CONNECTION_HEADROOM: usize = 64;
 
 /// Runs the daemon until SIGTERM/SIGINT or an admin `stop`.
 pub async fn run(settings: Settings) -> Result<(), DaemonError> {
@@ -81,9 +82,9 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     let broker = Arc::new(Broker::new(settings));
     let stop = Arc::new(Notify::new());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    // Sessions wait for one of `max_clients` slots after their hello; this outer bound only
-    // keeps the number of open connections finite and leaves room for admin commands.
-    let permits = Arc::new(Semaphore::new(max_clients + ADMIN_HEADROOM));
+    // Sessions wait a bounded time for one of `max_clients` slots after their hello; this
+    // outer bound only keeps the number of open connections finite.
+    let permits = Arc::new(Semaphore::new(max_clients + CONNECTION_HEADROOM));
     let my_uid = rustix::process::getuid().as_raw();
     tracing::info!(
         pid = std::process::id(),
@@ -108,13 +109,6 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     });
 
     loop {
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-            _ = term.recv() => break,
-            _ = int.recv() => break,
-            _ = stop.notified() => break,
-            _ = hup.recv() => { on_hangup(&broker); continue }
-        };
         let stream = tokio::select! {
             r = listener.accept() => match r {
                 Ok((s, _)) => s,
@@ -139,6 +133,16 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
                 continue;
             }
         }
+        // Never wait for room before accepting: a queue of waiting sessions must not keep an
+        // admin command (`status`, `stop`) from being heard.
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tracing::warn!(
+                open = max_clients + CONNECTION_HEADROOM,
+                "connection refused: too many open connections"
+            );
+            tokio::spawn(refuse_connection(stream));
+            continue;
+        };
         let broker = broker.clone();
         let shutdown = shutdown_rx.clone();
         let stop = stop.clone();
@@ -198,6 +202,20 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     tracing::info!("daemon stopped");
     drop(lock);
     Ok(())
+}
+
+/// Tells a connection over the limit why it is closed, without reading its hello.
+async fn refuse_connection(mut stream: tokio::net::UnixStream) {
+    use tokio::io::AsyncWriteExt;
+    let reply = mcpb_protocol::HelloReply::refuse(
+        "mcp-broker has too many open connections",
+        vec!["close clients you no longer use, or raise broker.max_clients".into()],
+    );
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(1),
+        stream.write_all(&reply.to_line()),
+    )
+    .await;
 }
 
 fn on_hangup(broker: &Arc<Broker>) {

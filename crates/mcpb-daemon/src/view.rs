@@ -132,18 +132,53 @@ impl Broker {
             .collect()
     }
 
-    /// The upstream's tool entry, from a running or started instance.
+    /// The upstream's tool entry, from a running or started instance. An upstream whose last
+    /// start failed is not started on the request path: it is retried in the background and
+    /// its last known list (if any) answers meanwhile.
     pub async fn fetch_entry(
         &self,
-        up: &Upstream,
+        up: &Arc<Upstream>,
         session: u64,
     ) -> Result<Arc<Entry>, BrokerRpcError> {
+        self.list_entry(up, session, false).await
+    }
+
+    /// As `fetch_entry`; a call (`for_call`) starts a failing upstream itself, after its backoff:
+    /// the caller asked for that upstream and waits for its answer anyway.
+    async fn list_entry(
+        &self,
+        up: &Arc<Upstream>,
+        session: u64,
+        for_call: bool,
+    ) -> Result<Arc<Entry>, BrokerRpcError> {
+        if !for_call && let Some(reason) = up.failing() {
+            up.retry_in_background();
+            return self.catalog.cached(up.name()).ok_or_else(|| {
+                BrokerRpcError::UpstreamUnavailable {
+                    upstream: up.name().to_string(),
+                    reason,
+                }
+            });
+        }
         let tools = up.tools(session).await.map_err(upstream_error)?;
         Ok(self.catalog.observe(up.name(), &tools))
     }
 
+    /// The profile's upstreams whose last start failed, with the error: what a listing or a
+    /// search says it left out.
+    pub fn unavailable(&self, profile: &ProfileSettings) -> Vec<(String, String)> {
+        self.profile_upstreams(profile)
+            .iter()
+            .filter_map(|u| Some((u.name().to_string(), u.failing()?)))
+            .collect()
+    }
+
     /// The upstream's entry without starting it when any list is known; started otherwise.
-    pub async fn entry(&self, up: &Upstream, session: u64) -> Result<Arc<Entry>, BrokerRpcError> {
+    pub async fn entry(
+        &self,
+        up: &Arc<Upstream>,
+        session: u64,
+    ) -> Result<Arc<Entry>, BrokerRpcError> {
         match self.catalog.cached(up.name()) {
             Some(e) => Ok(e),
             None => self.fetch_entry(up, session).await,
@@ -197,7 +232,7 @@ impl Broker {
             .find(|u| u.name() == up_name)
             .ok_or_else(unknown)?;
         let entry = if fresh {
-            self.fetch_entry(&upstream, session).await?
+            self.list_entry(&upstream, session, true).await?
         } else {
             self.entry(&upstream, session).await?
         };

@@ -111,6 +111,11 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
         }
     }
 
+    /// After `TooLarge`, the start of the refused line (at most the cap), e.g. to log a cut copy.
+    pub fn refused_prefix(&self) -> &[u8] {
+        &self.buf
+    }
+
     /// Changes the cap for the frames that follow (e.g. after a small hello line).
     pub fn set_limit(&mut self, limit: usize) {
         self.limit = limit;

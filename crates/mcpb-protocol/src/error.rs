@@ -59,6 +59,10 @@ pub enum BrokerRpcError {
     UpstreamUnavailable { upstream: String, reason: String },
     #[error("upstream '{upstream}' did not answer within {ms} ms")]
     Timeout { upstream: String, ms: u64 },
+    #[error(
+        "upstream '{upstream}' kept reporting progress but did not finish within max_call_ms ({ms} ms)"
+    )]
+    HardLimit { upstream: String, ms: u64 },
     #[error("{0}")]
     Overloaded(String),
     #[error("internal error: {0}")]
@@ -75,7 +79,9 @@ impl BrokerRpcError {
             | BrokerRpcError::UnknownToolNear { .. }
             | BrokerRpcError::InvalidParams(_) => RpcCode::InvalidParams,
             BrokerRpcError::UpstreamUnavailable { .. } => RpcCode::UpstreamUnavailable,
-            BrokerRpcError::Timeout { .. } => RpcCode::RequestTimeout,
+            BrokerRpcError::Timeout { .. } | BrokerRpcError::HardLimit { .. } => {
+                RpcCode::RequestTimeout
+            }
             BrokerRpcError::Overloaded(_) => RpcCode::Overloaded,
             BrokerRpcError::Internal(_) => RpcCode::InternalError,
         }

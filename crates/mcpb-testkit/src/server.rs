@@ -28,6 +28,8 @@ pub struct Options {
     /// More tool definitions, one JSON object per line, re-read at every listing so a test can
     /// change a definition under a running server. Calls to them answer with their arguments.
     pub tools_file: Option<std::path::PathBuf>,
+    /// Exit with this code at start-up, before reading anything (a server that cannot start).
+    pub exit_at_start: Option<i32>,
 }
 
 impl Options {
@@ -50,6 +52,7 @@ impl Options {
                 "--modern" => o.modern = true,
                 "--die-on-discover" => o.die_on_discover = true,
                 "--tools-file" => o.tools_file = it.next().map(Into::into),
+                "--exit-at-start" => o.exit_at_start = it.next().and_then(|v| v.parse().ok()),
                 other => eprintln!("mcpb-fixture: ignoring unknown argument {other}"),
             }
         }
@@ -145,6 +148,18 @@ fn tools(opts: &Options) -> Vec<Value> {
         ),
         tool("error", "Answer with a JSON-RPC error.", true, json!({})),
         tool(
+            "bigstderr",
+            "Write one stderr line of kib KiB, then a short one, then answer.",
+            true,
+            json!({"kib": {"type": "integer"}}),
+        ),
+        tool(
+            "stall",
+            "Answer, then stop reading stdin for good.",
+            false,
+            json!({}),
+        ),
+        tool(
             "meta",
             "Answer with the request's _meta as JSON text.",
             true,
@@ -235,6 +250,10 @@ struct Shared {
 }
 
 pub fn run(opts: Options) {
+    if let Some(code) = opts.exit_at_start {
+        eprintln!("fixture: cannot start (exit code {code} on purpose)");
+        std::process::exit(code);
+    }
     if opts.slow_start_ms > 0 {
         std::thread::sleep(Duration::from_millis(opts.slow_start_ms));
     }
@@ -247,6 +266,9 @@ pub fn run(opts: Options) {
         waiting: Mutex::new(HashMap::new()),
         next: Mutex::new(0),
     });
+    // A 2026-07-28 server serves one era per connection, as the SDKs do.
+    let mut served_discover = false;
+    let mut initialized = false;
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
@@ -278,6 +300,7 @@ pub fn run(opts: Options) {
                     std::process::exit(2);
                 }
                 if opts.modern {
+                    served_discover = true;
                     send(
                         &shared.out,
                         &json!({"jsonrpc": "2.0", "id": id, "result": {
@@ -292,8 +315,14 @@ pub fn run(opts: Options) {
                     );
                 }
             }
+            (Some("initialize"), Some(id)) if served_discover => send(
+                &shared.out,
+                &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600,
+                "message": "connection is serving the 2026-07-28 protocol; the initialize handshake is not accepted"}}),
+            ),
             (Some(m), Some(id))
                 if opts.modern
+                    && !initialized
                     && m != "initialize"
                     && msg["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"]
                         != "2026-07-28" =>
@@ -310,6 +339,7 @@ pub fn run(opts: Options) {
                     .unwrap_or("2025-11-25")
                     .to_string();
                 let version = opts.revision.clone().unwrap_or(requested);
+                initialized = true;
                 send(
                     &shared.out,
                     &json!({"jsonrpc": "2.0", "id": id, "result": {
@@ -324,6 +354,16 @@ pub fn run(opts: Options) {
                     &shared.out,
                     &json!({"jsonrpc": "2.0", "id": id, "result": {"tools": tools(&opts)}}),
                 );
+            }
+            (Some("tools/call"), Some(id)) if msg["params"]["name"] == "stall" => {
+                // Answer, then never read stdin again: the broker's writes pile up.
+                send(
+                    &shared.out,
+                    &json!({"jsonrpc": "2.0", "id": id, "result": text("stalled")}),
+                );
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
             }
             (Some("tools/call"), Some(id)) => {
                 let shared = shared.clone();
@@ -452,6 +492,12 @@ fn call(shared: &Shared, id: Value, params: &Value) {
                 std::thread::sleep(Duration::from_millis(interval));
             }
             answer(text(format!("{count} steps")));
+        }
+        "bigstderr" => {
+            let kib = args["kib"].as_u64().unwrap_or(100) as usize;
+            eprintln!("{}", "e".repeat(kib * 1024));
+            eprintln!("fixture: after the long stderr line");
+            answer(text("after bigstderr"));
         }
         "garbage" => {
             for _ in 0..args["lines"].as_u64().unwrap_or(1) {

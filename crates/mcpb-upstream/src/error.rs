@@ -20,6 +20,10 @@ pub enum UpstreamError {
     Exited { upstream: String, status: String },
     #[error("upstream '{upstream}' did not answer within {ms} ms")]
     Timeout { upstream: String, ms: u64 },
+    #[error(
+        "upstream '{upstream}' kept reporting progress but did not finish within max_call_ms ({ms} ms)"
+    )]
+    HardLimit { upstream: String, ms: u64 },
     #[error("upstream '{upstream}' is disabled in the config")]
     Disabled { upstream: String },
     #[error("upstream '{upstream}' is stopping")]
@@ -47,6 +51,7 @@ impl UpstreamError {
             | UpstreamError::StartTimeout { upstream, .. }
             | UpstreamError::Exited { upstream, .. }
             | UpstreamError::Timeout { upstream, .. }
+            | UpstreamError::HardLimit { upstream, .. }
             | UpstreamError::Disabled { upstream }
             | UpstreamError::Stopping { upstream }
             | UpstreamError::Protocol { upstream, .. }

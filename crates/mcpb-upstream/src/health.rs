@@ -39,6 +39,11 @@ impl Health {
         self.next_attempt = Some(now + jitter(exp.min(BACKOFF_MAX)));
     }
 
+    /// The latest start (or run) failed and none has worked since.
+    pub(crate) fn failing(&self) -> bool {
+        self.consecutive > 0
+    }
+
     pub(crate) fn succeeded(&mut self) {
         self.consecutive = 0;
         self.next_attempt = None;

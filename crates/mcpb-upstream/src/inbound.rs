@@ -22,6 +22,36 @@ pub(crate) struct PendingCall {
     pub client_token: Option<Box<RawValue>>,
     /// Woken by progress, to restart the call's idle timeout.
     pub activity: Arc<Notify>,
+    /// Progress forwarded to the client in the current one-second window.
+    pub progress: ProgressWindow,
+}
+
+/// Progress notifications one call may forward per second; the rest still keep the call alive
+/// but are not relayed, so a flooding upstream cannot flood the client.
+pub(crate) const PROGRESS_PER_SEC: u32 = 20;
+
+#[derive(Debug, Default)]
+pub(crate) struct ProgressWindow {
+    start: Option<std::time::Instant>,
+    sent: u32,
+}
+
+impl ProgressWindow {
+    /// Whether one more notification may be forwarded now.
+    pub(crate) fn admit(&mut self, now: std::time::Instant) -> bool {
+        if self
+            .start
+            .is_none_or(|s| now.duration_since(s) >= std::time::Duration::from_secs(1))
+        {
+            self.start = Some(now);
+            self.sent = 0;
+        }
+        if self.sent >= PROGRESS_PER_SEC {
+            return false;
+        }
+        self.sent += 1;
+        true
+    }
 }
 
 pub(crate) type Pending = Mutex<HashMap<u64, PendingCall>>;
@@ -113,14 +143,25 @@ fn route_progress(ctx: &ReadCtx, msg: &Incoming<'_>) {
         tracing::debug!(upstream = %ctx.name, "progress with a token the broker never gave; dropped");
         return;
     };
-    let target = ctx.pending.lock().ok().and_then(|p| {
-        p.get(&id)
-            .map(|c| (c.link.clone(), c.client_token.clone(), c.activity.clone()))
+    let now = std::time::Instant::now();
+    let target = ctx.pending.lock().ok().and_then(|mut p| {
+        p.get_mut(&id).map(|c| {
+            let forward = c.progress.admit(now);
+            (
+                c.link.clone(),
+                c.client_token.clone(),
+                c.activity.clone(),
+                forward,
+            )
+        })
     });
-    let Some((link, client_token, activity)) = target else {
+    let Some((link, client_token, activity, forward)) = target else {
         return;
     };
     activity.notify_one();
+    if !forward {
+        return;
+    }
     let (Some(link), Some(client_token)) = (link, client_token) else {
         return;
     };
@@ -172,5 +213,20 @@ async fn answer_server_request(ctx: &ReadCtx, msg: &Incoming<'_>) {
                 msg.method()
             ),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn progress_is_forwarded_at_most_so_many_times_a_second() {
+        let mut w = ProgressWindow::default();
+        let t0 = Instant::now();
+        let sent = (0..100).filter(|_| w.admit(t0)).count();
+        assert_eq!(sent, PROGRESS_PER_SEC as usize);
+        assert!(w.admit(t0 + Duration::from_secs(1)));
     }
 }

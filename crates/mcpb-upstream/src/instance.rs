@@ -179,7 +179,14 @@ impl Instance {
         let tools_stale = launch.tools_stale.clone();
         let permits = launch.permits;
 
-        tokio::spawn(write_loop(stdin, inbox, close_stdin_rx));
+        tokio::spawn(write_loop(
+            name.clone(),
+            stdin,
+            inbox,
+            close_stdin_rx,
+            launch.settings.call_timeout.max(Duration::from_millis(100)),
+            stop.clone(),
+        ));
         tokio::spawn(read_loop(
             stdout,
             Arc::new(ReadCtx {
@@ -394,6 +401,7 @@ impl Instance {
                     link: opts.link.clone(),
                     client_token,
                     activity: activity.clone(),
+                    progress: Default::default(),
                 },
             );
         }
@@ -402,14 +410,22 @@ impl Instance {
             id,
             armed: true,
         };
-        if self.outbox.send(line).await.is_err() {
-            return Err(self.exited());
-        }
-        // One timer: the idle deadline, moved on by progress but never past the hard limit.
+        // One timer for the whole call, waiting to be written included: the idle deadline,
+        // moved on by progress but never past the hard limit. An upstream that stopped reading
+        // its input must not hold callers past their deadline.
         let start = tokio::time::Instant::now();
         let hard = start + opts.max_time;
         let deadline = tokio::time::sleep_until((start + opts.idle_timeout).min(hard));
         tokio::pin!(deadline);
+        let queued = tokio::select! {
+            sent = self.outbox.send(line) => Some(sent.is_ok()),
+            _ = &mut deadline => None,
+        };
+        match queued {
+            Some(true) => {}
+            Some(false) => return Err(self.exited()),
+            None => return Err(self.timeout(opts, start)),
+        }
         let outcome = loop {
             tokio::select! {
                 reply = &mut rx => break Some(reply),
@@ -437,11 +453,24 @@ impl Instance {
                 .await;
                 Err(self.exited())
             }
-            None => Err(UpstreamError::Timeout {
+            None => Err(self.timeout(opts, start)),
+        }
+    }
+
+    /// The error for a call whose deadline passed: the hard limit when progress had moved the
+    /// idle deadline up to it, else the idle timeout.
+    fn timeout(&self, opts: &CallOptions, start: tokio::time::Instant) -> UpstreamError {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        if opts.max_time > opts.idle_timeout && start.elapsed() >= opts.max_time {
+            UpstreamError::HardLimit {
                 upstream: self.name.clone(),
-                ms: u64::try_from(opts.idle_timeout.min(opts.max_time).as_millis())
-                    .unwrap_or(u64::MAX),
-            }),
+                ms: ms(opts.max_time),
+            }
+        } else {
+            UpstreamError::Timeout {
+                upstream: self.name.clone(),
+                ms: ms(opts.idle_timeout.min(opts.max_time)),
+            }
         }
     }
 
@@ -449,26 +478,26 @@ impl Instance {
         let _ = self.outbox.send(notification_line(method, params)).await;
     }
 
-    /// Asks the upstream whether it speaks 2026-07-28 (`server/discover`). True when it does;
-    /// false when it refused, did not understand or did not answer in time, and the handshake of
-    /// earlier revisions should follow.
-    pub(crate) async fn discover(&self, timeout: Duration) -> Result<bool, UpstreamError> {
+    /// Asks the upstream whether it speaks 2026-07-28 (`server/discover`). `Some(true)` when it
+    /// does; `Some(false)` when it refused or did not understand, and the handshake of earlier
+    /// revisions may follow on this process; `None` when it did not answer in time.
+    pub(crate) async fn discover(&self, timeout: Duration) -> Result<Option<bool>, UpstreamError> {
         let env = envelope();
         let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let meta = format!("{{\"_meta\":{}}}", envelope_object(&pairs));
         let Ok(params) = RawValue::from_string(meta) else {
-            return Ok(false);
+            return Ok(Some(false));
         };
         let reply = match self
             .request("server/discover", Some(&params), timeout)
             .await
         {
             Ok(r) => r,
-            Err(UpstreamError::Timeout { .. }) => return Ok(false),
+            Err(UpstreamError::Timeout { .. }) => return Ok(None),
             Err(e) => return Err(e),
         };
         let Reply::Result(result) = reply else {
-            return Ok(false);
+            return Ok(Some(false));
         };
         #[derive(serde::Deserialize)]
         struct Discover {
@@ -484,7 +513,7 @@ impl Instance {
                 *v = "2026-07-28".to_string();
             }
         }
-        Ok(modern)
+        Ok(Some(modern))
     }
 
     /// The MCP handshake at the newest revision the broker speaks; the upstream picks its own.
@@ -532,12 +561,28 @@ impl Instance {
         Ok(())
     }
 
-    /// Starts the stop ladder and waits until the process group is gone.
-    pub async fn stop(&self) {
+    /// Starts the stop ladder without waiting for it.
+    pub(crate) fn request_stop(&self) {
         self.stopped_on_purpose.store(true, Ordering::SeqCst);
         self.stop.notify_one();
+    }
+
+    /// Starts the stop ladder and waits until the process group is gone.
+    pub async fn stop(&self) {
+        self.request_stop();
         let mut exit = self.exit.clone();
         let _ = exit.wait_for(Option::is_some).await;
+    }
+}
+
+/// The last handle on a live instance went away without `stop` (a caller dropped mid-start,
+/// a per-call instance whose call was cancelled): the supervisor still runs the stop ladder, so
+/// no process outlives every reference to it.
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if self.is_alive() {
+            self.stop.notify_one();
+        }
     }
 }
 
@@ -573,10 +618,16 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
+/// Feeds the child's stdin. A write that makes no progress for `stall` means the upstream
+/// stopped reading its input: that is its fault, so it is stopped as unhealthy (its callers fail
+/// at once and the next call starts a fresh process) rather than holding every queued call.
 async fn write_loop(
+    name: String,
     stdin: ChildStdin,
     mut inbox: mpsc::Receiver<Vec<u8>>,
     mut close: oneshot::Receiver<()>,
+    stall: Duration,
+    stop: Arc<Notify>,
 ) {
     let mut out = BufWriter::with_capacity(64 * 1024, stdin);
     loop {
@@ -585,17 +636,22 @@ async fn write_loop(
             _ = &mut close => break,
             msg = inbox.recv() => {
                 let Some(msg) = msg else { break };
-                if out.write_all(&msg).await.is_err() {
-                    break;
-                }
-                // Batch whatever is already queued into one write before flushing.
-                while let Ok(more) = inbox.try_recv() {
-                    if out.write_all(&more).await.is_err() {
+                let batch = async {
+                    out.write_all(&msg).await?;
+                    // Batch whatever is already queued into one write before flushing.
+                    while let Ok(more) = inbox.try_recv() {
+                        out.write_all(&more).await?;
+                    }
+                    out.flush().await
+                };
+                match tokio::time::timeout(stall, batch).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => return,
+                    Err(_) => {
+                        tracing::error!(upstream = %name, stalled_ms = stall.as_millis(), "upstream stopped reading its input; stopping it as unhealthy");
+                        stop.notify_one();
                         return;
                     }
-                }
-                if out.flush().await.is_err() {
-                    break;
                 }
             }
         }
@@ -641,16 +697,109 @@ async fn read_loop(stdout: ChildStdout, ctx: Arc<ReadCtx>) {
     fail_all(&ctx.pending);
 }
 
+/// Longest stderr line kept whole; longer ones are cut, never a reason to stop reading (a
+/// server whose stderr pipe closes dies of SIGPIPE or hangs on EPIPE).
+const STDERR_LINE: usize = 64 * 1024;
+/// What of a cut line reaches the log and the status tail.
+const STDERR_SHOWN: usize = 2048;
+/// Lines per second one upstream may add to the daemon's log; the rest are counted, not logged.
+const STDERR_LINES_PER_SEC: u32 = 50;
+
 async fn stderr_loop(name: String, stderr: ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {
-    let mut frames = FrameReader::new(BufReader::new(stderr), 64 * 1024);
-    while let Ok(Some(line)) = frames.next_frame().await {
-        let text = String::from_utf8_lossy(line).into_owned();
-        tracing::info!(target: "upstream_stderr", upstream = %name, "{text}");
+    let mut frames = FrameReader::new(BufReader::new(stderr), STDERR_LINE);
+    let mut budget = LogBudget::new(STDERR_LINES_PER_SEC);
+    loop {
+        let text = match frames.next_frame().await {
+            Ok(Some(line)) => String::from_utf8_lossy(line).into_owned(),
+            Ok(None) | Err(FrameError::Io(_)) => break,
+            Err(FrameError::TooLarge { limit }) => {
+                let prefix = frames.refused_prefix();
+                let shown =
+                    String::from_utf8_lossy(&prefix[..prefix.len().min(STDERR_SHOWN)]).into_owned();
+                let text = format!("{shown}... (line over {limit} bytes, cut)");
+                match frames.skip_rest_of_line().await {
+                    Ok(true) => text,
+                    _ => break,
+                }
+            }
+        };
+        match budget.take(Instant::now()) {
+            LogTurn::Log => tracing::info!(target: "upstream_stderr", upstream = %name, "{text}"),
+            LogTurn::LogWithSkipped(skipped) => {
+                tracing::warn!(target: "upstream_stderr", upstream = %name, skipped, "stderr lines not logged (over {STDERR_LINES_PER_SEC} a second)");
+                tracing::info!(target: "upstream_stderr", upstream = %name, "{text}");
+            }
+            LogTurn::Skip => {}
+        }
         if let Ok(mut t) = tail.lock() {
             if t.len() == STDERR_TAIL {
                 t.pop_front();
             }
             t.push_back(text);
         }
+    }
+}
+
+/// A per-second allowance of log lines.
+struct LogBudget {
+    per_sec: u32,
+    window: Option<Instant>,
+    used: u32,
+    skipped: u64,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum LogTurn {
+    Log,
+    /// Log, after saying how many lines the last window dropped.
+    LogWithSkipped(u64),
+    Skip,
+}
+
+impl LogBudget {
+    fn new(per_sec: u32) -> Self {
+        Self {
+            per_sec,
+            window: None,
+            used: 0,
+            skipped: 0,
+        }
+    }
+
+    fn take(&mut self, now: Instant) -> LogTurn {
+        let fresh = self
+            .window
+            .is_none_or(|w| now.duration_since(w) >= Duration::from_secs(1));
+        if fresh {
+            self.window = Some(now);
+            self.used = 0;
+        }
+        if self.used >= self.per_sec {
+            self.skipped += 1;
+            return LogTurn::Skip;
+        }
+        self.used += 1;
+        match std::mem::take(&mut self.skipped) {
+            0 => LogTurn::Log,
+            n => LogTurn::LogWithSkipped(n),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_budget_drops_lines_over_the_rate_and_reports_how_many() {
+        let mut b = LogBudget::new(2);
+        let t0 = Instant::now();
+        assert_eq!(b.take(t0), LogTurn::Log);
+        assert_eq!(b.take(t0), LogTurn::Log);
+        assert_eq!(b.take(t0), LogTurn::Skip);
+        assert_eq!(b.take(t0 + Duration::from_millis(500)), LogTurn::Skip);
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(b.take(t1), LogTurn::LogWithSkipped(2));
+        assert_eq!(b.take(t1), LogTurn::Log);
     }
 }

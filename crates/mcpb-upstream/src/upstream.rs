@@ -95,8 +95,13 @@ pub struct Upstream {
     per_call: Mutex<Vec<Arc<Instance>>>,
     tools: Mutex<Option<Arc<Vec<Value>>>>,
     tools_stale: Arc<AtomicBool>,
-    /// Set when probing `server/discover` killed the upstream: use `initialize` only.
+    /// Set when probing `server/discover` killed the upstream or went unanswered: use
+    /// `initialize` only.
     handshake_only: AtomicBool,
+    /// A background start after failures is under way (lists never wait for one).
+    retrying: Arc<AtomicBool>,
+    /// A start of this upstream has answered `server/discover` as a 2026-07-28 server.
+    seen_modern: AtomicBool,
     instances: Arc<Semaphore>,
     concurrency: Option<Arc<Semaphore>>,
     active_calls: AtomicUsize,
@@ -124,6 +129,73 @@ struct ActiveCall<'a>(&'a AtomicUsize);
 impl Drop for ActiveCall<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// An instance between spawn and the end of its handshake. Listed in `starting` so `stop`
+/// reaches it; when the caller goes away mid-handshake (a cancelled request, a closed session)
+/// the half-started process is stopped instead of left holding its capacity.
+struct Starting<'a> {
+    up: &'a Upstream,
+    inst: Arc<Instance>,
+    armed: bool,
+}
+
+impl<'a> Starting<'a> {
+    fn new(up: &'a Upstream, inst: Arc<Instance>) -> Self {
+        if let Ok(mut st) = up.starting.lock() {
+            st.push(inst.clone());
+        }
+        Self {
+            up,
+            inst,
+            armed: true,
+        }
+    }
+
+    fn done(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Starting<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut st) = self.up.starting.lock() {
+            st.retain(|i| !Arc::ptr_eq(i, &self.inst));
+        }
+        if self.armed && self.inst.is_alive() {
+            tracing::info!(upstream = %self.up.settings.name, pid = self.inst.pid(), "start abandoned by its caller; stopping the half-started process");
+            self.inst.request_stop();
+            self.up.set_status(|s| {
+                if s.state == UpstreamState::Starting {
+                    s.state = UpstreamState::Stopped;
+                }
+            });
+        }
+    }
+}
+
+/// A per-call instance: stopped and forgotten however its call ends, cancelled included.
+struct PerCallInstance<'a> {
+    up: &'a Upstream,
+    inst: Arc<Instance>,
+}
+
+impl<'a> PerCallInstance<'a> {
+    fn new(up: &'a Upstream, inst: Arc<Instance>) -> Self {
+        if let Ok(mut p) = up.per_call.lock() {
+            p.push(inst.clone());
+        }
+        Self { up, inst }
+    }
+}
+
+impl Drop for PerCallInstance<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut p) = self.up.per_call.lock() {
+            p.retain(|i| !Arc::ptr_eq(i, &self.inst));
+        }
+        self.inst.request_stop();
     }
 }
 
@@ -166,6 +238,8 @@ impl Upstream {
             tools: Mutex::default(),
             tools_stale: Arc::new(AtomicBool::new(false)),
             handshake_only: AtomicBool::new(false),
+            retrying: Arc::default(),
+            seen_modern: AtomicBool::new(false),
             instances,
             concurrency,
             active_calls: AtomicUsize::new(0),
@@ -359,6 +433,8 @@ impl Upstream {
                 self.set_status(|s| {
                     s.state = UpstreamState::Running;
                     s.failfast_until_unix = None;
+                    // A stale error would blame a server that works now.
+                    s.last_error = None;
                     s.protocol_version = Some(inst.protocol_version());
                     s.tool_count = Some(count);
                     s.started_at_unix = Some(unix_now());
@@ -378,8 +454,78 @@ impl Upstream {
         &self,
         permits: Vec<OwnedSemaphorePermit>,
     ) -> Result<(Arc<Instance>, Vec<Value>), UpstreamError> {
+        let mut deadline = Instant::now() + self.settings.startup_timeout;
+        let probe = !self.handshake_only.load(Ordering::SeqCst)
+            && self.settings.transport == Transport::Stdio;
+        let inst = self.spawn_instance(permits).await?;
+        let mut starting = Starting::new(self, inst);
+        let modern = if probe {
+            // An upstream that answered the probe before gets its whole startup time for it.
+            let wait = if self.seen_modern.load(Ordering::SeqCst) {
+                self.settings.startup_timeout
+            } else {
+                self.settings.startup_timeout.min(DISCOVER_TIMEOUT)
+            };
+            match starting.inst.discover(wait).await {
+                Ok(Some(m)) => {
+                    self.seen_modern.fetch_or(m, Ordering::SeqCst);
+                    m
+                }
+                Ok(None) => {
+                    // No answer yet: a slow 2026-07-28 server may answer the probe later and
+                    // then refuse `initialize` on the same connection, so the two handshakes are
+                    // never mixed on one process. A fresh process gets `initialize` only.
+                    tracing::info!(upstream = %self.settings.name, "no answer to server/discover; starting a fresh process for the initialize handshake");
+                    self.handshake_only.store(true, Ordering::SeqCst);
+                    starting.inst.stop().await;
+                    let permits = self.reserve_process()?;
+                    starting = Starting::new(self, self.spawn_instance(permits).await?);
+                    deadline = Instant::now() + self.settings.startup_timeout;
+                    false
+                }
+                Err(e) => {
+                    // It died on a request it did not know: never ask this one again.
+                    self.handshake_only.store(true, Ordering::SeqCst);
+                    starting.inst.stop().await;
+                    return Err(e);
+                }
+            }
+        } else {
+            false
+        };
+        let inst = starting.inst.clone();
+        let handshake = async {
+            if !modern {
+                let left = deadline.saturating_duration_since(Instant::now());
+                inst.initialize(left.max(Duration::from_millis(1))).await?;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            list_all_tools(
+                &inst,
+                &self.settings.name,
+                left.max(Duration::from_millis(1)),
+            )
+            .await
+        };
+        match handshake.await {
+            Ok(tools) => {
+                starting.done();
+                Ok((inst, tools))
+            }
+            Err(e) => {
+                inst.stop().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Spawns a process (or connects to a remote upstream) holding `permits`.
+    async fn spawn_instance(
+        &self,
+        permits: Vec<OwnedSemaphorePermit>,
+    ) -> Result<Arc<Instance>, UpstreamError> {
         let lookup = |k: &str| std::env::var(k).ok();
-        let inst = if self.settings.transport == Transport::Stdio {
+        if self.settings.transport == Transport::Stdio {
             let env = child_env(
                 &self.settings,
                 &self.ctx.passthrough,
@@ -397,73 +543,30 @@ impl Upstream {
                 permits,
             })?;
             tracing::info!(upstream = %self.settings.name, pid = inst.pid(), "upstream process started");
-            inst
-        } else {
-            let mut headers = std::collections::BTreeMap::new();
-            for (key, template) in &self.settings.headers {
-                let value = template
-                    .resolve(&lookup, &self.ctx.secrets_dir)
-                    .map_err(|e| UpstreamError::Secret {
-                        upstream: self.settings.name.clone(),
-                        key: key.clone(),
-                        reason: e.to_string(),
-                    })?;
-                headers.insert(key.clone(), value);
-            }
-            let inst = Instance::connect(RemoteLaunch {
-                settings: &self.settings,
-                headers,
-                max_frame_bytes: self.ctx.max_frame_bytes,
-                on_list_changed: self.ctx.on_list_changed.clone(),
-                tools_stale: self.tools_stale.clone(),
-                permits,
-            })
-            .await?;
-            tracing::info!(upstream = %self.settings.name, url = ?self.settings.url, "remote upstream connected");
-            inst
-        };
-        if let Ok(mut st) = self.starting.lock() {
-            st.push(inst.clone());
+            return Ok(inst);
         }
-        let deadline = Instant::now() + self.settings.startup_timeout;
-        let handshake = async {
-            let probe = !self.handshake_only.load(Ordering::SeqCst)
-                && self.settings.transport == Transport::Stdio;
-            let modern = if probe {
-                let wait = self.settings.startup_timeout.min(DISCOVER_TIMEOUT);
-                match inst.discover(wait).await {
-                    Ok(m) => m,
-                    Err(e) => {
-                        // It died on a request it did not know: never ask this one again.
-                        self.handshake_only.store(true, Ordering::SeqCst);
-                        return Err(e);
-                    }
-                }
-            } else {
-                false
-            };
-            if !modern {
-                inst.initialize(self.settings.startup_timeout).await?;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            list_all_tools(
-                &inst,
-                &self.settings.name,
-                left.max(Duration::from_millis(1)),
-            )
-            .await
-        };
-        let outcome = handshake.await;
-        if let Ok(mut st) = self.starting.lock() {
-            st.retain(|i| !Arc::ptr_eq(i, &inst));
+        let mut headers = std::collections::BTreeMap::new();
+        for (key, template) in &self.settings.headers {
+            let value = template
+                .resolve(&lookup, &self.ctx.secrets_dir)
+                .map_err(|e| UpstreamError::Secret {
+                    upstream: self.settings.name.clone(),
+                    key: key.clone(),
+                    reason: e.to_string(),
+                })?;
+            headers.insert(key.clone(), value);
         }
-        match outcome {
-            Ok(tools) => Ok((inst, tools)),
-            Err(e) => {
-                inst.stop().await;
-                Err(e)
-            }
-        }
+        let inst = Instance::connect(RemoteLaunch {
+            settings: &self.settings,
+            headers,
+            max_frame_bytes: self.ctx.max_frame_bytes,
+            on_list_changed: self.ctx.on_list_changed.clone(),
+            tools_stale: self.tools_stale.clone(),
+            permits,
+        })
+        .await?;
+        tracing::info!(upstream = %self.settings.name, url = ?self.settings.url, "remote upstream connected");
+        Ok(inst)
     }
 
     fn record_failure(&self, error: String) {
@@ -516,10 +619,8 @@ impl Upstream {
         match self.settings.lifecycle {
             Lifecycle::PerCall => {
                 let _active = self.begin_call();
-                let inst = self.start().await?;
-                self.track_per_call(&inst);
-                inst.stop().await;
-                self.untrack_per_call(&inst);
+                let inst = PerCallInstance::new(self, self.start().await?);
+                inst.inst.stop().await;
             }
             _ => {
                 let inst = self.instance_for(session).await?;
@@ -545,18 +646,6 @@ impl Upstream {
     fn begin_call(&self) -> ActiveCall<'_> {
         self.active_calls.fetch_add(1, Ordering::SeqCst);
         ActiveCall(&self.active_calls)
-    }
-
-    fn track_per_call(&self, inst: &Arc<Instance>) {
-        if let Ok(mut p) = self.per_call.lock() {
-            p.push(inst.clone());
-        }
-    }
-
-    fn untrack_per_call(&self, inst: &Arc<Instance>) {
-        if let Ok(mut p) = self.per_call.lock() {
-            p.retain(|i| !Arc::ptr_eq(i, inst));
-        }
     }
 
     /// A slot among `max_concurrency` calls in flight, waiting at most `queue_timeout`.
@@ -590,11 +679,9 @@ impl Upstream {
         match self.settings.lifecycle {
             Lifecycle::PerCall => {
                 let _active = self.begin_call();
-                let inst = self.start().await?;
-                self.track_per_call(&inst);
-                let reply = inst.send(outgoing, opts).await;
-                inst.stop().await;
-                self.untrack_per_call(&inst);
+                let inst = PerCallInstance::new(self, self.start().await?);
+                let reply = inst.inst.send(outgoing, opts).await;
+                inst.inst.stop().await;
                 reply
             }
             _ => {
@@ -602,6 +689,40 @@ impl Upstream {
                 inst.send(outgoing, opts).await
             }
         }
+    }
+
+    /// The last error while the upstream's latest start failed and no start has worked since:
+    /// lists and searches answer without it instead of waiting for another attempt.
+    pub fn failing(&self) -> Option<String> {
+        let failed = self.health.lock().map(|h| h.failing()).unwrap_or(false);
+        if !failed {
+            return None;
+        }
+        Some(
+            self.status()
+                .last_error
+                .unwrap_or_else(|| "it failed to start".into()),
+        )
+    }
+
+    /// Starts the upstream again in the background (after its backoff), once at a time, and
+    /// announces a changed tool list when it comes up, so clients that listed without it list
+    /// again. A per-session upstream is retried by its sessions' next calls instead.
+    pub fn retry_in_background(self: &Arc<Self>) {
+        if self.settings.lifecycle == Lifecycle::PerSession
+            || self.retrying.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        let up = self.clone();
+        tokio::spawn(async move {
+            let worked = up.tools(0).await.is_ok();
+            up.retrying.store(false, Ordering::SeqCst);
+            if worked && let Some(cb) = &up.ctx.on_list_changed {
+                tracing::info!(upstream = %up.settings.name, "upstream is back after failing");
+                cb(&up.settings.name);
+            }
+        });
     }
 
     /// Whether a call is in flight on any instance.

@@ -2,6 +2,7 @@ mod bad_input;
 mod context;
 mod daemon;
 mod faults;
+mod hardening;
 mod interop;
 mod interop_facade;
 mod lifecycle;

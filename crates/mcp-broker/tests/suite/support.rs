@@ -206,6 +206,23 @@ impl Shim {
             .collect()
     }
 
+    /// The shim's stdin, for a writer thread of the test's own.
+    pub fn take_stdin(&mut self) -> ChildStdin {
+        self.stdin.take().unwrap()
+    }
+
+    /// Sends a request without waiting for its answer.
+    pub fn send_request(&mut self, id: u64, method: &str, params: Value) {
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_raw(format!("{msg}\n").as_bytes()).unwrap();
+    }
+
+    /// Tells the broker the client gave up on request `id`.
+    pub fn cancel(&mut self, id: u64) {
+        let msg = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "test"}});
+        self.send_raw(format!("{msg}\n").as_bytes()).unwrap();
+    }
+
     pub fn close_stdin(&mut self) {
         self.stdin.take();
     }
@@ -261,6 +278,22 @@ pub fn group_alive(pgid: u32) -> bool {
         fields.first() != Some(&"Z")
             && fields.get(2).and_then(|p| p.parse::<u32>().ok()) == Some(pgid)
     })
+}
+
+/// Live (not zombie) processes whose parent is `ppid`.
+pub fn children_of(ppid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let rest = stat.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let parent: u32 = fields.get(1)?.parse().ok()?;
+            (parent == ppid && fields.first() != Some(&"Z")).then_some(pid)
+        })
+        .collect()
 }
 
 pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
@@ -320,4 +353,19 @@ pub fn fixture_config(upstreams: &[(&str, &str)], extra_upstream_yaml: &str) -> 
     }
     y.push_str("profiles:\n  default: {allow_mutating_upstreams: true}\n");
     y
+}
+
+/// A client session on the default profile, initialized at 2025-11-25.
+pub fn session(home: &Home) -> Shim {
+    let mut shim = home.shim(&[]);
+    shim.initialize("2025-11-25");
+    shim
+}
+
+/// The first text block of a tool result.
+pub fn text(r: &Value) -> String {
+    r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }

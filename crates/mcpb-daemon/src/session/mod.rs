@@ -30,6 +30,9 @@ mod handshake;
 
 const HELLO_LIMIT: usize = 64 * 1024;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a session over `broker.max_clients` waits for a slot before it is refused (the shim
+/// waits 15 s for the daemon's answer).
+const SLOT_WAIT: Duration = Duration::from_secs(5);
 const OUTBOX_DEPTH: usize = 1024;
 const LINGER: Duration = Duration::from_secs(1);
 const LINGER_BYTES: usize = 1024 * 1024;
@@ -133,6 +136,35 @@ pub async fn serve(
                     return;
                 }
             };
+            // A slot among `max_clients` before the session is accepted; over the limit the
+            // client waits a bounded time, then hears why it was refused.
+            let slot = tokio::select! {
+                s = tokio::time::timeout(SLOT_WAIT, broker.session_slots.clone().acquire_owned()) => s,
+                _ = until_set(&mut shutdown) => return,
+            };
+            let _slot = match slot {
+                Ok(Ok(s)) => s,
+                Ok(Err(_)) => return,
+                Err(_) => {
+                    let max = broker.config().settings.broker.max_clients;
+                    tracing::warn!(
+                        max_clients = max,
+                        "session refused: every client slot is taken"
+                    );
+                    let reply = HelloReply::refuse(
+                        format!(
+                            "mcp-broker already serves broker.max_clients ({max}) sessions and none ended within {} s",
+                            SLOT_WAIT.as_secs()
+                        ),
+                        vec![
+                            "close a client you no longer use, or raise broker.max_clients and run `mcp-broker reload`".into(),
+                            "`mcp-broker status` shows the open sessions".into(),
+                        ],
+                    );
+                    let _ = frames.get_mut().write_all(&reply.to_line()).await;
+                    return;
+                }
+            };
             let reply = HelloReply {
                 ok: true,
                 profile: Some(profile.name.clone()),
@@ -160,12 +192,6 @@ pub async fn serve(
                     return;
                 }
             };
-            // Over the limit, the session is accepted but its requests wait for a free slot.
-            let slot = tokio::select! {
-                s = broker.session_slots.clone().acquire_owned() => s.ok(),
-                _ = until_set(&mut shutdown) => None,
-            };
-            let Some(_slot) = slot else { return };
             broker.sessions.fetch_add(1, Ordering::SeqCst);
             tracing::info!(profile = %profile.name, client = ?client, pid = hello.pid, pass_fds, "session opened");
             let mut session = Session {
@@ -526,7 +552,13 @@ impl Session {
             let _guard = guard;
             let line = if is_list {
                 let session = link.as_ref().map_or(0, |l| l.session_id());
-                match broker.list_tools(&profile, session, facade).await {
+                let listed = broker.list_tools(&profile, session, facade).await;
+                // Say which servers the list is missing, and why: a silent gap reads as
+                // "this server has no tools".
+                for (upstream, error) in broker.unavailable(&profile) {
+                    out.send(unavailable_notice(&upstream, &error)).await;
+                }
+                match listed {
                     Ok(mut list) => {
                         if modern {
                             // Required on the 2026-07-28 wire; older clients never see them.
@@ -595,6 +627,19 @@ async fn write_loop(write: Writer, mut outbox: mpsc::Receiver<Vec<u8>>, gone: Ar
         }
     }
     let _ = w.shutdown().await;
+}
+
+/// A `notifications/message` warning that an upstream is left out of a listing.
+fn unavailable_notice(upstream: &str, error: &str) -> Vec<u8> {
+    let params = serde_json::json!({
+        "level": "warning",
+        "logger": "mcp-broker",
+        "data": format!("upstream '{upstream}' is unavailable and its tools may be missing: {error}; it is retried in the background"),
+    });
+    match mcpb_protocol::message::to_raw(&params) {
+        Ok(p) => mcpb_protocol::message::notification_line("notifications/message", Some(&p)),
+        Err(_) => Vec::new(),
+    }
 }
 
 /// One spelling per id, whatever whitespace or escapes the client used.

@@ -1,0 +1,307 @@
+//! Misbehaving and hostile upstreams and clients: nothing leaks (processes, capacity, memory),
+//! nothing waits without a bound, and one bad upstream never stalls the others.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::support::{Home, Shim, children_of, fixture, session, text, wait_until};
+
+fn config(upstreams: &[(&str, &str, &str)], broker: &str) -> String {
+    let fx = fixture();
+    let mut y = format!(
+        "schema_version: 1\nbroker: {{call_timeout_ms: 2000, startup_timeout_ms: 20000, shutdown_grace_ms: 1000{broker}}}\nupstreams:\n"
+    );
+    for (name, args, extra) in upstreams {
+        y.push_str(&format!(
+            "  {name}: {{command: \"{}\", args: [{args}], trust_annotations: true{extra}}}\n",
+            fx.display()
+        ));
+    }
+    y.push_str("profiles:\n  default: {allow_mutating_upstreams: true}\n  compact: {compact_tools_enabled: true, allow_mutating_upstreams: true}\n");
+    y
+}
+
+fn upstream(home: &Home, name: &str) -> Value {
+    home.status()["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == name)
+        .cloned()
+        .unwrap()
+}
+
+#[test]
+fn cancelled_per_call_calls_stop_their_process_and_give_back_its_capacity() {
+    let home = Home::with_config(&config(
+        &[("once", "", ", lifecycle: per_call, max_instances: 3")],
+        "",
+    ));
+    let mut shim = session(&home);
+    for id in 100..104u64 {
+        shim.send_request(
+            id,
+            "tools/call",
+            json!({"name": "once.sleep", "arguments": {"ms": 20000}}),
+        );
+        assert!(
+            wait_until(Duration::from_secs(10), || !upstream(&home, "once")["pids"]
+                .as_array()
+                .unwrap()
+                .is_empty()),
+            "the per-call process never showed up"
+        );
+        shim.cancel(id);
+        assert!(
+            wait_until(Duration::from_secs(10), || upstream(&home, "once")["pids"]
+                .as_array()
+                .unwrap()
+                .is_empty()),
+            "the cancelled call's process still runs: {}",
+            upstream(&home, "once")
+        );
+    }
+    let r = shim.call("once.echo", json!({"text": "capacity is back"}));
+    assert_eq!(text(&r), "capacity is back", "{r}");
+    assert_eq!(upstream(&home, "once")["active_call_count"], 0);
+}
+
+#[test]
+fn a_start_abandoned_by_its_caller_stops_the_half_started_process() {
+    let home = Home::with_config(&config(
+        &[(
+            "slow",
+            "\"--slow-start-ms\", \"3000\"",
+            ", max_instances: 1",
+        )],
+        "",
+    ));
+    let mut shim = session(&home);
+    let daemon = home.daemon_pid().unwrap();
+    shim.send_request(7, "tools/list", json!({}));
+    assert!(wait_until(Duration::from_secs(5), || !children_of(daemon).is_empty()));
+    std::thread::sleep(Duration::from_millis(500));
+    shim.cancel(7);
+    assert!(
+        wait_until(Duration::from_secs(5), || children_of(daemon).is_empty()),
+        "the half-started upstream was left running: {:?}",
+        children_of(daemon)
+    );
+    assert_ne!(upstream(&home, "slow")["state"], "starting");
+    // Its capacity came back: the next listing starts it and shows its tools.
+    let names = shim.tool_names();
+    assert!(names.contains(&"slow.echo".to_string()), "{names:?}");
+}
+
+#[test]
+fn a_per_session_start_stops_when_its_client_goes_away() {
+    let home = Home::with_config(&config(
+        &[(
+            "own",
+            "\"--slow-start-ms\", \"3000\"",
+            ", lifecycle: per_session",
+        )],
+        "",
+    ));
+    let mut shim = session(&home);
+    let daemon = home.daemon_pid().unwrap();
+    shim.send_request(3, "tools/list", json!({}));
+    assert!(wait_until(Duration::from_secs(5), || !children_of(daemon).is_empty()));
+    drop(shim);
+    assert!(
+        wait_until(Duration::from_secs(6), || children_of(daemon).is_empty()),
+        "the upstream of a closed session was left running: {:?}",
+        children_of(daemon)
+    );
+}
+
+#[test]
+fn a_stderr_line_over_64_kib_is_cut_and_the_upstream_lives_on() {
+    let home = Home::with_config(&config(&[("fx", "", "")], ""));
+    let mut shim = session(&home);
+    assert_eq!(
+        text(&shim.call("fx.bigstderr", json!({"kib": 200}))),
+        "after bigstderr"
+    );
+    let pid = home.upstream_pid("fx").unwrap();
+    assert_eq!(
+        text(&shim.call("fx.bigstderr", json!({"kib": 100}))),
+        "after bigstderr"
+    );
+    assert_eq!(text(&shim.call("fx.echo", json!({"text": "ok"}))), "ok");
+    assert_eq!(home.upstream_pid("fx"), Some(pid), "the upstream restarted");
+    assert!(
+        wait_until(Duration::from_secs(2), || home
+            .log()
+            .contains("fixture: after the long stderr line")),
+        "{}",
+        home.log()
+    );
+    assert!(home.log().contains("cut"), "{}", home.log());
+}
+
+#[test]
+fn calls_queued_behind_an_upstream_that_stopped_reading_time_out_and_it_is_restarted() {
+    let home = Home::with_config(&config(&[("fx", "", "")], ", max_call_ms: 3000"));
+    let mut shim = session(&home);
+    assert_eq!(text(&shim.call("fx.stall", json!({}))), "stalled");
+    let stalled = home.upstream_pid("fx").unwrap();
+    let filler = "x".repeat(1024);
+    let mut input = shim.take_stdin();
+    let n = 3000u64;
+    let writer = std::thread::spawn(move || {
+        for id in 0..n {
+            let msg = json!({"jsonrpc": "2.0", "id": 10_000 + id, "method": "tools/call",
+                "params": {"name": "fx.echo", "arguments": {"text": filler}}});
+            if input.write_all(format!("{msg}\n").as_bytes()).is_err() {
+                break;
+            }
+        }
+        input
+    });
+    let started = Instant::now();
+    let mut answered = 0;
+    while answered < n {
+        let v = shim
+            .recv()
+            .unwrap_or_else(|| panic!("session ended after {answered} answers"));
+        if v.get("id").is_some() {
+            answered += 1;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(25),
+            "only {answered} of {n} calls answered after 25 s"
+        );
+    }
+    let _input = writer.join().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || home.upstream_pid("fx")
+            != Some(stalled)),
+        "the stalled upstream was never replaced: {}",
+        upstream(&home, "fx")
+    );
+    assert!(home.log().contains("stopped reading its input"));
+}
+
+#[test]
+fn a_slow_2026_upstream_is_never_sent_two_handshakes_and_its_tools_are_listed() {
+    let home = Home::with_config(&config(
+        &[("late", "\"--modern\", \"--slow-start-ms\", \"4000\"", "")],
+        "",
+    ));
+    let mut shim = session(&home);
+    let names = shim.tool_names();
+    assert!(
+        names.contains(&"late.echo".to_string()),
+        "{names:?}\n{}",
+        home.log()
+    );
+    let st = upstream(&home, "late");
+    assert_eq!(st["state"], "running", "{st}");
+    assert!(st["last_error"].is_null(), "{st}");
+    assert_eq!(
+        text(&shim.call("late.echo", json!({"text": "late but fine"}))),
+        "late but fine"
+    );
+}
+
+#[test]
+fn a_failing_upstream_never_stalls_lists_or_searches_and_the_answer_says_so() {
+    let home = Home::with_config(&config(
+        &[("good", "", ""), ("bad", "\"--exit-at-start\", \"1\"", "")],
+        "",
+    ));
+    let mut first = session(&home);
+    let names = first.tool_names();
+    assert!(names.contains(&"good.echo".to_string()), "{names:?}");
+    for _ in 0..3 {
+        let mut shim = session(&home);
+        let t = Instant::now();
+        let names = shim.tool_names();
+        assert!(
+            t.elapsed() < Duration::from_millis(800),
+            "a listing waited {:?} for the failing upstream",
+            t.elapsed()
+        );
+        assert!(names.contains(&"good.echo".to_string()), "{names:?}");
+        let warned = shim.notifications.iter().any(|n| {
+            n["method"] == "notifications/message"
+                && n["params"]["data"].as_str().unwrap_or("").contains("'bad'")
+        });
+        assert!(warned, "no notice about 'bad': {:?}", shim.notifications);
+    }
+    let mut compact = home.shim(&["--profile", "compact"]);
+    compact.initialize("2025-11-25");
+    let t = Instant::now();
+    let r = compact.call("broker.search_tools", json!({"query": "echo text"}));
+    assert!(
+        t.elapsed() < Duration::from_millis(800),
+        "a search waited {:?}",
+        t.elapsed()
+    );
+    let out = &r["result"]["structuredContent"];
+    assert_eq!(out["results"][0]["name"], "good.echo", "{r}");
+    assert_eq!(out["unavailable"][0]["server"], "bad", "{r}");
+}
+
+#[test]
+fn sessions_over_max_clients_are_refused_after_a_bounded_wait_and_admin_commands_still_answer() {
+    let home = Home::with_config(&config(&[("fx", "", "")], ", max_clients: 1"));
+    let _first = session(&home);
+    let waiting: Vec<Shim> = (0..6)
+        .map(|_| {
+            let mut s = home.shim(&[]);
+            let _ = s.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n");
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    let status = home.run(&["status", "--json"]);
+    assert!(status.status.success());
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "status waited {:?} behind queued sessions",
+        t.elapsed()
+    );
+    for shim in waiting {
+        let t = Instant::now();
+        let (code, stderr) = shim.finish();
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains("max_clients (1)"), "{stderr}");
+        assert!(t.elapsed() < Duration::from_secs(10));
+    }
+}
+
+#[test]
+fn the_hard_limit_error_names_max_call_ms_and_progress_is_rate_limited() {
+    let home = Home::with_config(&config(
+        &[("fx", "", ", call_timeout_ms: 1000, max_call_ms: 2500")],
+        "",
+    ));
+    let mut shim = session(&home);
+    let r = shim.request(
+        "tools/call",
+        json!({"name": "fx.progress", "arguments": {"count": 100, "interval_ms": 100},
+            "_meta": {"progressToken": "slow"}}),
+    );
+    let msg = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("max_call_ms (2500 ms)"), "{r}");
+    let r = shim.request(
+        "tools/call",
+        json!({"name": "fx.progress", "arguments": {"count": 500, "interval_ms": 1},
+            "_meta": {"progressToken": "p"}}),
+    );
+    assert_eq!(text(&r), "500 steps", "{r}");
+    let forwarded = shim
+        .notifications
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress")
+        .count();
+    assert!(
+        (1..=60).contains(&forwarded),
+        "{forwarded} progress notifications forwarded for 500 sent within about a second"
+    );
+}
