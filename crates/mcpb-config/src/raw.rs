@@ -87,6 +87,18 @@ pub struct RawBroker {
     /// Largest single JSON-RPC frame accepted from a client or an upstream. Default 16 MiB.
     #[serde(default)]
     pub max_frame_bytes: Option<u64>,
+    /// Largest tool list one upstream may send, all pages together; a larger list is refused
+    /// and the upstream reported as failed. Default 4 MiB.
+    #[serde(default)]
+    pub max_tool_list_bytes: Option<u64>,
+    /// Bytes of answers queued for one client that is slow to read them; past this the session
+    /// waits (and is disconnected after client_write_timeout_ms). Default 32 MiB.
+    #[serde(default)]
+    pub max_outbound_bytes: Option<u64>,
+    /// `_meta` keys of a client's request forwarded to upstreams besides those MCP defines
+    /// (`progressToken`). Default none: a client's other `_meta` keys stay with the broker.
+    #[serde(default)]
+    pub forward_meta_keys: Vec<String>,
     /// Upstream processes running at once, all upstreams together. Default 128.
     #[serde(default)]
     pub max_processes: Option<u32>,

@@ -275,6 +275,17 @@ pub fn resolve(
             usize::try_from(n.max(4096)).unwrap_or(usize::MAX)
         }),
         env_passthrough: b.env_passthrough.clone(),
+        max_tool_list_bytes: b
+            .max_tool_list_bytes
+            .map_or(defaults.max_tool_list_bytes, |n| {
+                usize::try_from(n.max(4096)).unwrap_or(usize::MAX)
+            }),
+        max_outbound_bytes: b
+            .max_outbound_bytes
+            .map_or(defaults.max_outbound_bytes, |n| {
+                usize::try_from(n.max(64 * 1024)).unwrap_or(usize::MAX)
+            }),
+        forward_meta_keys: b.forward_meta_keys.clone(),
         artifact_ttl: b.artifact_ttl_ms.map_or(defaults.artifact_ttl, ms),
         artifact_max_bytes: b.artifact_max_bytes.unwrap_or(defaults.artifact_max_bytes),
     };

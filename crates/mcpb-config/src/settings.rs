@@ -55,6 +55,9 @@ pub struct BrokerSettings {
     pub max_frame_bytes: usize,
     pub max_processes: usize,
     pub env_passthrough: Vec<String>,
+    pub max_tool_list_bytes: usize,
+    pub max_outbound_bytes: usize,
+    pub forward_meta_keys: Vec<String>,
     #[serde(serialize_with = "as_ms", rename = "artifact_ttl_ms")]
     pub artifact_ttl: Duration,
     pub artifact_max_bytes: u64,
@@ -72,6 +75,9 @@ impl Default for BrokerSettings {
             max_frame_bytes: 16 * 1024 * 1024,
             max_processes: 128,
             env_passthrough: Vec::new(),
+            max_tool_list_bytes: 4 * 1024 * 1024,
+            max_outbound_bytes: 32 * 1024 * 1024,
+            forward_meta_keys: Vec::new(),
             artifact_ttl: Duration::from_millis(3_600_000),
             artifact_max_bytes: 256 * 1024 * 1024,
         }

@@ -44,7 +44,7 @@ pub struct Broker {
     /// One per client session being served (`broker.max_clients`).
     pub session_slots: Arc<tokio::sync::Semaphore>,
     pub registry: Arc<Registry>,
-    pub catalog: crate::catalog::Catalog,
+    pub catalog: Arc<crate::catalog::Catalog>,
     /// Search index per profile name.
     pub search_cache: std::sync::Mutex<HashMap<String, Arc<crate::facade::ProfileIndex>>>,
 }
@@ -60,6 +60,7 @@ impl Broker {
             passthrough: settings.broker.env_passthrough.clone(),
             secrets_dir: settings.runtime.secrets_dir(),
             max_frame_bytes: settings.broker.max_frame_bytes,
+            max_list_bytes: settings.broker.max_tool_list_bytes,
             timings: StopTimings::default(),
             ledger: Some(Ledger::new(ledger_dir(&settings.runtime.state_dir()))),
             on_list_changed: Some(on_list_changed),
@@ -78,7 +79,7 @@ impl Broker {
                 )
             })
             .collect();
-        let catalog = crate::catalog::Catalog::new(&settings);
+        let catalog = Arc::new(crate::catalog::Catalog::new(&settings));
         Self {
             catalog,
             search_cache: std::sync::Mutex::default(),

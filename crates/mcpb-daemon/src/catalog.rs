@@ -74,14 +74,20 @@ impl Catalog {
         self.generation.load(Ordering::SeqCst)
     }
 
-    /// A list just received from a running upstream. Cheap when it is the list already known.
+    /// The entry of `tools` when it is the list already known (no work to do).
+    pub fn current(&self, upstream: &str, tools: &Arc<Vec<Value>>) -> Option<Arc<Entry>> {
+        self.memory(upstream)
+            .filter(|e| Arc::ptr_eq(&e.list.tools, tools))
+    }
+
+    /// A list just received from a running upstream. Cheap when it is the list already known;
+    /// otherwise it hashes, judges, scans and writes the list, which the daemon does off its
+    /// event loop.
     pub fn observe(&self, upstream: &str, tools: &Arc<Vec<Value>>) -> Arc<Entry> {
-        let known = self.memory(upstream);
-        if let Some(e) = &known
-            && Arc::ptr_eq(&e.list.tools, tools)
-        {
-            return e.clone();
+        if let Some(e) = self.current(upstream, tools) {
+            return e;
         }
+        let known = self.memory(upstream);
         let list = CachedList::new(upstream, tools.clone(), unix_now());
         // The disk copy is read only when memory has none: everything installed came from it
         // or was written to it.

@@ -10,11 +10,10 @@ use mcpb_protocol::message::{notification_line, request_line_with_id};
 use mcpb_upstream::{ClientLink, Responder};
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
 
 pub struct SessionLink {
     id: u64,
-    out: mpsc::Sender<Vec<u8>>,
+    out: Arc<crate::session::ClientQueue>,
     /// Upstreams the session's profile sees.
     upstreams: Mutex<Vec<String>>,
     /// The client's declared capabilities, from `initialize`.
@@ -31,7 +30,7 @@ pub struct SessionLink {
 const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
 
 impl SessionLink {
-    pub fn new(id: u64, out: mpsc::Sender<Vec<u8>>, upstreams: Vec<String>) -> Self {
+    pub fn new(id: u64, out: Arc<crate::session::ClientQueue>, upstreams: Vec<String>) -> Self {
         Self {
             id,
             out,
@@ -166,7 +165,7 @@ impl ClientLink for SessionLink {
     fn notify(&self, line: Vec<u8>) {
         // Progress is advisory: a client that does not read loses it rather than stalling the
         // upstream's reader for everyone.
-        let _ = self.out.try_send(line);
+        let _ = self.out.try_push(line);
     }
 
     fn forward_request(&self, method: &str, params: Option<&RawValue>, reply: Responder) {
@@ -193,7 +192,7 @@ impl ClientLink for SessionLink {
             w.insert(id.clone(), reply);
         }
         let line = request_line_with_id(&id, method, params);
-        if self.out.try_send(line).is_err() {
+        if !self.out.try_push(line) {
             // Dropping the responder answers the upstream with an error.
             if let Ok(mut w) = self.waiting.lock() {
                 w.remove(&id);

@@ -161,7 +161,16 @@ impl Broker {
             });
         }
         let tools = up.tools(session).await.map_err(upstream_error)?;
-        Ok(self.catalog.observe(up.name(), &tools))
+        if let Some(e) = self.catalog.current(up.name(), &tools) {
+            return Ok(e);
+        }
+        // Hashing, judging, scanning and writing a new list happen on the blocking pool, so
+        // a large list never stalls the other sessions on the daemon's one thread.
+        let catalog = self.catalog.clone();
+        let name = up.name().to_string();
+        tokio::task::spawn_blocking(move || catalog.observe(&name, &tools))
+            .await
+            .map_err(|e| BrokerRpcError::Internal(format!("cataloguing the tool list: {e}")))
     }
 
     /// The profile's upstreams whose last start failed, with the error: what a listing or a

@@ -173,6 +173,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_result_nested_past_the_parsers_depth_limit_still_routes_by_id() {
+        let deep = format!(
+            "{}{}",
+            "{\"a\":".repeat(300),
+            "1".to_string() + &"}".repeat(300)
+        );
+        let frame = format!("{{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{deep}}}");
+        let msg = Incoming::parse(frame.as_bytes()).unwrap();
+        assert_eq!(msg.id.unwrap().get(), "7");
+        assert_eq!(msg.result.unwrap().get().len(), deep.len());
+    }
+
+    #[test]
     fn classifies_frames() {
         let req = Incoming::parse(br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#).unwrap();
         assert_eq!(req.kind(), IncomingKind::Request);

@@ -154,6 +154,12 @@ fn tools(opts: &Options) -> Vec<Value> {
             json!({"kib": {"type": "integer"}}),
         ),
         tool(
+            "big",
+            "Answer with a text of kib KiB.",
+            true,
+            json!({"kib": {"type": "integer"}}),
+        ),
+        tool(
             "stall",
             "Answer, then stop reading stdin for good.",
             false,
@@ -493,6 +499,9 @@ fn call(shared: &Shared, id: Value, params: &Value) {
             }
             answer(text(format!("{count} steps")));
         }
+        "big" => answer(text(
+            "b".repeat(args["kib"].as_u64().unwrap_or(1024) as usize * 1024),
+        )),
         "bigstderr" => {
             let kib = args["kib"].as_u64().unwrap_or(100) as usize;
             eprintln!("{}", "e".repeat(kib * 1024));

@@ -18,6 +18,7 @@ mod ledger;
 mod link;
 mod process;
 mod remote;
+mod toolcheck;
 mod upstream;
 
 pub use env::{BASE_ALLOWLIST, child_env};
@@ -26,4 +27,6 @@ pub use instance::{CallOptions, Instance, ListChanged, Outgoing, Reply};
 pub use ledger::{Ledger, LedgerEntry, Reaped, group_members, ledger_dir};
 pub use link::{ClientLink, Responder};
 pub use process::StopTimings;
-pub use upstream::{Shared, Upstream, UpstreamContext, UpstreamState, UpstreamStatus};
+pub use upstream::{
+    RejectedTool, Shared, Upstream, UpstreamContext, UpstreamState, UpstreamStatus,
+};

@@ -55,7 +55,17 @@ pub struct UpstreamStatus {
     /// Set while calls fail at once after repeated failures.
     pub failfast_until_unix: Option<u64>,
     pub last_error: Option<String>,
+    /// Tools of the last list that were refused one by one (bad name, unreadable definition).
+    pub rejected_tools: Vec<RejectedTool>,
     pub stderr_tail: Vec<String>,
+}
+
+/// A tool left out of an upstream's list, and why; the rest of the list is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RejectedTool {
+    /// The tool's name as sent, with control characters escaped; `#N` when it has none.
+    pub tool: String,
+    pub reason: String,
 }
 
 /// Limits shared by every upstream of a daemon.
@@ -72,6 +82,8 @@ pub struct UpstreamContext {
     pub passthrough: Vec<String>,
     pub secrets_dir: std::path::PathBuf,
     pub max_frame_bytes: usize,
+    /// `broker.max_tool_list_bytes`: all pages of one tool list together.
+    pub max_list_bytes: usize,
     pub timings: StopTimings,
     pub ledger: Option<Ledger>,
     pub on_list_changed: Option<ListChanged>,
@@ -221,6 +233,7 @@ impl Upstream {
             failures: 0,
             failfast_until_unix: None,
             last_error: None,
+            rejected_tools: Vec::new(),
             stderr_tail: Vec::new(),
         };
         let instances = Arc::new(Semaphore::new(settings.max_instances));
@@ -421,7 +434,7 @@ impl Upstream {
             }
         });
         match self.spawn_and_handshake(permits).await {
-            Ok((inst, tools)) => {
+            Ok((inst, ToolList { tools, rejected })) => {
                 let count = tools.len();
                 self.tools_stale.store(false, Ordering::SeqCst);
                 if let Ok(mut t) = self.tools.lock() {
@@ -437,6 +450,7 @@ impl Upstream {
                     s.last_error = None;
                     s.protocol_version = Some(inst.protocol_version());
                     s.tool_count = Some(count);
+                    s.rejected_tools = rejected;
                     s.started_at_unix = Some(unix_now());
                     s.starts += 1;
                 });
@@ -453,7 +467,7 @@ impl Upstream {
     async fn spawn_and_handshake(
         &self,
         permits: Vec<OwnedSemaphorePermit>,
-    ) -> Result<(Arc<Instance>, Vec<Value>), UpstreamError> {
+    ) -> Result<(Arc<Instance>, ToolList), UpstreamError> {
         let mut deadline = Instant::now() + self.settings.startup_timeout;
         let probe = !self.handshake_only.load(Ordering::SeqCst)
             && self.settings.transport == Transport::Stdio;
@@ -504,6 +518,7 @@ impl Upstream {
                 &inst,
                 &self.settings.name,
                 left.max(Duration::from_millis(1)),
+                self.ctx.max_list_bytes,
             )
             .await
         };
@@ -625,10 +640,17 @@ impl Upstream {
             _ => {
                 let inst = self.instance_for(session).await?;
                 if self.tools_stale.swap(false, Ordering::SeqCst) {
-                    let tools =
-                        list_all_tools(&inst, &self.settings.name, self.settings.call_timeout)
-                            .await?;
-                    self.set_status(|s| s.tool_count = Some(tools.len()));
+                    let ToolList { tools, rejected } = list_all_tools(
+                        &inst,
+                        &self.settings.name,
+                        self.settings.call_timeout,
+                        self.ctx.max_list_bytes,
+                    )
+                    .await?;
+                    self.set_status(|s| {
+                        s.tool_count = Some(tools.len());
+                        s.rejected_tools = rejected;
+                    });
                     if let Ok(mut t) = self.tools.lock() {
                         *t = Some(Arc::new(tools));
                     }
@@ -826,17 +848,30 @@ impl Upstream {
     }
 }
 
-/// `tools/list`, following `nextCursor` until the upstream has sent everything.
+/// A tool list as accepted: the usable definitions and the ones refused.
+struct ToolList {
+    tools: Vec<Value>,
+    rejected: Vec<RejectedTool>,
+}
+
+/// `tools/list`, following `nextCursor` until the upstream has sent everything. The whole list
+/// is capped at `max_bytes`; each tool is read on its own, so one unreadable or badly named tool
+/// is refused alone instead of taking the list with it.
 async fn list_all_tools(
     inst: &Instance,
     name: &str,
     timeout: Duration,
-) -> Result<Vec<Value>, UpstreamError> {
+    max_bytes: usize,
+) -> Result<ToolList, UpstreamError> {
     let protocol = |reason: String| UpstreamError::Protocol {
         upstream: name.to_string(),
         reason,
     };
-    let mut tools = Vec::new();
+    let mut list = ToolList {
+        tools: Vec::new(),
+        rejected: Vec::new(),
+    };
+    let mut total = 0usize;
     let mut cursor: Option<String> = None;
     for _ in 0..1000 {
         let params = match &cursor {
@@ -852,19 +887,34 @@ async fn list_all_tools(
             Reply::Result(r) => r,
             Reply::Error(e) => return Err(protocol(format!("tools/list failed: {e}"))),
         };
+        total = total.saturating_add(result.get().len());
+        if total > max_bytes {
+            return Err(protocol(format!(
+                "its tool list is over broker.max_tool_list_bytes ({max_bytes} bytes); hint: raise the cap or narrow the server's tools"
+            )));
+        }
         #[derive(serde::Deserialize)]
         struct Page {
             #[serde(default)]
-            tools: Vec<Value>,
+            tools: Vec<Box<serde_json::value::RawValue>>,
             #[serde(rename = "nextCursor", default)]
             next_cursor: Option<String>,
         }
         let page: Page = serde_json::from_str(result.get())
             .map_err(|e| protocol(format!("unreadable tools/list result: {e}")))?;
-        tools.extend(page.tools);
+        for raw in page.tools {
+            let index = list.tools.len() + list.rejected.len();
+            match crate::toolcheck::accept(&raw, index) {
+                Ok(tool) => list.tools.push(tool),
+                Err(rejected) => {
+                    tracing::warn!(upstream = name, tool = %rejected.tool, reason = %rejected.reason, "tool refused");
+                    list.rejected.push(rejected);
+                }
+            }
+        }
         match page.next_cursor {
             Some(c) if !c.is_empty() => cursor = Some(c),
-            _ => return Ok(tools),
+            _ => return Ok(list),
         }
     }
     Err(protocol("tools/list never stopped paginating".into()))

@@ -305,3 +305,51 @@ fn the_hard_limit_error_names_max_call_ms_and_progress_is_rate_limited() {
         "{forwarded} progress notifications forwarded for 500 sent within about a second"
     );
 }
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_client_that_does_not_read_cannot_pin_the_daemons_memory() {
+    let home = Home::with_config(&config(
+        &[("fx", "", "")],
+        ", max_outbound_bytes: 4194304, client_write_timeout_ms: 30000",
+    ));
+    let mut shim = session(&home);
+    let daemon = home.daemon_pid().unwrap();
+    let before = rss_kib(daemon);
+    let n = 600u64;
+    let mut input = shim.take_stdin();
+    let writer = std::thread::spawn(move || {
+        for id in 0..n {
+            let msg = json!({"jsonrpc": "2.0", "id": 1000 + id, "method": "tools/call",
+                "params": {"name": "fx.big", "arguments": {"kib": 1024}}});
+            if input.write_all(format!("{msg}\n").as_bytes()).is_err() {
+                break;
+            }
+        }
+        input
+    });
+    std::thread::sleep(Duration::from_secs(4));
+    let held = rss_kib(daemon).saturating_sub(before);
+    assert!(
+        held < 160 * 1024,
+        "the daemon holds {} MiB for a client that reads nothing",
+        held / 1024
+    );
+    let mut answered = 0;
+    while answered < n {
+        let v = shim.recv().expect("the session ended");
+        if v.get("id").is_some() {
+            assert_eq!(text(&v).len(), 1024 * 1024, "{}", v["error"]);
+            answered += 1;
+        }
+    }
+    let _input = writer.join().unwrap();
+}

@@ -27,51 +27,24 @@ use tokio::task::{AbortHandle, JoinSet};
 use crate::broker::{Broker, json_line};
 
 mod handshake;
+mod queue;
+
+pub(crate) use queue::ClientQueue;
 
 const HELLO_LIMIT: usize = 64 * 1024;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a session over `broker.max_clients` waits for a slot before it is refused (the shim
 /// waits 15 s for the daemon's answer).
 const SLOT_WAIT: Duration = Duration::from_secs(5);
-const OUTBOX_DEPTH: usize = 1024;
 const LINGER: Duration = Duration::from_secs(1);
+/// Requests of one session running at once; past this its input waits.
+const MAX_RUNNING: usize = 64;
 const LINGER_BYTES: usize = 1024 * 1024;
 
 type Running = Arc<Mutex<HashMap<String, AbortHandle>>>;
 
-/// The session's queue of frames to the client. A client that stops reading fills it; after
-/// `broker.client_write_timeout_ms` of waiting for room, that client is disconnected instead of
-/// holding answers (and memory) forever. Other sessions never wait on it.
-#[derive(Clone)]
-struct Outbox {
-    tx: mpsc::Sender<Vec<u8>>,
-    gone: Arc<Notify>,
-    abandoned: Arc<std::sync::atomic::AtomicBool>,
-    timeout: Duration,
-}
-
-impl Outbox {
-    async fn send(&self, line: Vec<u8>) {
-        // The common case needs no timer: there is room in the queue.
-        let line = match self.tx.try_send(line) {
-            Ok(()) => return,
-            Err(mpsc::error::TrySendError::Closed(_)) => return,
-            Err(mpsc::error::TrySendError::Full(line)) => line,
-        };
-        match tokio::time::timeout(self.timeout, self.tx.send(line)).await {
-            Ok(_) => {}
-            Err(_) => {
-                if !self.abandoned.swap(true, Ordering::SeqCst) {
-                    tracing::warn!(
-                        waited_ms = self.timeout.as_millis(),
-                        "client is not reading its answers; disconnecting it"
-                    );
-                }
-                self.gone.notify_one();
-            }
-        }
-    }
-}
+/// The session's queue of frames to the client (see `queue`).
+type Outbox = Arc<ClientQueue>;
 
 pub async fn serve(
     broker: Arc<Broker>,
@@ -349,7 +322,9 @@ impl Session {
         mut control: Option<OwnedReadHalf>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Ended {
-        let (out, outbox) = mpsc::channel::<Vec<u8>>(OUTBOX_DEPTH);
+        let limits = &self.broker.config().settings.broker;
+        let (out, outbox) =
+            ClientQueue::new(limits.max_outbound_bytes, limits.client_write_timeout);
         let link = Arc::new(SessionLink::new(
             self.broker.registry.next_id(),
             out.clone(),
@@ -357,26 +332,25 @@ impl Session {
         ));
         self.broker.registry.add(link.clone());
         self.link = Some(link.clone());
-        let gone = Arc::new(Notify::new());
-        let writer = tokio::spawn(write_loop(write, outbox, gone.clone()));
-        let out = Outbox {
-            tx: out,
-            gone: gone.clone(),
-            abandoned: Arc::default(),
-            timeout: self.broker.config().settings.broker.client_write_timeout,
-        };
+        let gone = out.gone.clone();
+        let writer = tokio::spawn(write_loop(write, outbox, out.clone()));
         let mut tasks = JoinSet::new();
         let mut linger = false;
         let mut ended = Ended::InputClosed;
         loop {
+            // Backpressure: a client that does not read its answers, or has many requests
+            // running, is not read from until that changes, so it cannot make the daemon hold
+            // an unbounded number of answers.
+            let accepting = out.has_room() && tasks.len() < MAX_RUNNING;
             tokio::select! {
-                frame = frames.next_frame() => match frame {
+                _ = out.until_room(), if !out.has_room() => {}
+                frame = frames.next_frame(), if accepting => match frame {
                     Ok(Some(frame)) => self.handle(frame, &out, &mut tasks).await,
                     Ok(None) => break,
                     Err(FrameError::TooLarge { limit }) => {
                         tracing::warn!(limit, "client frame over the limit; closing the session");
                         let msg = format!("frame exceeds the {limit}-byte limit; closing the connection");
-                        out.send(error_line(None, RpcCode::ParseError, &msg)).await;
+                        out.push(error_line(None, RpcCode::ParseError, &msg)).await;
                         tasks.abort_all();
                         linger = true;
                         ended = Ended::Fault(msg);
@@ -403,7 +377,7 @@ impl Session {
                     tasks.abort_all();
                     ended = Ended::Shutdown;
                     if let Some(end) = link.end_listen() {
-                        out.send(end).await;
+                        out.push(end).await;
                     }
                     break;
                 }
@@ -425,7 +399,7 @@ impl Session {
         if out.abandoned.load(Ordering::SeqCst) {
             writer.abort();
         } else {
-            drop(out);
+            out.close();
             let _ = writer.await;
         }
         if linger {
@@ -457,7 +431,7 @@ impl Session {
                 } else {
                     BrokerRpcError::InvalidRequest(e.to_string())
                 };
-                out.send(err.to_line(None)).await;
+                out.push(err.to_line(None)).await;
                 return;
             }
         };
@@ -477,7 +451,7 @@ impl Session {
             }
             IncomingKind::Invalid => {
                 let err = BrokerRpcError::InvalidRequest("not a JSON-RPC 2.0 request".into());
-                out.send(err.to_line(msg.id)).await;
+                out.push(err.to_line(msg.id)).await;
                 return;
             }
         }
@@ -513,7 +487,7 @@ impl Session {
             }
             other => BrokerRpcError::MethodNotFound(other.to_string()).to_line(Some(id)),
         };
-        out.send(line).await;
+        out.push(line).await;
     }
 
     /// Picks up the session's profile from the current configuration (it may have been
@@ -556,7 +530,7 @@ impl Session {
                 // Say which servers the list is missing, and why: a silent gap reads as
                 // "this server has no tools".
                 for (upstream, error) in broker.unavailable(&profile) {
-                    out.send(unavailable_notice(&upstream, &error)).await;
+                    out.push(unavailable_notice(&upstream, &error)).await;
                 }
                 match listed {
                     Ok(mut list) => {
@@ -585,7 +559,7 @@ impl Session {
             if let Ok(mut r) = running.lock() {
                 r.remove(&task_key);
             }
-            out.send(line).await;
+            out.push(line).await;
         });
         if let Ok(mut r) = self.running.lock() {
             r.insert(key, handle);
@@ -611,18 +585,22 @@ impl Session {
     }
 }
 
-async fn write_loop(write: Writer, mut outbox: mpsc::Receiver<Vec<u8>>, gone: Arc<Notify>) {
+async fn write_loop(write: Writer, mut outbox: mpsc::Receiver<Vec<u8>>, queue: Outbox) {
     let mut w = BufWriter::with_capacity(64 * 1024, write);
     while let Some(line) = outbox.recv().await {
         let mut ok = w.write_all(&line).await.is_ok();
+        queue.written(line.len());
         while ok {
             match outbox.try_recv() {
-                Ok(more) => ok = w.write_all(&more).await.is_ok(),
+                Ok(more) => {
+                    ok = w.write_all(&more).await.is_ok();
+                    queue.written(more.len());
+                }
                 Err(_) => break,
             }
         }
         if !ok || w.flush().await.is_err() {
-            gone.notify_one();
+            queue.gone.notify_one();
             return;
         }
     }

@@ -1,0 +1,170 @@
+//! A session's queue of frames to its client, bounded by count and by bytes. A client that
+//! stops reading fills it; senders of answers then wait (up to `broker.client_write_timeout_ms`,
+//! after which the client is disconnected) and advisory frames (progress) are dropped, so one
+//! slow reader can pin neither the daemon's memory nor another session's work.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{Notify, mpsc};
+
+const DEPTH: usize = 1024;
+
+pub struct ClientQueue {
+    /// Taken at `close`, so the writer sees the end of the queue although it holds the queue
+    /// for its accounting.
+    tx: std::sync::Mutex<Option<mpsc::Sender<Vec<u8>>>>,
+    /// Bytes sent into the queue and not yet written to the client.
+    queued: AtomicUsize,
+    max_bytes: usize,
+    room: Notify,
+    /// Woken when the client cannot take answers any more: the session ends.
+    pub gone: Arc<Notify>,
+    pub abandoned: AtomicBool,
+    timeout: Duration,
+}
+
+impl ClientQueue {
+    pub fn new(max_bytes: usize, timeout: Duration) -> (Arc<Self>, mpsc::Receiver<Vec<u8>>) {
+        let (tx, rx) = mpsc::channel(DEPTH);
+        let q = Arc::new(Self {
+            tx: std::sync::Mutex::new(Some(tx)),
+            queued: AtomicUsize::new(0),
+            max_bytes,
+            room: Notify::new(),
+            gone: Arc::new(Notify::new()),
+            abandoned: AtomicBool::new(false),
+            timeout,
+        });
+        (q, rx)
+    }
+
+    /// Room for `len` more bytes? A frame larger than the whole budget goes alone into an
+    /// empty queue.
+    fn fits(&self, len: usize) -> bool {
+        let queued = self.queued.load(Ordering::SeqCst);
+        queued == 0 || queued.saturating_add(len) <= self.max_bytes
+    }
+
+    /// Queues an advisory frame if there is room now; false when it was dropped.
+    pub fn try_push(&self, line: Vec<u8>) -> bool {
+        let len = line.len();
+        if !self.fits(len) {
+            return false;
+        }
+        self.queued.fetch_add(len, Ordering::SeqCst);
+        let sent = self.sender().is_some_and(|tx| tx.try_send(line).is_ok());
+        if !sent {
+            self.written(len);
+        }
+        sent
+    }
+
+    fn sender(&self) -> Option<mpsc::Sender<Vec<u8>>> {
+        self.tx.lock().ok()?.clone()
+    }
+
+    /// No more frames: the writer drains what is queued, then ends.
+    pub fn close(&self) {
+        if let Ok(mut tx) = self.tx.lock() {
+            tx.take();
+        }
+    }
+
+    /// Queues an answer, waiting for room up to the write timeout; past it the client is
+    /// treated as gone.
+    pub async fn push(&self, line: Vec<u8>) {
+        let len = line.len();
+        let wait = async {
+            loop {
+                let room = self.room.notified();
+                if self.fits(len) {
+                    break;
+                }
+                room.await;
+            }
+            self.queued.fetch_add(len, Ordering::SeqCst);
+            let sent = match self.sender() {
+                Some(tx) => tx.send(line).await.is_ok(),
+                None => false,
+            };
+            if !sent {
+                self.written(len);
+            }
+        };
+        if tokio::time::timeout(self.timeout, wait).await.is_err() {
+            if !self.abandoned.swap(true, Ordering::SeqCst) {
+                tracing::warn!(
+                    waited_ms = self.timeout.as_millis(),
+                    queued_bytes = self.queued.load(Ordering::SeqCst),
+                    "client is not reading its answers; disconnecting it"
+                );
+            }
+            self.gone.notify_one();
+        }
+    }
+
+    /// Under the byte budget: the session may take another request from its client.
+    pub fn has_room(&self) -> bool {
+        self.queued.load(Ordering::SeqCst) < self.max_bytes
+    }
+
+    /// Resolves once the queue is under its byte budget.
+    pub async fn until_room(&self) {
+        loop {
+            let room = self.room.notified();
+            if self.has_room() {
+                return;
+            }
+            room.await;
+        }
+    }
+
+    /// The writer wrote (or dropped) a frame of `len` bytes.
+    pub fn written(&self, len: usize) {
+        self.queued.fetch_sub(len, Ordering::SeqCst);
+        self.room.notify_waiters();
+    }
+
+    #[cfg(test)]
+    pub fn queued_bytes(&self) -> usize {
+        self.queued.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_queue_is_bounded_by_bytes_and_a_stuck_client_is_let_go() {
+        let (q, mut rx) = ClientQueue::new(1000, Duration::from_secs(10));
+        q.push(vec![b'a'; 600]).await;
+        assert!(
+            !q.try_push(vec![b'p'; 600]),
+            "advisory frames are dropped when full"
+        );
+        assert!(q.try_push(vec![b'p'; 100]));
+        let waiter = {
+            let q = q.clone();
+            tokio::spawn(async move { q.push(vec![b'b'; 600]).await })
+        };
+        tokio::task::yield_now().await;
+        assert_eq!(q.queued_bytes(), 700, "the second answer waits for room");
+        let first = rx.recv().await.unwrap();
+        q.written(first.len());
+        waiter.await.unwrap();
+        assert_eq!(q.queued_bytes(), 700);
+        // Nobody reads any more: the next answer gives up after the timeout.
+        q.push(vec![b'c'; 600]).await;
+        assert!(q.abandoned.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn a_frame_over_the_whole_budget_still_goes_alone() {
+        let (q, mut rx) = ClientQueue::new(10, Duration::from_secs(1));
+        q.push(vec![b'x'; 100]).await;
+        assert_eq!(rx.recv().await.unwrap().len(), 100);
+    }
+}
