@@ -131,6 +131,24 @@ pub fn spawn_daemon(settings: &Settings) -> anyhow::Result<()> {
     if let ConfigSource::File(path) = &settings.source {
         cmd.arg("--config").arg(absolute(path));
     }
+    // A cleared environment: the daemon outlives the client that happened to start it and
+    // must not carry that client's secrets to every upstream.
+    cmd.env_clear();
+    let names = settings.daemon_env_names();
+    let wanted = mcpb_upstream::BASE_ALLOWLIST
+        .iter()
+        .copied()
+        .chain(names.iter().map(String::as_str));
+    for name in wanted {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    for (name, value) in std::env::vars_os() {
+        if name.to_str().is_some_and(|n| n.starts_with("MCP_BROKER_")) {
+            cmd.env(name, value);
+        }
+    }
     cmd.arg("daemon")
         .env("MCP_BROKER_HOME", &settings.runtime.root)
         .stdin(Stdio::null())

@@ -47,13 +47,19 @@ fn rows(settings: &Settings, pins: &mut Pins) -> Vec<Row> {
             .filter(|l| l.upstream != list.upstream)
             .flat_map(|l| l.tools.iter().filter_map(|t| t["name"].as_str()))
             .collect();
-        let (verdicts, _) = pins.judge(&list.upstream, &list.tools, unix_now());
-        for (tool, verdict) in list.tools.iter().zip(verdicts) {
+        let findings: Vec<_> = list
+            .tools
+            .iter()
+            .map(|t| mcpb_catalog::scan::scan(t, &others))
+            .collect();
+        let flagged: Vec<bool> = findings.iter().map(|f| !f.is_empty()).collect();
+        let (verdicts, _) = pins.judge(&list.upstream, &list.tools, &flagged, unix_now());
+        for ((tool, verdict), findings) in list.tools.iter().zip(verdicts).zip(findings) {
             out.push(Row {
                 upstream: list.upstream.clone(),
                 tool: tool.clone(),
                 verdict,
-                findings: mcpb_catalog::scan::scan(tool, &others),
+                findings,
             });
         }
     }
@@ -62,6 +68,20 @@ fn rows(settings: &Settings, pins: &mut Pins) -> Vec<Row> {
 
 fn name(r: &Row) -> String {
     format!("{}.{}", r.upstream, r.tool["name"].as_str().unwrap_or("?"))
+}
+
+/// Text from an upstream, fit for a terminal: control characters (escape sequences that could
+/// rewrite the operator's screen) are shown escaped, line breaks kept.
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' {
+                c.escape_default().collect()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 pub fn list(settings: &Settings, json_out: bool) -> ExitCode {
@@ -90,9 +110,9 @@ pub fn list(settings: &Settings, json_out: bool) -> ExitCode {
             None => "approved".to_string(),
             Some(q) => format!("QUARANTINED ({q})"),
         };
-        println!("{}  {state}", name(r));
+        println!("{}  {state}", printable(&name(r)));
         for f in &r.findings {
-            println!("    finding: {}: {}", f.kind, f.detail);
+            println!("    finding: {}: {}", f.kind, printable(&f.detail));
         }
     }
     ExitCode::SUCCESS
@@ -111,16 +131,20 @@ pub fn approve(settings: &Settings, names: &[String], all: bool, reset: bool) ->
         }
         let old = settings.runtime.pins_path();
         let aside = old.with_extension(format!("json.unreadable-{}", unix_now()));
-        if let Err(e) = std::fs::rename(&old, &aside) {
+        if old.exists()
+            && let Err(e) = std::fs::rename(&old, &aside)
+        {
             return fail(
                 &format!("mcp-broker: cannot move {} aside: {e}", old.display()),
                 &[],
             );
         }
-        eprintln!(
-            "mcp-broker: unreadable pin store moved to {}",
-            aside.display()
-        );
+        if aside.exists() {
+            eprintln!(
+                "mcp-broker: unreadable pin store moved to {}",
+                aside.display()
+            );
+        }
         pins.reset();
     }
     if names.is_empty() && !all {
@@ -145,13 +169,10 @@ pub fn approve(settings: &Settings, names: &[String], all: bool, reset: bool) ->
             _ => None,
         }
         .map_or(Value::Null, |p| p.definition.clone());
-        println!("approving {n} ({q})");
-        print!(
-            "{}",
-            mcpb_catalog::pins::diff(&before, &mcpb_catalog::canonical::pinned_part(&r.tool))
-        );
+        println!("approving {} ({q})", printable(&n));
+        print!("{}", printable(&mcpb_catalog::pins::diff(&before, &r.tool)));
         for f in &r.findings {
-            println!("    finding: {}: {}", f.kind, f.detail);
+            println!("    finding: {}: {}", f.kind, printable(&f.detail));
         }
         let from = match q {
             Quarantine::Renamed { from } => Some(from.as_str()),

@@ -75,14 +75,20 @@ pub fn pinned_part(tool: &Value) -> Value {
     Value::Object(out)
 }
 
-/// Hash of the whole pinned part, and of it without the name (to recognise a renamed tool).
+/// Hash of the whole definition, and of it without the name (to recognise a renamed tool).
+/// Every field counts: whatever a client receives (`_meta`, `icons`, vendor fields) is pinned.
 pub fn definition_hashes(tool: &Value) -> (String, String) {
-    let mut part = pinned_part(tool);
-    let whole = hash(&part);
-    if let Some(obj) = part.as_object_mut() {
+    let whole = hash(tool);
+    let mut body = tool.clone();
+    if let Some(obj) = body.as_object_mut() {
         obj.remove("name");
     }
-    (whole, hash(&part))
+    (whole, hash(&body))
+}
+
+/// The hash pins of store version 1 recorded (the `pinned_part` only), to carry them over.
+pub fn legacy_hash(tool: &Value) -> String {
+    hash(&pinned_part(tool))
 }
 
 #[cfg(test)]
@@ -97,11 +103,14 @@ mod tests {
         assert_eq!(canonical(&a), r#"{"a":{"x":"s","y":[1,2]},"b":1}"#);
         assert_eq!(hash(&a), hash(&b));
         assert_ne!(hash(&a), hash(&json!({"b": 2})));
-        let t = json!({"name": "x", "description": "d", "_meta": {"ignored": true}});
-        let renamed = json!({"name": "y", "description": "d"});
+        let t = json!({"name": "x", "description": "d", "_meta": {"k": true}});
+        let renamed = json!({"name": "y", "description": "d", "_meta": {"k": true}});
         let (w1, b1) = definition_hashes(&t);
         let (w2, b2) = definition_hashes(&renamed);
         assert_ne!(w1, w2);
         assert_eq!(b1, b2);
+        let meta_changed = json!({"name": "x", "description": "d", "_meta": {"k": false}});
+        assert_ne!(definition_hashes(&meta_changed).0, w1, "_meta is pinned");
+        assert_eq!(legacy_hash(&meta_changed), legacy_hash(&t));
     }
 }

@@ -1,7 +1,9 @@
 //! Pins: the hash of each tool's whole definition as last approved. A tool whose definition
-//! changed (description or schema), that appeared under a new name, or that is new in an upstream
-//! already pinned is quarantined until approved. A pin store that cannot be read quarantines
-//! everything: failing open would let a changed tool through unseen.
+//! changed (any field a client receives), that appeared under a new name, or that is new in an
+//! upstream already pinned is quarantined until approved. A tool the description scan flags is
+//! quarantined even on first contact, until a person approves it. A pin store that cannot be
+//! read, or that is missing after pins were once recorded, quarantines everything: failing open
+//! would let a changed tool through unseen.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::canonical::{definition_hashes, pinned_part};
+use crate::canonical::{definition_hashes, legacy_hash};
 use crate::error::CatalogError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -29,7 +31,18 @@ pub struct Pin {
     pub approved_at_unix: u64,
     /// The approved definition, so a later change can be shown as a diff.
     pub definition: Value,
+    /// Approved by a person (`pins approve`), not by trust on first use: only such a pin
+    /// admits a tool the description scan flags.
+    #[serde(default)]
+    pub explicit: bool,
+    /// Recorded by store version 1, whose hash covered fewer fields; upgraded on first match.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub legacy: bool,
 }
+
+/// The store format written now. Version 1 hashed part of each definition; its pins are read
+/// as legacy pins and upgraded when their tool is next seen unchanged.
+const VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PinFile {
@@ -49,6 +62,8 @@ pub enum Quarantine {
     New,
     /// `pins.mode: require_approval` and never approved.
     AwaitingApproval,
+    /// The description scan flagged it; trust on first use does not cover it.
+    Flagged,
     /// The pin store could not be read; nothing is trusted until it is repaired.
     StoreUnreadable { error: String },
 }
@@ -60,6 +75,9 @@ impl std::fmt::Display for Quarantine {
             Quarantine::Renamed { from } => write!(f, "renamed from '{from}'"),
             Quarantine::New => f.write_str("new since the upstream was approved"),
             Quarantine::AwaitingApproval => f.write_str("awaiting approval"),
+            Quarantine::Flagged => {
+                f.write_str("the description scan flagged it; review and approve it by hand")
+            }
             Quarantine::StoreUnreadable { error } => write!(f, "pin store unreadable: {error}"),
         }
     }
@@ -74,20 +92,32 @@ pub struct Pins {
 }
 
 impl Pins {
-    /// Reads the store at `path`; a missing file is an empty store.
+    /// Reads the store at `path`; a missing file is an empty store, unless pins were recorded
+    /// before (the marker beside it says so): then it was lost or deleted, and fails closed.
     pub fn open(path: PathBuf, mode: PinMode) -> Self {
         let file = match std::fs::read_to_string(&path) {
             Ok(text) => serde_json::from_str::<PinFile>(&text)
                 .map_err(|e| format!("{}: {e}", path.display()))
-                .and_then(|f| {
-                    if f.version == 1 {
+                .and_then(|mut f| match f.version {
+                    1 => {
+                        for pin in f.upstreams.values_mut().flat_map(|p| p.values_mut()) {
+                            pin.legacy = true;
+                        }
+                        f.version = VERSION;
                         Ok(f)
-                    } else {
-                        Err(format!("{}: unknown version {}", path.display(), f.version))
                     }
+                    VERSION => Ok(f),
+                    v => Err(format!("{}: unknown version {v}", path.display())),
                 }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && marker(&path).exists() => {
+                Err(format!(
+                    "{} is missing, but pins were recorded before ({} exists); it was lost or deleted",
+                    path.display(),
+                    marker(&path).display()
+                ))
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(PinFile {
-                version: 1,
+                version: VERSION,
                 upstreams: BTreeMap::new(),
             }),
             Err(e) => Err(format!("{}: {e}", path.display())),
@@ -112,12 +142,14 @@ impl Pins {
         self.file.as_ref().ok()?.upstreams.get(upstream)
     }
 
-    /// One verdict per tool (None = approved). On first contact in `tofu` mode the whole list is
-    /// approved; the return flag says the store changed and should be saved.
+    /// One verdict per tool (None = approved); `flagged[i]` says the description scan found
+    /// something in tool `i`. On first contact in `tofu` mode the unflagged tools are approved;
+    /// the return flag says the store changed and should be saved.
     pub fn judge(
         &mut self,
         upstream: &str,
         tools: &[Value],
+        flagged: &[bool],
         now_unix: u64,
     ) -> (Vec<Verdict>, bool) {
         let mode = self.mode;
@@ -128,32 +160,61 @@ impl Pins {
                 return (vec![Some(q); tools.len()], false);
             }
         };
-        let pinned = file.upstreams.get(upstream).filter(|p| !p.is_empty());
-        let Some(pinned) = pinned else {
+        let is_flagged = |i: usize| flagged.get(i).copied().unwrap_or(false);
+        let first_contact = file.upstreams.get(upstream).is_none_or(BTreeMap::is_empty);
+        if first_contact {
             return match mode {
                 PinMode::Tofu => {
                     let entry = file.upstreams.entry(upstream.to_string()).or_default();
-                    for tool in tools {
-                        if let Some(name) = tool_name(tool) {
-                            entry.insert(name.to_string(), pin_of(tool, now_unix));
-                        }
-                    }
-                    (vec![None; tools.len()], !tools.is_empty())
+                    let mut changed = false;
+                    let verdicts = tools
+                        .iter()
+                        .enumerate()
+                        .map(|(i, tool)| {
+                            if is_flagged(i) {
+                                return Some(Quarantine::Flagged);
+                            }
+                            if let Some(name) = tool_name(tool) {
+                                entry.insert(name.to_string(), pin_of(tool, now_unix, false));
+                                changed = true;
+                            }
+                            None
+                        })
+                        .collect();
+                    (verdicts, changed)
                 }
                 PinMode::RequireApproval => {
                     (vec![Some(Quarantine::AwaitingApproval); tools.len()], false)
                 }
             };
+        }
+        let Some(pinned) = file.upstreams.get_mut(upstream) else {
+            return (vec![Some(Quarantine::New); tools.len()], false);
         };
         let present: std::collections::HashSet<&str> = tools.iter().filter_map(tool_name).collect();
+        let mut changed = false;
         let verdicts = tools
             .iter()
-            .map(|tool| {
+            .enumerate()
+            .map(|(i, tool)| {
                 let name = tool_name(tool)?;
                 let (whole, body) = definition_hashes(tool);
+                if let Some(pin) = pinned.get_mut(name)
+                    && pin.legacy
+                    && pin.hash == legacy_hash(tool)
+                {
+                    // Approved under version 1 and unchanged in what it covered.
+                    let explicit = pin.explicit;
+                    *pin = pin_of(tool, pin.approved_at_unix, explicit);
+                    changed = true;
+                }
                 match pinned.get(name) {
+                    Some(pin) if pin.hash == whole && is_flagged(i) && !pin.explicit => {
+                        Some(Quarantine::Flagged)
+                    }
                     Some(pin) if pin.hash == whole => None,
                     Some(_) => Some(Quarantine::Changed),
+                    None if is_flagged(i) => Some(Quarantine::Flagged),
                     None => Some(
                         pinned
                             .iter()
@@ -167,7 +228,7 @@ impl Pins {
                 }
             })
             .collect();
-        (verdicts, false)
+        (verdicts, changed)
     }
 
     /// Records `tool` as approved; a tool approved after a rename drops the old name's pin.
@@ -185,13 +246,13 @@ impl Pins {
         if let Some(old) = renamed_from {
             entry.remove(old);
         }
-        entry.insert(name.to_string(), pin_of(tool, now_unix));
+        entry.insert(name.to_string(), pin_of(tool, now_unix, true));
     }
 
     /// Starts over with an empty store (used to repair an unreadable one, on request only).
     pub fn reset(&mut self) {
         self.file = Ok(PinFile {
-            version: 1,
+            version: VERSION,
             upstreams: BTreeMap::new(),
         });
     }
@@ -207,21 +268,36 @@ impl Pins {
             what: "pin store",
             reason: e.to_string(),
         })?;
-        crate::store::write_atomic(&self.path, &text)
+        crate::store::write_atomic(&self.path, &text)?;
+        let marker = marker(&self.path);
+        if !marker.exists() {
+            crate::store::write_atomic(
+                &marker,
+                b"pins were recorded here; a missing pins.json now fails closed\n",
+            )?;
+        }
+        Ok(())
     }
+}
+
+/// Beside the store: written with the first save, so a store missing later is known to be lost.
+pub fn marker(store: &Path) -> PathBuf {
+    store.with_extension("used")
 }
 
 fn tool_name(tool: &Value) -> Option<&str> {
     tool.get("name").and_then(Value::as_str)
 }
 
-fn pin_of(tool: &Value, now_unix: u64) -> Pin {
+fn pin_of(tool: &Value, now_unix: u64, explicit: bool) -> Pin {
     let (hash, body_hash) = definition_hashes(tool);
     Pin {
         hash,
         body_hash,
         approved_at_unix: now_unix,
-        definition: pinned_part(tool),
+        definition: tool.clone(),
+        explicit,
+        legacy: false,
     }
 }
 
@@ -268,6 +344,7 @@ pub fn diff(old: &Value, new: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::canonical::legacy_hash;
     use serde_json::json;
 
     fn tool(name: &str, desc: &str, prop: &str) -> Value {
@@ -281,7 +358,7 @@ mod tests {
         let path = dir.path().join("pins.json");
         let mut pins = Pins::open(path.clone(), PinMode::Tofu);
         let v1 = vec![tool("read", "Reads", "path"), tool("list", "Lists", "dir")];
-        let (verdicts, changed) = pins.judge("fs", &v1, 1);
+        let (verdicts, changed) = pins.judge("fs", &v1, &[], 1);
         assert_eq!(verdicts, vec![None, None]);
         assert!(changed);
         pins.save().unwrap();
@@ -292,17 +369,17 @@ mod tests {
             v1[1].clone(),
         ];
         assert_eq!(
-            pins.judge("fs", &desc_only, 2).0[0],
+            pins.judge("fs", &desc_only, &[], 2).0[0],
             Some(Quarantine::Changed)
         );
         let schema_only = vec![tool("read", "Reads", "file"), v1[1].clone()];
         assert_eq!(
-            pins.judge("fs", &schema_only, 2).0[0],
+            pins.judge("fs", &schema_only, &[], 2).0[0],
             Some(Quarantine::Changed)
         );
         let renamed = vec![tool("read_file", "Reads", "path"), v1[1].clone()];
         assert_eq!(
-            pins.judge("fs", &renamed, 2).0[0],
+            pins.judge("fs", &renamed, &[], 2).0[0],
             Some(Quarantine::Renamed {
                 from: "read".into()
             })
@@ -313,12 +390,12 @@ mod tests {
             tool("write", "Writes", "path"),
         ];
         assert_eq!(
-            pins.judge("fs", &added, 2).0,
+            pins.judge("fs", &added, &[], 2).0,
             vec![None, None, Some(Quarantine::New)]
         );
 
         pins.approve("fs", &renamed[0], Some("read"), 3);
-        assert_eq!(pins.judge("fs", &renamed, 4).0, vec![None, None]);
+        assert_eq!(pins.judge("fs", &renamed, &[], 4).0, vec![None, None]);
     }
 
     #[test]
@@ -328,19 +405,77 @@ mod tests {
         let tools = vec![tool("read", "Reads", "path")];
         let mut pins = Pins::open(path.clone(), PinMode::RequireApproval);
         assert_eq!(
-            pins.judge("fs", &tools, 1).0,
+            pins.judge("fs", &tools, &[], 1).0,
             vec![Some(Quarantine::AwaitingApproval)]
         );
         std::fs::write(&path, "{not json").unwrap();
         let mut pins = Pins::open(path, PinMode::Tofu);
         assert!(pins.error().is_some());
         assert!(matches!(
-            pins.judge("fs", &tools, 1).0[0],
+            pins.judge("fs", &tools, &[], 1).0[0],
             Some(Quarantine::StoreUnreadable { .. })
         ));
         assert!(
             pins.save().is_err(),
             "an unreadable store is never overwritten silently"
+        );
+    }
+
+    #[test]
+    fn flagged_tools_need_a_person_and_a_lost_store_fails_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pins.json");
+        let mut pins = Pins::open(path.clone(), PinMode::Tofu);
+        let tools = vec![
+            tool("read", "Reads", "path"),
+            tool("sneaky", "<IMPORTANT>", "p"),
+        ];
+        let (v, changed) = pins.judge("fs", &tools, &[false, true], 1);
+        assert_eq!(v, vec![None, Some(Quarantine::Flagged)]);
+        assert!(changed);
+        pins.save().unwrap();
+        let mut pins = Pins::open(path.clone(), PinMode::Tofu);
+        assert_eq!(
+            pins.judge("fs", &tools, &[false, true], 2).0[1],
+            Some(Quarantine::Flagged)
+        );
+        pins.approve("fs", &tools[1], None, 3);
+        assert_eq!(
+            pins.judge("fs", &tools, &[false, true], 4).0,
+            vec![None, None]
+        );
+        pins.save().unwrap();
+
+        std::fs::remove_file(&path).unwrap();
+        let mut pins = Pins::open(path.clone(), PinMode::Tofu);
+        assert!(
+            pins.error().unwrap().contains("missing"),
+            "{:?}",
+            pins.error()
+        );
+        assert!(matches!(
+            pins.judge("fs", &tools, &[false, false], 5).0[0],
+            Some(Quarantine::StoreUnreadable { .. })
+        ));
+    }
+
+    #[test]
+    fn version_1_pins_carry_over_and_then_cover_every_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pins.json");
+        let t = json!({"name": "read", "description": "Reads", "_meta": {"k": 1}});
+        let v1 = json!({"version": 1, "upstreams": {"fs": {"read": {
+            "hash": legacy_hash(&t), "body_hash": "x", "approved_at_unix": 1,
+            "definition": {"name": "read", "description": "Reads"}}}}});
+        std::fs::write(&path, v1.to_string()).unwrap();
+        let mut pins = Pins::open(path.clone(), PinMode::Tofu);
+        let (v, changed) = pins.judge("fs", std::slice::from_ref(&t), &[], 2);
+        assert_eq!(v, vec![None]);
+        assert!(changed, "the pin is upgraded");
+        let meta_changed = json!({"name": "read", "description": "Reads", "_meta": {"k": 2}});
+        assert_eq!(
+            pins.judge("fs", &[meta_changed], &[], 3).0,
+            vec![Some(Quarantine::Changed)]
         );
     }
 

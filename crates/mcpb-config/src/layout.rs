@@ -105,6 +105,19 @@ fn create_private_dir(path: &Path) -> io::Result<()> {
         Err(e) => return Err(e),
     }
     let meta = fs::metadata(path)?;
+    // Like ssh with a foreign ~/.ssh: a directory someone else owns could be swapped or read
+    // by them whatever its mode, so it is refused, not tightened.
+    let me = rustix::process::getuid().as_raw();
+    if std::os::unix::fs::MetadataExt::uid(&meta) != me {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is owned by uid {}, not by this user (uid {me}); refusing to keep the broker's sockets and secrets there",
+                path.display(),
+                std::os::unix::fs::MetadataExt::uid(&meta)
+            ),
+        ));
+    }
     if meta.permissions().mode() & 0o077 != 0 {
         fs::set_permissions(path, fs::Permissions::from_mode(0o700))?;
     }
@@ -125,6 +138,25 @@ pub fn expand_home(path: &str, home: Option<&Path>) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_root_owned_by_someone_else_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        fs::create_dir(&root).unwrap();
+        let me = rustix::process::getuid().as_raw();
+        let foreign = if me == 0 {
+            // Root can hand the directory to another user.
+            rustix::fs::chown(&root, Some(rustix::fs::Uid::from_raw(65534)), None).unwrap();
+            root.clone()
+        } else {
+            // Anyone else finds a directory root owns.
+            std::path::PathBuf::from("/")
+        };
+        let err = create_private_dir(&foreign).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+        assert!(err.to_string().contains("owned by uid"), "{err}");
+    }
 
     #[test]
     fn creates_every_dir_owner_only() {

@@ -177,3 +177,23 @@ fn as_opt_ms<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, 
         None => s.serialize_none(),
     }
 }
+
+impl Settings {
+    /// The environment variables the daemon needs from whoever starts it: those the config
+    /// references (`${NAME}` in upstream env and headers) and `broker.env_passthrough`. The
+    /// daemon gets these plus a base allowlist, never the starting client's whole environment.
+    pub fn daemon_env_names(&self) -> Vec<String> {
+        let mut names: std::collections::BTreeSet<String> =
+            self.broker.env_passthrough.iter().cloned().collect();
+        for up in self.upstreams.values() {
+            for template in up.env.values().chain(up.headers.values()) {
+                for part in template.parts() {
+                    if let crate::template::Part::Env(name) = part {
+                        names.insert(name.clone());
+                    }
+                }
+            }
+        }
+        names.into_iter().collect()
+    }
+}

@@ -142,9 +142,18 @@ impl Catalog {
     }
 
     fn judge(&self, list: CachedList, others: &[String]) -> Entry {
+        let other_refs: Vec<&str> = others.iter().map(String::as_str).collect();
+        let per_tool: Vec<Vec<Finding>> = list
+            .tools
+            .iter()
+            .map(|t| mcpb_catalog::scan::scan(t, &other_refs))
+            .collect();
+        let flagged: Vec<bool> = per_tool.iter().map(|f| !f.is_empty()).collect();
+        let findings = per_tool.into_iter().flatten().collect();
         let verdicts = match self.pins.lock() {
             Ok(mut pins) => {
-                let (verdicts, changed) = pins.judge(&list.upstream, &list.tools, unix_now());
+                let (verdicts, changed) =
+                    pins.judge(&list.upstream, &list.tools, &flagged, unix_now());
                 if changed && let Err(e) = pins.save() {
                     tracing::error!(error = %e, "cannot save the pin store");
                 }
@@ -162,12 +171,6 @@ impl Catalog {
                 tracing::warn!(upstream = %list.upstream, tool = tool_name(tool).unwrap_or("?"), reason = %q, "tool quarantined");
             }
         }
-        let other_refs: Vec<&str> = others.iter().map(String::as_str).collect();
-        let findings = list
-            .tools
-            .iter()
-            .flat_map(|t| mcpb_catalog::scan::scan(t, &other_refs))
-            .collect();
         let by_name = list
             .tools
             .iter()

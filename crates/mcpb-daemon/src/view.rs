@@ -59,6 +59,8 @@ impl Seen {
             tool: self.tool_name(),
             params,
             meta: &meta,
+            // The upstream puts in the operator's allowlist of client `_meta` keys.
+            forward_meta: &[],
         };
         self.upstream
             .call(session, outgoing, &opts)

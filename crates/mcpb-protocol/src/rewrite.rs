@@ -70,13 +70,16 @@ pub const ENVELOPE_KEYS: &[&str] = &[
 ];
 
 /// Forwarded `tools/call` params: `name` replaced, `_meta.progressToken` (when the client sent
-/// one) replaced by `token`, the client's envelope keys left out of `_meta`. Returns the new
-/// params and the client's own token.
+/// one) replaced by `token`. Of the client's other `_meta` keys only those in `forward` travel
+/// on (never its envelope): a client's `_meta` can carry anything, credentials included, and an
+/// upstream gets what MCP defines for it plus what the operator chose. Returns the new params
+/// and the client's own token.
 pub fn rewrite_call(
     params: &RawValue,
     name: &str,
     token: &str,
     envelope: &[(&str, &str)],
+    forward: &[String],
 ) -> Result<(Box<RawValue>, Option<Box<RawValue>>), serde_json::Error> {
     let m = members(params)?;
     let name_json = serde_json::to_string(name)?;
@@ -91,7 +94,10 @@ pub fn rewrite_call(
         ));
     };
     let mut meta_members = members(meta)?;
-    meta_members.retain(|k, _| !ENVELOPE_KEYS.contains(&k.as_ref()));
+    meta_members.retain(|k, _| {
+        k == "progressToken"
+            || (!ENVELOPE_KEYS.contains(&k.as_ref()) && forward.iter().any(|f| f == k))
+    });
     let client_token = meta_members.get("progressToken").map(|t| (*t).to_owned());
     let token_json = serde_json::to_string(token)?;
     let mut set: Vec<(&str, &str)> = envelope.to_vec();
@@ -114,7 +120,7 @@ mod tests {
     #[test]
     fn renames_and_keeps_the_rest_verbatim() {
         let p = raw(r#"{"name":"ex.echo","arguments":{"n":1.50,"s":"\u00e9"},"x":[1e3]}"#);
-        let (out, token) = rewrite_call(&p, "echo", "mcpb-1", &[]).unwrap();
+        let (out, token) = rewrite_call(&p, "echo", "mcpb-1", &[], &[]).unwrap();
         assert_eq!(
             out.get(),
             r#"{"name":"echo","arguments":{"n":1.50,"s":"\u00e9"},"x":[1e3]}"#
@@ -126,7 +132,7 @@ mod tests {
     fn puts_the_brokers_own_envelope_in_for_a_modern_upstream() {
         let p = raw(r#"{"name":"a.b","arguments":{}}"#);
         let env = [("io.modelcontextprotocol/protocolVersion", r#""2026-07-28""#)];
-        let (out, _) = rewrite_call(&p, "b", "mcpb-1", &env).unwrap();
+        let (out, _) = rewrite_call(&p, "b", "mcpb-1", &env, &[]).unwrap();
         assert_eq!(
             out.get(),
             r#"{"name":"b","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"arguments":{}}"#
@@ -134,7 +140,7 @@ mod tests {
         let p = raw(
             r#"{"name":"a.b","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":5}}"#,
         );
-        let (out, token) = rewrite_call(&p, "b", "mcpb-2", &env).unwrap();
+        let (out, token) = rewrite_call(&p, "b", "mcpb-2", &env, &[]).unwrap();
         assert_eq!(
             out.get(),
             r#"{"name":"b","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":"mcpb-2"}}"#
@@ -147,16 +153,23 @@ mod tests {
         let p = raw(
             r#"{"name":"a.b","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c"},"vendor/k":1}}"#,
         );
-        let (out, token) = rewrite_call(&p, "b", "mcpb-3", &[]).unwrap();
+        let forward = ["vendor/k".to_string()];
+        let (out, token) = rewrite_call(&p, "b", "mcpb-3", &[], &forward).unwrap();
         assert_eq!(out.get(), r#"{"name":"b","_meta":{"vendor/k":1}}"#);
         assert!(token.is_none());
+        let (out, _) = rewrite_call(&p, "b", "mcpb-3", &[], &[]).unwrap();
+        assert_eq!(
+            out.get(),
+            r#"{"name":"b","_meta":{}}"#,
+            "not on the allowlist"
+        );
     }
 
     #[test]
     fn swaps_the_progress_token_and_returns_the_clients() {
         let p =
             raw(r#"{"name":"a.b","_meta":{"progressToken":7,"other":{"k":1.0}},"arguments":{}}"#);
-        let (out, token) = rewrite_call(&p, "b", "mcpb-42", &[]).unwrap();
+        let (out, token) = rewrite_call(&p, "b", "mcpb-42", &[], &["other".into()]).unwrap();
         assert_eq!(
             out.get(),
             r#"{"name":"b","_meta":{"progressToken":"mcpb-42","other":{"k":1.0}},"arguments":{}}"#

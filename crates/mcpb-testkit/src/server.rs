@@ -220,6 +220,18 @@ fn tools(opts: &Options) -> Vec<Value> {
     t
 }
 
+fn raw_file_tools(opts: &Options) -> Vec<String> {
+    let Some(path) = &opts.tools_file else {
+        return Vec::new();
+    };
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.trim_start().starts_with('{') && serde_json::from_str::<Value>(l).is_err())
+        .map(str::to_string)
+        .collect()
+}
+
 fn file_tools(opts: &Options) -> Vec<Value> {
     let Some(path) = &opts.tools_file else {
         return Vec::new();
@@ -240,6 +252,8 @@ fn file_tools(opts: &Options) -> Vec<Value> {
                             | "inputSchema"
                             | "outputSchema"
                             | "annotations"
+                            | "_meta"
+                            | "icons"
                     )
                 });
             }
@@ -356,9 +370,16 @@ pub fn run(opts: Options) {
                 );
             }
             (Some("tools/list"), Some(id)) => {
-                send(
+                // Lines of the tools file this parser cannot read (too deep, say) go out as
+                // written, so the broker meets them as a hostile server would send them.
+                let mut items: Vec<String> = tools(&opts).iter().map(Value::to_string).collect();
+                items.extend(raw_file_tools(&opts));
+                send_raw(
                     &shared.out,
-                    &json!({"jsonrpc": "2.0", "id": id, "result": {"tools": tools(&opts)}}),
+                    &format!(
+                        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"tools\":[{}]}}}}",
+                        items.join(",")
+                    ),
                 );
             }
             (Some("tools/call"), Some(id)) if msg["params"]["name"] == "stall" => {

@@ -42,6 +42,9 @@ pub enum Outgoing<'a> {
         params: &'a RawValue,
         /// Extra `_meta` members (key, JSON text) the broker adds for the upstream.
         meta: &'a [(&'a str, &'a str)],
+        /// The client's own `_meta` keys that may travel on besides `progressToken`
+        /// (`broker.forward_meta_keys`).
+        forward_meta: &'a [String],
     },
 }
 
@@ -379,15 +382,25 @@ impl Instance {
                 .map_err(protocol)?;
                 (request_line(id, method, Some(&params)), None)
             }
-            Outgoing::ToolCall { tool, params, meta } => {
+            Outgoing::ToolCall {
+                tool,
+                params,
+                meta,
+                forward_meta,
+            } => {
                 env_pairs.extend_from_slice(meta);
                 let token = format!("{TOKEN_PREFIX}{id}");
-                let (params, client_token) =
-                    mcpb_protocol::rewrite::rewrite_call(params, tool, &token, &env_pairs)
-                        .map_err(|e| UpstreamError::Protocol {
-                            upstream: self.name.clone(),
-                            reason: format!("cannot forward the call: {e}"),
-                        })?;
+                let (params, client_token) = mcpb_protocol::rewrite::rewrite_call(
+                    params,
+                    tool,
+                    &token,
+                    &env_pairs,
+                    forward_meta,
+                )
+                .map_err(|e| UpstreamError::Protocol {
+                    upstream: self.name.clone(),
+                    reason: format!("cannot forward the call: {e}"),
+                })?;
                 (request_line(id, "tools/call", Some(&params)), client_token)
             }
         };

@@ -390,6 +390,16 @@ async fn open_legacy_stream(
         .url
         .join(endpoint.trim())
         .map_err(|e| unreachable_error(&name, format!("bad endpoint {endpoint}: {e}")))?;
+    // The configured headers (credentials) go only where the operator pointed them.
+    if post_url.origin() != remote.url.origin() {
+        return Err(unreachable_error(
+            &name,
+            format!(
+                "the event stream named an endpoint on another origin ({}); refused so the configured headers never leave for it",
+                post_url.origin().ascii_serialization()
+            ),
+        ));
+    }
     let reader_remote = remote.clone();
     let task = tokio::spawn(async move {
         while let Some(event) = events.next().await {

@@ -84,6 +84,8 @@ pub struct UpstreamContext {
     pub max_frame_bytes: usize,
     /// `broker.max_tool_list_bytes`: all pages of one tool list together.
     pub max_list_bytes: usize,
+    /// `broker.forward_meta_keys`: client `_meta` keys that reach upstreams.
+    pub forward_meta: Vec<String>,
     pub timings: StopTimings,
     pub ledger: Option<Ledger>,
     pub on_list_changed: Option<ListChanged>,
@@ -697,6 +699,17 @@ impl Upstream {
         opts: &CallOptions,
     ) -> Result<Reply, UpstreamError> {
         self.check_enabled()?;
+        let outgoing = match outgoing {
+            Outgoing::ToolCall {
+                tool, params, meta, ..
+            } => Outgoing::ToolCall {
+                tool,
+                params,
+                meta,
+                forward_meta: &self.ctx.forward_meta,
+            },
+            other => other,
+        };
         let _admitted = self.admit().await?;
         match self.settings.lifecycle {
             Lifecycle::PerCall => {

@@ -10,3 +10,4 @@ mod reload;
 mod routing;
 mod session;
 mod support;
+mod trust;
