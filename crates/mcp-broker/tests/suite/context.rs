@@ -6,12 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::support::{Home, fixture};
-
-fn write_tools(path: &Path, tools: &[Value]) {
-    let lines: Vec<String> = tools.iter().map(Value::to_string).collect();
-    std::fs::write(path, lines.join("\n") + "\n").unwrap();
-}
+use super::support::{Home, tools_home, write_tools};
 
 fn tool(name: &str, description: &str, read_only: bool, param: &str) -> Value {
     json!({"name": name, "description": description,
@@ -19,21 +14,14 @@ fn tool(name: &str, description: &str, read_only: bool, param: &str) -> Value {
            "annotations": {"readOnlyHint": read_only}})
 }
 
-/// A home whose `fx` upstream serves the fixture's tools plus those in `tools.jsonl`.
 fn home_with(tools: &[Value], profiles: &str) -> (Home, PathBuf) {
-    let tmp = Home::new();
-    let file = tmp.root().join("tools.jsonl");
-    write_tools(&file, tools);
-    let yaml = format!(
-        "schema_version: 1\nbroker: {{call_timeout_ms: 5000}}\nupstreams:\n  fx: {{command: \"{}\", args: [--tools-file, \"{}\"], trust_annotations: true, description: Fixture server, tags: [test]}}\nprofiles:\n{profiles}",
-        fixture().display(),
-        file.display()
-    );
-    let cfg = tmp.root().join("test.yaml");
-    std::fs::write(&cfg, yaml).unwrap();
-    let mut home = tmp;
-    home.config = Some(cfg);
-    (home, file)
+    tools_home(
+        tools,
+        "",
+        ", description: Fixture server, tags: [test]",
+        "",
+        profiles,
+    )
 }
 
 fn result_json(resp: &Value) -> Value {

@@ -369,3 +369,33 @@ pub fn text(r: &Value) -> String {
         .unwrap_or_default()
         .to_string()
 }
+
+/// Writes tool definitions, one JSON object per line, for the fixture's `--tools-file`.
+pub fn write_tools(path: &Path, tools: &[Value]) {
+    let lines: Vec<String> = tools.iter().map(Value::to_string).collect();
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+/// A home whose `fx` upstream serves the fixture's tools plus those in `tools.jsonl`.
+/// `broker` and `fx_extra` are appended inside the broker and fx mappings; `more` holds further
+/// upstream lines and `profiles` the profile lines.
+pub fn tools_home(
+    tools: &[Value],
+    broker: &str,
+    fx_extra: &str,
+    more: &str,
+    profiles: &str,
+) -> (Home, PathBuf) {
+    let mut home = Home::new();
+    let file = home.root().join("tools.jsonl");
+    write_tools(&file, tools);
+    let yaml = format!(
+        "schema_version: 1\nbroker: {{call_timeout_ms: 5000{broker}}}\nupstreams:\n  fx: {{command: \"{}\", args: [--tools-file, \"{}\"], trust_annotations: true{fx_extra}}}\n{more}profiles:\n{profiles}",
+        fixture().display(),
+        file.display()
+    );
+    let cfg = home.root().join("test.yaml");
+    std::fs::write(&cfg, yaml).unwrap();
+    home.config = Some(cfg);
+    (home, file)
+}

@@ -3,17 +3,12 @@
 //! client `_meta` and the daemon's own environment.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::support::{Home, fixture, session, text, wait_until};
-
-fn write_tools(path: &Path, tools: &[Value]) {
-    let lines: Vec<String> = tools.iter().map(Value::to_string).collect();
-    std::fs::write(path, lines.join("\n") + "\n").unwrap();
-}
+use super::support::{Home, fixture, session, text, tools_home, wait_until, write_tools};
 
 fn tool(name: &str, description: &str) -> Value {
     json!({"name": name, "description": description,
@@ -21,21 +16,14 @@ fn tool(name: &str, description: &str) -> Value {
            "annotations": {"readOnlyHint": true}})
 }
 
-/// A home whose `fx` upstream serves the fixture's tools plus those in `tools.jsonl`.
 fn home_with(tools: &[Value], broker: &str, more: &str) -> (Home, PathBuf) {
-    let tmp = Home::new();
-    let file = tmp.root().join("tools.jsonl");
-    write_tools(&file, tools);
-    let yaml = format!(
-        "schema_version: 1\nbroker: {{call_timeout_ms: 5000{broker}}}\nupstreams:\n  fx: {{command: \"{}\", args: [--tools-file, \"{}\"], trust_annotations: true}}\n{more}profiles:\n  default: {{allow_mutating_upstreams: true}}\n",
-        fixture().display(),
-        file.display()
-    );
-    let cfg = tmp.root().join("test.yaml");
-    std::fs::write(&cfg, yaml).unwrap();
-    let mut home = tmp;
-    home.config = Some(cfg);
-    (home, file)
+    tools_home(
+        tools,
+        broker,
+        "",
+        more,
+        "  default: {allow_mutating_upstreams: true}\n",
+    )
 }
 
 fn has(names: &[String], n: &str) -> bool {
