@@ -138,8 +138,8 @@ impl Remote {
             return;
         }
         if !status.is_success() {
-            let text = resp.text().await.unwrap_or_default();
-            let excerpt: String = text.chars().take(200).collect();
+            let (head, _) = read_capped(resp, 4096).await.unwrap_or_default();
+            let excerpt: String = String::from_utf8_lossy(&head).chars().take(200).collect();
             if status == reqwest::StatusCode::NOT_FOUND
                 && self.session.lock().is_ok_and(|s| s.is_some())
             {
@@ -163,8 +163,8 @@ impl Remote {
             }
             return;
         }
-        match resp.bytes().await {
-            Ok(bytes) if bytes.len() <= self.limit => {
+        match read_capped(resp, self.limit).await {
+            Ok((bytes, false)) => {
                 let text = bytes.trim_ascii();
                 if text.starts_with(b"[") {
                     if let Ok(items) = serde_json::from_slice::<Vec<serde_json::Value>>(text) {
@@ -176,7 +176,7 @@ impl Remote {
                     dispatch(&self.ctx, text).await;
                 }
             }
-            Ok(_) => {
+            Ok((_, true)) => {
                 self.fail_request(&body, "answered with a body over the frame cap")
                     .await
             }
@@ -442,4 +442,28 @@ async fn post_legacy(remote: Arc<Remote>, endpoint: reqwest::Url, line: Vec<u8>)
                 .await
         }
     }
+}
+
+/// Reads at most `limit` bytes of a body, chunk by chunk, so an endless or huge body is cut at
+/// the cap instead of buffered whole. True when the body was longer than the cap.
+async fn read_capped(
+    mut resp: reqwest::Response,
+    limit: usize,
+) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    if resp
+        .content_length()
+        .is_some_and(|n| n > u64::try_from(limit).unwrap_or(u64::MAX))
+    {
+        return Ok((Vec::new(), true));
+    }
+    let mut out = Vec::new();
+    while let Some(chunk) = resp.chunk().await? {
+        if out.len() + chunk.len() > limit {
+            let room = limit - out.len();
+            out.extend_from_slice(&chunk[..room]);
+            return Ok((out, true));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok((out, false))
 }

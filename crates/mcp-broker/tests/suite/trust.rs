@@ -287,3 +287,50 @@ fn the_daemon_starts_with_a_cleared_environment_plus_what_the_config_names() {
     assert!(env.contains("\"TOKEN\":\"tok\""), "{env}");
     assert!(!env.contains("s3cret"));
 }
+
+#[test]
+fn a_remote_body_over_the_frame_cap_is_cut_while_streaming_not_buffered() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut line = String::new();
+        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+            line.clear();
+        }
+        let mut w = stream;
+        let _ = write!(
+            w,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n"
+        );
+        // 400 MiB of one never-ending JSON string, until the broker hangs up.
+        let chunk = vec![b'x'; 1024 * 1024];
+        let _ = w.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"");
+        for _ in 0..400 {
+            if w.write_all(&chunk).is_err() {
+                return true;
+            }
+        }
+        false
+    });
+    let yaml = format!(
+        "schema_version: 1\nbroker: {{call_timeout_ms: 10000, startup_timeout_ms: 10000, max_frame_bytes: 1048576}}\nupstreams:\n  far: {{transport: streamable_http, url: \"http://127.0.0.1:{port}/mcp\"}}\nprofiles:\n  default: {{}}\n"
+    );
+    let home = Home::with_config(&yaml);
+    let mut shim = session(&home);
+    let names = shim.tool_names();
+    assert!(names.is_empty(), "{names:?}");
+    let st = home.status();
+    assert!(
+        st["upstreams"][0]["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("frame cap"),
+        "{st}"
+    );
+    assert!(
+        server.join().unwrap(),
+        "the broker read the whole body instead of hanging up at the cap"
+    );
+}
