@@ -10,6 +10,7 @@ use crate::daemon_client::{admin, spawn_daemon, wait_for_socket};
 use crate::fail;
 
 pub fn daemon(settings: Settings) -> ExitCode {
+    crate::logfile::watch(settings.runtime.log_path(), settings.broker.log_max_bytes);
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -6,6 +6,7 @@ mod commands;
 mod daemon_client;
 mod demo;
 mod example_server;
+mod logfile;
 mod measure;
 mod pins_cmd;
 mod shim;

@@ -99,6 +99,9 @@ pub struct RawBroker {
     /// (`progressToken`). Default none: a client's other `_meta` keys stay with the broker.
     #[serde(default)]
     pub forward_meta_keys: Vec<String>,
+    /// Size at which logs/daemon.log is rotated (daemon.log.1 .. .3 kept). Default 10 MiB.
+    #[serde(default)]
+    pub log_max_bytes: Option<u64>,
     /// Upstream processes running at once, all upstreams together. Default 128.
     #[serde(default)]
     pub max_processes: Option<u32>,

@@ -286,6 +286,9 @@ pub fn resolve(
                 usize::try_from(n.max(64 * 1024)).unwrap_or(usize::MAX)
             }),
         forward_meta_keys: b.forward_meta_keys.clone(),
+        log_max_bytes: b
+            .log_max_bytes
+            .map_or(defaults.log_max_bytes, |n| n.max(64 * 1024)),
         artifact_ttl: b.artifact_ttl_ms.map_or(defaults.artifact_ttl, ms),
         artifact_max_bytes: b.artifact_max_bytes.unwrap_or(defaults.artifact_max_bytes),
     };

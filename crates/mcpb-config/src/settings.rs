@@ -58,6 +58,7 @@ pub struct BrokerSettings {
     pub max_tool_list_bytes: usize,
     pub max_outbound_bytes: usize,
     pub forward_meta_keys: Vec<String>,
+    pub log_max_bytes: u64,
     #[serde(serialize_with = "as_ms", rename = "artifact_ttl_ms")]
     pub artifact_ttl: Duration,
     pub artifact_max_bytes: u64,
@@ -78,6 +79,7 @@ impl Default for BrokerSettings {
             max_tool_list_bytes: 4 * 1024 * 1024,
             max_outbound_bytes: 32 * 1024 * 1024,
             forward_meta_keys: Vec::new(),
+            log_max_bytes: 10 * 1024 * 1024,
             artifact_ttl: Duration::from_millis(3_600_000),
             artifact_max_bytes: 256 * 1024 * 1024,
         }

@@ -353,3 +353,28 @@ fn a_client_that_does_not_read_cannot_pin_the_daemons_memory() {
     }
     let _input = writer.join().unwrap();
 }
+
+#[test]
+fn the_daemon_log_is_rotated_at_its_size_cap() {
+    let home = Home::with_config(&config(&[("fx", "", "")], ", log_max_bytes: 65536"));
+    let mut shim = session(&home);
+    // stderr reaches the log at most 50 lines a second: spread the writes out.
+    for _ in 0..200 {
+        shim.call("fx.bigstderr", json!({"kib": 2}));
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let log = home.root().join("logs/daemon.log");
+    let first = home.root().join("logs/daemon.log.1");
+    assert!(
+        wait_until(Duration::from_secs(10), || first.exists()),
+        "no rotation; daemon.log is {} bytes",
+        std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0)
+    );
+    assert_eq!(text(&shim.call("fx.echo", json!({"text": "on"}))), "on");
+    assert!(wait_until(Duration::from_secs(5), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("log rotated"))
+    }));
+    // Checked every 2 s: the live file stays within a few caps, and three old files at most.
+    assert!(std::fs::metadata(&log).unwrap().len() < 4 * 65536);
+    assert!(!home.root().join("logs/daemon.log.4").exists());
+}

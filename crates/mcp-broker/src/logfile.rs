@@ -1,0 +1,110 @@
+//! Size-capped rotation of logs/daemon.log. The daemon's stderr is that file (the shim opens it
+//! when it starts the daemon, so even a panic lands there); past the cap the file moves to
+//! daemon.log.1 (older ones shift up to .3, the oldest goes) and stderr is pointed at a fresh
+//! daemon.log.
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Rotated files kept beside the live one.
+const KEEP: u32 = 3;
+const CHECK_EVERY: Duration = Duration::from_secs(2);
+
+fn numbered(path: &Path, n: u32) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
+}
+
+/// Whether stderr is the file at `path` (a daemon run by hand logs to the terminal instead).
+fn stderr_is(path: &Path) -> bool {
+    let Ok(file) = fs::metadata(path) else {
+        return false;
+    };
+    rustix::fs::fstat(std::io::stderr())
+        .is_ok_and(|st| st.st_dev == file.dev() && st.st_ino == file.ino())
+}
+
+/// Moves `path` to `path.1` (shifting older files) when it is over `max` bytes. Returns whether
+/// it rotated.
+pub fn rotate_if_large(path: &Path, max: u64) -> std::io::Result<bool> {
+    if fs::metadata(path).map(|m| m.len()).unwrap_or(0) <= max {
+        return Ok(false);
+    }
+    for n in (1..KEEP).rev() {
+        let from = numbered(path, n);
+        if from.exists() {
+            fs::rename(&from, numbered(path, n + 1))?;
+        }
+    }
+    fs::rename(path, numbered(path, 1))?;
+    Ok(true)
+}
+
+/// Watches the daemon's log from a thread of its own: cheap, and independent of the event loop
+/// it would otherwise have to share.
+pub fn watch(path: PathBuf, max: u64) {
+    if !stderr_is(&path) {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("log-rotate".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(CHECK_EVERY);
+                match rotate_if_large(&path, max) {
+                    Ok(false) => {}
+                    Ok(true) => {
+                        let fresh = fs::OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .mode(0o600)
+                            .open(&path);
+                        match fresh {
+                            Ok(f) => {
+                                if let Err(e) = rustix::stdio::dup2_stderr(&f) {
+                                    tracing::error!(error = %e, "cannot switch to the new log file");
+                                    return;
+                                }
+                                tracing::info!(max_bytes = max, "log rotated");
+                            }
+                            Err(e) => {
+                                tracing::error!(error = %e, "cannot open a new log file");
+                                return;
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot rotate the log");
+                        return;
+                    }
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "log rotation is off: cannot start its thread");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rotation_keeps_three_older_files_and_drops_the_oldest() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("daemon.log");
+        for round in 0..5u8 {
+            fs::write(&log, vec![b'a' + round; 100]).unwrap();
+            assert!(rotate_if_large(&log, 10).unwrap());
+        }
+        assert!(!log.exists());
+        assert_eq!(fs::read(numbered(&log, 1)).unwrap()[0], b'e');
+        assert_eq!(fs::read(numbered(&log, 3)).unwrap()[0], b'c');
+        assert!(!numbered(&log, 4).exists());
+        fs::write(&log, b"small").unwrap();
+        assert!(!rotate_if_large(&log, 10).unwrap());
+    }
+}
