@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod faults;
 mod load;
 mod retrieval;
 mod scenario;

@@ -40,6 +40,21 @@ impl Env {
         }
     }
 
+    /// The same runtime dir with `yaml` as its config (written as `name`).
+    pub fn with_config(&self, name: &str, yaml: &str) -> Env {
+        let config = self.home.join(name);
+        let _ = std::fs::write(&config, yaml);
+        Env {
+            config,
+            ..self.clone()
+        }
+    }
+
+    /// Where the broker binary (and the fixture server built beside it) lives.
+    pub fn exe_dir(&self) -> PathBuf {
+        self.exe.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+
     pub fn broker(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.exe);
         c.env_clear()
@@ -48,6 +63,9 @@ impl Env {
             .env("MCP_BROKER_HOME", &self.home)
             .env("MCP_BROKER_CONFIG", &self.config)
             .args(args);
+        if let Some(filter) = std::env::var_os("MCP_BROKER_LOG") {
+            c.env("MCP_BROKER_LOG", filter);
+        }
         c
     }
 }
@@ -141,7 +159,9 @@ pub fn run(quick: bool, with_everything: bool, soak: bool) -> anyhow::Result<()>
         measure(&env, quick, use_everything, &everything_bin, &path)
     };
     let _ = env.broker(&["stop"]).output();
-    let _ = std::fs::remove_dir_all(&home);
+    if std::env::var_os("MCPB_BENCH_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&home);
+    }
     result
 }
 

@@ -225,5 +225,5 @@ pub fn run(env: &Env, quick: bool) -> anyhow::Result<()> {
             total.misrouted
         );
     }
-    Ok(())
+    crate::faults::run(env, quick)
 }

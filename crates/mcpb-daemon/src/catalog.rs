@@ -37,6 +37,7 @@ pub struct Catalog {
     entries: Mutex<HashMap<String, Arc<Entry>>>,
     /// Bumped whenever a list or a verdict changes; search indexes are rebuilt on change.
     generation: AtomicU64,
+    observing: Mutex<()>,
 }
 
 fn unix_now() -> u64 {
@@ -67,6 +68,7 @@ impl Catalog {
             pins: Mutex::new(pins),
             entries: Mutex::default(),
             generation: AtomicU64::new(1),
+            observing: Mutex::default(),
         }
     }
 
@@ -84,6 +86,12 @@ impl Catalog {
     /// otherwise it hashes, judges, scans and writes the list, which the daemon does off its
     /// event loop.
     pub fn observe(&self, upstream: &str, tools: &Arc<Vec<Value>>) -> Arc<Entry> {
+        if let Some(e) = self.current(upstream, tools) {
+            return e;
+        }
+        // One new list at a time: concurrent callers with the same list find it done, and the
+        // disk copy and pin store are never written by two threads at once.
+        let _one = self.observing.lock();
         if let Some(e) = self.current(upstream, tools) {
             return e;
         }

@@ -522,6 +522,8 @@ impl Session {
         let link: Option<Arc<dyn ClientLink>> = self.link.clone().map(|l| l as Arc<dyn ClientLink>);
         let guard = broker.begin();
         let task_key = key.clone();
+        let sid = link.as_ref().map_or(0, |l| l.session_id());
+        tracing::debug!(session = sid, id = %key, list = is_list, "request");
         let handle = tasks.spawn(async move {
             let _guard = guard;
             let line = if is_list {
@@ -559,6 +561,7 @@ impl Session {
             if let Ok(mut r) = running.lock() {
                 r.remove(&task_key);
             }
+            tracing::debug!(session = sid, id = %task_key, bytes = line.len(), "answer queued");
             out.push(line).await;
         });
         if let Ok(mut r) = self.running.lock() {
