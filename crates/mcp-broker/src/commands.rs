@@ -60,8 +60,22 @@ pub fn start(settings: &Settings) -> ExitCode {
     }
 }
 
+/// A daemon that runs but turned the command down (too many connections, say): never to be
+/// read as "not running" or "stopped".
+fn refused(reply: &mcpb_protocol::HelloReply) -> ExitCode {
+    let hints: Vec<&str> = reply.hints.iter().map(String::as_str).collect();
+    fail(
+        &format!(
+            "mcp-broker: the daemon refused the command: {}",
+            reply.error.as_deref().unwrap_or("no reason given")
+        ),
+        &hints,
+    )
+}
+
 pub fn stop(settings: &Settings) -> ExitCode {
     let reply = match admin(settings, "stop") {
+        Ok(Some(r)) if !r.ok => return refused(&r),
         Ok(Some(r)) => r,
         Ok(None) => {
             eprintln!("mcp-broker: no daemon is running");
@@ -101,6 +115,7 @@ fn process_exists(pid: u32) -> bool {
 
 pub fn status(settings: &Settings, json: bool) -> ExitCode {
     let reply = match admin(settings, "status") {
+        Ok(Some(r)) if !r.ok => return refused(&r),
         Ok(r) => r,
         Err(e) => return fail(&format!("mcp-broker: {e:#}"), &[]),
     };

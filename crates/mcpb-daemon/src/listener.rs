@@ -15,8 +15,20 @@ use tokio::sync::{Notify, Semaphore, watch};
 use crate::DaemonError;
 use crate::broker::Broker;
 
-/// Connections beyond `max_clients`: sessions waiting for a slot, admin commands, hellos.
+/// Session connections beyond `max_clients`: those waiting for a slot.
 const CONNECTION_HEADROOM: usize = 64;
+/// Connections that have not sent their hello yet (each has 10 s to do so).
+const HELLO_CONNECTIONS: usize = 256;
+/// Admin commands served at once.
+const ADMIN_CONNECTIONS: usize = 32;
+
+/// The connection pools: before the hello, then sessions or admin commands.
+#[derive(Clone)]
+pub struct ConnectionLimits {
+    pub hello: Arc<Semaphore>,
+    pub sessions: Arc<Semaphore>,
+    pub admin: Arc<Semaphore>,
+}
 
 /// Runs the daemon until SIGTERM/SIGINT or an admin `stop`.
 pub async fn run(settings: Settings) -> Result<(), DaemonError> {
@@ -82,9 +94,13 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     let broker = Arc::new(Broker::new(settings));
     let stop = Arc::new(Notify::new());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    // Sessions wait a bounded time for one of `max_clients` slots after their hello; this
-    // outer bound only keeps the number of open connections finite.
-    let permits = Arc::new(Semaphore::new(max_clients + CONNECTION_HEADROOM));
+    // Sessions wait a bounded time for one of `max_clients` slots after their hello; these
+    // outer bounds only keep the number of open connections finite.
+    let limits = ConnectionLimits {
+        hello: Arc::new(Semaphore::new(HELLO_CONNECTIONS)),
+        sessions: Arc::new(Semaphore::new(max_clients + CONNECTION_HEADROOM)),
+        admin: Arc::new(Semaphore::new(ADMIN_CONNECTIONS)),
+    };
     let my_uid = rustix::process::getuid().as_raw();
     tracing::info!(
         pid = std::process::id(),
@@ -133,22 +149,20 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
                 continue;
             }
         }
-        // Never wait for room before accepting: a queue of waiting sessions must not keep an
-        // admin command (`status`, `stop`) from being heard.
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            tracing::warn!(
-                open = max_clients + CONNECTION_HEADROOM,
-                "connection refused: too many open connections"
-            );
+        // Never wait for room before accepting; connections that have not said hello yet are
+        // bounded on their own, and sessions and admin commands each have their own pool after
+        // it, so waiting sessions never keep `status` or `stop` from being heard.
+        let Ok(hello) = limits.hello.clone().try_acquire_owned() else {
+            tracing::warn!("connection refused: too many connections before their hello");
             tokio::spawn(refuse_connection(stream));
             continue;
         };
         let broker = broker.clone();
         let shutdown = shutdown_rx.clone();
         let stop = stop.clone();
+        let limits = limits.clone();
         tokio::spawn(async move {
-            crate::session::serve(broker, stream, shutdown, stop).await;
-            drop(permit);
+            crate::session::serve(broker, stream, shutdown, stop, limits, hello).await;
         });
     }
 
@@ -208,8 +222,8 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
 async fn refuse_connection(mut stream: tokio::net::UnixStream) {
     use tokio::io::AsyncWriteExt;
     let reply = mcpb_protocol::HelloReply::refuse(
-        "mcp-broker has too many open connections",
-        vec!["close clients you no longer use, or raise broker.max_clients".into()],
+        "mcp-broker has too many connections that have not said hello",
+        vec!["retry in a few seconds".into()],
     );
     let _ = tokio::time::timeout(
         std::time::Duration::from_secs(1),

@@ -119,7 +119,7 @@ impl Remote {
         let resp = match sent {
             Ok(r) => r,
             Err(e) => {
-                self.fail_request(&body, &format!("is unreachable: {e}"))
+                self.fail_request(&body, &format!("is unreachable: {}", with_causes(&e)))
                     .await;
                 return;
             }
@@ -238,6 +238,7 @@ impl Instance {
         let client = reqwest::Client::builder()
             .default_headers(headers)
             .connect_timeout(launch.settings.startup_timeout)
+            .redirect(same_origin_redirects())
             .build()
             .map_err(|e| unreachable_error(&name, e))?;
 
@@ -438,7 +439,7 @@ async fn post_legacy(remote: Arc<Remote>, endpoint: reqwest::Url, line: Vec<u8>)
         }
         Err(e) => {
             remote
-                .fail_request(&body, &format!("is unreachable: {e}"))
+                .fail_request(&body, &format!("is unreachable: {}", with_causes(&e)))
                 .await
         }
     }
@@ -466,4 +467,34 @@ async fn read_capped(
         out.extend_from_slice(&chunk);
     }
     Ok((out, false))
+}
+
+/// Redirects are followed only within the configured origin (a few hops at most): the
+/// configured headers carry credentials, and a redirect elsewhere would hand them over.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let home = attempt.previous().first().map(reqwest::Url::origin);
+        if attempt.previous().len() > 5 {
+            attempt.error("too many redirects")
+        } else if home.as_ref() == Some(&attempt.url().origin()) {
+            attempt.follow()
+        } else {
+            let to = attempt.url().origin().ascii_serialization();
+            attempt.error(format!(
+                "redirected to another origin ({to}); refused so the configured headers never leave for it"
+            ))
+        }
+    })
+}
+
+/// An error with its causes, so a refusal of ours inside a reqwest error is seen.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
 }

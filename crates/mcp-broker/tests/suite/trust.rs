@@ -334,3 +334,46 @@ fn a_remote_body_over_the_frame_cap_is_cut_while_streaming_not_buffered() {
         "the broker read the whole body instead of hanging up at the cap"
     );
 }
+
+#[test]
+fn a_redirect_to_another_origin_is_not_followed_with_the_configured_headers() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let elsewhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    elsewhere.set_nonblocking(true).unwrap();
+    let other_port = elsewhere.local_addr().unwrap().port();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        listener.set_nonblocking(false).unwrap();
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut line = String::new();
+        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+            line.clear();
+        }
+        let mut w = stream;
+        let _ = write!(
+            w,
+            "HTTP/1.1 307 Temporary Redirect\r\nlocation: http://127.0.0.1:{other_port}/steal\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        );
+        let _ = w.flush();
+    });
+    let yaml = format!(
+        "schema_version: 1\nbroker: {{call_timeout_ms: 3000, startup_timeout_ms: 3000}}\nupstreams:\n  far: {{transport: streamable_http, url: \"http://127.0.0.1:{port}/mcp\", headers: {{X-Marker: plain}}}}\nprofiles:\n  default: {{}}\n"
+    );
+    let home = Home::with_config(&yaml);
+    let mut shim = session(&home);
+    assert!(shim.tool_names().is_empty());
+    server.join().unwrap();
+    let st = home.status();
+    assert!(
+        st["upstreams"][0]["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("another origin"),
+        "{st}"
+    );
+    assert!(
+        elsewhere.accept().is_err(),
+        "the broker followed the redirect to another origin"
+    );
+}

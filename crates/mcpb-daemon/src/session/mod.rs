@@ -51,6 +51,8 @@ pub async fn serve(
     stream: UnixStream,
     mut shutdown: watch::Receiver<bool>,
     stop: Arc<Notify>,
+    limits: crate::listener::ConnectionLimits,
+    hello_permit: tokio::sync::OwnedSemaphorePermit,
 ) {
     let mut frames = FrameReader::new(BufReader::with_capacity(64 * 1024, stream), HELLO_LIMIT);
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, frames.next_frame()).await {
@@ -86,6 +88,20 @@ pub async fn serve(
         let _ = frames.get_mut().write_all(&reply.to_line()).await;
         return;
     }
+    drop(hello_permit);
+    let pool = match hello.kind {
+        HelloKind::Admin { .. } => &limits.admin,
+        HelloKind::Session { .. } => &limits.sessions,
+    };
+    let Ok(_connection) = pool.clone().try_acquire_owned() else {
+        tracing::warn!("connection refused: too many open connections of its kind");
+        let reply = HelloReply::refuse(
+            "mcp-broker has too many open connections",
+            vec!["close clients you no longer use, or raise broker.max_clients".into()],
+        );
+        let _ = frames.get_mut().write_all(&reply.to_line()).await;
+        return;
+    };
     match hello.kind {
         HelloKind::Admin { command, profile } => {
             let reply = crate::admin::handle(&broker, &command, profile.as_deref(), &stop).await;
