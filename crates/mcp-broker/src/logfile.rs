@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// Rotated files kept beside the live one.
 const KEEP: u32 = 3;
-const CHECK_EVERY: Duration = Duration::from_secs(2);
+const CHECK_EVERY: Duration = Duration::from_secs(1);
 
 fn numbered(path: &Path, n: u32) -> PathBuf {
     let mut name = path.as_os_str().to_owned();

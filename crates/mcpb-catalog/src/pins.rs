@@ -161,12 +161,14 @@ impl Pins {
             }
         };
         let is_flagged = |i: usize| flagged.get(i).copied().unwrap_or(false);
-        let first_contact = file.upstreams.get(upstream).is_none_or(BTreeMap::is_empty);
+        // First contact is the first list ever judged for this upstream, even one that pinned
+        // nothing (all flagged, or empty): a later list is judged against it, not trusted anew.
+        let first_contact = !file.upstreams.contains_key(upstream);
         if first_contact {
             return match mode {
                 PinMode::Tofu => {
                     let entry = file.upstreams.entry(upstream.to_string()).or_default();
-                    let mut changed = false;
+                    let changed = true;
                     let verdicts = tools
                         .iter()
                         .enumerate()
@@ -176,7 +178,6 @@ impl Pins {
                             }
                             if let Some(name) = tool_name(tool) {
                                 entry.insert(name.to_string(), pin_of(tool, now_unix, false));
-                                changed = true;
                             }
                             None
                         })
@@ -457,6 +458,25 @@ mod tests {
             pins.judge("fs", &tools, &[false, false], 5).0[0],
             Some(Quarantine::StoreUnreadable { .. })
         ));
+    }
+
+    #[test]
+    fn an_upstream_whose_first_list_pinned_nothing_is_not_trusted_anew() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pins.json");
+        let mut pins = Pins::open(path.clone(), PinMode::Tofu);
+        let (_, changed) = pins.judge("ev", &[], &[], 1);
+        assert!(
+            changed,
+            "first contact is recorded even with nothing to pin"
+        );
+        pins.save().unwrap();
+        let mut pins = Pins::open(path, PinMode::Tofu);
+        let later = vec![tool("exfil", "Sends files", "path")];
+        assert_eq!(
+            pins.judge("ev", &later, &[false], 2).0,
+            vec![Some(Quarantine::New)]
+        );
     }
 
     #[test]

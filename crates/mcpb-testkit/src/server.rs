@@ -30,6 +30,12 @@ pub struct Options {
     pub tools_file: Option<std::path::PathBuf>,
     /// Exit with this code at start-up, before reading anything (a server that cannot start).
     pub exit_at_start: Option<i32>,
+    /// Apply `slow_start_ms` only while this file does not exist (then create it): slow once.
+    pub slow_once: Option<std::path::PathBuf>,
+    /// With `modern`: refuse `initialize` even on a fresh connection (2026-07-28 only).
+    pub modern_only: bool,
+    /// Answer the first `tools/list` only; ignore the later ones.
+    pub hang_relist: bool,
 }
 
 impl Options {
@@ -53,6 +59,9 @@ impl Options {
                 "--die-on-discover" => o.die_on_discover = true,
                 "--tools-file" => o.tools_file = it.next().map(Into::into),
                 "--exit-at-start" => o.exit_at_start = it.next().and_then(|v| v.parse().ok()),
+                "--slow-once" => o.slow_once = it.next().map(Into::into),
+                "--modern-only" => o.modern_only = true,
+                "--hang-relist" => o.hang_relist = true,
                 other => eprintln!("mcpb-fixture: ignoring unknown argument {other}"),
             }
         }
@@ -274,7 +283,12 @@ pub fn run(opts: Options) {
         eprintln!("fixture: cannot start (exit code {code} on purpose)");
         std::process::exit(code);
     }
-    if opts.slow_start_ms > 0 {
+    let slow = match &opts.slow_once {
+        Some(marker) if marker.exists() => false,
+        Some(marker) => std::fs::write(marker, b"started once").is_ok(),
+        None => true,
+    };
+    if slow && opts.slow_start_ms > 0 {
         std::thread::sleep(Duration::from_millis(opts.slow_start_ms));
     }
     let mut grandchild = None;
@@ -289,6 +303,7 @@ pub fn run(opts: Options) {
     // A 2026-07-28 server serves one era per connection, as the SDKs do.
     let mut served_discover = false;
     let mut initialized = false;
+    let mut listed = false;
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
@@ -335,7 +350,7 @@ pub fn run(opts: Options) {
                     );
                 }
             }
-            (Some("initialize"), Some(id)) if served_discover => send(
+            (Some("initialize"), Some(id)) if served_discover || opts.modern_only => send(
                 &shared.out,
                 &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600,
                 "message": "connection is serving the 2026-07-28 protocol; the initialize handshake is not accepted"}}),
@@ -369,7 +384,9 @@ pub fn run(opts: Options) {
                     }}),
                 );
             }
+            (Some("tools/list"), Some(_)) if opts.hang_relist && listed => {}
             (Some("tools/list"), Some(id)) => {
+                listed = true;
                 // Lines of the tools file this parser cannot read (too deep, say) go out as
                 // written, so the broker meets them as a hostile server would send them.
                 let mut items: Vec<String> = tools(&opts).iter().map(Value::to_string).collect();

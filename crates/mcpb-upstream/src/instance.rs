@@ -736,11 +736,22 @@ async fn stderr_loop(name: String, stderr: ChildStderr, tail: Arc<Mutex<VecDeque
                 }
             }
         };
+        // The log gets at most STDERR_SHOWN bytes of a line: with the line rate, one upstream
+        // adds at most ~100 KiB a second to the daemon's log.
+        let logged = if text.len() > STDERR_SHOWN + 64 {
+            std::borrow::Cow::Owned(format!(
+                "{}... ({} bytes, cut)",
+                cut(&text, STDERR_SHOWN),
+                text.len()
+            ))
+        } else {
+            std::borrow::Cow::Borrowed(text.as_str())
+        };
         match budget.take(Instant::now()) {
-            LogTurn::Log => tracing::info!(target: "upstream_stderr", upstream = %name, "{text}"),
+            LogTurn::Log => tracing::info!(target: "upstream_stderr", upstream = %name, "{logged}"),
             LogTurn::LogWithSkipped(skipped) => {
                 tracing::warn!(target: "upstream_stderr", upstream = %name, skipped, "stderr lines not logged (over {STDERR_LINES_PER_SEC} a second)");
-                tracing::info!(target: "upstream_stderr", upstream = %name, "{text}");
+                tracing::info!(target: "upstream_stderr", upstream = %name, "{logged}");
             }
             LogTurn::Skip => {}
         }
@@ -751,6 +762,15 @@ async fn stderr_loop(name: String, stderr: ChildStderr, tail: Arc<Mutex<VecDeque
             t.push_back(text);
         }
     }
+}
+
+/// At most `max` bytes of `text`, cut on a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// A per-second allowance of log lines.

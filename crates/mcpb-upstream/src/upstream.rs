@@ -98,6 +98,9 @@ type Slot = Arc<tokio::sync::Mutex<Option<Arc<Instance>>>>;
 /// `initialize` handshake.
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// How long a listing waits for a refresh of a list the upstream announced as changed.
+const REFRESH_WAIT: Duration = Duration::from_secs(1);
+
 pub struct Upstream {
     settings: UpstreamSettings,
     ctx: UpstreamContext,
@@ -109,13 +112,17 @@ pub struct Upstream {
     per_call: Mutex<Vec<Arc<Instance>>>,
     tools: Mutex<Option<Arc<Vec<Value>>>>,
     tools_stale: Arc<AtomicBool>,
-    /// Set when probing `server/discover` killed the upstream or went unanswered: use
-    /// `initialize` only.
+    /// Set when probing `server/discover` killed the upstream: use `initialize` only.
     handshake_only: AtomicBool,
     /// A background start after failures is under way (lists never wait for one).
     retrying: Arc<AtomicBool>,
     /// A start of this upstream has answered `server/discover` as a 2026-07-28 server.
     seen_modern: AtomicBool,
+    /// The probe went unanswered once: starts use `initialize` only, until it is refused.
+    skip_probe: AtomicBool,
+    /// A tool list refresh is running; `refreshed` wakes those waiting for it.
+    refreshing: AtomicBool,
+    refreshed: tokio::sync::Notify,
     instances: Arc<Semaphore>,
     concurrency: Option<Arc<Semaphore>>,
     active_calls: AtomicUsize,
@@ -255,6 +262,9 @@ impl Upstream {
             handshake_only: AtomicBool::new(false),
             retrying: Arc::default(),
             seen_modern: AtomicBool::new(false),
+            skip_probe: AtomicBool::new(false),
+            refreshing: AtomicBool::new(false),
+            refreshed: tokio::sync::Notify::new(),
             instances,
             concurrency,
             active_calls: AtomicUsize::new(0),
@@ -472,6 +482,7 @@ impl Upstream {
     ) -> Result<(Arc<Instance>, ToolList), UpstreamError> {
         let mut deadline = Instant::now() + self.settings.startup_timeout;
         let probe = !self.handshake_only.load(Ordering::SeqCst)
+            && !self.skip_probe.load(Ordering::SeqCst)
             && self.settings.transport == Transport::Stdio;
         let inst = self.spawn_instance(permits).await?;
         let mut starting = Starting::new(self, inst);
@@ -492,7 +503,7 @@ impl Upstream {
                     // then refuse `initialize` on the same connection, so the two handshakes are
                     // never mixed on one process. A fresh process gets `initialize` only.
                     tracing::info!(upstream = %self.settings.name, "no answer to server/discover; starting a fresh process for the initialize handshake");
-                    self.handshake_only.store(true, Ordering::SeqCst);
+                    self.skip_probe.store(true, Ordering::SeqCst);
                     starting.inst.stop().await;
                     let permits = self.reserve_process()?;
                     starting = Starting::new(self, self.spawn_instance(permits).await?);
@@ -530,6 +541,11 @@ impl Upstream {
                 Ok((inst, tools))
             }
             Err(e) => {
+                if matches!(e, UpstreamError::Handshake { .. }) {
+                    // Refused `initialize`: perhaps a 2026-07-28-only server that was slow to
+                    // answer the probe once. The next start asks `server/discover` again.
+                    self.skip_probe.store(false, Ordering::SeqCst);
+                }
                 inst.stop().await;
                 Err(e)
             }
@@ -627,7 +643,7 @@ impl Upstream {
 
     /// The upstream's tools as it sent them: from the cache when fresh, else from a running
     /// instance (started if needed; a per-call upstream gets one just for the listing).
-    pub async fn tools(&self, session: u64) -> Result<Arc<Vec<Value>>, UpstreamError> {
+    pub async fn tools(self: &Arc<Self>, session: u64) -> Result<Arc<Vec<Value>>, UpstreamError> {
         self.check_enabled()?;
         let stale = self.tools_stale.load(Ordering::SeqCst);
         if !stale && let Some(t) = self.tools.lock().ok().and_then(|t| t.clone()) {
@@ -641,20 +657,20 @@ impl Upstream {
             }
             _ => {
                 let inst = self.instance_for(session).await?;
-                if self.tools_stale.swap(false, Ordering::SeqCst) {
-                    let ToolList { tools, rejected } = list_all_tools(
-                        &inst,
-                        &self.settings.name,
-                        self.settings.call_timeout,
-                        self.ctx.max_list_bytes,
-                    )
-                    .await?;
-                    self.set_status(|s| {
-                        s.tool_count = Some(tools.len());
-                        s.rejected_tools = rejected;
-                    });
-                    if let Ok(mut t) = self.tools.lock() {
-                        *t = Some(Arc::new(tools));
+                let known = self.tools.lock().ok().and_then(|t| t.clone()).is_some();
+                if self.tools_stale.load(Ordering::SeqCst) {
+                    if known {
+                        // The list it announced as changed: waited for briefly, then the known
+                        // list answers and the refresh lands (and is announced) later, so an
+                        // upstream slow or silent on tools/list never holds listings up.
+                        let refreshed = self.refreshed.notified();
+                        tokio::pin!(refreshed);
+                        refreshed.as_mut().enable();
+                        self.refresh_in_background(inst);
+                        let _ = tokio::time::timeout(REFRESH_WAIT, refreshed).await;
+                    } else {
+                        self.tools_stale.store(false, Ordering::SeqCst);
+                        self.install_list(self.list_from(&inst).await?);
                     }
                 }
             }
@@ -665,6 +681,55 @@ impl Upstream {
             .ok()
             .and_then(|t| t.clone())
             .unwrap_or_default())
+    }
+
+    async fn list_from(&self, inst: &Instance) -> Result<ToolList, UpstreamError> {
+        list_all_tools(
+            inst,
+            &self.settings.name,
+            self.settings.call_timeout,
+            self.ctx.max_list_bytes,
+        )
+        .await
+    }
+
+    fn install_list(&self, list: ToolList) {
+        let ToolList { tools, rejected } = list;
+        self.set_status(|s| {
+            s.tool_count = Some(tools.len());
+            s.rejected_tools = rejected;
+        });
+        if let Ok(mut t) = self.tools.lock() {
+            *t = Some(Arc::new(tools));
+        }
+    }
+
+    /// Lists the tools of `inst` again, once at a time, off the caller's path.
+    fn refresh_in_background(self: &Arc<Self>, inst: Arc<Instance>) {
+        if self.refreshing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.tools_stale.store(false, Ordering::SeqCst);
+        let up = self.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            match up.list_from(&inst).await {
+                Ok(list) => {
+                    up.install_list(list);
+                    if started.elapsed() >= REFRESH_WAIT
+                        && let Some(cb) = &up.ctx.on_list_changed
+                    {
+                        cb(&up.settings.name);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(upstream = %up.settings.name, error = %e, "refreshing the tool list failed; the last list stays");
+                    up.set_status(|s| s.last_error = Some(e.to_string()));
+                }
+            }
+            up.refreshing.store(false, Ordering::SeqCst);
+            up.refreshed.notify_waiters();
+        });
     }
 
     fn begin_call(&self) -> ActiveCall<'_> {

@@ -388,7 +388,52 @@ fn the_daemon_log_is_rotated_at_its_size_cap() {
     assert!(wait_until(Duration::from_secs(5), || {
         std::fs::read_to_string(&log).is_ok_and(|l| l.contains("log rotated"))
     }));
-    // Checked every 2 s: the live file stays within a few caps, and three old files at most.
+    // Checked every second: the live file stays within a few caps, and three old files at most.
     assert!(std::fs::metadata(&log).unwrap().len() < 4 * 65536);
     assert!(!home.root().join("logs/daemon.log.4").exists());
+}
+
+#[test]
+fn an_upstream_silent_on_a_changed_list_does_not_hold_listings_up() {
+    let home = Home::with_config(&config(&[("fx", "\"--hang-relist\"", "")], ""));
+    let mut shim = session(&home);
+    assert!(shim.tool_names().contains(&"fx.echo".to_string()));
+    for _ in 0..3 {
+        shim.call("fx.list_changed", json!({}));
+        let t = Instant::now();
+        let names = shim.tool_names();
+        assert!(
+            t.elapsed() < Duration::from_millis(2500),
+            "a listing waited {:?} for a refresh that never comes",
+            t.elapsed()
+        );
+        assert!(names.contains(&"fx.echo".to_string()), "{names:?}");
+    }
+}
+
+#[test]
+fn a_2026_only_server_slow_once_is_probed_again_and_comes_up() {
+    let home = Home::new();
+    let marker = home.root().join("started-once");
+    let home = Home::with_config(&config(
+        &[(
+            "late",
+            &format!(
+                "\"--modern\", \"--modern-only\", \"--slow-start-ms\", \"4000\", \"--slow-once\", \"{}\"",
+                marker.display()
+            ),
+            "",
+        )],
+        "",
+    ));
+    let mut shim = session(&home);
+    let first = shim.tool_names();
+    assert!(first.is_empty(), "{first:?}");
+    assert!(
+        wait_until(Duration::from_secs(20), || shim
+            .tool_names()
+            .contains(&"late.echo".to_string())),
+        "{}",
+        upstream(&home, "late")
+    );
 }
