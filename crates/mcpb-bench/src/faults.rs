@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::scenario::Env;
+use crate::scenario::{Env, rss_kib};
 
 const KINDS: usize = 4;
 
@@ -220,15 +220,6 @@ fn children(ppid: u64) -> usize {
                 })
                 .count()
         })
-        .unwrap_or(0)
-}
-
-fn rss_kib(pid: u64) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
 }
 

@@ -6,12 +6,15 @@
 //! reference server even when .test-deps has it), `--soak` (100 sessions x 1,000 calls through
 //! one shared upstream, checked answer by answer, then N clients x M upstreams; exits non-zero
 //! on any lost or misrouted answer or leaked process), `--retrieval` (search quality on the
-//! tool-retrieval data sets beside a plain BM25 baseline, and search latency at 10,000 tools).
+//! tool-retrieval data sets beside a plain BM25 baseline, and search latency at 10,000 tools),
+//! `--many` (daemon memory in front of 40 fixture upstreams, ~840 tools; needs the release
+//! `mcpb-fixture`: `cargo build --release -p mcpb-testkit`).
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod faults;
 mod load;
+mod many;
 mod retrieval;
 mod scenario;
 mod soak;
@@ -20,9 +23,15 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
     let everything = !args.iter().any(|a| a == "--no-everything");
-    let soak = args.iter().any(|a| a == "--soak");
     if args.iter().any(|a| a == "--retrieval") {
         return retrieval::run();
     }
-    scenario::run(quick, everything, soak)
+    let mode = if args.iter().any(|a| a == "--soak") {
+        scenario::Mode::Soak
+    } else if args.iter().any(|a| a == "--many") {
+        scenario::Mode::Many
+    } else {
+        scenario::Mode::Measure
+    };
+    scenario::run(quick, everything, mode)
 }

@@ -79,7 +79,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
-fn rss_kib(pid: u64) -> u64 {
+pub fn rss_kib(pid: u64) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
@@ -109,7 +109,15 @@ fn daemon_pid(env: &Env) -> anyhow::Result<u64> {
     v["daemon"]["pid"].as_u64().context("no daemon pid")
 }
 
-pub fn run(quick: bool, with_everything: bool, soak: bool) -> anyhow::Result<()> {
+/// What `run` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Measure,
+    Soak,
+    Many,
+}
+
+pub fn run(quick: bool, with_everything: bool, mode: Mode) -> anyhow::Result<()> {
     let exe = std::env::current_exe()?
         .parent()
         .context("no exe dir")?
@@ -153,10 +161,10 @@ pub fn run(quick: bool, with_everything: bool, soak: bool) -> anyhow::Result<()>
         path: path.clone(),
     };
 
-    let result = if soak {
-        crate::soak::run(&env, quick)
-    } else {
-        measure(&env, quick, use_everything, &everything_bin, &path)
+    let result = match mode {
+        Mode::Soak => crate::soak::run(&env, quick),
+        Mode::Many => crate::many::run(&env),
+        Mode::Measure => measure(&env, quick, use_everything, &everything_bin, &path),
     };
     let _ = env.broker(&["stop"]).output();
     if std::env::var_os("MCPB_BENCH_KEEP").is_none() {

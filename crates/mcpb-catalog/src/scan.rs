@@ -61,18 +61,20 @@ fn hidden(c: char) -> Option<&'static str> {
 
 /// Every text of a definition a client receives, the name aside (names are checked on their
 /// own): descriptions and titles, but also `_meta`, annotations, enum values, examples and
-/// defaults, and object keys, wherever they nest.
-fn texts(tool: &Value) -> Vec<&str> {
-    fn walk<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+/// defaults, and object keys, wherever they nest. The flag marks prose (`title`,
+/// `description`), the only place where naming another tool means steering calls: keys and
+/// values name tools' parameters and settings all the time.
+fn texts(tool: &Value) -> Vec<(&str, bool)> {
+    fn walk<'a>(v: &'a Value, prose: bool, out: &mut Vec<(&'a str, bool)>) {
         match v {
-            Value::String(s) => out.push(s),
+            Value::String(s) => out.push((s, prose)),
             Value::Object(m) => {
                 for (k, v) in m {
-                    out.push(k);
-                    walk(v, out);
+                    out.push((k, false));
+                    walk(v, matches!(k.as_str(), "title" | "description"), out);
                 }
             }
-            Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            Value::Array(a) => a.iter().for_each(|v| walk(v, false, out)),
             _ => {}
         }
     }
@@ -80,11 +82,11 @@ fn texts(tool: &Value) -> Vec<&str> {
     match tool.as_object() {
         Some(m) => {
             for (k, v) in m.iter().filter(|(k, _)| k.as_str() != "name") {
-                out.push(k.as_str());
-                walk(v, &mut out);
+                out.push((k.as_str(), false));
+                walk(v, matches!(k.as_str(), "title" | "description"), &mut out);
             }
         }
-        None => walk(tool, &mut out),
+        None => walk(tool, false, &mut out),
     }
     out
 }
@@ -129,7 +131,7 @@ pub fn scan(tool: &Value, other_tools: &[&str]) -> Vec<Finding> {
             });
         }
     };
-    for text in texts(tool) {
+    for (text, prose) in texts(tool) {
         for c in text.chars() {
             if let Some(what) = hidden(c) {
                 push("hidden_unicode", format!("{what} U+{:04X}", c as u32));
@@ -141,7 +143,7 @@ pub fn scan(tool: &Value, other_tools: &[&str]) -> Vec<Finding> {
                 push("instruction", format!("contains \"{phrase}\""));
             }
         }
-        for other in other_tools {
+        for other in other_tools.iter().filter(|_| prose) {
             // Short names ("get", "list") are too common to mean anything.
             if other.len() >= 6 && *other != name && contains_word(&lower, &other.to_lowercase()) {
                 push(
@@ -214,5 +216,9 @@ mod tests {
             "inputSchema": {"type": "object", "properties": {"path": {"type": "string", "default": "notes.txt"}}},
             "annotations": {"readOnlyHint": true}});
         assert!(scan(&clean, &["write_file"]).is_empty());
+        // Keys and values naming another upstream's tool are ordinary (a parameter `search`).
+        let param = json!({"name": "find", "description": "Finds things.",
+            "inputSchema": {"properties": {"search": {"type": "string"}}}, "_meta": {"search": 1}});
+        assert!(scan(&param, &["search"]).is_empty());
     }
 }

@@ -166,13 +166,15 @@ impl Broker {
         if let Some(e) = self.catalog.current(up.name(), &tools) {
             return Ok(e);
         }
-        // Hashing, judging, scanning and writing a new list happen on the blocking pool, so
+        // Hashing, judging, scanning and writing a new list happen on the catalog's thread, so
         // a large list never stalls the other sessions on the daemon's one thread.
         let catalog = self.catalog.clone();
         let name = up.name().to_string();
-        tokio::task::spawn_blocking(move || catalog.observe(&name, &tools))
+        self.catalog
+            .worker
+            .run(move || catalog.observe(&name, &tools))
             .await
-            .map_err(|e| BrokerRpcError::Internal(format!("cataloguing the tool list: {e}")))
+            .ok_or_else(|| BrokerRpcError::Internal("cataloguing the tool list failed".into()))
     }
 
     /// The profile's upstreams whose last start failed, with the error: what a listing or a

@@ -430,9 +430,14 @@ impl Instance {
         let hard = start + opts.max_time;
         let deadline = tokio::time::sleep_until((start + opts.idle_timeout).min(hard));
         tokio::pin!(deadline);
-        let queued = tokio::select! {
-            sent = self.outbox.send(line) => Some(sent.is_ok()),
-            _ = &mut deadline => None,
+        // Room in the queue is the common case and needs no select.
+        let queued = match self.outbox.try_send(line) {
+            Ok(()) => Some(true),
+            Err(mpsc::error::TrySendError::Closed(_)) => Some(false),
+            Err(mpsc::error::TrySendError::Full(line)) => tokio::select! {
+                sent = self.outbox.send(line) => Some(sent.is_ok()),
+                _ = &mut deadline => None,
+            },
         };
         match queued {
             Some(true) => {}
@@ -642,7 +647,7 @@ async fn write_loop(
     stall: Duration,
     stop: Arc<Notify>,
 ) {
-    let mut out = BufWriter::with_capacity(64 * 1024, stdin);
+    let mut out = BufWriter::with_capacity(16 * 1024, stdin);
     loop {
         tokio::select! {
             biased;
@@ -674,7 +679,7 @@ async fn write_loop(
 }
 
 async fn read_loop(stdout: ChildStdout, ctx: Arc<ReadCtx>) {
-    let mut frames = FrameReader::new(BufReader::with_capacity(64 * 1024, stdout), ctx.limit);
+    let mut frames = FrameReader::new(BufReader::with_capacity(16 * 1024, stdout), ctx.limit);
     let mut bad_lines = 0u32;
     loop {
         if bad_lines >= MAX_BAD_LINES {

@@ -19,6 +19,8 @@ pub struct ClientQueue {
     queued: AtomicUsize,
     max_bytes: usize,
     room: Notify,
+    /// Senders waiting for room, so the writer wakes them only when there are any.
+    waiting: AtomicUsize,
     /// Woken when the client cannot take answers any more: the session ends.
     pub gone: Arc<Notify>,
     pub abandoned: AtomicBool,
@@ -33,6 +35,7 @@ impl ClientQueue {
             queued: AtomicUsize::new(0),
             max_bytes,
             room: Notify::new(),
+            waiting: AtomicUsize::new(0),
             gone: Arc::new(Notify::new()),
             abandoned: AtomicBool::new(false),
             timeout,
@@ -76,6 +79,24 @@ impl ClientQueue {
     /// treated as gone.
     pub async fn push(&self, line: Vec<u8>) {
         let len = line.len();
+        // The common case needs no timer: there is room now.
+        let line = if self.fits(len) {
+            self.queued.fetch_add(len, Ordering::SeqCst);
+            match self.sender().map(|tx| tx.try_send(line)) {
+                Some(Ok(())) => return,
+                Some(Err(mpsc::error::TrySendError::Full(line))) => {
+                    self.queued.fetch_sub(len, Ordering::SeqCst);
+                    line
+                }
+                Some(Err(mpsc::error::TrySendError::Closed(_))) | None => {
+                    self.written(len);
+                    return;
+                }
+            }
+        } else {
+            line
+        };
+        let _waiting = Waiting::new(&self.waiting);
         let wait = async {
             loop {
                 let room = self.room.notified();
@@ -112,6 +133,7 @@ impl ClientQueue {
 
     /// Resolves once the queue is under its byte budget.
     pub async fn until_room(&self) {
+        let _waiting = Waiting::new(&self.waiting);
         loop {
             let room = self.room.notified();
             if self.has_room() {
@@ -124,12 +146,31 @@ impl ClientQueue {
     /// The writer wrote (or dropped) a frame of `len` bytes.
     pub fn written(&self, len: usize) {
         self.queued.fetch_sub(len, Ordering::SeqCst);
-        self.room.notify_waiters();
+        // Waking is a lock on the waiter list: only when someone waits for room.
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.room.notify_waiters();
+        }
     }
 
     #[cfg(test)]
     pub fn queued_bytes(&self) -> usize {
         self.queued.load(Ordering::SeqCst)
+    }
+}
+
+/// Counts one waiter for as long as it lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Self(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -1,0 +1,107 @@
+//! `mcpb-bench --many`: the daemon's memory in front of many upstreams: 40 fixture servers
+//! (about 840 tools) listed by a raw session and searched by a compact one. Prints RSS fresh,
+//! after the listing and after the search.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use crate::scenario::{Env, rss_kib};
+
+const UPSTREAMS: usize = 40;
+
+/// Sends one request on a fresh session of `profile` and returns its answer.
+fn ask(env: &Env, profile: &str, method: &str, params: &str) -> anyhow::Result<Value> {
+    let mut child = env
+        .broker(&["stdio", "--profile", profile])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut stdin = child.stdin.take().context("stdin")?;
+    let mut out = BufReader::new(child.stdout.take().context("stdout")?);
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"many","version":"1"}}}}}}"#
+    )?;
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{params}}}"#
+    )?;
+    stdin.flush()?;
+    let mut line = String::new();
+    let answer = loop {
+        line.clear();
+        if out.read_line(&mut line)? == 0 {
+            bail!("the session ended before answering {method}");
+        }
+        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        if v["id"] == 1 {
+            break v;
+        }
+    };
+    drop(stdin);
+    let _ = child.wait();
+    Ok(answer)
+}
+
+pub fn run(env: &Env) -> anyhow::Result<()> {
+    let fixture = env.exe_dir().join("mcpb-fixture");
+    if !fixture.is_file() {
+        bail!(
+            "{} is missing; build it with `cargo build --release -p mcpb-testkit`",
+            fixture.display()
+        );
+    }
+    let mut yaml = String::from("schema_version: 1\nupstreams:\n");
+    for i in 0..UPSTREAMS {
+        yaml.push_str(&format!(
+            "  u{i}: {{command: \"{}\", trust_annotations: true}}\n",
+            fixture.display()
+        ));
+    }
+    yaml.push_str("profiles:\n  default: {allow_mutating_upstreams: true}\n  compact: {compact_tools_enabled: true}\n");
+    let env = env.with_config("many.yaml", &yaml);
+    let started = env.broker(&["start"]).output()?;
+    if !started.status.success() {
+        bail!(
+            "daemon did not start: {}",
+            String::from_utf8_lossy(&started.stderr)
+        );
+    }
+    let status = env.broker(&["status", "--json"]).output()?;
+    let pid = serde_json::from_slice::<Value>(&status.stdout)?["daemon"]["pid"]
+        .as_u64()
+        .context("no daemon pid")?;
+    let fresh = rss_kib(pid);
+    let list = ask(&env, "default", "tools/list", "{}")?;
+    let tools = list["result"]["tools"].as_array().map_or(0, Vec::len);
+    let listed = rss_kib(pid);
+    let search = ask(
+        &env,
+        "compact",
+        "tools/call",
+        r#"{"name":"broker.search_tools","arguments":{"query":"echo text"}}"#,
+    )?;
+    let found = search["result"]["structuredContent"]["results"]
+        .as_array()
+        .map_or(0, Vec::len);
+    let searched = rss_kib(pid);
+    let _ = env.broker(&["stop"]).output()?;
+    let mib = |k: u64| k as f64 / 1024.0;
+    println!("| daemon in front of {UPSTREAMS} upstreams | value |");
+    println!("|---|---|");
+    println!("| tools listed / search results | {tools} / {found} |");
+    println!("| RSS fresh (MiB) | {:.1} |", mib(fresh));
+    println!(
+        "| RSS after listing every tool (MiB) | {:.1} |",
+        mib(listed)
+    );
+    println!(
+        "| RSS after a compact search (MiB) | {:.1} |",
+        mib(searched)
+    );
+    Ok(())
+}
