@@ -63,6 +63,9 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
             "killed processes left by a previous daemon"
         );
     }
+    // Processes that leave their upstream's group (setsid) become ours, not init's, so they
+    // can be reaped as they exit and stopped with the daemon.
+    mcpb_upstream::adopt_orphans();
     let pid_path = layout.pid_path();
     let _ = File::create(&pid_path).and_then(|mut f| writeln!(f, "{}", std::process::id()));
 
@@ -116,10 +119,22 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
     let sweeper = broker.clone();
     let heartbeat = tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        let mut beats = 0u32;
         loop {
             tick.tick().await;
             for up in sweeper.config().upstreams.values() {
                 up.stop_idle().await;
+            }
+            beats = beats.wrapping_add(1);
+            if beats.is_multiple_of(10) {
+                // Adopted orphans that exited: reaped here, since nobody else waits for them.
+                let spawned: Vec<u32> = sweeper
+                    .ctx
+                    .ledger
+                    .as_ref()
+                    .map(|l| l.entries().iter().map(|e| e.pgid).collect())
+                    .unwrap_or_default();
+                mcpb_upstream::reap_adopted(&spawned);
             }
         }
     });
@@ -212,6 +227,16 @@ pub async fn run(settings: Settings) -> Result<(), DaemonError> {
         }
     }
     heartbeat.abort();
+    // Whatever escaped its upstream's process group and is still running goes now.
+    let adopted = tokio::task::spawn_blocking(mcpb_upstream::kill_adopted)
+        .await
+        .unwrap_or(0);
+    if adopted > 0 {
+        tracing::warn!(
+            processes = adopted,
+            "stopped processes that had left their upstream's process group"
+        );
+    }
     let _ = fs::remove_file(&pid_path);
     tracing::info!("daemon stopped");
     drop(lock);

@@ -163,6 +163,12 @@ fn tools(opts: &Options) -> Vec<Value> {
             json!({"kib": {"type": "integer"}}),
         ),
         tool(
+            "escape",
+            "Start a grandchild in a new session (setsid) and answer with its pid.",
+            false,
+            json!({}),
+        ),
+        tool(
             "big",
             "Answer with a text of kib KiB.",
             true,
@@ -540,6 +546,16 @@ fn call(shared: &Shared, id: Value, params: &Value) {
         "big" => answer(text(
             "b".repeat(args["kib"].as_u64().unwrap_or(1024) as usize * 1024),
         )),
+        "escape" => {
+            // A grandchild in a session of its own: out of reach of a process-group kill.
+            let out = std::process::Command::new("sh")
+                .args(["-c", "setsid sleep 4321 >/dev/null 2>&1 & echo $!"])
+                .output();
+            let pid = out
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                .unwrap_or_default();
+            answer(text(pid));
+        }
         "bigstderr" => {
             let kib = args["kib"].as_u64().unwrap_or(100) as usize;
             eprintln!("{}", "e".repeat(kib * 1024));

@@ -111,7 +111,7 @@ impl Ledger {
     }
 }
 
-fn stat_fields(pid: u32) -> Option<Vec<String>> {
+pub(crate) fn stat_fields(pid: u32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = stat.rsplit_once(')')?.1;
     Some(rest.split_whitespace().map(str::to_string).collect())

@@ -16,6 +16,7 @@ mod inbound;
 mod instance;
 mod ledger;
 mod link;
+mod orphans;
 mod process;
 mod remote;
 mod toolcheck;
@@ -26,6 +27,7 @@ pub use error::UpstreamError;
 pub use instance::{CallOptions, Instance, ListChanged, Outgoing, Reply};
 pub use ledger::{Ledger, LedgerEntry, Reaped, group_members, ledger_dir};
 pub use link::{ClientLink, Responder};
+pub use orphans::{adopt_orphans, kill_adopted, reap_adopted};
 pub use process::StopTimings;
 pub use upstream::{
     RejectedTool, Shared, Upstream, UpstreamContext, UpstreamState, UpstreamStatus,

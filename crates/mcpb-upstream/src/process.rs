@@ -73,6 +73,12 @@ fn die_with_parent(cmd: &mut Command) {
 }
 
 /// Sends `signal` to every process of the group; a group that is already gone is not an error.
+pub(crate) fn signal_pid(pid: u32, signal: Signal) {
+    if let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+        let _ = rustix::process::kill_process(p, signal);
+    }
+}
+
 pub(crate) fn signal_group(pgid: u32, signal: Signal) {
     let Some(pid) = i32::try_from(pgid).ok().and_then(Pid::from_raw) else {
         return;

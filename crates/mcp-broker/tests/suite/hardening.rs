@@ -437,3 +437,33 @@ fn a_2026_only_server_slow_once_is_probed_again_and_comes_up() {
         upstream(&home, "late")
     );
 }
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, r)| !r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_grandchild_that_leaves_its_group_with_setsid_stops_with_the_daemon() {
+    let home = Home::with_config(&config(&[("fx", "", "")], ""));
+    let mut shim = session(&home);
+    let pid: u32 = text(&shim.call("fx.escape", json!({})))
+        .parse()
+        .expect("the fixture names its grandchild");
+    assert!(alive(pid), "the escaped grandchild should run");
+    let daemon = home.daemon_pid().unwrap();
+    drop(shim);
+    assert!(home.run(&["stop"]).status.success());
+    let gone = wait_until(Duration::from_secs(5), || !alive(pid));
+    if !gone {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    assert!(gone, "pid {pid} outlived daemon {daemon}");
+}
