@@ -339,8 +339,11 @@ impl Session {
         shutdown: &mut watch::Receiver<bool>,
     ) -> Ended {
         let limits = &self.broker.config().settings.broker;
-        let (out, outbox) =
-            ClientQueue::new(limits.max_outbound_bytes, limits.client_write_timeout);
+        let (out, outbox) = ClientQueue::new(
+            limits.max_outbound_bytes,
+            limits.client_write_timeout,
+            Some(self.broker.config().settings.runtime.run_dir()),
+        );
         let link = Arc::new(SessionLink::new(
             self.broker.registry.next_id(),
             out.clone(),

@@ -25,10 +25,97 @@ pub struct ClientQueue {
     pub gone: Arc<Notify>,
     pub abandoned: AtomicBool,
     timeout: Duration,
+    /// Where large answers wait for a slow reader; `None` keeps them in memory.
+    spill_dir: Option<std::path::PathBuf>,
+    /// Bytes of this session's answers waiting on disk now.
+    spilled: AtomicUsize,
+    spill_seq: AtomicUsize,
+}
+
+/// Answers smaller than this wait in memory.
+const SPILL_MIN: usize = 64 * 1024;
+/// Disk one session's waiting answers may take: enough for every running request's answer at
+/// the default frame cap (64 x 16 MiB); past it they wait in memory.
+const SPILL_BUDGET: usize = 1024 * 1024 * 1024;
+
+/// Writes `line` to a file of its own under `dir` and unlinks it at once: the open handle is
+/// all that is left, and nothing stays behind whatever happens to the daemon.
+fn spill(dir: &std::path::Path, n: usize, line: &[u8]) -> std::io::Result<std::fs::File> {
+    use std::io::{Seek, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(format!(
+        "answer-{}-{n}-{}.spill",
+        std::process::id(),
+        line.len()
+    ));
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    let _ = std::fs::remove_file(&path);
+    file.write_all(line)?;
+    file.rewind()?;
+    Ok(file)
+}
+
+/// An answer kept on disk; its bytes leave the session's spill count however it ends.
+struct SpillFile<'a> {
+    file: std::fs::File,
+    len: usize,
+    counter: &'a AtomicUsize,
+}
+
+impl Drop for SpillFile<'_> {
+    fn drop(&mut self) {
+        self.counter.fetch_sub(self.len, Ordering::SeqCst);
+    }
+}
+
+/// An answer waiting for room in the queue.
+enum Held<'a> {
+    Memory(Vec<u8>),
+    Disk(SpillFile<'a>),
+    /// The spill task failed outright; the answer is gone and so is the session.
+    Lost,
+}
+
+impl Held<'_> {
+    async fn take(self) -> Option<Vec<u8>> {
+        match self {
+            Held::Memory(line) => Some(line),
+            Held::Disk(spilled) => {
+                let len = spilled.len;
+                let file = spilled.file.try_clone().ok()?;
+                let read = tokio::task::spawn_blocking(move || {
+                    let mut file = file;
+                    let mut buf = Vec::with_capacity(len);
+                    std::io::Read::read_to_end(&mut file, &mut buf).map(|_| buf)
+                })
+                .await;
+                drop(spilled);
+                match read {
+                    Ok(Ok(buf)) if buf.len() == len => Some(buf),
+                    _ => {
+                        tracing::error!(
+                            "an answer kept on disk for a slow client could not be read back; closing the session"
+                        );
+                        None
+                    }
+                }
+            }
+            Held::Lost => None,
+        }
+    }
 }
 
 impl ClientQueue {
-    pub fn new(max_bytes: usize, timeout: Duration) -> (Arc<Self>, mpsc::Receiver<Vec<u8>>) {
+    pub fn new(
+        max_bytes: usize,
+        timeout: Duration,
+        spill_dir: Option<std::path::PathBuf>,
+    ) -> (Arc<Self>, mpsc::Receiver<Vec<u8>>) {
         let (tx, rx) = mpsc::channel(DEPTH);
         let q = Arc::new(Self {
             tx: std::sync::Mutex::new(Some(tx)),
@@ -39,6 +126,9 @@ impl ClientQueue {
             gone: Arc::new(Notify::new()),
             abandoned: AtomicBool::new(false),
             timeout,
+            spill_dir,
+            spilled: AtomicUsize::new(0),
+            spill_seq: AtomicUsize::new(0),
         });
         (q, rx)
     }
@@ -97,6 +187,9 @@ impl ClientQueue {
             line
         };
         let _waiting = Waiting::new(&self.waiting);
+        // An answer that has to wait for a slow reader waits on disk when it is large, so the
+        // answers of many running requests cannot pin memory between them.
+        let held = self.hold(line).await;
         let wait = async {
             loop {
                 let room = self.room.notified();
@@ -105,6 +198,10 @@ impl ClientQueue {
                 }
                 room.await;
             }
+            let Some(line) = held.take().await else {
+                self.gone.notify_one();
+                return;
+            };
             self.queued.fetch_add(len, Ordering::SeqCst);
             let sent = match self.sender() {
                 Some(tx) => tx.send(line).await.is_ok(),
@@ -123,6 +220,33 @@ impl ClientQueue {
                 );
             }
             self.gone.notify_one();
+        }
+    }
+
+    /// Keeps a waiting answer: in memory when small or when it cannot be written out, else in
+    /// an unlinked file under the spill directory (within the session's spill budget).
+    async fn hold(&self, line: Vec<u8>) -> Held<'_> {
+        let Some(dir) = self.spill_dir.clone() else {
+            return Held::Memory(line);
+        };
+        let len = line.len();
+        if len < SPILL_MIN || self.spilled.load(Ordering::SeqCst) + len > SPILL_BUDGET {
+            return Held::Memory(line);
+        }
+        let n = self.spill_seq.fetch_add(1, Ordering::SeqCst);
+        let written =
+            tokio::task::spawn_blocking(move || spill(&dir, n, &line).map_err(|_| line)).await;
+        match written {
+            Ok(Ok(file)) => {
+                self.spilled.fetch_add(len, Ordering::SeqCst);
+                Held::Disk(SpillFile {
+                    file,
+                    len,
+                    counter: &self.spilled,
+                })
+            }
+            Ok(Err(line)) => Held::Memory(line),
+            Err(_) => Held::Lost,
         }
     }
 
@@ -180,7 +304,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_queue_is_bounded_by_bytes_and_a_stuck_client_is_let_go() {
-        let (q, mut rx) = ClientQueue::new(1000, Duration::from_secs(10));
+        let (q, mut rx) = ClientQueue::new(1000, Duration::from_secs(10), None);
         q.push(vec![b'a'; 600]).await;
         assert!(
             !q.try_push(vec![b'p'; 600]),
@@ -203,8 +327,45 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn large_answers_waiting_for_room_wait_on_disk_and_come_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (q, mut rx) =
+            ClientQueue::new(100 * 1024, Duration::from_secs(10), Some(dir.path().into()));
+        q.push(vec![b'a'; 90 * 1024]).await;
+        let waiter = {
+            let q = q.clone();
+            tokio::spawn(async move { q.push(vec![b'b'; 80 * 1024]).await })
+        };
+        assert!(
+            wait(|| q.spilled.load(Ordering::SeqCst) == 80 * 1024).await,
+            "the waiting answer went to disk"
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "unlinked at once"
+        );
+        let first = rx.recv().await.unwrap();
+        q.written(first.len());
+        waiter.await.unwrap();
+        let second = rx.recv().await.unwrap();
+        assert_eq!(second, vec![b'b'; 80 * 1024]);
+        assert_eq!(q.spilled.load(Ordering::SeqCst), 0);
+    }
+
+    async fn wait(mut f: impl FnMut() -> bool) -> bool {
+        for _ in 0..200 {
+            if f() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        f()
+    }
+
+    #[tokio::test]
     async fn a_frame_over_the_whole_budget_still_goes_alone() {
-        let (q, mut rx) = ClientQueue::new(10, Duration::from_secs(1));
+        let (q, mut rx) = ClientQueue::new(10, Duration::from_secs(1), None);
         q.push(vec![b'x'; 100]).await;
         assert_eq!(rx.recv().await.unwrap().len(), 100);
     }
