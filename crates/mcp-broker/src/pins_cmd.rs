@@ -47,11 +47,7 @@ fn rows(settings: &Settings, pins: &mut Pins) -> Vec<Row> {
             .filter(|l| l.upstream != list.upstream)
             .flat_map(|l| l.tools.iter().filter_map(|t| t["name"].as_str()))
             .collect();
-        let findings: Vec<_> = list
-            .tools
-            .iter()
-            .map(|t| mcpb_catalog::scan::scan(t, &others))
-            .collect();
+        let findings = mcpb_catalog::scan::scan_list(&list.tools, &others);
         let flagged: Vec<bool> = findings.iter().map(|f| !f.is_empty()).collect();
         let (verdicts, _) = pins.judge(&list.upstream, &list.tools, &flagged, unix_now());
         for ((tool, verdict), findings) in list.tools.iter().zip(verdicts).zip(findings) {

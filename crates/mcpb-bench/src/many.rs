@@ -1,6 +1,8 @@
-//! `mcpb-bench --many`: the daemon's memory in front of many upstreams: 40 fixture servers
-//! (about 840 tools) listed by a raw session and searched by a compact one. Prints RSS fresh,
-//! after the listing and after the search.
+//! `mcpb-bench --many`: the daemon's memory in front of many upstreams, listed by a raw session
+//! and searched by a compact one: 40 fixture servers (about 840 small tools), then one fixture
+//! per server of the livemcpbench catalog serving that server's real definitions (70 upstreams,
+//! 527 real tools beside the fixture's own). Prints RSS fresh, after the listing and after the
+//! search.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
@@ -55,12 +57,46 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
             fixture.display()
         );
     }
-    let mut yaml = String::from("schema_version: 1\nupstreams:\n");
-    for i in 0..UPSTREAMS {
-        yaml.push_str(&format!(
-            "  u{i}: {{command: \"{}\", trust_annotations: true}}\n",
-            fixture.display()
+    let plain: Vec<String> = (0..UPSTREAMS)
+        .map(|i| {
+            format!(
+                "  u{i}: {{command: \"{}\", trust_annotations: true}}\n",
+                fixture.display()
+            )
+        })
+        .collect();
+    measure(env, &format!("{UPSTREAMS} fixture upstreams"), &plain)?;
+    let catalog = crate::retrieval::data_root().join("livemcpbench/tools.jsonl");
+    let tools = crate::retrieval::read_jsonl(&catalog)?;
+    let mut servers: std::collections::BTreeMap<String, Vec<Value>> = Default::default();
+    for t in tools {
+        let server = t["server"].as_str().unwrap_or("misc").to_string();
+        servers.entry(server).or_default().push(t);
+    }
+    let dir = env.home().join("many-tools");
+    std::fs::create_dir_all(&dir)?;
+    let mut real = Vec::new();
+    for (i, (_, tools)) in servers.iter().enumerate() {
+        let file = dir.join(format!("s{i}.jsonl"));
+        let lines: Vec<String> = tools.iter().map(Value::to_string).collect();
+        std::fs::write(&file, lines.join("\n") + "\n")?;
+        real.push(format!(
+            "  s{i}: {{command: \"{}\", args: [--tools-file, \"{}\"], trust_annotations: true}}\n",
+            fixture.display(),
+            file.display()
         ));
+    }
+    measure(
+        env,
+        &format!("{} upstreams with real definitions", servers.len()),
+        &real,
+    )
+}
+
+fn measure(env: &Env, label: &str, upstreams: &[String]) -> anyhow::Result<()> {
+    let mut yaml = String::from("schema_version: 1\nupstreams:\n");
+    for u in upstreams {
+        yaml.push_str(u);
     }
     yaml.push_str("profiles:\n  default: {allow_mutating_upstreams: true}\n  compact: {compact_tools_enabled: true}\n");
     let env = env.with_config("many.yaml", &yaml);
@@ -91,7 +127,7 @@ pub fn run(env: &Env) -> anyhow::Result<()> {
     let searched = rss_kib(pid);
     let _ = env.broker(&["stop"]).output()?;
     let mib = |k: u64| k as f64 / 1024.0;
-    println!("| daemon in front of {UPSTREAMS} upstreams | value |");
+    println!("| daemon in front of {label} | value |");
     println!("|---|---|");
     println!("| tools listed / search results | {tools} / {found} |");
     println!("| RSS fresh (MiB) | {:.1} |", mib(fresh));

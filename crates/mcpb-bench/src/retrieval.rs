@@ -16,7 +16,7 @@ struct Query {
     groups: Vec<Vec<String>>,
 }
 
-fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Value>> {
+pub fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Value>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     Ok(text
@@ -116,12 +116,17 @@ fn evaluate(tools: &[ToolDoc], queries: &[Query], weights: Weights) -> Metrics {
     }
 }
 
-pub fn run() -> anyhow::Result<()> {
-    let root = std::env::var_os("MCPB_RETRIEVAL_DATA")
+/// Where the tool-retrieval data sets live (`MCPB_RETRIEVAL_DATA` or `../shared/data`).
+pub fn data_root() -> PathBuf {
+    std::env::var_os("MCPB_RETRIEVAL_DATA")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/tool-retrieval")
-        });
+        })
+}
+
+pub fn run() -> anyhow::Result<()> {
+    let root = data_root();
     println!("| data set | ranking | R@1 | R@5 | R@10 | MRR |");
     println!("|---|---|---|---|---|---|");
     let mut all_tools = Vec::new();

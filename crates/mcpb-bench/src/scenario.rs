@@ -50,6 +50,11 @@ impl Env {
         }
     }
 
+    /// The benchmark's runtime dir.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
     /// Where the broker binary (and the fixture server built beside it) lives.
     pub fn exe_dir(&self) -> PathBuf {
         self.exe.parent().map(Path::to_path_buf).unwrap_or_default()

@@ -153,11 +153,7 @@ impl Catalog {
 
     fn judge(&self, list: CachedList, others: &[String]) -> Entry {
         let other_refs: Vec<&str> = others.iter().map(String::as_str).collect();
-        let per_tool: Vec<Vec<Finding>> = list
-            .tools
-            .iter()
-            .map(|t| mcpb_catalog::scan::scan(t, &other_refs))
-            .collect();
+        let per_tool: Vec<Vec<Finding>> = mcpb_catalog::scan::scan_list(&list.tools, &other_refs);
         let flagged: Vec<bool> = per_tool.iter().map(|f| !f.is_empty()).collect();
         let findings = per_tool.into_iter().flatten().collect();
         let verdicts = match self.pins.lock() {
