@@ -164,7 +164,8 @@ pub fn approve(settings: &Settings, names: &[String], all: bool, reset: bool) ->
             Quarantine::Renamed { from } => pins.pins(&r.upstream).and_then(|p| p.get(from)),
             _ => None,
         }
-        .map_or(Value::Null, |p| p.definition.clone());
+        .and_then(|p| serde_json::from_str(p.definition.get()).ok())
+        .unwrap_or(Value::Null);
         println!("approving {} ({q})", printable(&n));
         print!("{}", printable(&mcpb_catalog::pins::diff(&before, &r.tool)));
         for f in &r.findings {

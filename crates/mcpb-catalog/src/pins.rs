@@ -23,14 +23,15 @@ pub enum PinMode {
     RequireApproval,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Pin {
     pub hash: String,
     /// Hash without the name, to recognise a renamed tool.
     pub body_hash: String,
     pub approved_at_unix: u64,
-    /// The approved definition, so a later change can be shown as a diff.
-    pub definition: Value,
+    /// The approved definition, so a later change can be shown as a diff. Kept as JSON text:
+    /// a parsed copy of every approved tool would double the daemon's memory for tool lists.
+    pub definition: Box<serde_json::value::RawValue>,
     /// Approved by a person (`pins approve`), not by trust on first use: only such a pin
     /// admits a tool the description scan flags.
     #[serde(default)]
@@ -44,7 +45,7 @@ pub struct Pin {
 /// as legacy pins and upgraded when their tool is next seen unchanged.
 const VERSION: u32 = 2;
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct PinFile {
     pub version: u32,
     /// Upstream -> tool name -> pin.
@@ -290,13 +291,18 @@ fn tool_name(tool: &Value) -> Option<&str> {
     tool.get("name").and_then(Value::as_str)
 }
 
+fn empty_object() -> Box<serde_json::value::RawValue> {
+    serde_json::value::RawValue::from_string("{}".into())
+        .unwrap_or_else(|_| serde_json::value::RawValue::NULL.to_owned())
+}
+
 fn pin_of(tool: &Value, now_unix: u64, explicit: bool) -> Pin {
     let (hash, body_hash) = definition_hashes(tool);
     Pin {
         hash,
         body_hash,
         approved_at_unix: now_unix,
-        definition: tool.clone(),
+        definition: serde_json::value::to_raw_value(tool).unwrap_or_else(|_| empty_object()),
         explicit,
         legacy: false,
     }
