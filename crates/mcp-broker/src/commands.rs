@@ -250,6 +250,14 @@ pub fn render_status(data: &Value) -> String {
         if let Some(err) = u["last_error"].as_str() {
             out.push_str(&format!("  {:<20} last error: {err}\n", ""));
         }
+        for r in u["rejected_tools"].as_array().into_iter().flatten() {
+            out.push_str(&format!(
+                "  {:<20} refused tool {}: {}\n",
+                "",
+                r["tool"].as_str().unwrap_or(""),
+                r["reason"].as_str().unwrap_or("")
+            ));
+        }
     }
     let c = &data["catalog"];
     if let Some(e) = c["pin_store_error"].as_str() {
@@ -275,7 +283,8 @@ pub fn render_status(data: &Value) -> String {
     if c["quarantined"].as_array().is_some_and(|q| !q.is_empty()) {
         out.push_str("hint: review with `mcp-broker pins list`, approve with `mcp-broker pins approve <upstream>.<tool>`\n");
     }
-    out
+    // Names, errors and findings come from upstreams: never raw control characters.
+    crate::printable(&out)
 }
 
 pub fn config_init() -> ExitCode {

@@ -28,6 +28,20 @@ pub fn fail(message: &str, hints: &[&str]) -> ExitCode {
     ExitCode::FAILURE
 }
 
+/// Text from an upstream, fit for a terminal: control characters (escape sequences that could
+/// rewrite the operator's screen) are shown escaped, line breaks kept.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' {
+                c.escape_default().collect()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 fn init_logging() {
     use tracing_subscriber::filter::Targets;
     use tracing_subscriber::prelude::*;

@@ -9,7 +9,7 @@ use mcpb_config::{PinModeSetting, Settings};
 use serde_json::{Value, json};
 
 use crate::daemon_client::admin;
-use crate::fail;
+use crate::{fail, printable};
 
 fn unix_now() -> u64 {
     std::time::SystemTime::now()
@@ -64,20 +64,6 @@ fn rows(settings: &Settings, pins: &mut Pins) -> Vec<Row> {
 
 fn name(r: &Row) -> String {
     format!("{}.{}", r.upstream, r.tool["name"].as_str().unwrap_or("?"))
-}
-
-/// Text from an upstream, fit for a terminal: control characters (escape sequences that could
-/// rewrite the operator's screen) are shown escaped, line breaks kept.
-fn printable(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' {
-                c.escape_default().collect()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
 }
 
 pub fn list(settings: &Settings, json_out: bool) -> ExitCode {

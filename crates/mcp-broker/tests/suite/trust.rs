@@ -163,6 +163,11 @@ fn bad_names_and_deep_schemas_are_refused_one_by_one_and_said_in_status() {
     assert!(!rejected_text.contains('\u{1b}'), "{rejected_text}");
     let listed = home.run(&["status"]);
     assert!(!listed.stdout.contains(&0x1b), "raw escape on the terminal");
+    let shown = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        shown.contains("refused tool deep: unreadable definition"),
+        "{shown}"
+    );
 }
 
 #[test]
