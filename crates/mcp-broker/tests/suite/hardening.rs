@@ -477,3 +477,34 @@ fn a_grandchild_that_leaves_its_group_with_setsid_stops_with_the_daemon() {
     }
     assert!(gone, "pid {pid} outlived daemon {daemon}");
 }
+
+#[test]
+fn a_large_tool_list_never_stalls_another_clients_calls() {
+    let home = Home::with_config(&config(
+        &[("fx", "", ""), ("huge", "\"--tools\", \"14000\"", "")],
+        "",
+    ));
+    let mut caller = session(&home);
+    assert_eq!(
+        text(&caller.call("fx.echo", json!({"text": "warm"}))),
+        "warm"
+    );
+    let mut lister = session(&home);
+    lister.send_request(5, "tools/list", json!({}));
+    let started = Instant::now();
+    let mut worst = Duration::ZERO;
+    let mut calls = 0;
+    while started.elapsed() < Duration::from_secs(3) {
+        let t = Instant::now();
+        assert_eq!(text(&caller.call("fx.echo", json!({"text": "x"}))), "x");
+        worst = worst.max(t.elapsed());
+        calls += 1;
+    }
+    assert!(
+        worst < Duration::from_millis(1500),
+        "a call to another upstream waited {worst:?} while a 14,000-tool list was catalogued ({calls} calls)"
+    );
+    let listed = lister.recv().unwrap();
+    let count = listed["result"]["tools"].as_array().map_or(0, Vec::len);
+    assert!(count > 14_000, "{}", listed["error"]);
+}
