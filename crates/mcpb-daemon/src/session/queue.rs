@@ -29,8 +29,10 @@ pub struct ClientQueue {
     spill_dir: Option<std::path::PathBuf>,
     /// Bytes of this session's answers waiting on disk now.
     spilled: AtomicUsize,
-    spill_seq: AtomicUsize,
 }
+
+/// Names spill files uniquely across every session of the daemon.
+static SPILL_SEQ: AtomicUsize = AtomicUsize::new(0);
 
 /// Answers smaller than this wait in memory.
 const SPILL_MIN: usize = 64 * 1024;
@@ -128,7 +130,6 @@ impl ClientQueue {
             timeout,
             spill_dir,
             spilled: AtomicUsize::new(0),
-            spill_seq: AtomicUsize::new(0),
         });
         (q, rx)
     }
@@ -233,7 +234,7 @@ impl ClientQueue {
         if len < SPILL_MIN || self.spilled.load(Ordering::SeqCst) + len > SPILL_BUDGET {
             return Held::Memory(line);
         }
-        let n = self.spill_seq.fetch_add(1, Ordering::SeqCst);
+        let n = SPILL_SEQ.fetch_add(1, Ordering::SeqCst);
         let written =
             tokio::task::spawn_blocking(move || spill(&dir, n, &line).map_err(|_| line)).await;
         match written {
