@@ -180,6 +180,15 @@ pub fn reload(settings: &Settings) -> ExitCode {
                 list("removed"),
                 list("unchanged")
             );
+            if list("need_restart") != "-" {
+                eprintln!(
+                    "mcp-broker: {} changed but take effect only when the daemon starts",
+                    list("need_restart")
+                );
+                eprintln!(
+                    "hint: `mcp-broker stop`; the next client (or `mcp-broker start`) starts it with them"
+                );
+            }
             ExitCode::SUCCESS
         }
         Ok(Some(reply)) => {

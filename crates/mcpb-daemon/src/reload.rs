@@ -17,6 +17,8 @@ pub struct ReloadReport {
     pub restarted: Vec<String>,
     pub removed: Vec<String>,
     pub unchanged: Vec<String>,
+    /// Broker settings that changed but are read once, when the daemon starts.
+    pub need_restart: Vec<String>,
 }
 
 /// How long a retired upstream may finish its calls before it is stopped anyway.
@@ -43,6 +45,38 @@ pub fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
         return Err(problems.join("\n"));
     }
     let mut report = ReloadReport::default();
+    let (was, now) = (&current.settings.broker, &next.broker);
+    for (key, changed) in [
+        (
+            "broker.env_passthrough",
+            was.env_passthrough != now.env_passthrough,
+        ),
+        (
+            "broker.max_frame_bytes",
+            was.max_frame_bytes != now.max_frame_bytes,
+        ),
+        (
+            "broker.max_processes",
+            was.max_processes != now.max_processes,
+        ),
+        (
+            "broker.max_tool_list_bytes",
+            was.max_tool_list_bytes != now.max_tool_list_bytes,
+        ),
+        (
+            "broker.forward_meta_keys",
+            was.forward_meta_keys != now.forward_meta_keys,
+        ),
+        (
+            "broker.log_max_bytes",
+            was.log_max_bytes != now.log_max_bytes,
+        ),
+        ("broker.max_clients", was.max_clients != now.max_clients),
+    ] {
+        if changed {
+            report.need_restart.push(key.to_string());
+        }
+    }
     let mut upstreams = std::collections::BTreeMap::new();
     let mut retire: Vec<Arc<Upstream>> = Vec::new();
     for (name, settings) in &next.upstreams {

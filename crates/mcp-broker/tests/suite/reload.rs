@@ -115,3 +115,24 @@ fn an_invalid_new_config_is_refused_whole_and_the_old_one_keeps_serving() {
         .contains("SIGHUP: the new configuration is invalid")));
     assert_eq!(pid(&mut shim, "a.pid"), a1);
 }
+
+#[test]
+fn broker_settings_read_at_start_are_named_when_a_reload_changes_them() {
+    let home = Home::with_config(&yaml("--name, one", false));
+    assert!(home.run(&["start"]).status.success());
+    let changed = yaml("--name, one", false).replace(
+        "schema_version: 1\n",
+        "schema_version: 1\nbroker: {forward_meta_keys: [trace/id]}\n",
+    );
+    std::fs::write(home.config.as_ref().unwrap(), changed).unwrap();
+    let out = home.run(&["reload"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "broker.forward_meta_keys changed but take effect only when the daemon starts"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("hint: `mcp-broker stop`"), "{err}");
+}
