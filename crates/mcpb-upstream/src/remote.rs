@@ -87,7 +87,7 @@ impl Remote {
 
     /// Reads an SSE body and handles each message it carries.
     async fn read_events(&self, resp: reqwest::Response) -> Result<(), String> {
-        let mut events = SseByteStream::new(resp.bytes_stream());
+        let mut events = SseByteStream::new(capped_events(resp, self.limit));
         while let Some(event) = events.next().await {
             let event = event.map_err(|e| e.to_string())?;
             if event.event.as_deref().is_some_and(|e| e != "message") {
@@ -372,7 +372,7 @@ async fn open_legacy_stream(
             format!("the event stream answered HTTP {}", resp.status()),
         ));
     }
-    let mut events = Box::pin(SseByteStream::new(resp.bytes_stream()));
+    let mut events = Box::pin(SseByteStream::new(capped_events(resp, remote.limit)));
     let endpoint = tokio::time::timeout(timeout, async {
         while let Some(event) = events.next().await {
             match event {
@@ -497,4 +497,54 @@ fn with_causes(e: &dyn std::error::Error) -> String {
         cause = c.source();
     }
     out
+}
+
+/// An event stream whose single event grew past the frame cap.
+#[derive(Debug, thiserror::Error)]
+enum EventStreamError {
+    #[error("an event of the stream is over the {0}-byte frame cap")]
+    TooLarge(usize),
+    #[error(transparent)]
+    Http(#[from] reqwest::Error),
+}
+
+/// The body of an event stream, cut with an error as soon as one event (the bytes since the
+/// last blank line) grows past `limit`: the SSE parser would otherwise buffer it whole.
+fn capped_events(
+    resp: reqwest::Response,
+    limit: usize,
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, EventStreamError>> {
+    use futures_util::StreamExt;
+    // Bytes of the current event, whether the last byte ended a line, and whether the cap
+    // was hit (then the stream ends after the error).
+    let state = (0usize, false, false);
+    resp.bytes_stream()
+        .scan(state, move |(since, line_end, over), chunk| {
+            if *over {
+                return std::future::ready(None);
+            }
+            let out = match chunk {
+                Err(e) => Err(EventStreamError::Http(e)),
+                Ok(bytes) => {
+                    for b in bytes.iter() {
+                        match b {
+                            b'\n' if *line_end => *since = 0,
+                            b'\n' => *line_end = true,
+                            b'\r' => {}
+                            _ => {
+                                *line_end = false;
+                                *since += 1;
+                            }
+                        }
+                    }
+                    if *since > limit {
+                        *over = true;
+                        Err(EventStreamError::TooLarge(limit))
+                    } else {
+                        Ok(bytes)
+                    }
+                }
+            };
+            std::future::ready(Some(out))
+        })
 }

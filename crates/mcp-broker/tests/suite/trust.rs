@@ -382,3 +382,48 @@ fn a_redirect_to_another_origin_is_not_followed_with_the_configured_headers() {
         "the broker followed the redirect to another origin"
     );
 }
+
+#[test]
+fn an_endless_event_on_a_remote_stream_is_cut_at_the_frame_cap() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut line = String::new();
+        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+            line.clear();
+        }
+        let mut w = stream;
+        let _ = write!(
+            w,
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\nevent: message\ndata: "
+        );
+        // One event that never ends: 400 MiB without a blank line, until the broker hangs up.
+        let chunk = vec![b'x'; 1024 * 1024];
+        for _ in 0..400 {
+            if w.write_all(&chunk).is_err() {
+                return true;
+            }
+        }
+        false
+    });
+    let yaml = format!(
+        "schema_version: 1\nbroker: {{call_timeout_ms: 10000, startup_timeout_ms: 10000, max_frame_bytes: 1048576}}\nupstreams:\n  far: {{transport: streamable_http, url: \"http://127.0.0.1:{port}/mcp\"}}\nprofiles:\n  default: {{}}\n"
+    );
+    let home = Home::with_config(&yaml);
+    let mut shim = session(&home);
+    assert!(shim.tool_names().is_empty());
+    let st = home.status();
+    assert!(
+        st["upstreams"][0]["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("frame cap"),
+        "{st}"
+    );
+    assert!(
+        server.join().unwrap(),
+        "the broker buffered the whole event instead of hanging up at the cap"
+    );
+}
