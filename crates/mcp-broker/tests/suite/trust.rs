@@ -30,6 +30,36 @@ fn has(names: &[String], n: &str) -> bool {
     names.iter().any(|x| x == n)
 }
 
+/// A one-shot HTTP peer on a loopback listener of the test's own: reads one request's headers,
+/// writes `head`, then `mib` MiB of `x` (or lingers `linger` when none). Its thread says whether
+/// the broker hung up before the body was all written.
+fn one_shot_http(
+    listener: std::net::TcpListener,
+    head: String,
+    mib: usize,
+    linger: Duration,
+) -> std::thread::JoinHandle<bool> {
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut line = String::new();
+        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+            line.clear();
+        }
+        let mut w = stream;
+        let _ = w.write_all(head.as_bytes());
+        let _ = w.flush();
+        let chunk = vec![b'x'; 1024 * 1024];
+        for _ in 0..mib {
+            if w.write_all(&chunk).is_err() {
+                return true;
+            }
+        }
+        std::thread::sleep(linger);
+        false
+    })
+}
+
 #[test]
 fn a_poisoned_tool_is_quarantined_on_first_contact_until_a_person_approves_it() {
     let (home, _) = home_with(
@@ -222,21 +252,14 @@ fn a_legacy_sse_endpoint_on_another_origin_is_refused() {
     elsewhere.set_nonblocking(true).unwrap();
     let other_port = elsewhere.local_addr().unwrap().port();
     let port = listener.local_addr().unwrap().port();
-    let server = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut line = String::new();
-        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-            line.clear();
-        }
-        let mut w = stream;
-        let _ = write!(
-            w,
+    let server = one_shot_http(
+        listener,
+        format!(
             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\nevent: endpoint\ndata: http://127.0.0.1:{other_port}/messages\n\n"
-        );
-        let _ = w.flush();
-        std::thread::sleep(Duration::from_secs(3));
-    });
+        ),
+        0,
+        Duration::from_secs(3),
+    );
     let yaml = format!(
         "schema_version: 1\nbroker: {{call_timeout_ms: 3000, startup_timeout_ms: 3000}}\nupstreams:\n  old: {{transport: sse, url: \"http://127.0.0.1:{port}/sse\", headers: {{X-Marker: plain}}}}\nprofiles:\n  default: {{}}\n"
     );
@@ -297,28 +320,13 @@ fn the_daemon_starts_with_a_cleared_environment_plus_what_the_config_names() {
 fn a_remote_body_over_the_frame_cap_is_cut_while_streaming_not_buffered() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let server = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut line = String::new();
-        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-            line.clear();
-        }
-        let mut w = stream;
-        let _ = write!(
-            w,
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n"
-        );
-        // 400 MiB of one never-ending JSON string, until the broker hangs up.
-        let chunk = vec![b'x'; 1024 * 1024];
-        let _ = w.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"");
-        for _ in 0..400 {
-            if w.write_all(&chunk).is_err() {
-                return true;
-            }
-        }
-        false
-    });
+    // 400 MiB of one never-ending JSON string, until the broker hangs up.
+    let server = one_shot_http(
+        listener,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"".into(),
+        400,
+        Duration::ZERO,
+    );
     let yaml = format!(
         "schema_version: 1\nbroker: {{call_timeout_ms: 10000, startup_timeout_ms: 10000, max_frame_bytes: 1048576}}\nupstreams:\n  far: {{transport: streamable_http, url: \"http://127.0.0.1:{port}/mcp\"}}\nprofiles:\n  default: {{}}\n"
     );
@@ -347,21 +355,14 @@ fn a_redirect_to_another_origin_is_not_followed_with_the_configured_headers() {
     elsewhere.set_nonblocking(true).unwrap();
     let other_port = elsewhere.local_addr().unwrap().port();
     let port = listener.local_addr().unwrap().port();
-    let server = std::thread::spawn(move || {
-        listener.set_nonblocking(false).unwrap();
-        let (stream, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut line = String::new();
-        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-            line.clear();
-        }
-        let mut w = stream;
-        let _ = write!(
-            w,
+    let server = one_shot_http(
+        listener,
+        format!(
             "HTTP/1.1 307 Temporary Redirect\r\nlocation: http://127.0.0.1:{other_port}/steal\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-        );
-        let _ = w.flush();
-    });
+        ),
+        0,
+        Duration::ZERO,
+    );
     let yaml = format!(
         "schema_version: 1\nbroker: {{call_timeout_ms: 3000, startup_timeout_ms: 3000}}\nupstreams:\n  far: {{transport: streamable_http, url: \"http://127.0.0.1:{port}/mcp\", headers: {{X-Marker: plain}}}}\nprofiles:\n  default: {{}}\n"
     );
@@ -387,27 +388,13 @@ fn a_redirect_to_another_origin_is_not_followed_with_the_configured_headers() {
 fn an_endless_event_on_a_remote_stream_is_cut_at_the_frame_cap() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let server = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut line = String::new();
-        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-            line.clear();
-        }
-        let mut w = stream;
-        let _ = write!(
-            w,
-            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\nevent: message\ndata: "
-        );
-        // One event that never ends: 400 MiB without a blank line, until the broker hangs up.
-        let chunk = vec![b'x'; 1024 * 1024];
-        for _ in 0..400 {
-            if w.write_all(&chunk).is_err() {
-                return true;
-            }
-        }
-        false
-    });
+    // One event that never ends: 400 MiB without a blank line, until the broker hangs up.
+    let server = one_shot_http(
+        listener,
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\nevent: message\ndata: ".into(),
+        400,
+        Duration::ZERO,
+    );
     let yaml = format!(
         "schema_version: 1\nbroker: {{call_timeout_ms: 10000, startup_timeout_ms: 10000, max_frame_bytes: 1048576}}\nupstreams:\n  far: {{transport: streamable_http, url: \"http://127.0.0.1:{port}/mcp\"}}\nprofiles:\n  default: {{}}\n"
     );
