@@ -12,7 +12,7 @@ use mcpb_protocol::message::{notification_line, request_line, to_raw};
 use mcpb_protocol::{FrameError, FrameReader, revision};
 use serde_json::value::RawValue;
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
-use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
+use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use crate::UpstreamError;
@@ -68,7 +68,7 @@ impl CallOptions {
     }
 }
 
-const STDERR_TAIL: usize = 20;
+pub(crate) const STDERR_TAIL: usize = 20;
 
 pub struct Instance {
     pub(crate) name: String,
@@ -204,7 +204,11 @@ impl Instance {
                 on_list_changed: launch.on_list_changed.clone(),
             }),
         ));
-        tokio::spawn(stderr_loop(name.clone(), stderr, stderr_tail.clone()));
+        tokio::spawn(crate::stderr::stderr_loop(
+            name.clone(),
+            stderr,
+            stderr_tail.clone(),
+        ));
 
         let timings = launch.timings;
         let sup_pending = pending.clone();
@@ -713,131 +717,4 @@ async fn read_loop(stdout: ChildStdout, ctx: Arc<ReadCtx>) {
     let _ = tokio::time::timeout(Duration::from_millis(200), exit.wait_for(Option::is_some)).await;
     ctx.alive.store(false, Ordering::SeqCst);
     fail_all(&ctx.pending);
-}
-
-/// Longest stderr line kept whole; longer ones are cut, never a reason to stop reading (a
-/// server whose stderr pipe closes dies of SIGPIPE or hangs on EPIPE).
-const STDERR_LINE: usize = 64 * 1024;
-/// What of a cut line reaches the log and the status tail.
-const STDERR_SHOWN: usize = 2048;
-/// Lines per second one upstream may add to the daemon's log; the rest are counted, not logged.
-const STDERR_LINES_PER_SEC: u32 = 50;
-
-async fn stderr_loop(name: String, stderr: ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {
-    let mut frames = FrameReader::new(BufReader::new(stderr), STDERR_LINE);
-    let mut budget = LogBudget::new(STDERR_LINES_PER_SEC);
-    loop {
-        let text = match frames.next_frame().await {
-            Ok(Some(line)) => String::from_utf8_lossy(line).into_owned(),
-            Ok(None) | Err(FrameError::Io(_)) => break,
-            Err(FrameError::TooLarge { limit }) => {
-                let prefix = frames.refused_prefix();
-                let shown =
-                    String::from_utf8_lossy(&prefix[..prefix.len().min(STDERR_SHOWN)]).into_owned();
-                let text = format!("{shown}... (line over {limit} bytes, cut)");
-                match frames.skip_rest_of_line().await {
-                    Ok(true) => text,
-                    _ => break,
-                }
-            }
-        };
-        // The log gets at most STDERR_SHOWN bytes of a line: with the line rate, one upstream
-        // adds at most ~100 KiB a second to the daemon's log.
-        let logged = if text.len() > STDERR_SHOWN + 64 {
-            std::borrow::Cow::Owned(format!(
-                "{}... ({} bytes, cut)",
-                cut(&text, STDERR_SHOWN),
-                text.len()
-            ))
-        } else {
-            std::borrow::Cow::Borrowed(text.as_str())
-        };
-        match budget.take(Instant::now()) {
-            LogTurn::Log => tracing::info!(target: "upstream_stderr", upstream = %name, "{logged}"),
-            LogTurn::LogWithSkipped(skipped) => {
-                tracing::warn!(target: "upstream_stderr", upstream = %name, skipped, "stderr lines not logged (over {STDERR_LINES_PER_SEC} a second)");
-                tracing::info!(target: "upstream_stderr", upstream = %name, "{logged}");
-            }
-            LogTurn::Skip => {}
-        }
-        if let Ok(mut t) = tail.lock() {
-            if t.len() == STDERR_TAIL {
-                t.pop_front();
-            }
-            t.push_back(text);
-        }
-    }
-}
-
-/// At most `max` bytes of `text`, cut on a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
-/// A per-second allowance of log lines.
-struct LogBudget {
-    per_sec: u32,
-    window: Option<Instant>,
-    used: u32,
-    skipped: u64,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum LogTurn {
-    Log,
-    /// Log, after saying how many lines the last window dropped.
-    LogWithSkipped(u64),
-    Skip,
-}
-
-impl LogBudget {
-    fn new(per_sec: u32) -> Self {
-        Self {
-            per_sec,
-            window: None,
-            used: 0,
-            skipped: 0,
-        }
-    }
-
-    fn take(&mut self, now: Instant) -> LogTurn {
-        let fresh = self
-            .window
-            .is_none_or(|w| now.duration_since(w) >= Duration::from_secs(1));
-        if fresh {
-            self.window = Some(now);
-            self.used = 0;
-        }
-        if self.used >= self.per_sec {
-            self.skipped += 1;
-            return LogTurn::Skip;
-        }
-        self.used += 1;
-        match std::mem::take(&mut self.skipped) {
-            0 => LogTurn::Log,
-            n => LogTurn::LogWithSkipped(n),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_log_budget_drops_lines_over_the_rate_and_reports_how_many() {
-        let mut b = LogBudget::new(2);
-        let t0 = Instant::now();
-        assert_eq!(b.take(t0), LogTurn::Log);
-        assert_eq!(b.take(t0), LogTurn::Log);
-        assert_eq!(b.take(t0), LogTurn::Skip);
-        assert_eq!(b.take(t0 + Duration::from_millis(500)), LogTurn::Skip);
-        let t1 = t0 + Duration::from_secs(1);
-        assert_eq!(b.take(t1), LogTurn::LogWithSkipped(2));
-        assert_eq!(b.take(t1), LogTurn::Log);
-    }
 }

@@ -11,14 +11,18 @@
 
 mod env;
 mod error;
+mod guards;
 mod health;
 mod inbound;
 mod instance;
 mod ledger;
 mod link;
+mod listing;
 mod orphans;
 mod process;
 mod remote;
+mod status;
+mod stderr;
 mod toolcheck;
 mod upstream;
 

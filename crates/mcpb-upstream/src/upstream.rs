@@ -10,63 +10,19 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mcpb_config::{Lifecycle, Transport, UpstreamSettings};
-use mcpb_protocol::message::to_raw;
-use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::UpstreamError;
 use crate::env::child_env;
+use crate::guards::{PerCallInstance, Starting};
 use crate::health::Health;
 use crate::instance::{CallOptions, Instance, Launch, ListChanged, Outgoing, Reply};
 use crate::ledger::Ledger;
+use crate::listing::{ToolList, list_all_tools};
 use crate::process::StopTimings;
 use crate::remote::RemoteLaunch;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum UpstreamState {
-    Stopped,
-    Starting,
-    Running,
-    Failed,
-    Disabled,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct UpstreamStatus {
-    pub name: String,
-    pub lifecycle: Lifecycle,
-    pub state: UpstreamState,
-    /// The shared instance's process (the group leader).
-    pub pid: Option<u32>,
-    /// Every running instance's process, whatever the lifecycle.
-    pub pids: Vec<u32>,
-    /// Running per-session instances.
-    pub session_count: usize,
-    /// Calls in flight on per-call instances.
-    pub active_call_count: usize,
-    pub protocol_version: Option<String>,
-    pub tool_count: Option<usize>,
-    pub started_at_unix: Option<u64>,
-    pub starts: u32,
-    /// Unexpected exits and failed starts since the daemon started.
-    pub failures: u32,
-    /// Set while calls fail at once after repeated failures.
-    pub failfast_until_unix: Option<u64>,
-    pub last_error: Option<String>,
-    /// Tools of the last list that were refused one by one (bad name, unreadable definition).
-    pub rejected_tools: Vec<RejectedTool>,
-    pub stderr_tail: Vec<String>,
-}
-
-/// A tool left out of an upstream's list, and why; the rest of the list is kept.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RejectedTool {
-    /// The tool's name as sent, with control characters escaped; `#N` when it has none.
-    pub tool: String,
-    pub reason: String,
-}
+pub use crate::status::{RejectedTool, UpstreamState, UpstreamStatus};
 
 /// Limits shared by every upstream of a daemon.
 #[derive(Debug, Clone)]
@@ -106,10 +62,10 @@ pub struct Upstream {
     ctx: UpstreamContext,
     health: Mutex<Health>,
     /// Instances between spawn and the end of their handshake, so `stop` reaches them too.
-    starting: Mutex<Vec<Arc<Instance>>>,
+    pub(crate) starting: Mutex<Vec<Arc<Instance>>>,
     shared_slot: Slot,
     session_slots: Mutex<HashMap<u64, Slot>>,
-    per_call: Mutex<Vec<Arc<Instance>>>,
+    pub(crate) per_call: Mutex<Vec<Arc<Instance>>>,
     tools: Mutex<Option<Arc<Vec<Value>>>>,
     tools_stale: Arc<AtomicBool>,
     /// Set when probing `server/discover` killed the upstream: use `initialize` only.
@@ -150,73 +106,6 @@ struct ActiveCall<'a>(&'a AtomicUsize);
 impl Drop for ActiveCall<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// An instance between spawn and the end of its handshake. Listed in `starting` so `stop`
-/// reaches it; when the caller goes away mid-handshake (a cancelled request, a closed session)
-/// the half-started process is stopped instead of left holding its capacity.
-struct Starting<'a> {
-    up: &'a Upstream,
-    inst: Arc<Instance>,
-    armed: bool,
-}
-
-impl<'a> Starting<'a> {
-    fn new(up: &'a Upstream, inst: Arc<Instance>) -> Self {
-        if let Ok(mut st) = up.starting.lock() {
-            st.push(inst.clone());
-        }
-        Self {
-            up,
-            inst,
-            armed: true,
-        }
-    }
-
-    fn done(&mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for Starting<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut st) = self.up.starting.lock() {
-            st.retain(|i| !Arc::ptr_eq(i, &self.inst));
-        }
-        if self.armed && self.inst.is_alive() {
-            tracing::info!(upstream = %self.up.settings.name, pid = self.inst.pid(), "start abandoned by its caller; stopping the half-started process");
-            self.inst.request_stop();
-            self.up.set_status(|s| {
-                if s.state == UpstreamState::Starting {
-                    s.state = UpstreamState::Stopped;
-                }
-            });
-        }
-    }
-}
-
-/// A per-call instance: stopped and forgotten however its call ends, cancelled included.
-struct PerCallInstance<'a> {
-    up: &'a Upstream,
-    inst: Arc<Instance>,
-}
-
-impl<'a> PerCallInstance<'a> {
-    fn new(up: &'a Upstream, inst: Arc<Instance>) -> Self {
-        if let Ok(mut p) = up.per_call.lock() {
-            p.push(inst.clone());
-        }
-        Self { up, inst }
-    }
-}
-
-impl Drop for PerCallInstance<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut p) = self.up.per_call.lock() {
-            p.retain(|i| !Arc::ptr_eq(i, &self.inst));
-        }
-        self.inst.request_stop();
     }
 }
 
@@ -353,7 +242,7 @@ impl Upstream {
         s
     }
 
-    fn set_status(&self, f: impl FnOnce(&mut UpstreamStatus)) {
+    pub(crate) fn set_status(&self, f: impl FnOnce(&mut UpstreamStatus)) {
         if let Ok(mut s) = self.status.lock() {
             f(&mut s);
         }
@@ -924,76 +813,4 @@ impl Upstream {
             crate::process::signal_group(pid, rustix::process::Signal::KILL);
         }
     }
-}
-
-/// A tool list as accepted: the usable definitions and the ones refused.
-struct ToolList {
-    tools: Vec<Value>,
-    rejected: Vec<RejectedTool>,
-}
-
-/// `tools/list`, following `nextCursor` until the upstream has sent everything. The whole list
-/// is capped at `max_bytes`; each tool is read on its own, so one unreadable or badly named tool
-/// is refused alone instead of taking the list with it.
-async fn list_all_tools(
-    inst: &Instance,
-    name: &str,
-    timeout: Duration,
-    max_bytes: usize,
-) -> Result<ToolList, UpstreamError> {
-    let protocol = |reason: String| UpstreamError::Protocol {
-        upstream: name.to_string(),
-        reason,
-    };
-    let mut list = ToolList {
-        tools: Vec::new(),
-        rejected: Vec::new(),
-    };
-    let mut total = 0usize;
-    let mut cursor: Option<String> = None;
-    for _ in 0..1000 {
-        let params = match &cursor {
-            Some(c) => Some(
-                to_raw(&serde_json::json!({"cursor": c})).map_err(|e| protocol(e.to_string()))?,
-            ),
-            None => None,
-        };
-        let reply = inst
-            .request("tools/list", params.as_deref(), timeout)
-            .await?;
-        let result = match reply {
-            Reply::Result(r) => r,
-            Reply::Error(e) => return Err(protocol(format!("tools/list failed: {e}"))),
-        };
-        total = total.saturating_add(result.get().len());
-        if total > max_bytes {
-            return Err(protocol(format!(
-                "its tool list is over broker.max_tool_list_bytes ({max_bytes} bytes); hint: raise the cap or narrow the server's tools"
-            )));
-        }
-        #[derive(serde::Deserialize)]
-        struct Page {
-            #[serde(default)]
-            tools: Vec<Box<serde_json::value::RawValue>>,
-            #[serde(rename = "nextCursor", default)]
-            next_cursor: Option<String>,
-        }
-        let page: Page = serde_json::from_str(result.get())
-            .map_err(|e| protocol(format!("unreadable tools/list result: {e}")))?;
-        for raw in page.tools {
-            let index = list.tools.len() + list.rejected.len();
-            match crate::toolcheck::accept(&raw, index) {
-                Ok(tool) => list.tools.push(tool),
-                Err(rejected) => {
-                    tracing::warn!(upstream = name, tool = %rejected.tool, reason = %rejected.reason, "tool refused");
-                    list.rejected.push(rejected);
-                }
-            }
-        }
-        match page.next_cursor {
-            Some(c) if !c.is_empty() => cursor = Some(c),
-            _ => return Ok(list),
-        }
-    }
-    Err(protocol("tools/list never stopped paginating".into()))
 }

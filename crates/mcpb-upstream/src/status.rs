@@ -1,0 +1,49 @@
+//! What an upstream reports about itself: its state, processes, counters and last error.
+
+use mcpb_config::Lifecycle;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpstreamState {
+    Stopped,
+    Starting,
+    Running,
+    Failed,
+    Disabled,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UpstreamStatus {
+    pub name: String,
+    pub lifecycle: Lifecycle,
+    pub state: UpstreamState,
+    /// The shared instance's process (the group leader).
+    pub pid: Option<u32>,
+    /// Every running instance's process, whatever the lifecycle.
+    pub pids: Vec<u32>,
+    /// Running per-session instances.
+    pub session_count: usize,
+    /// Calls in flight on per-call instances.
+    pub active_call_count: usize,
+    pub protocol_version: Option<String>,
+    pub tool_count: Option<usize>,
+    pub started_at_unix: Option<u64>,
+    pub starts: u32,
+    /// Unexpected exits and failed starts since the daemon started.
+    pub failures: u32,
+    /// Set while calls fail at once after repeated failures.
+    pub failfast_until_unix: Option<u64>,
+    pub last_error: Option<String>,
+    /// Tools of the last list that were refused one by one (bad name, unreadable definition).
+    pub rejected_tools: Vec<RejectedTool>,
+    pub stderr_tail: Vec<String>,
+}
+
+/// A tool left out of an upstream's list, and why; the rest of the list is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RejectedTool {
+    /// The tool's name as sent, with control characters escaped; `#N` when it has none.
+    pub tool: String,
+    pub reason: String,
+}
