@@ -1,8 +1,9 @@
 //! Upstream MCP servers as the daemon sees them, in every lifecycle (shared, per session, per
 //! call): spawning a child in its own process group with a
 //! cleared environment, the MCP handshake, one instance per running process that rewrites request
-//! ids so many sessions share it, the cached tool list, and the stop ladder that leaves no process
-//! of the upstream behind.
+//! ids so many sessions share it, the cached tool list (capped, each tool checked on its own),
+//! and the stop ladder that leaves no process of the upstream behind, not even one that left its
+//! process group (the daemon adopts such orphans as a child subreaper).
 //!
 //! This crate knows nothing of clients, sessions, profiles or policy; it answers "send this request
 //! to that upstream" and "what is its state". Unsafe code is limited to the pre-exec hook in
