@@ -91,6 +91,10 @@ pub struct RawBroker {
     /// and the upstream reported as failed. Default 4 MiB.
     #[serde(default)]
     pub max_tool_list_bytes: Option<u64>,
+    /// Most tools one upstream's list may hold; a longer list is refused and the upstream
+    /// reported as failed. Default 5000.
+    #[serde(default)]
+    pub max_tools_per_list: Option<u32>,
     /// Bytes of answers queued for one client that is slow to read them; past this the session
     /// waits (and is disconnected after client_write_timeout_ms). Default 32 MiB.
     #[serde(default)]

@@ -280,6 +280,9 @@ pub fn resolve(
             .map_or(defaults.max_tool_list_bytes, |n| {
                 usize::try_from(n.max(4096)).unwrap_or(usize::MAX)
             }),
+        max_tools_per_list: b
+            .max_tools_per_list
+            .map_or(defaults.max_tools_per_list, |n| n.max(1) as usize),
         max_outbound_bytes: b
             .max_outbound_bytes
             .map_or(defaults.max_outbound_bytes, |n| {

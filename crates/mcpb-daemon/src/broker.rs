@@ -61,6 +61,7 @@ impl Broker {
             secrets_dir: settings.runtime.secrets_dir(),
             max_frame_bytes: settings.broker.max_frame_bytes,
             max_list_bytes: settings.broker.max_tool_list_bytes,
+            max_list_tools: settings.broker.max_tools_per_list,
             forward_meta: settings.broker.forward_meta_keys.clone(),
             timings: StopTimings::default(),
             ledger: Some(Ledger::new(ledger_dir(&settings.runtime.state_dir()))),

@@ -64,6 +64,10 @@ pub fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
             was.max_tool_list_bytes != now.max_tool_list_bytes,
         ),
         (
+            "broker.max_tools_per_list",
+            was.max_tools_per_list != now.max_tools_per_list,
+        ),
+        (
             "broker.forward_meta_keys",
             was.forward_meta_keys != now.forward_meta_keys,
         ),

@@ -24,6 +24,7 @@ pub(crate) async fn list_all_tools(
     name: &str,
     timeout: Duration,
     max_bytes: usize,
+    max_tools: usize,
 ) -> Result<ToolList, UpstreamError> {
     let protocol = |reason: String| UpstreamError::Protocol {
         upstream: name.to_string(),
@@ -64,6 +65,12 @@ pub(crate) async fn list_all_tools(
         }
         let page: Page = serde_json::from_str(result.get())
             .map_err(|e| protocol(format!("unreadable tools/list result: {e}")))?;
+        // Parsed definitions cost several times their text: the count is capped as well.
+        if list.tools.len() + list.rejected.len() + page.tools.len() > max_tools {
+            return Err(protocol(format!(
+                "its tool list has more than broker.max_tools_per_list ({max_tools}) tools; hint: raise the cap or narrow the server's tools"
+            )));
+        }
         for raw in page.tools {
             let index = list.tools.len() + list.rejected.len();
             match crate::toolcheck::accept(&raw, index) {

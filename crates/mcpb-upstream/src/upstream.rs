@@ -40,6 +40,8 @@ pub struct UpstreamContext {
     pub max_frame_bytes: usize,
     /// `broker.max_tool_list_bytes`: all pages of one tool list together.
     pub max_list_bytes: usize,
+    /// `broker.max_tools_per_list`.
+    pub max_list_tools: usize,
     /// `broker.forward_meta_keys`: client `_meta` keys that reach upstreams.
     pub forward_meta: Vec<String>,
     pub timings: StopTimings,
@@ -421,6 +423,7 @@ impl Upstream {
                 &self.settings.name,
                 left.max(Duration::from_millis(1)),
                 self.ctx.max_list_bytes,
+                self.ctx.max_list_tools,
             )
             .await
         };
@@ -578,6 +581,7 @@ impl Upstream {
             &self.settings.name,
             self.settings.call_timeout,
             self.ctx.max_list_bytes,
+            self.ctx.max_list_tools,
         )
         .await
     }

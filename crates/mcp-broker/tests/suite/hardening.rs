@@ -482,7 +482,7 @@ fn a_grandchild_that_leaves_its_group_with_setsid_stops_with_the_daemon() {
 fn a_large_tool_list_never_stalls_another_clients_calls() {
     let home = Home::with_config(&config(
         &[("fx", "", ""), ("huge", "\"--tools\", \"14000\"", "")],
-        "",
+        ", max_tools_per_list: 20000",
     ));
     let mut caller = session(&home);
     assert_eq!(

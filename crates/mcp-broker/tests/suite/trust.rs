@@ -231,6 +231,37 @@ fn a_tool_list_over_the_cap_is_refused_and_other_upstreams_keep_serving() {
 }
 
 #[test]
+fn a_tool_list_over_the_count_cap_is_refused_with_a_clear_status() {
+    let (home, _) = home_with(
+        &[tool("fine", "A fine tool.")],
+        ", max_tools_per_list: 100",
+        &format!(
+            "  many: {{command: \"{}\", args: [--tools, \"300\"]}}\n",
+            fixture().display()
+        ),
+    );
+    let mut shim = session(&home);
+    let names = shim.tool_names();
+    assert!(has(&names, "fx.fine"), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("many.")), "{names:?}");
+    let st = home.status();
+    let many = st["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "many")
+        .cloned()
+        .unwrap();
+    assert!(
+        many["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("max_tools_per_list (100)"),
+        "{many}"
+    );
+}
+
+#[test]
 fn only_mcp_meta_keys_and_the_allowlist_reach_upstreams() {
     let (home, _) = home_with(&[], ", forward_meta_keys: [trace/id]", "");
     let mut shim = session(&home);
