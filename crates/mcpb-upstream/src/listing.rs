@@ -1,14 +1,17 @@
 //! An upstream's tool list as the broker accepts it: every page of `tools/list` within the byte
-//! cap, each tool read and checked on its own so one bad definition never takes the list.
+//! and count caps, each tool read and checked on its own so one bad definition never takes the
+//! list; and the refresh of a list the upstream announced as changed, off the caller's path.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use mcpb_protocol::message::to_raw;
 use serde_json::Value;
 
 use crate::UpstreamError;
 use crate::instance::{Instance, Reply};
-use crate::upstream::RejectedTool;
+use crate::upstream::{REFRESH_WAIT, RejectedTool, Upstream};
 
 /// A tool list as accepted: the usable definitions and the ones refused.
 pub(crate) struct ToolList {
@@ -87,4 +90,56 @@ pub(crate) async fn list_all_tools(
         }
     }
     Err(protocol("tools/list never stopped paginating".into()))
+}
+
+impl Upstream {
+    pub(crate) async fn list_from(&self, inst: &Instance) -> Result<ToolList, UpstreamError> {
+        list_all_tools(
+            inst,
+            &self.settings.name,
+            self.settings.call_timeout,
+            self.ctx.max_list_bytes,
+            self.ctx.max_list_tools,
+        )
+        .await
+    }
+
+    pub(crate) fn install_list(&self, list: ToolList) {
+        let ToolList { tools, rejected } = list;
+        self.set_status(|s| {
+            s.tool_count = Some(tools.len());
+            s.rejected_tools = rejected;
+        });
+        if let Ok(mut t) = self.tools.lock() {
+            *t = Some(Arc::new(tools));
+        }
+    }
+
+    /// Lists the tools of `inst` again, once at a time, off the caller's path.
+    pub(crate) fn refresh_in_background(self: &Arc<Self>, inst: Arc<Instance>) {
+        if self.refreshing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.tools_stale.store(false, Ordering::SeqCst);
+        let up = self.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            match up.list_from(&inst).await {
+                Ok(list) => {
+                    up.install_list(list);
+                    if started.elapsed() >= REFRESH_WAIT
+                        && let Some(cb) = &up.ctx.on_list_changed
+                    {
+                        cb(&up.settings.name);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(upstream = %up.settings.name, error = %e, "refreshing the tool list failed; the last list stays");
+                    up.set_status(|s| s.last_error = Some(e.to_string()));
+                }
+            }
+            up.refreshing.store(false, Ordering::SeqCst);
+            up.refreshed.notify_waiters();
+        });
+    }
 }

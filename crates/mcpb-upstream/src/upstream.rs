@@ -57,19 +57,19 @@ type Slot = Arc<tokio::sync::Mutex<Option<Arc<Instance>>>>;
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How long a listing waits for a refresh of a list the upstream announced as changed.
-const REFRESH_WAIT: Duration = Duration::from_secs(1);
+pub(crate) const REFRESH_WAIT: Duration = Duration::from_secs(1);
 
 pub struct Upstream {
-    settings: UpstreamSettings,
-    ctx: UpstreamContext,
+    pub(crate) settings: UpstreamSettings,
+    pub(crate) ctx: UpstreamContext,
     health: Mutex<Health>,
     /// Instances between spawn and the end of their handshake, so `stop` reaches them too.
     pub(crate) starting: Mutex<Vec<Arc<Instance>>>,
     shared_slot: Slot,
     session_slots: Mutex<HashMap<u64, Slot>>,
     pub(crate) per_call: Mutex<Vec<Arc<Instance>>>,
-    tools: Mutex<Option<Arc<Vec<Value>>>>,
-    tools_stale: Arc<AtomicBool>,
+    pub(crate) tools: Mutex<Option<Arc<Vec<Value>>>>,
+    pub(crate) tools_stale: Arc<AtomicBool>,
     /// Set when probing `server/discover` killed the upstream: use `initialize` only.
     handshake_only: AtomicBool,
     /// A background start after failures is under way (lists never wait for one).
@@ -79,8 +79,8 @@ pub struct Upstream {
     /// The probe went unanswered once: starts use `initialize` only, until it is refused.
     skip_probe: AtomicBool,
     /// A tool list refresh is running; `refreshed` wakes those waiting for it.
-    refreshing: AtomicBool,
-    refreshed: tokio::sync::Notify,
+    pub(crate) refreshing: AtomicBool,
+    pub(crate) refreshed: tokio::sync::Notify,
     instances: Arc<Semaphore>,
     concurrency: Option<Arc<Semaphore>>,
     active_calls: AtomicUsize,
@@ -573,56 +573,6 @@ impl Upstream {
             .ok()
             .and_then(|t| t.clone())
             .unwrap_or_default())
-    }
-
-    async fn list_from(&self, inst: &Instance) -> Result<ToolList, UpstreamError> {
-        list_all_tools(
-            inst,
-            &self.settings.name,
-            self.settings.call_timeout,
-            self.ctx.max_list_bytes,
-            self.ctx.max_list_tools,
-        )
-        .await
-    }
-
-    fn install_list(&self, list: ToolList) {
-        let ToolList { tools, rejected } = list;
-        self.set_status(|s| {
-            s.tool_count = Some(tools.len());
-            s.rejected_tools = rejected;
-        });
-        if let Ok(mut t) = self.tools.lock() {
-            *t = Some(Arc::new(tools));
-        }
-    }
-
-    /// Lists the tools of `inst` again, once at a time, off the caller's path.
-    fn refresh_in_background(self: &Arc<Self>, inst: Arc<Instance>) {
-        if self.refreshing.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        self.tools_stale.store(false, Ordering::SeqCst);
-        let up = self.clone();
-        tokio::spawn(async move {
-            let started = Instant::now();
-            match up.list_from(&inst).await {
-                Ok(list) => {
-                    up.install_list(list);
-                    if started.elapsed() >= REFRESH_WAIT
-                        && let Some(cb) = &up.ctx.on_list_changed
-                    {
-                        cb(&up.settings.name);
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(upstream = %up.settings.name, error = %e, "refreshing the tool list failed; the last list stays");
-                    up.set_status(|s| s.last_error = Some(e.to_string()));
-                }
-            }
-            up.refreshing.store(false, Ordering::SeqCst);
-            up.refreshed.notify_waiters();
-        });
     }
 
     fn begin_call(&self) -> ActiveCall<'_> {

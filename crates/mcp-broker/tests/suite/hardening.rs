@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::support::{Home, Shim, children_of, fixture, session, text, wait_until};
+use super::support::{
+    Home, Shim, children_of, fixture, session, text, upstream_status, wait_until,
+};
 
 fn config(upstreams: &[(&str, &str, &str)], broker: &str) -> String {
     let fx = fixture();
@@ -23,16 +25,6 @@ fn config(upstreams: &[(&str, &str, &str)], broker: &str) -> String {
     y
 }
 
-fn upstream(home: &Home, name: &str) -> Value {
-    home.status()["upstreams"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["name"] == name)
-        .cloned()
-        .unwrap()
-}
-
 #[test]
 fn cancelled_per_call_calls_stop_their_process_and_give_back_its_capacity() {
     let home = Home::with_config(&config(
@@ -47,7 +39,8 @@ fn cancelled_per_call_calls_stop_their_process_and_give_back_its_capacity() {
             json!({"name": "once.sleep", "arguments": {"ms": 20000}}),
         );
         assert!(
-            wait_until(Duration::from_secs(10), || !upstream(&home, "once")["pids"]
+            wait_until(Duration::from_secs(10), || !upstream_status(&home, "once")
+                ["pids"]
                 .as_array()
                 .unwrap()
                 .is_empty()),
@@ -55,17 +48,19 @@ fn cancelled_per_call_calls_stop_their_process_and_give_back_its_capacity() {
         );
         shim.cancel(id);
         assert!(
-            wait_until(Duration::from_secs(10), || upstream(&home, "once")["pids"]
-                .as_array()
-                .unwrap()
-                .is_empty()),
+            wait_until(Duration::from_secs(10), || {
+                upstream_status(&home, "once")["pids"]
+                    .as_array()
+                    .unwrap()
+                    .is_empty()
+            }),
             "the cancelled call's process still runs: {}",
-            upstream(&home, "once")
+            upstream_status(&home, "once")
         );
     }
     let r = shim.call("once.echo", json!({"text": "capacity is back"}));
     assert_eq!(text(&r), "capacity is back", "{r}");
-    assert_eq!(upstream(&home, "once")["active_call_count"], 0);
+    assert_eq!(upstream_status(&home, "once")["active_call_count"], 0);
 }
 
 #[test]
@@ -89,7 +84,7 @@ fn a_start_abandoned_by_its_caller_stops_the_half_started_process() {
         "the half-started upstream was left running: {:?}",
         children_of(daemon)
     );
-    assert_ne!(upstream(&home, "slow")["state"], "starting");
+    assert_ne!(upstream_status(&home, "slow")["state"], "starting");
     // Its capacity came back: the next listing starts it and shows its tools.
     let names = shim.tool_names();
     assert!(names.contains(&"slow.echo".to_string()), "{names:?}");
@@ -180,7 +175,7 @@ fn calls_queued_behind_an_upstream_that_stopped_reading_time_out_and_it_is_resta
         wait_until(Duration::from_secs(5), || home.upstream_pid("fx")
             != Some(stalled)),
         "the stalled upstream was never replaced: {}",
-        upstream(&home, "fx")
+        upstream_status(&home, "fx")
     );
     assert!(home.log().contains("stopped reading its input"));
 }
@@ -198,7 +193,7 @@ fn a_slow_2026_upstream_is_never_sent_two_handshakes_and_its_tools_are_listed() 
         "{names:?}\n{}",
         home.log()
     );
-    let st = upstream(&home, "late");
+    let st = upstream_status(&home, "late");
     assert_eq!(st["state"], "running", "{st}");
     assert!(st["last_error"].is_null(), "{st}");
     assert_eq!(
@@ -444,7 +439,7 @@ fn a_2026_only_server_slow_once_is_probed_again_and_comes_up() {
             .tool_names()
             .contains(&"late.echo".to_string())),
         "{}",
-        upstream(&home, "late")
+        upstream_status(&home, "late")
     );
 }
 

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::support::{Home, Shim, fixture, group_alive, wait_until};
+use super::support::{Home, Shim, fixture, group_alive, upstream_status, wait_until};
 
 fn config(upstreams: &[(&str, &str)], broker: &str) -> String {
     let fx = fixture();
@@ -31,16 +31,6 @@ fn pid_of(r: &Value) -> u32 {
     r["result"]["structuredContent"]["pid"]
         .as_u64()
         .unwrap_or_else(|| panic!("{r}")) as u32
-}
-
-fn upstream_status(home: &Home, name: &str) -> Value {
-    home.status()["upstreams"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["name"] == name)
-        .cloned()
-        .unwrap()
 }
 
 #[test]

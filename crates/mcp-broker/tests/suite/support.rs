@@ -399,3 +399,14 @@ pub fn tools_home(
     home.config = Some(cfg);
     (home, file)
 }
+
+/// One upstream's entry in `status --json`.
+pub fn upstream_status(home: &Home, name: &str) -> Value {
+    home.status()["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == name)
+        .cloned()
+        .unwrap()
+}

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::support::{Home, fixture, session, text, tools_home, wait_until, write_tools};
+use super::support::{
+    Home, fixture, session, text, tools_home, upstream_status, wait_until, write_tools,
+};
 
 fn tool(name: &str, description: &str) -> Value {
     json!({"name": name, "description": description,
@@ -214,13 +216,7 @@ fn a_tool_list_over_the_cap_is_refused_and_other_upstreams_keep_serving() {
     let names = shim.tool_names();
     assert!(has(&names, "fx.fine"), "{names:?}");
     assert!(!names.iter().any(|n| n.starts_with("huge.")), "{names:?}");
-    let huge = home.status()["upstreams"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["name"] == "huge")
-        .cloned()
-        .unwrap();
+    let huge = upstream_status(&home, "huge");
     assert!(
         huge["last_error"]
             .as_str()
@@ -244,14 +240,7 @@ fn a_tool_list_over_the_count_cap_is_refused_with_a_clear_status() {
     let names = shim.tool_names();
     assert!(has(&names, "fx.fine"), "{names:?}");
     assert!(!names.iter().any(|n| n.starts_with("many.")), "{names:?}");
-    let st = home.status();
-    let many = st["upstreams"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["name"] == "many")
-        .cloned()
-        .unwrap();
+    let many = upstream_status(&home, "many");
     assert!(
         many["last_error"]
             .as_str()
