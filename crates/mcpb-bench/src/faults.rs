@@ -4,9 +4,8 @@
 //! no upstream process left beyond the shared ones, per-call capacity back to its baseline,
 //! and the daemon's memory bounded.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
@@ -45,14 +44,7 @@ const ANSWER_WAIT: Duration = Duration::from_secs(20);
 
 impl Client {
     fn open(env: &Env) -> anyhow::Result<Self> {
-        let mut child = env
-            .broker(&["stdio"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let stdin = child.stdin.take().context("stdin")?;
-        let stdout = BufReader::new(child.stdout.take().context("stdout")?);
+        let (child, stdin, stdout) = crate::soak::open_session(env)?;
         let (tx, lines) = channel();
         std::thread::spawn(move || {
             for line in stdout.lines() {
@@ -67,7 +59,6 @@ impl Client {
             stdin,
             lines,
         };
-        c.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"faults","version":"1"}}}"#)?;
         c.answer(0)?;
         Ok(c)
     }

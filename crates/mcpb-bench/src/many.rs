@@ -4,8 +4,7 @@
 //! 527 real tools beside the fixture's own). Prints RSS fresh, after the listing and after the
 //! search.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::Stdio;
+use std::io::{BufRead, Write};
 
 use anyhow::{Context, bail};
 use serde_json::Value;
@@ -16,18 +15,8 @@ const UPSTREAMS: usize = 40;
 
 /// Sends one request on a fresh session of `profile` and returns its answer.
 fn ask(env: &Env, profile: &str, method: &str, params: &str) -> anyhow::Result<Value> {
-    let mut child = env
-        .broker(&["stdio", "--profile", profile])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut stdin = child.stdin.take().context("stdin")?;
-    let mut out = BufReader::new(child.stdout.take().context("stdout")?);
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"many","version":"1"}}}}}}"#
-    )?;
+    let (mut child, mut stdin, mut out) =
+        crate::soak::open_session_with(env, &["--profile", profile])?;
     writeln!(
         stdin,
         r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{params}}}"#

@@ -20,16 +20,23 @@ struct Tally {
     misrouted: usize,
 }
 
-type Session = (
+pub(crate) type Session = (
     std::process::Child,
     std::process::ChildStdin,
     BufReader<std::process::ChildStdout>,
 );
 
 /// A shim with its `initialize` sent (its answer is left for the caller to read).
-fn open_session(env: &Env) -> anyhow::Result<Session> {
+pub(crate) fn open_session(env: &Env) -> anyhow::Result<Session> {
+    open_session_with(env, &[])
+}
+
+/// As `open_session`, with more `stdio` arguments (`--profile P`).
+pub(crate) fn open_session_with(env: &Env, extra: &[&str]) -> anyhow::Result<Session> {
+    let mut args = vec!["stdio"];
+    args.extend_from_slice(extra);
     let mut child = env
-        .broker(&["stdio"])
+        .broker(&args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -202,51 +202,43 @@ fn bad_names_and_deep_schemas_are_refused_one_by_one_and_said_in_status() {
     );
 }
 
-#[test]
-fn a_tool_list_over_the_cap_is_refused_and_other_upstreams_keep_serving() {
+/// An upstream `big` whose list breaks a cap set in `broker` is left out, says which cap in its
+/// status, and the other upstream keeps serving.
+fn a_list_over_a_cap_is_refused(broker: &str, tools: &str, said: &str) {
     let (home, _) = home_with(
         &[tool("fine", "A fine tool.")],
-        ", max_tool_list_bytes: 65536",
+        broker,
         &format!(
-            "  huge: {{command: \"{}\", args: [--tools, \"5000\"]}}\n",
+            "  big: {{command: \"{}\", args: [--tools, \"{tools}\"]}}\n",
             fixture().display()
         ),
     );
     let mut shim = session(&home);
     let names = shim.tool_names();
     assert!(has(&names, "fx.fine"), "{names:?}");
-    assert!(!names.iter().any(|n| n.starts_with("huge.")), "{names:?}");
-    let huge = upstream_status(&home, "huge");
+    assert!(!names.iter().any(|n| n.starts_with("big.")), "{names:?}");
+    let big = upstream_status(&home, "big");
     assert!(
-        huge["last_error"]
-            .as_str()
-            .unwrap_or("")
-            .contains("max_tool_list_bytes"),
-        "{huge}"
+        big["last_error"].as_str().unwrap_or("").contains(said),
+        "{big}"
+    );
+}
+
+#[test]
+fn a_tool_list_over_the_cap_is_refused_and_other_upstreams_keep_serving() {
+    a_list_over_a_cap_is_refused(
+        ", max_tool_list_bytes: 65536",
+        "5000",
+        "max_tool_list_bytes",
     );
 }
 
 #[test]
 fn a_tool_list_over_the_count_cap_is_refused_with_a_clear_status() {
-    let (home, _) = home_with(
-        &[tool("fine", "A fine tool.")],
+    a_list_over_a_cap_is_refused(
         ", max_tools_per_list: 100",
-        &format!(
-            "  many: {{command: \"{}\", args: [--tools, \"300\"]}}\n",
-            fixture().display()
-        ),
-    );
-    let mut shim = session(&home);
-    let names = shim.tool_names();
-    assert!(has(&names, "fx.fine"), "{names:?}");
-    assert!(!names.iter().any(|n| n.starts_with("many.")), "{names:?}");
-    let many = upstream_status(&home, "many");
-    assert!(
-        many["last_error"]
-            .as_str()
-            .unwrap_or("")
-            .contains("max_tools_per_list (100)"),
-        "{many}"
+        "300",
+        "max_tools_per_list (100)",
     );
 }
 
