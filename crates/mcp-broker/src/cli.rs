@@ -90,7 +90,7 @@ pub enum ToolsCommand {
         #[arg(long)]
         server: Option<String>,
         #[arg(long)]
-        limit: Option<u32>,
+        limit: Option<usize>,
     },
     /// Full definitions of tools by exposed name.
     Describe {

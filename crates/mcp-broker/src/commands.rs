@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 use mcpb_config::{ResolveContext, Settings};
 use serde_json::Value;
 
+use mcpb_protocol::AdminCommand;
+
 use crate::daemon_client::{admin, spawn_daemon, wait_for_socket};
 use crate::fail;
 
@@ -35,7 +37,7 @@ pub fn daemon(settings: Settings) -> ExitCode {
 }
 
 pub fn start(settings: &Settings) -> ExitCode {
-    if let Ok(Some(reply)) = admin(settings, "ping") {
+    if let Ok(Some(reply)) = admin(settings, AdminCommand::Ping) {
         println!(
             "mcp-broker daemon already running (pid {})",
             reply.daemon_pid
@@ -51,7 +53,7 @@ pub fn start(settings: &Settings) -> ExitCode {
             &["run `mcp-broker daemon` to see the error in the terminal"],
         );
     }
-    match admin(settings, "ping") {
+    match admin(settings, AdminCommand::Ping) {
         Ok(Some(reply)) => {
             println!("mcp-broker daemon started (pid {})", reply.daemon_pid);
             ExitCode::SUCCESS
@@ -74,7 +76,7 @@ fn refused(reply: &mcpb_protocol::HelloReply) -> ExitCode {
 }
 
 pub fn stop(settings: &Settings) -> ExitCode {
-    let reply = match admin(settings, "stop") {
+    let reply = match admin(settings, AdminCommand::Stop) {
         Ok(Some(r)) if !r.ok => return refused(&r),
         Ok(Some(r)) => r,
         Ok(None) => {
@@ -114,7 +116,7 @@ fn process_exists(pid: u32) -> bool {
 }
 
 pub fn status(settings: &Settings, json: bool) -> ExitCode {
-    let reply = match admin(settings, "status") {
+    let reply = match admin(settings, AdminCommand::Status) {
         Ok(Some(r)) if !r.ok => return refused(&r),
         Ok(r) => r,
         Err(e) => return fail(&format!("mcp-broker: {e:#}"), &[]),
@@ -153,7 +155,7 @@ pub fn status(settings: &Settings, json: bool) -> ExitCode {
 }
 
 pub fn reload(settings: &Settings) -> ExitCode {
-    match admin(settings, "reload") {
+    match admin(settings, AdminCommand::Reload) {
         Ok(None) => fail(
             "mcp-broker: no daemon is running; nothing to reload",
             &["the next `mcp-broker start` or client start reads the config"],
@@ -207,7 +209,7 @@ pub fn reload(settings: &Settings) -> ExitCode {
 
 pub fn reap(settings: &Settings) -> ExitCode {
     // With a daemon running, its own groups are live upstreams, not leftovers.
-    let live = matches!(admin(settings, "ping"), Ok(Some(_)));
+    let live = matches!(admin(settings, AdminCommand::Ping), Ok(Some(_)));
     let ledger =
         mcpb_upstream::Ledger::new(mcpb_upstream::ledger_dir(&settings.runtime.state_dir()));
     let reaped = ledger.reap(live);

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use mcpb_config::{ConfigSource, Settings};
-use mcpb_protocol::{BROKER_PROTOCOL_VERSION, Hello, HelloKind, HelloReply};
+use mcpb_protocol::{AdminCommand, BROKER_PROTOCOL_VERSION, Hello, HelloKind, HelloReply};
 
 pub fn connect(settings: &Settings) -> std::io::Result<UnixStream> {
     UnixStream::connect(settings.runtime.socket_path())
@@ -48,14 +48,14 @@ pub fn handshake(
     Ok((reply, reader))
 }
 
-pub fn admin(settings: &Settings, command: &str) -> anyhow::Result<Option<HelloReply>> {
+pub fn admin(settings: &Settings, command: AdminCommand) -> anyhow::Result<Option<HelloReply>> {
     admin_about(settings, command, None)
 }
 
 /// An admin command about one profile. `None` when no daemon runs.
 pub fn admin_about(
     settings: &Settings,
-    command: &str,
+    command: AdminCommand,
     profile: Option<&str>,
 ) -> anyhow::Result<Option<HelloReply>> {
     let stream = match connect(settings) {
@@ -66,7 +66,7 @@ pub fn admin_about(
     let (reply, _) = handshake(
         stream,
         HelloKind::Admin {
-            command: command.to_string(),
+            command: command.as_str().to_string(),
             profile: profile.map(str::to_string),
         },
     )?;

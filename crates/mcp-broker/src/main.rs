@@ -138,6 +138,8 @@ fn tools(
     command: ToolsCommand,
 ) -> ExitCode {
     use mcpb_facade::FacadeTool;
+    use mcpb_facade::tools::{call_tool, describe_tool, search_tools};
+    // The same argument structs the daemon parses a model's calls into.
     let (tool, arguments) = match command {
         ToolsCommand::Search {
             query,
@@ -145,18 +147,22 @@ fn tools(
             limit,
         } => (
             FacadeTool::SearchTools,
-            serde_json::json!({"query": query, "server": server, "limit": limit}),
+            serde_json::to_value(search_tools::Args {
+                query,
+                server,
+                limit,
+            }),
         ),
         ToolsCommand::Describe { names } => (
             FacadeTool::DescribeTool,
-            serde_json::json!({"names": names}),
+            serde_json::to_value(describe_tool::Args { name: None, names }),
         ),
         ToolsCommand::Call {
             name,
             args,
             projection,
         } => {
-            let args = match tools_cmd::json_arg("args", args.as_deref()) {
+            let arguments = match tools_cmd::raw_json_arg("args", args.as_deref()) {
                 Ok(a) => a,
                 Err(code) => return code,
             };
@@ -164,14 +170,34 @@ fn tools(
                 Ok(p) => p,
                 Err(code) => return code,
             };
-            let mut a = serde_json::json!({"name": name, "arguments": args.unwrap_or_else(|| serde_json::json!({}))});
-            if let Some(p) = projection {
-                a["projection"] = p;
-            }
-            (FacadeTool::CallTool, a)
+            let projection = match projection.map(serde_json::from_value).transpose() {
+                Ok(p) => p,
+                Err(e) => {
+                    return fail(
+                        &format!("mcp-broker: projection is not valid: {e}"),
+                        &[
+                            "it takes paths, max_array_items and max_chars, e.g. --projection '{\"paths\": [\"[].name\"]}'",
+                        ],
+                    );
+                }
+            };
+            (
+                FacadeTool::CallTool,
+                serde_json::to_value(call_tool::Args {
+                    name,
+                    arguments,
+                    projection,
+                }),
+            )
         }
     };
-    tools_cmd::run(settings, profile, tool, arguments, json)
+    match arguments {
+        Ok(a) => tools_cmd::run(settings, profile, tool, a, json),
+        Err(e) => fail(
+            &format!("mcp-broker: cannot encode the arguments: {e}"),
+            &[],
+        ),
+    }
 }
 
 /// For commands that only need to reach the daemon: the settings when the file is valid, else

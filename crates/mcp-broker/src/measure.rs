@@ -7,6 +7,8 @@ use std::process::ExitCode;
 use mcpb_config::Settings;
 use serde_json::Value;
 
+use mcpb_protocol::AdminCommand;
+
 use crate::daemon_client::{admin_about, connect_or_start};
 use crate::fail;
 
@@ -85,7 +87,7 @@ pub fn run(settings: &Settings, profile: Option<&str>, json: bool) -> ExitCode {
     if let Err(e) = connect_or_start(settings) {
         return fail(&format!("mcp-broker: cannot reach the daemon: {e:#}"), &[]);
     }
-    let reply = match admin_about(settings, "measure", profile) {
+    let reply = match admin_about(settings, AdminCommand::Measure, profile) {
         Ok(Some(r)) => r,
         Ok(None) => return fail("mcp-broker: the daemon stopped before answering", &[]),
         Err(e) => return fail(&format!("mcp-broker: {e:#}"), &[]),

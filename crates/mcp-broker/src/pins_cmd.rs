@@ -4,26 +4,17 @@
 
 use std::process::ExitCode;
 
-use mcpb_catalog::{ListStore, PinMode, Pins, Quarantine};
-use mcpb_config::{PinModeSetting, Settings};
+use mcpb_catalog::{ListStore, Pins, Quarantine};
+use mcpb_config::Settings;
 use serde_json::{Value, json};
+
+use mcpb_protocol::AdminCommand;
 
 use crate::daemon_client::admin;
 use crate::{fail, printable};
 
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 fn open(settings: &Settings) -> Pins {
-    let mode = match settings.pins {
-        PinModeSetting::Tofu => PinMode::Tofu,
-        PinModeSetting::RequireApproval => PinMode::RequireApproval,
-    };
-    Pins::open(settings.runtime.pins_path(), mode)
+    Pins::open(settings.runtime.pins_path(), settings.pins.into())
 }
 
 struct Row {
@@ -47,10 +38,15 @@ fn rows(settings: &Settings, pins: &mut Pins) -> Vec<Row> {
             .filter(|l| l.upstream != list.upstream)
             .flat_map(|l| l.tools.iter().filter_map(|t| t["name"].as_str()))
             .collect();
-        let findings = mcpb_catalog::scan::scan_list(&list.tools, &others);
-        let flagged: Vec<bool> = findings.iter().map(|f| !f.is_empty()).collect();
-        let (verdicts, _) = pins.judge(&list.upstream, &list.tools, &flagged, unix_now());
-        for ((tool, verdict), findings) in list.tools.iter().zip(verdicts).zip(findings) {
+        let judged = pins.scan_and_judge(
+            &list.upstream,
+            &list.tools,
+            &others,
+            mcpb_config::unix_now(),
+        );
+        for ((tool, verdict), findings) in
+            list.tools.iter().zip(judged.verdicts).zip(judged.findings)
+        {
             out.push(Row {
                 upstream: list.upstream.clone(),
                 tool: tool.clone(),
@@ -63,7 +59,7 @@ fn rows(settings: &Settings, pins: &mut Pins) -> Vec<Row> {
 }
 
 fn name(r: &Row) -> String {
-    format!("{}.{}", r.upstream, r.tool["name"].as_str().unwrap_or("?"))
+    mcpb_policy::dotted(&r.upstream, r.tool["name"].as_str().unwrap_or("?"))
 }
 
 pub fn list(settings: &Settings, json_out: bool) -> ExitCode {
@@ -112,7 +108,7 @@ pub fn approve(settings: &Settings, names: &[String], all: bool, reset: bool) ->
             );
         }
         let old = settings.runtime.pins_path();
-        let aside = old.with_extension(format!("json.unreadable-{}", unix_now()));
+        let aside = old.with_extension(format!("json.unreadable-{}", mcpb_config::unix_now()));
         if old.exists()
             && let Err(e) = std::fs::rename(&old, &aside)
         {
@@ -161,7 +157,7 @@ pub fn approve(settings: &Settings, names: &[String], all: bool, reset: bool) ->
             Quarantine::Renamed { from } => Some(from.as_str()),
             _ => None,
         };
-        pins.approve(&r.upstream, &r.tool, from, unix_now());
+        pins.approve(&r.upstream, &r.tool, from, mcpb_config::unix_now());
         approved += 1;
     }
     let unknown: Vec<&String> = names
@@ -173,7 +169,7 @@ pub fn approve(settings: &Settings, names: &[String], all: bool, reset: bool) ->
     if dirty && let Err(e) = pins.save() {
         return fail(&format!("mcp-broker: cannot save the pin store: {e}"), &[]);
     }
-    if dirty && matches!(admin(settings, "pins-reload"), Ok(Some(_))) {
+    if dirty && matches!(admin(settings, AdminCommand::PinsReload), Ok(Some(_))) {
         eprintln!("mcp-broker: the running daemon picked up the approvals");
     }
     println!("{approved} tool(s) approved");

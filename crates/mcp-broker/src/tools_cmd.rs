@@ -128,3 +128,16 @@ pub fn json_arg(what: &str, text: Option<&str>) -> Result<Option<Value>, ExitCod
         }),
     }
 }
+
+/// A JSON argument given on the command line, kept as written (it travels to the tool as is).
+pub fn raw_json_arg(
+    what: &str,
+    text: Option<&str>,
+) -> Result<Option<Box<serde_json::value::RawValue>>, ExitCode> {
+    let Some(parsed) = json_arg(what, text)? else {
+        return Ok(None);
+    };
+    serde_json::value::to_raw_value(&parsed)
+        .map(Some)
+        .map_err(|e| fail(&format!("mcp-broker: {what} cannot be encoded: {e}"), &[]))
+}

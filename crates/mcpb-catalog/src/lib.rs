@@ -18,7 +18,7 @@ pub mod text;
 
 pub use doc::ToolDoc;
 pub use error::CatalogError;
-pub use pins::{PinMode, Pins, Quarantine, Verdict};
+pub use pins::{Judged, PinMode, Pins, Quarantine, Verdict};
 pub use scan::Finding;
 pub use search::{Hit, Index, Weights};
 pub use store::{CachedList, ListStore};

@@ -23,6 +23,23 @@ pub enum PinMode {
     RequireApproval,
 }
 
+impl From<mcpb_config::PinModeSetting> for PinMode {
+    fn from(setting: mcpb_config::PinModeSetting) -> Self {
+        match setting {
+            mcpb_config::PinModeSetting::Tofu => PinMode::Tofu,
+            mcpb_config::PinModeSetting::RequireApproval => PinMode::RequireApproval,
+        }
+    }
+}
+
+/// A list's verdicts with the scan findings behind them, one entry per tool.
+pub struct Judged {
+    pub verdicts: Vec<Verdict>,
+    pub findings: Vec<Vec<crate::Finding>>,
+    /// The store changed and should be saved.
+    pub changed: bool,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Pin {
     pub hash: String,
@@ -146,6 +163,25 @@ impl Pins {
     /// One verdict per tool (None = approved); `flagged[i]` says the description scan found
     /// something in tool `i`. On first contact in `tofu` mode the unflagged tools are approved;
     /// the return flag says the store changed and should be saved.
+    /// Scans the list's descriptions (against `others`, the tool names of other upstreams), then
+    /// judges it: what the daemon does with each new list and `pins list` with each cached one.
+    pub fn scan_and_judge(
+        &mut self,
+        upstream: &str,
+        tools: &[Value],
+        others: &[&str],
+        now_unix: u64,
+    ) -> Judged {
+        let findings = crate::scan::scan_list(tools, others);
+        let flagged: Vec<bool> = findings.iter().map(|f| !f.is_empty()).collect();
+        let (verdicts, changed) = self.judge(upstream, tools, &flagged, now_unix);
+        Judged {
+            verdicts,
+            findings,
+            changed,
+        }
+    }
+
     pub fn judge(
         &mut self,
         upstream: &str,

@@ -23,3 +23,11 @@ pub use raw::{Lifecycle, NameStyle, PinModeSetting, Transport};
 pub use resolve::{ResolveContext, check_name};
 pub use settings::{BrokerSettings, ConfigSource, ProfileSettings, Settings, UpstreamSettings};
 pub use template::{Template, TemplateError};
+
+/// Seconds since the Unix epoch, for the times the broker records (0 if the clock is before it).
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}

@@ -1,13 +1,17 @@
-//! Admin commands on the daemon socket: `ping`, `status`, `stop`. None of them starts an upstream.
+//! Admin commands on the daemon socket (`mcpb_protocol::AdminCommand`): ping, status, reload,
+//! stop, pins-reload and measure. Only `measure` starts upstreams (those whose tool lists are
+//! unknown, on a session of its own that is released at the end); `stop` only asks the
+//! listener to shut down.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use mcpb_protocol::HelloReply;
+use mcpb_protocol::{AdminCommand, HelloReply};
 use mcpb_upstream::UpstreamStatus;
 use serde::Serialize;
 
 use crate::broker::Broker;
+use crate::view::View;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct DaemonStatus {
@@ -43,7 +47,7 @@ fn catalog_status(broker: &Broker) -> CatalogStatus {
     let mut quarantined = Vec::new();
     let mut findings = Vec::new();
     for name in broker.config().upstreams.keys() {
-        let Some(entry) = broker.catalog.cached(name) else {
+        let Some(entry) = broker.known.cached(name) else {
             continue;
         };
         for (tool, verdict) in entry.tools().iter().zip(&entry.verdicts) {
@@ -52,24 +56,25 @@ fn catalog_status(broker: &Broker) -> CatalogStatus {
                     .get("name")
                     .and_then(serde_json::Value::as_str)
                     .unwrap_or("?");
-                quarantined.push(
-                    serde_json::json!({"tool": format!("{name}.{tool}"), "reason": q.to_string()}),
-                );
+                quarantined.push(serde_json::json!({
+                    "tool": mcpb_policy::dotted(name, tool),
+                    "reason": q.to_string(),
+                }));
             }
         }
         findings.extend(entry.findings.iter().map(|f| mcpb_catalog::Finding {
-            tool: format!("{name}.{}", f.tool),
+            tool: mcpb_policy::dotted(name, &f.tool),
             ..f.clone()
         }));
     }
     CatalogStatus {
-        pin_store_error: broker.catalog.pin_error(),
+        pin_store_error: broker.known.pin_error(),
         quarantined,
         findings,
     }
 }
 
-pub fn status(broker: &Broker) -> StatusReport {
+pub(crate) fn status(broker: &Broker) -> StatusReport {
     let config = broker.config();
     StatusReport {
         daemon: DaemonStatus {
@@ -80,9 +85,9 @@ pub fn status(broker: &Broker) -> StatusReport {
             socket: config.settings.runtime.socket_path().display().to_string(),
             config: config.settings.source.to_string(),
             sessions: broker.sessions.load(Ordering::SeqCst),
-            inflight_calls: broker.inflight.load(Ordering::SeqCst),
+            inflight_calls: broker.drain.inflight(),
             max_clients: config.settings.broker.max_clients,
-            draining: broker.draining.load(Ordering::SeqCst),
+            draining: broker.drain.is_draining(),
         },
         upstreams: config.upstreams.values().map(|u| u.status()).collect(),
         catalog: catalog_status(broker),
@@ -94,15 +99,13 @@ const MEASURE_SESSION: u64 = u64::MAX;
 
 /// The raw tool lists of a profile's upstreams (as a client loading them directly would see
 /// them) and what the profile exposes instead. Starts upstreams whose lists are unknown.
-async fn measure(
-    broker: &Arc<Broker>,
-    profile: &mcpb_config::ProfileSettings,
-) -> serde_json::Value {
+async fn measure(broker: &Arc<Broker>, profile: mcpb_config::ProfileSettings) -> serde_json::Value {
+    let view = broker.view(Arc::new(profile), MEASURE_SESSION);
     let mut upstreams = Vec::new();
-    for up in broker.profile_upstreams(profile) {
+    for up in view.upstreams() {
         match up.tools(MEASURE_SESSION).await {
             Ok(tools) => {
-                broker.catalog.observe(up.name(), &tools);
+                broker.known.observe(up.name(), &tools);
                 upstreams.push(serde_json::json!({"name": up.name(), "tools": *tools}));
             }
             Err(e) => {
@@ -110,23 +113,29 @@ async fn measure(
             }
         }
     }
-    let exposed = broker
-        .list_tools(profile, MEASURE_SESSION, profile.compact_tools_enabled)
+    let exposed = view
+        .list(View::choose(&view.profile, false))
         .await
         .unwrap_or_else(|e| serde_json::json!({"error": e.to_string()}));
-    for up in broker.profile_upstreams(profile) {
+    for up in view.upstreams() {
         up.release_session(MEASURE_SESSION).await;
     }
-    serde_json::json!({"profile": profile.name, "upstreams": upstreams, "exposed": exposed})
+    serde_json::json!({"profile": view.profile.name, "upstreams": upstreams, "exposed": exposed})
 }
 
 /// Answers one admin command. `stop` only requests the shutdown; the listener carries it out.
-pub async fn handle(
+pub(crate) async fn handle(
     broker: &Arc<Broker>,
     command: &str,
     profile: Option<&str>,
     stop: &tokio::sync::Notify,
 ) -> HelloReply {
+    let Some(command) = AdminCommand::parse(command) else {
+        return HelloReply::refuse(
+            format!("unknown admin command '{command}'"),
+            vec![format!("known commands: {}", AdminCommand::names())],
+        );
+    };
     let mut reply = HelloReply {
         ok: true,
         daemon_pid: std::process::id(),
@@ -134,9 +143,9 @@ pub async fn handle(
         ..HelloReply::default()
     };
     match command {
-        "ping" => {}
-        "status" => reply.data = serde_json::to_value(status(broker)).ok(),
-        "reload" => match crate::reload::reload(broker) {
+        AdminCommand::Ping => {}
+        AdminCommand::Status => reply.data = serde_json::to_value(status(broker)).ok(),
+        AdminCommand::Reload => match crate::reload::reload(broker) {
             Ok(report) => reply.data = serde_json::to_value(report).ok(),
             Err(errors) => {
                 return HelloReply::refuse(
@@ -145,41 +154,28 @@ pub async fn handle(
                 );
             }
         },
-        "pins-reload" => {
-            broker.catalog.reload_pins();
+        AdminCommand::PinsReload => {
+            broker.known.reload_pins();
             for up in broker.config().upstreams.keys() {
                 broker.registry.list_changed(up);
             }
         }
-        "measure" => {
+        AdminCommand::Measure => {
             let name = profile.unwrap_or("default");
             let Some(p) = broker.profile(name) else {
                 return HelloReply::refuse(
                     format!("unknown profile '{name}'"),
                     vec![format!(
                         "known profiles: {}",
-                        broker
-                            .config()
-                            .settings
-                            .profiles
-                            .keys()
-                            .cloned()
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        broker.config().profile_names()
                     )],
                 );
             };
-            reply.data = Some(measure(broker, &p).await);
+            reply.data = Some(measure(broker, p).await);
         }
-        "stop" => {
+        AdminCommand::Stop => {
             tracing::info!("stop requested over the admin socket");
             stop.notify_one();
-        }
-        other => {
-            return HelloReply::refuse(
-                format!("unknown admin command '{other}'"),
-                vec!["known commands: ping, status, reload, stop, measure, pins-reload".into()],
-            );
         }
     }
     reply

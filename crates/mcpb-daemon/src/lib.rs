@@ -1,24 +1,49 @@
-//! The daemon: one Unix socket, one task per connection, the hello exchange, MCP sessions in a
-//! profile's view (raw tools or the compact facade), routing of calls to shared upstream
-//! instances, the catalog of known tool lists with their pin verdicts, admin commands and
-//! graceful shutdown.
+//! The daemon: one Unix socket, one task per connection, MCP sessions in a profile's view (raw
+//! tools, the compact broker tools, or both), routing of calls to shared upstream instances,
+//! the known tool lists with their pin verdicts, admin commands and graceful shutdown.
 //!
-//! The daemon decides nothing about policy itself (that is `mcpb-policy`), owns no process
-//! handling (that is `mcpb-upstream`) and shapes no results (that is `mcpb-facade`); it wires
-//! clients to them. It never exits because of one
-//! client or one upstream.
+//! It decides no policy itself (that is `mcpb-policy`), owns no process handling (that is
+//! `mcpb-upstream`), and keeps the broker tools' contracts and the shaping of results in
+//! `mcpb-facade`; it wires clients to them. It never exits because of one client or one
+//! upstream.
+//!
+//! A request, file by file (each file owns one step; data flows down this list only):
+//!
+//! 1. `listener.rs`: bind, accept, drain, stop; one `Handler` per connection.
+//! 2. `connection.rs`: the hello; then `admin.rs` (one command) or a session with its profile.
+//! 3. `session/mod.rs`: frames in, requests as tasks, cancellation, the end of the session;
+//!    `session/handshake.rs`: `initialize` / `server/discover` and the client's era.
+//! 4. `route.rs`: `tools/list` and `tools/call`, params parsed once, the answer adapted to the
+//!    client's era.
+//! 5. `view/`: the `ProfileView` of the request: visible tools (`view/tool.rs`), resolve,
+//!    list, call, the search index (`view/search.rs`).
+//! 6. `tools/`: one module per broker tool (list_servers, search_tools, describe_tool,
+//!    call_tool, get_artifact, status, close_session).
+//! 7. `mcpb_upstream::Upstream::call`: the upstream's instance for this session, then the
+//!    instance's pending map and the process's stdin.
+//!
+//! Beside the path: `broker.rs` (lifecycle state: configuration generation, registry, drain),
+//! `generation.rs` (settings + upstreams of one configuration), `known.rs` (judged tool lists),
+//! `link.rs` (a session as upstreams see it: progress, server requests, list changes),
+//! `outbox.rs` (the bounded queue of frames to a client), `handover.rs` (the client's stdio
+//! handed over by the shim), `drain.rs`, `reload.rs`, `error.rs`.
 #![forbid(unsafe_code)]
 
 mod admin;
 mod broker;
-mod catalog;
+mod connection;
+mod drain;
 mod error;
-mod facade;
+mod generation;
+mod handover;
+mod known;
 mod link;
 mod listener;
+mod outbox;
 mod reload;
+mod route;
 mod session;
-mod stdio;
+mod tools;
 mod view;
 
 pub use admin::{DaemonStatus, StatusReport};

@@ -2,35 +2,38 @@
 //! the registry of sessions that `tools/list_changed` is announced to.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
-use mcpb_protocol::RpcCode;
-use mcpb_protocol::message::{notification_line, request_line_with_id};
+use mcpb_protocol::era::SUBSCRIPTION_ID_KEY;
+use mcpb_protocol::message::{id_key, notification_line, request_line_with_id};
+use mcpb_protocol::{Era, RpcCode};
 use mcpb_upstream::{ClientLink, Responder};
+use parking_lot::Mutex;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-pub struct SessionLink {
+use crate::outbox::ClientQueue;
+
+pub(crate) struct SessionLink {
     id: u64,
-    out: Arc<crate::session::ClientQueue>,
+    out: Arc<ClientQueue>,
     /// Upstreams the session's profile sees.
     upstreams: Mutex<Vec<String>>,
     /// The client's declared capabilities, from `initialize`.
     capabilities: Mutex<Value>,
     waiting: Mutex<HashMap<String, Responder>>,
     next: AtomicU64,
-    /// A 2026-07-28 client takes no requests from the server over the stream.
-    modern: std::sync::atomic::AtomicBool,
+    /// The client's era, learnt from its first request: a stateless client takes no requests
+    /// from the server over the stream, and hears of list changes only on its subscription.
+    era: Mutex<Era>,
     /// A 2026-07-28 client's open `subscriptions/listen` request, if it asked for tool list
     /// changes: their notifications carry its id.
     listen: Mutex<Option<Box<RawValue>>>,
 }
 
-const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
-
 impl SessionLink {
-    pub fn new(id: u64, out: Arc<crate::session::ClientQueue>, upstreams: Vec<String>) -> Self {
+    pub(crate) fn new(id: u64, out: Arc<ClientQueue>, upstreams: Vec<String>) -> Self {
         Self {
             id,
             out,
@@ -38,19 +41,19 @@ impl SessionLink {
             capabilities: Mutex::new(Value::Null),
             waiting: Mutex::default(),
             next: AtomicU64::new(1),
-            modern: std::sync::atomic::AtomicBool::new(false),
+            era: Mutex::default(),
             listen: Mutex::new(None),
         }
     }
 
     /// The tool list may have changed: a handshake-era client is told at once; a 2026-07-28
     /// client only on its `subscriptions/listen` stream, if it opened one for tools.
-    pub fn tools_changed(&self) {
-        if !self.modern.load(Ordering::SeqCst) {
+    pub(crate) fn tools_changed(&self) {
+        if !self.era().is_stateless() {
             self.notify(notification_line("notifications/tools/list_changed", None));
             return;
         }
-        let listen = self.listen.lock().ok().and_then(|l| l.clone());
+        let listen = self.listen.lock().clone();
         if let Some(id) = listen {
             let params = format!("{{\"_meta\":{{\"{SUBSCRIPTION_ID_KEY}\":{}}}}}", id.get());
             if let Ok(params) = RawValue::from_string(params) {
@@ -64,10 +67,8 @@ impl SessionLink {
 
     /// Opens the session's subscription stream; returns the acknowledgement to send. Only tool
     /// list changes are offered: the broker exposes tools, not prompts or resources.
-    pub fn listen(&self, id: &RawValue, wants_tools: bool) -> Vec<u8> {
-        if let Ok(mut l) = self.listen.lock() {
-            *l = wants_tools.then(|| id.to_owned());
-        }
+    pub(crate) fn listen(&self, id: &RawValue, wants_tools: bool) -> Vec<u8> {
+        *self.listen.lock() = wants_tools.then(|| id.to_owned());
         let honored = if wants_tools {
             "{\"toolsListChanged\":true}"
         } else {
@@ -84,8 +85,8 @@ impl SessionLink {
     }
 
     /// The end of an open subscription stream (shutdown), as its final result.
-    pub fn end_listen(&self) -> Option<Vec<u8>> {
-        let id = self.listen.lock().ok().and_then(|mut l| l.take())?;
+    pub(crate) fn end_listen(&self) -> Option<Vec<u8>> {
+        let id = self.listen.lock().take()?;
         let result = format!(
             "{{\"resultType\":\"complete\",\"_meta\":{{\"{SUBSCRIPTION_ID_KEY}\":{}}}}}",
             id.get()
@@ -94,38 +95,36 @@ impl SessionLink {
         Some(mcpb_protocol::message::response_line(&id, &result))
     }
 
-    pub fn set_modern(&self) {
-        self.modern.store(true, Ordering::SeqCst);
+    pub(crate) fn era(&self) -> Era {
+        *self.era.lock()
     }
 
-    pub fn set_capabilities(&self, caps: Value) {
-        if let Ok(mut c) = self.capabilities.lock() {
-            *c = caps;
-        }
+    pub(crate) fn set_era(&self, era: Era) {
+        *self.era.lock() = era;
     }
 
-    pub fn set_upstreams(&self, upstreams: Vec<String>) {
-        if let Ok(mut u) = self.upstreams.lock() {
-            *u = upstreams;
-        }
+    pub(crate) fn set_capabilities(&self, caps: Value) {
+        *self.capabilities.lock() = caps;
     }
 
-    pub fn sees(&self, upstream: &str) -> bool {
-        self.upstreams
-            .lock()
-            .is_ok_and(|u| u.iter().any(|x| x == upstream))
+    pub(crate) fn set_upstreams(&self, upstreams: Vec<String>) {
+        *self.upstreams.lock() = upstreams;
+    }
+
+    pub(crate) fn sees(&self, upstream: &str) -> bool {
+        self.upstreams.lock().iter().any(|x| x == upstream)
     }
 
     /// The client's answer to a request an upstream sent it. Returns false for an id the broker
     /// did not send.
-    pub fn complete(
+    pub(crate) fn complete(
         &self,
         id: &RawValue,
         result: Option<&RawValue>,
         error: Option<&RawValue>,
     ) -> bool {
-        let key = crate::session::id_key(id.get());
-        let Some(responder) = self.waiting.lock().ok().and_then(|mut w| w.remove(&key)) else {
+        let key = id_key(id.get());
+        let Some(responder) = self.waiting.lock().remove(&key) else {
             return false;
         };
         match (result, error) {
@@ -140,10 +139,8 @@ impl SessionLink {
     }
 
     /// Ends the session's side of pending server requests: dropping them tells each upstream.
-    pub fn close(&self) {
-        if let Ok(mut w) = self.waiting.lock() {
-            w.clear();
-        }
+    pub(crate) fn close(&self) {
+        self.waiting.lock().clear();
     }
 }
 
@@ -169,7 +166,7 @@ impl ClientLink for SessionLink {
     }
 
     fn forward_request(&self, method: &str, params: Option<&RawValue>, reply: Responder) {
-        if self.modern.load(Ordering::SeqCst) {
+        if self.era().is_stateless() {
             reply.refuse(
                 RpcCode::MethodNotFound,
                 &format!("the client speaks 2026-07-28, where '{method}' cannot be sent to it mid-call; mcp-broker does not translate it yet"),
@@ -177,7 +174,7 @@ impl ClientLink for SessionLink {
             return;
         }
         if let Some(cap) = required_capability(method) {
-            let declared = self.capabilities.lock().is_ok_and(|c| c.get(cap).is_some());
+            let declared = self.capabilities.lock().get(cap).is_some();
             if !declared {
                 reply.refuse(
                     RpcCode::MethodNotFound,
@@ -188,57 +185,49 @@ impl ClientLink for SessionLink {
         }
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let id = Value::String(format!("mcpb-s{n}")).to_string();
-        if let Ok(mut w) = self.waiting.lock() {
-            w.insert(id.clone(), reply);
-        }
+        self.waiting.lock().insert(id.clone(), reply);
         let line = request_line_with_id(&id, method, params);
         if !self.out.try_push(line) {
             // Dropping the responder answers the upstream with an error.
-            if let Ok(mut w) = self.waiting.lock() {
-                w.remove(&id);
-            }
+            self.waiting.lock().remove(&id);
         }
     }
 }
 
 /// Every open session, for announcements that concern all who see an upstream.
 #[derive(Default)]
-pub struct Registry {
+pub(crate) struct Registry {
     sessions: Mutex<HashMap<u64, Arc<SessionLink>>>,
     next: AtomicU64,
 }
 
 impl Registry {
-    pub fn next_id(&self) -> u64 {
+    pub(crate) fn next_id(&self) -> u64 {
         self.next.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    pub fn add(&self, link: Arc<SessionLink>) {
-        if let Ok(mut s) = self.sessions.lock() {
-            s.insert(link.id, link);
-        }
+    pub(crate) fn add(&self, link: Arc<SessionLink>) {
+        self.sessions.lock().insert(link.id, link);
     }
 
-    pub fn remove(&self, id: u64) {
-        if let Ok(mut s) = self.sessions.lock() {
-            s.remove(&id);
-        }
+    pub(crate) fn remove(&self, id: u64) {
+        self.sessions.lock().remove(&id);
     }
 
     /// After a reload: every session's view may have changed.
-    pub fn all_lists_changed(&self) {
-        if let Ok(s) = self.sessions.lock() {
-            for link in s.values() {
-                link.tools_changed();
-            }
+    pub(crate) fn all_lists_changed(&self) {
+        for link in self.sessions.lock().values() {
+            link.tools_changed();
         }
     }
 
-    pub fn list_changed(&self, upstream: &str) {
-        if let Ok(s) = self.sessions.lock() {
-            for link in s.values().filter(|l| l.sees(upstream)) {
-                link.tools_changed();
-            }
+    pub(crate) fn list_changed(&self, upstream: &str) {
+        for link in self.sessions.lock().values().filter(|l| l.sees(upstream)) {
+            link.tools_changed();
         }
     }
 }
+
+#[cfg(test)]
+#[path = "link_tests.rs"]
+mod tests;

@@ -1,11 +1,17 @@
-//! The daemon's life: single-instance lock, socket, accept loop with a bounded number of
-//! connections, and the shutdown sequence (drain, cancel, stop upstreams, remove the socket).
+//! The daemon's life as four steps: bind (single-instance lock, leftovers of a dead daemon
+//! reaped, socket), accept (a `Handler` task per connection, bounded pools), drain (no new
+//! requests; running ones finish until the grace deadline) and stop (upstreams stopped, socket
+//! and pid file removed).
+//!
+//! Runtime: the daemon runs on tokio's current-thread runtime (`mcp-broker daemon` builds it).
+//! Two things rely on that: PR_SET_PDEATHSIG fires when the *thread* that spawned a child exits,
+//! so children are spawned from the one thread that lives as long as the daemon; and heavy work
+//! (cataloguing a new list) is sent to a thread of its own so the event loop stays responsive.
 
 use std::fs::{self, File};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use mcpb_config::Settings;
 use tokio::net::UnixListener;
@@ -14,6 +20,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::DaemonError;
 use crate::broker::Broker;
+use crate::connection::Handler;
 
 /// Session connections beyond `max_clients`: those waiting for a slot.
 const CONNECTION_HEADROOM: usize = 64;
@@ -24,223 +31,272 @@ const ADMIN_CONNECTIONS: usize = 32;
 
 /// The connection pools: before the hello, then sessions or admin commands.
 #[derive(Clone)]
-pub struct ConnectionLimits {
-    pub hello: Arc<Semaphore>,
-    pub sessions: Arc<Semaphore>,
-    pub admin: Arc<Semaphore>,
+pub(crate) struct ConnectionLimits {
+    pub(crate) hello: Arc<Semaphore>,
+    pub(crate) sessions: Arc<Semaphore>,
+    pub(crate) admin: Arc<Semaphore>,
 }
 
-/// Runs the daemon until SIGTERM/SIGINT or an admin `stop`.
+/// The daemon's socket with everything it holds for its life: the single-instance lock, the pid
+/// file, the signals it answers, the broker state and the connection pools.
+struct Listener {
+    /// Closed when the drain starts, so a client connecting then hears at once.
+    socket: Option<UnixListener>,
+    socket_path: std::path::PathBuf,
+    pid_path: std::path::PathBuf,
+    /// Held until the daemon has stopped: a second daemon for the same root refuses to start.
+    _lock: File,
+    signals: Signals,
+    broker: Arc<Broker>,
+    limits: ConnectionLimits,
+    stop: Arc<Notify>,
+    shutdown: watch::Sender<bool>,
+    my_uid: u32,
+}
+
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+/// Runs the daemon until SIGTERM/SIGINT or an admin `stop`: bind, accept, drain, stop.
 pub async fn run(settings: Settings) -> Result<(), DaemonError> {
-    let layout = settings.runtime.clone();
-    layout.ensure().map_err(|e| DaemonError::Runtime {
-        path: layout.root.clone(),
-        source: e,
-    })?;
-    let lock_path = layout.lock_path();
-    let lock = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| DaemonError::Runtime {
-            path: lock_path.clone(),
+    let mut listener = Listener::bind(settings)?;
+    let heartbeat = tokio::spawn(heartbeat(listener.broker.clone()));
+    listener.accept().await;
+    let now = listener.drain().await;
+    listener.stop(now).await;
+    heartbeat.abort();
+    listener.finish().await;
+    Ok(())
+}
+
+impl Listener {
+    /// Takes the lock, clears what a dead daemon left (process groups, socket), binds.
+    fn bind(settings: Settings) -> Result<Self, DaemonError> {
+        let layout = settings.runtime.clone();
+        layout.ensure().map_err(|e| DaemonError::Runtime {
+            path: layout.root.clone(),
             source: e,
         })?;
-    if lock.try_lock().is_err() {
-        return Err(DaemonError::AlreadyRunning {
-            root: layout.root.clone(),
-        });
-    }
-    // We hold the lock: every group in the ledger was left by a daemon that died.
-    let reaped =
-        mcpb_upstream::Ledger::new(mcpb_upstream::ledger_dir(&layout.state_dir())).reap(false);
-    let killed: usize = reaped.iter().map(|r| r.killed).sum();
-    if killed > 0 {
-        tracing::warn!(
-            groups = reaped.len(),
-            processes = killed,
-            "killed processes left by a previous daemon"
+        let lock_path = layout.lock_path();
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| DaemonError::Runtime {
+                path: lock_path.clone(),
+                source: e,
+            })?;
+        if lock.try_lock().is_err() {
+            return Err(DaemonError::AlreadyRunning {
+                root: layout.root.clone(),
+            });
+        }
+        // We hold the lock: every group in the ledger was left by a daemon that died.
+        let reaped =
+            mcpb_upstream::Ledger::new(mcpb_upstream::ledger_dir(&layout.state_dir())).reap(false);
+        let killed: usize = reaped.iter().map(|r| r.killed).sum();
+        if killed > 0 {
+            tracing::warn!(
+                groups = reaped.len(),
+                processes = killed,
+                "killed processes left by a previous daemon"
+            );
+        }
+        // Processes that leave their upstream's group (setsid) become ours, not init's, so they
+        // can be reaped as they exit and stopped with the daemon.
+        mcpb_upstream::adopt_orphans();
+        let pid_path = layout.pid_path();
+        let _ = File::create(&pid_path).and_then(|mut f| writeln!(f, "{}", std::process::id()));
+
+        let socket_path = layout.socket_path();
+        let len = socket_path.as_os_str().len();
+        if len > 107 {
+            return Err(DaemonError::SocketPathTooLong {
+                path: socket_path,
+                len,
+            });
+        }
+        // We hold the lock, so any socket file here was left by a daemon that died.
+        if socket_path.exists() {
+            tracing::info!(path = %socket_path.display(), "replacing a stale socket");
+            let _ = fs::remove_file(&socket_path);
+        }
+        let socket = UnixListener::bind(&socket_path).map_err(|e| DaemonError::Bind {
+            path: socket_path.clone(),
+            source: e,
+        })?;
+        let _ = fs::set_permissions(&socket_path, fs::Permissions::from_mode(0o600));
+        let signals = Signals {
+            term: signal(SignalKind::terminate()).map_err(DaemonError::Signals)?,
+            int: signal(SignalKind::interrupt()).map_err(DaemonError::Signals)?,
+            hup: signal(SignalKind::hangup()).map_err(DaemonError::Signals)?,
+        };
+        let max_clients = settings.broker.max_clients;
+        let broker = Arc::new(Broker::new(settings));
+        // Sessions wait a bounded time for one of `max_clients` slots after their hello; these
+        // outer bounds only keep the number of open connections finite.
+        let limits = ConnectionLimits {
+            hello: Arc::new(Semaphore::new(HELLO_CONNECTIONS)),
+            sessions: Arc::new(Semaphore::new(max_clients + CONNECTION_HEADROOM)),
+            admin: Arc::new(Semaphore::new(ADMIN_CONNECTIONS)),
+        };
+        tracing::info!(
+            pid = std::process::id(),
+            socket = %socket_path.display(),
+            config = %broker.config().settings.source,
+            upstreams = broker.config().upstreams.len(),
+            "daemon listening"
         );
+        Ok(Self {
+            socket: Some(socket),
+            socket_path,
+            pid_path,
+            _lock: lock,
+            signals,
+            broker,
+            limits,
+            stop: Arc::new(Notify::new()),
+            shutdown: watch::channel(false).0,
+            my_uid: rustix::process::getuid().as_raw(),
+        })
     }
-    // Processes that leave their upstream's group (setsid) become ours, not init's, so they
-    // can be reaped as they exit and stopped with the daemon.
-    mcpb_upstream::adopt_orphans();
-    let pid_path = layout.pid_path();
-    let _ = File::create(&pid_path).and_then(|mut f| writeln!(f, "{}", std::process::id()));
 
-    let socket_path = layout.socket_path();
-    let len = socket_path.as_os_str().len();
-    if len > 107 {
-        return Err(DaemonError::SocketPathTooLong {
-            path: socket_path,
-            len,
-        });
-    }
-    // We hold the lock, so any socket file here was left by a daemon that died.
-    if socket_path.exists() {
-        tracing::info!(path = %socket_path.display(), "replacing a stale socket");
-        let _ = fs::remove_file(&socket_path);
-    }
-    let listener = UnixListener::bind(&socket_path).map_err(|e| DaemonError::Bind {
-        path: socket_path.clone(),
-        source: e,
-    })?;
-    let _ = fs::set_permissions(&socket_path, fs::Permissions::from_mode(0o600));
-
-    let mut term = signal(SignalKind::terminate()).map_err(DaemonError::Signals)?;
-    let mut int = signal(SignalKind::interrupt()).map_err(DaemonError::Signals)?;
-    let mut hup = signal(SignalKind::hangup()).map_err(DaemonError::Signals)?;
-
-    let max_clients = settings.broker.max_clients;
-    let grace = settings.broker.shutdown_grace;
-    let broker = Arc::new(Broker::new(settings));
-    let stop = Arc::new(Notify::new());
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    // Sessions wait a bounded time for one of `max_clients` slots after their hello; these
-    // outer bounds only keep the number of open connections finite.
-    let limits = ConnectionLimits {
-        hello: Arc::new(Semaphore::new(HELLO_CONNECTIONS)),
-        sessions: Arc::new(Semaphore::new(max_clients + CONNECTION_HEADROOM)),
-        admin: Arc::new(Semaphore::new(ADMIN_CONNECTIONS)),
-    };
-    let my_uid = rustix::process::getuid().as_raw();
-    tracing::info!(
-        pid = std::process::id(),
-        socket = %socket_path.display(),
-        config = %broker.config().settings.source,
-        upstreams = broker.config().upstreams.len(),
-        "daemon listening"
-    );
-
-    // A one-second heartbeat stops idle upstreams. It also keeps the timer wheel's next
-    // wake-up close, so the call timeouts registered on every request never have to wake the
-    // event loop through its eventfd.
-    let sweeper = broker.clone();
-    let heartbeat = tokio::spawn(async move {
-        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-        let mut beats = 0u32;
+    /// Accepts connections, each served by its own `Handler` task, until a stop is asked for.
+    async fn accept(&mut self) {
+        let Some(socket) = self.socket.as_ref() else {
+            return;
+        };
         loop {
-            tick.tick().await;
-            for up in sweeper.config().upstreams.values() {
-                up.stop_idle().await;
+            let stream = tokio::select! {
+                r = socket.accept() => match r {
+                    Ok((s, _)) => s,
+                    Err(e) => { tracing::warn!(error = %e, "accept failed"); continue }
+                },
+                _ = self.signals.term.recv() => return,
+                _ = self.signals.int.recv() => return,
+                _ = self.stop.notified() => return,
+                _ = self.signals.hup.recv() => { on_hangup(&self.broker); continue }
+            };
+            match stream.peer_cred() {
+                Ok(cred) if cred.uid() == self.my_uid => {}
+                Ok(cred) => {
+                    tracing::warn!(
+                        peer_uid = cred.uid(),
+                        "connection from another user refused"
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read peer credentials; connection refused");
+                    continue;
+                }
             }
-            beats = beats.wrapping_add(1);
-            if beats.is_multiple_of(10) {
-                // Adopted orphans that exited: reaped here, since nobody else waits for them.
-                let spawned: Vec<u32> = sweeper
-                    .ctx
-                    .ledger
-                    .as_ref()
-                    .map(|l| l.entries().iter().map(|e| e.pgid).collect())
-                    .unwrap_or_default();
-                mcpb_upstream::reap_adopted(&spawned);
-            }
+            // Never wait for room before accepting; connections that have not said hello yet
+            // are bounded on their own, and sessions and admin commands each have their own
+            // pool after it, so waiting sessions never keep `status` or `stop` from being heard.
+            let Ok(hello) = self.limits.hello.clone().try_acquire_owned() else {
+                tracing::warn!("connection refused: too many connections before their hello");
+                tokio::spawn(refuse_connection(stream));
+                continue;
+            };
+            let handler = Handler {
+                broker: self.broker.clone(),
+                shutdown: self.shutdown.subscribe(),
+                stop: self.stop.clone(),
+                limits: self.limits.clone(),
+            };
+            tokio::spawn(handler.serve(stream, hello));
         }
-    });
+    }
 
-    loop {
-        let stream = tokio::select! {
-            r = listener.accept() => match r {
-                Ok((s, _)) => s,
-                Err(e) => { tracing::warn!(error = %e, "accept failed"); continue }
+    /// No new connections; in-flight requests may finish until the grace deadline. Returns
+    /// true when a second signal asked to stop now.
+    async fn drain(&mut self) -> bool {
+        let drain = self.broker.drain.clone();
+        tracing::info!(inflight = drain.inflight(), "shutting down");
+        drain.start();
+        self.socket = None;
+        let _ = fs::remove_file(&self.socket_path);
+        let grace = self.broker.config().settings.broker.shutdown_grace;
+        let mut now = false;
+        tokio::select! {
+            drained = drain.wait(grace) => if !drained {
+                tracing::warn!("grace period over; cancelling the calls still running");
             },
-            _ = term.recv() => break,
-            _ = int.recv() => break,
-            _ = stop.notified() => break,
-            _ = hup.recv() => { on_hangup(&broker); continue }
-        };
-        match stream.peer_cred() {
-            Ok(cred) if cred.uid() == my_uid => {}
-            Ok(cred) => {
-                tracing::warn!(
-                    peer_uid = cred.uid(),
-                    "connection from another user refused"
-                );
-                continue;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read peer credentials; connection refused");
-                continue;
-            }
+            _ = self.signals.term.recv() => now = true,
+            _ = self.signals.int.recv() => now = true,
         }
-        // Never wait for room before accepting; connections that have not said hello yet are
-        // bounded on their own, and sessions and admin commands each have their own pool after
-        // it, so waiting sessions never keep `status` or `stop` from being heard.
-        let Ok(hello) = limits.hello.clone().try_acquire_owned() else {
-            tracing::warn!("connection refused: too many connections before their hello");
-            tokio::spawn(refuse_connection(stream));
-            continue;
-        };
-        let broker = broker.clone();
-        let shutdown = shutdown_rx.clone();
-        let stop = stop.clone();
-        let limits = limits.clone();
-        tokio::spawn(async move {
-            crate::session::serve(broker, stream, shutdown, stop, limits, hello).await;
-        });
+        let _ = self.shutdown.send(true);
+        now
     }
 
-    // Shutdown: no new connections, let in-flight calls finish until the grace deadline.
-    tracing::info!(
-        inflight = broker.inflight.load(Ordering::SeqCst),
-        "shutting down"
-    );
-    broker.draining.store(true, Ordering::SeqCst);
-    drop(listener);
-    let _ = fs::remove_file(&socket_path);
-    let mut now = false;
-    let drained = async {
-        while broker.inflight.load(Ordering::SeqCst) > 0 {
-            let idle = broker.idle.notified();
-            if broker.inflight.load(Ordering::SeqCst) == 0 {
-                break;
+    /// Stops every upstream: with the stop ladder, or at once after a second signal (a third
+    /// signal during the ladder kills what is left).
+    async fn stop(&mut self, now: bool) {
+        if now {
+            tracing::warn!("second signal: killing upstreams now");
+            for up in self.broker.all_upstreams() {
+                up.kill_now();
             }
-            idle.await;
+            return;
         }
-    };
-    tokio::select! {
-        _ = drained => {}
-        _ = tokio::time::sleep(grace) => tracing::warn!("grace period over; cancelling the calls still running"),
-        _ = term.recv() => now = true,
-        _ = int.recv() => now = true,
-    }
-    let _ = shutdown_tx.send(true);
-    if now {
-        tracing::warn!("second signal: killing upstreams now");
-        for up in broker.all_upstreams() {
-            up.kill_now();
-        }
-    } else {
         let mut stops = tokio::task::JoinSet::new();
-        for up in broker.all_upstreams() {
-            let up = up.clone();
+        for up in self.broker.all_upstreams() {
             stops.spawn(async move { up.stop().await });
         }
         tokio::select! {
             _ = async { while stops.join_next().await.is_some() {} } => {}
-            _ = term.recv() => {
-                for up in broker.all_upstreams() {
+            _ = self.signals.term.recv() => {
+                for up in self.broker.all_upstreams() {
                     up.kill_now();
                 }
             }
         }
     }
-    heartbeat.abort();
-    // Whatever escaped its upstream's process group and is still running goes now.
-    let adopted = tokio::task::spawn_blocking(mcpb_upstream::kill_adopted)
-        .await
-        .unwrap_or(0);
-    if adopted > 0 {
-        tracing::warn!(
-            processes = adopted,
-            "stopped processes that had left their upstream's process group"
-        );
+
+    /// Whatever escaped its upstream's process group goes now; then the pid file.
+    async fn finish(self) {
+        let adopted = tokio::task::spawn_blocking(mcpb_upstream::kill_adopted)
+            .await
+            .unwrap_or(0);
+        if adopted > 0 {
+            tracing::warn!(
+                processes = adopted,
+                "stopped processes that had left their upstream's process group"
+            );
+        }
+        let _ = fs::remove_file(&self.pid_path);
+        tracing::info!("daemon stopped");
     }
-    let _ = fs::remove_file(&pid_path);
-    tracing::info!("daemon stopped");
-    drop(lock);
-    Ok(())
+}
+
+/// A one-second heartbeat stops idle upstreams and reaps adopted orphans. It also keeps the
+/// timer wheel's next wake-up close, so the call timeouts registered on every request never have
+/// to wake the event loop through its eventfd.
+async fn heartbeat(broker: Arc<Broker>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    let mut beats = 0u32;
+    loop {
+        tick.tick().await;
+        for up in broker.config().upstreams.values() {
+            up.stop_idle().await;
+        }
+        beats = beats.wrapping_add(1);
+        if beats.is_multiple_of(10) {
+            // Adopted orphans that exited: reaped here, since nobody else waits for them.
+            let spawned: Vec<u32> = broker
+                .ctx
+                .ledger
+                .as_ref()
+                .map(|l| l.entries().iter().map(|e| e.pgid).collect())
+                .unwrap_or_default();
+            mcpb_upstream::reap_adopted(&spawned);
+        }
+    }
 }
 
 /// Tells a connection over the limit why it is closed, without reading its hello.

@@ -9,10 +9,11 @@ use mcpb_config::ResolveContext;
 use mcpb_upstream::Upstream;
 use serde::Serialize;
 
-use crate::broker::{Broker, Config};
+use crate::broker::Broker;
+use crate::generation::Generation;
 
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct ReloadReport {
+pub(crate) struct ReloadReport {
     pub added: Vec<String>,
     pub restarted: Vec<String>,
     pub removed: Vec<String>,
@@ -24,7 +25,7 @@ pub struct ReloadReport {
 /// How long a retired upstream may finish its calls before it is stopped anyway.
 const RETIRE_GRACE: Duration = Duration::from_secs(60);
 
-pub fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
+pub(crate) fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
     let current = broker.config();
     let ctx = ResolveContext::from_env();
     let next = mcpb_config::load(&current.settings.source, &ctx).map_err(|e| e.to_string())?;
@@ -35,7 +36,7 @@ pub fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
             next.runtime.root.display()
         ));
     }
-    let known = |up: &str| broker.catalog.cached(up).map(|e| e.tools().to_vec());
+    let known = |up: &str| broker.known.cached(up).map(|e| e.tools().to_vec());
     let problems: Vec<String> = next
         .profiles
         .values()
@@ -111,20 +112,18 @@ pub fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
     }
     let pins_changed = next.pins != current.settings.pins;
     let mode = next.pins;
-    broker.swap_config(Config {
+    broker.swap_config(Generation {
         settings: next,
         upstreams,
     });
     if pins_changed {
-        broker.catalog.set_mode(mode);
+        broker.known.set_mode(mode);
         for up in broker.config().upstreams.keys() {
             broker.registry.list_changed(up);
         }
     }
     for old in retire {
-        if let Ok(mut r) = broker.retired.lock() {
-            r.push(old.clone());
-        }
+        broker.retired.lock().push(old.clone());
         let broker = broker.clone();
         tokio::spawn(async move {
             let deadline = Instant::now() + RETIRE_GRACE;
@@ -132,9 +131,7 @@ pub fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             old.stop().await;
-            if let Ok(mut r) = broker.retired.lock() {
-                r.retain(|u| !Arc::ptr_eq(u, &old));
-            }
+            broker.retired.lock().retain(|u| !Arc::ptr_eq(u, &old));
         });
     }
     broker.registry.all_lists_changed();

@@ -1,4 +1,5 @@
-//! The compact facade a profile shows instead of raw tools: the definitions of the broker_* tools,
+//! The compact facade a profile shows instead of raw tools: the contract of each broker tool
+//! (arguments, limits, schema, description; one module per tool under `tools/`),
 //! projection of results, the result budget with its artifacts on disk, and "did you mean"
 //! suggestions for unknown names.
 //!
@@ -8,11 +9,11 @@
 #![forbid(unsafe_code)]
 
 pub mod artifacts;
-pub mod defs;
 pub mod projection;
 pub mod result;
 pub mod suggest;
+pub mod tools;
 
 pub use artifacts::{ArtifactError, ArtifactStore, Page};
-pub use defs::{FacadeTool, definitions};
 pub use projection::{Projection, project};
+pub use tools::{FacadeTool, definitions};

@@ -2,17 +2,20 @@
 //! result reaches the model. Paths look like `items[].name`, `meta.total`, `rows[0]`, `data.*.id`.
 //! A path that matches nothing is not an error: the answer says so in a note.
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Projection {
-    #[serde(default)]
+    /// Keep only these JSON paths, e.g. items[].name, meta.total
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_array_items: Option<usize>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_chars: Option<usize>,
 }
 

@@ -10,6 +10,11 @@ use mcpb_config::{NameStyle, ProfileSettings, UpstreamSettings};
 use serde_json::Value;
 
 /// `<upstream><sep><tool>`, uncapped: the form allowlists and messages use.
+/// `<upstream>.<tool>`: how allowlists, pins and status name a tool whatever style a client sees.
+pub fn dotted(upstream: &str, tool: &str) -> String {
+    qualify(NameStyle::Dotted, upstream, tool)
+}
+
 pub fn qualify(style: NameStyle, upstream: &str, tool: &str) -> String {
     let sep = style.separator();
     let mut out = String::with_capacity(upstream.len() + sep.len() + tool.len());
@@ -46,21 +51,18 @@ pub fn allows(profile: &ProfileSettings, upstream: &UpstreamSettings, tool: &Val
         return false;
     };
     // The allowlist is written in dotted form whatever style the client sees.
-    let dotted = qualify(NameStyle::Dotted, &upstream.name, tool_name);
-    profile.mutating_allowlist.iter().any(|a| a == &dotted)
+    let name = dotted(&upstream.name, tool_name);
+    profile.mutating_allowlist.iter().any(|a| a == &name)
 }
 
 /// A raw profile that would expose more than its `max_tools`, judged on the tool lists known so
-/// far. Returns one message naming the count and the tools; `None` when within the limit.
+/// far (config validate, reload).
 pub fn max_tools_problem(
     settings: &mcpb_config::Settings,
     profile: &ProfileSettings,
     list_of: &dyn Fn(&str) -> Option<Vec<Value>>,
 ) -> Option<String> {
-    let max = profile.max_tools? as usize;
-    if profile.compact_tools_enabled {
-        return None;
-    }
+    profile.max_tools?;
     let mut names = Vec::new();
     for up in profile
         .upstreams
@@ -75,13 +77,20 @@ pub fn max_tools_problem(
             }
         }
     }
-    if names.len() <= max {
+    over_max_tools(profile, &names)
+}
+
+/// The one check of a raw profile's `max_tools`, over the exposed names it would list: at
+/// validation, at reload and at `tools/list` alike. `None` when within the limit (or compact).
+pub fn over_max_tools(profile: &ProfileSettings, names: &[String]) -> Option<String> {
+    let max = profile.max_tools? as usize;
+    if profile.compact_tools_enabled || names.len() <= max {
         return None;
     }
     let shown: Vec<&str> = names.iter().take(30).map(String::as_str).collect();
     let more = names.len().saturating_sub(shown.len());
     Some(format!(
-        "profile '{}' would expose {} tools, more than its max_tools ({max}): {}{}\n  hint: turn on compact_tools_enabled, narrow the profile's upstreams, or raise max_tools",
+        "profile '{}' exposes {} tools, more than its max_tools ({max}): {}{}\n  hint: turn on compact_tools_enabled, narrow the profile's upstreams, or raise max_tools",
         profile.name,
         names.len(),
         shown.join(", "),
@@ -145,9 +154,7 @@ profiles:
         let two = |_: &str| Some(vec![ro.clone(), ro.clone()]);
         let msg = max_tools_problem(&s, &s.profiles["raw"], &two).unwrap();
         assert!(
-            msg.starts_with(
-                "profile 'raw' would expose 2 tools, more than its max_tools (1): a.r, a.r"
-            ),
+            msg.starts_with("profile 'raw' exposes 2 tools, more than its max_tools (1): a.r, a.r"),
             "{msg}"
         );
         assert_eq!(max_tools_problem(&s, &s.profiles["compact"], &two), None);

@@ -40,13 +40,59 @@ pub enum HelloKind {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         facade: bool,
     },
-    /// A one-shot command from the CLI (`status`, `stop`, `ping`).
+    /// A one-shot command from the CLI (see [`AdminCommand`]). Carried as text, so a command
+    /// this daemon does not know gets a clear refusal rather than a bad-hello error.
     Admin {
         command: String,
         /// The profile a command is about (`measure`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         profile: Option<String>,
     },
+}
+
+/// The admin commands a daemon answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminCommand {
+    Ping,
+    Status,
+    Reload,
+    Stop,
+    /// Tool counts and definitions of a profile, raw and exposed; starts upstreams whose lists
+    /// are unknown.
+    Measure,
+    /// The pin store changed on disk (`mcp-broker pins approve`).
+    PinsReload,
+}
+
+impl AdminCommand {
+    pub const ALL: [AdminCommand; 6] = [
+        AdminCommand::Ping,
+        AdminCommand::Status,
+        AdminCommand::Reload,
+        AdminCommand::Stop,
+        AdminCommand::Measure,
+        AdminCommand::PinsReload,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdminCommand::Ping => "ping",
+            AdminCommand::Status => "status",
+            AdminCommand::Reload => "reload",
+            AdminCommand::Stop => "stop",
+            AdminCommand::Measure => "measure",
+            AdminCommand::PinsReload => "pins-reload",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == text)
+    }
+
+    /// Every command's name, for a hint.
+    pub fn names() -> String {
+        Self::ALL.map(Self::as_str).join(", ")
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -99,6 +145,15 @@ impl Hello {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn admin_commands_round_trip_by_name() {
+        for c in AdminCommand::ALL {
+            assert_eq!(AdminCommand::parse(c.as_str()), Some(c));
+        }
+        assert_eq!(AdminCommand::parse("pins_reload"), None);
+        assert!(AdminCommand::names().contains("pins-reload"));
+    }
 
     #[test]
     fn session_hello_round_trips_as_one_flat_object() {

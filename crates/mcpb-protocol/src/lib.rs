@@ -1,6 +1,6 @@
 //! Wire-level handling shared by every part of the broker: newline-delimited JSON-RPC framing with a
 //! frame-size cap, borrowed message views that keep payloads as raw JSON (so nothing the broker does
-//! not understand is lost), MCP protocol revisions, the broker's own hello line, and the single
+//! not understand is lost), MCP protocol revisions and the two eras of the wire (`era`), the broker's own hello line, and the single
 //! mapping from broker failures to JSON-RPC errors.
 //!
 //! This crate performs no I/O of its own beyond reading frames from a reader it is handed; it knows
@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod codec;
+pub mod era;
 pub mod error;
 pub mod hello;
 pub mod message;
@@ -15,6 +16,7 @@ pub mod revision;
 pub mod rewrite;
 
 pub use codec::{FrameError, FrameReader};
+pub use era::Era;
 pub use error::{BrokerRpcError, RpcCode};
-pub use hello::{BROKER_PROTOCOL_VERSION, Hello, HelloKind, HelloReply};
+pub use hello::{AdminCommand, BROKER_PROTOCOL_VERSION, Hello, HelloKind, HelloReply};
 pub use message::{Incoming, IncomingKind, MessageError};

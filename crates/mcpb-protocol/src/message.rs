@@ -168,9 +168,24 @@ pub fn to_raw<T: serde::Serialize>(value: &T) -> Result<Box<RawValue>, serde_jso
     serde_json::value::to_raw_value(value)
 }
 
+/// One spelling per JSON-RPC id, whatever whitespace or escapes the peer used: the key under
+/// which a request waits for its answer or its cancellation.
+pub fn id_key(raw: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(raw)
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| raw.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_have_one_spelling() {
+        assert_eq!(id_key("\"a\\u0062\""), "\"ab\"");
+        assert_eq!(id_key(" 7 "), "7");
+        assert_ne!(id_key("7"), id_key("\"7\""));
+    }
 
     #[test]
     fn a_result_nested_past_the_parsers_depth_limit_still_routes_by_id() {

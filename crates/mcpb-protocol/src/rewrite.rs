@@ -63,9 +63,9 @@ pub fn with_members(
 /// the broker's connection to an upstream, and a handshake-era upstream refuses requests that
 /// carry it.
 pub const ENVELOPE_KEYS: &[&str] = &[
-    "io.modelcontextprotocol/protocolVersion",
-    "io.modelcontextprotocol/clientInfo",
-    "io.modelcontextprotocol/clientCapabilities",
+    crate::era::PROTOCOL_VERSION_KEY,
+    crate::era::CLIENT_INFO_KEY,
+    crate::era::CLIENT_CAPABILITIES_KEY,
     "io.modelcontextprotocol/logLevel",
 ];
 

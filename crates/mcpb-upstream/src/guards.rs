@@ -17,9 +17,7 @@ pub(crate) struct Starting<'a> {
 
 impl<'a> Starting<'a> {
     pub(crate) fn new(up: &'a Upstream, inst: Arc<Instance>) -> Self {
-        if let Ok(mut st) = up.starting.lock() {
-            st.push(inst.clone());
-        }
+        up.state.lock().starting.push(inst.clone());
         Self {
             up,
             inst,
@@ -34,9 +32,11 @@ impl<'a> Starting<'a> {
 
 impl Drop for Starting<'_> {
     fn drop(&mut self) {
-        if let Ok(mut st) = self.up.starting.lock() {
-            st.retain(|i| !Arc::ptr_eq(i, &self.inst));
-        }
+        self.up
+            .state
+            .lock()
+            .starting
+            .retain(|i| !Arc::ptr_eq(i, &self.inst));
         if self.armed && self.inst.is_alive() {
             tracing::info!(upstream = %self.up.settings().name, pid = self.inst.pid(), "start abandoned by its caller; stopping the half-started process");
             self.inst.request_stop();
@@ -57,18 +57,18 @@ pub(crate) struct PerCallInstance<'a> {
 
 impl<'a> PerCallInstance<'a> {
     pub(crate) fn new(up: &'a Upstream, inst: Arc<Instance>) -> Self {
-        if let Ok(mut p) = up.per_call.lock() {
-            p.push(inst.clone());
-        }
+        up.state.lock().per_call.push(inst.clone());
         Self { up, inst }
     }
 }
 
 impl Drop for PerCallInstance<'_> {
     fn drop(&mut self) {
-        if let Ok(mut p) = self.up.per_call.lock() {
-            p.retain(|i| !Arc::ptr_eq(i, &self.inst));
-        }
+        self.up
+            .state
+            .lock()
+            .per_call
+            .retain(|i| !Arc::ptr_eq(i, &self.inst));
         self.inst.request_stop();
     }
 }

@@ -2,8 +2,10 @@
 //! them, progress to the session that made the call, requests to the client that owns them.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 
 use mcpb_protocol::message::notification_line;
 use mcpb_protocol::{Incoming, IncomingKind};
@@ -107,9 +109,7 @@ pub(crate) async fn dispatch(ctx: &ReadCtx, frame: &[u8]) -> bool {
 
 /// Wakes every waiter at once with "exited" by dropping their senders.
 pub(crate) fn fail_all(pending: &Pending) {
-    if let Ok(mut p) = pending.lock() {
-        p.clear();
-    }
+    pending.lock().clear();
 }
 
 fn route_response(ctx: &ReadCtx, msg: &Incoming<'_>) {
@@ -117,7 +117,7 @@ fn route_response(ctx: &ReadCtx, msg: &Incoming<'_>) {
         tracing::warn!(upstream = %ctx.name, "response with an id the broker never sent; dropped");
         return;
     };
-    let waiter = ctx.pending.lock().ok().and_then(|mut p| p.remove(&id));
+    let waiter = ctx.pending.lock().remove(&id);
     let Some(waiter) = waiter else {
         tracing::debug!(upstream = %ctx.name, id, "late or unknown response; dropped");
         return;
@@ -144,16 +144,14 @@ fn route_progress(ctx: &ReadCtx, msg: &Incoming<'_>) {
         return;
     };
     let now = std::time::Instant::now();
-    let target = ctx.pending.lock().ok().and_then(|mut p| {
-        p.get_mut(&id).map(|c| {
-            let forward = c.progress.admit(now);
-            (
-                c.link.clone(),
-                c.client_token.clone(),
-                c.activity.clone(),
-                forward,
-            )
-        })
+    let target = ctx.pending.lock().get_mut(&id).map(|c| {
+        let forward = c.progress.admit(now);
+        (
+            c.link.clone(),
+            c.client_token.clone(),
+            c.activity.clone(),
+            forward,
+        )
     });
     let Some((link, client_token, activity, forward)) = target else {
         return;
@@ -189,14 +187,13 @@ async fn answer_server_request(ctx: &ReadCtx, msg: &Incoming<'_>) {
     let owners: Vec<Arc<dyn ClientLink>> = ctx
         .pending
         .lock()
-        .map(|p| {
+        .values()
+        .filter_map(|c| c.link.clone())
+        .filter({
             let mut seen = std::collections::BTreeSet::new();
-            p.values()
-                .filter_map(|c| c.link.clone())
-                .filter(|l| seen.insert(l.session_id()))
-                .collect()
+            move |l| seen.insert(l.session_id())
         })
-        .unwrap_or_default();
+        .collect();
     match owners.as_slice() {
         [owner] => owner.forward_request(msg.method(), msg.params, responder),
         [] => responder.refuse(

@@ -3,16 +3,16 @@
 //! child and runs the stop ladder.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcpb_config::UpstreamSettings;
 use mcpb_protocol::message::{notification_line, request_line, to_raw};
 use mcpb_protocol::{FrameError, FrameReader, revision};
+use parking_lot::Mutex;
 use serde_json::value::RawValue;
-use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
-use tokio::process::{ChildStdin, ChildStdout};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use crate::UpstreamError;
@@ -42,9 +42,6 @@ pub enum Outgoing<'a> {
         params: &'a RawValue,
         /// Extra `_meta` members (key, JSON text) the broker adds for the upstream.
         meta: &'a [(&'a str, &'a str)],
-        /// The client's own `_meta` keys that may travel on besides `progressToken`
-        /// (`broker.forward_meta_keys`).
-        forward_meta: &'a [String],
     },
 }
 
@@ -85,33 +82,10 @@ pub struct Instance {
     pub(crate) last_used: Mutex<Instant>,
     pub(crate) protocol_version: Arc<Mutex<String>>,
     /// The upstream speaks 2026-07-28: every request carries the broker's envelope in `_meta`.
-    pub(crate) modern: AtomicBool,
-}
-
-fn envelope_object(pairs: &[(&str, &str)]) -> String {
-    let members: Vec<String> = pairs.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
-    format!("{{{}}}", members.join(","))
-}
-
-/// The broker's own 2026-07-28 envelope, as `_meta` members (raw JSON values).
-fn envelope() -> [(&'static str, String); 3] {
-    [
-        (
-            "io.modelcontextprotocol/protocolVersion",
-            "\"2026-07-28\"".to_string(),
-        ),
-        (
-            "io.modelcontextprotocol/clientInfo",
-            format!(
-                "{{\"name\":\"mcp-broker\",\"version\":\"{}\"}}",
-                env!("CARGO_PKG_VERSION")
-            ),
-        ),
-        (
-            "io.modelcontextprotocol/clientCapabilities",
-            "{}".to_string(),
-        ),
-    ]
+    pub(crate) stateless: AtomicBool,
+    /// The client's own `_meta` keys that may travel on besides `progressToken`
+    /// (`broker.forward_meta_keys`).
+    forward_meta: Vec<String>,
 }
 
 impl std::fmt::Debug for Instance {
@@ -135,6 +109,7 @@ pub(crate) struct Wiring {
     pub stop: Arc<Notify>,
     pub stderr_tail: Arc<Mutex<VecDeque<String>>>,
     pub protocol_version: Arc<Mutex<String>>,
+    pub forward_meta: Vec<String>,
 }
 
 pub(crate) struct Launch<'a> {
@@ -148,6 +123,7 @@ pub(crate) struct Launch<'a> {
     pub tools_stale: Arc<AtomicBool>,
     /// Capacity this process holds (instance and process caps), released when it exits.
     pub permits: Vec<tokio::sync::OwnedSemaphorePermit>,
+    pub forward_meta: Vec<String>,
 }
 
 /// Bad lines (not JSON-RPC, or over the frame cap) after which an upstream is stopped as
@@ -255,6 +231,7 @@ impl Instance {
             stop,
             stderr_tail,
             protocol_version: Arc::default(),
+            forward_meta: launch.forward_meta,
         }))
     }
 
@@ -273,7 +250,8 @@ impl Instance {
             stderr_tail: w.stderr_tail,
             last_used: Mutex::new(Instant::now()),
             protocol_version: w.protocol_version,
-            modern: AtomicBool::new(false),
+            stateless: AtomicBool::new(false),
+            forward_meta: w.forward_meta,
         })
     }
 
@@ -286,32 +264,23 @@ impl Instance {
     }
 
     pub fn protocol_version(&self) -> String {
-        self.protocol_version
-            .lock()
-            .map(|v| v.clone())
-            .unwrap_or_default()
+        self.protocol_version.lock().clone()
     }
 
     pub fn stderr_tail(&self) -> Vec<String> {
-        self.stderr_tail
-            .lock()
-            .map(|t| t.iter().cloned().collect())
-            .unwrap_or_default()
+        self.stderr_tail.lock().iter().cloned().collect()
     }
 
     fn touch(&self) {
-        if let Ok(mut t) = self.last_used.lock() {
-            *t = Instant::now();
-        }
+        *self.last_used.lock() = Instant::now();
     }
 
     /// How long since the last request, or `None` while requests are in flight.
     pub fn idle_for(&self) -> Option<Duration> {
-        let busy = self.pending.lock().map(|p| !p.is_empty()).unwrap_or(true);
-        if busy {
+        if !self.pending.lock().is_empty() {
             return None;
         }
-        self.last_used.lock().ok().map(|t| t.elapsed())
+        Some(self.last_used.lock().elapsed())
     }
 
     pub(crate) fn stopped_on_purpose(&self) -> bool {
@@ -363,8 +332,8 @@ impl Instance {
         }
         self.touch();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let env = envelope();
-        let mut env_pairs: Vec<(&str, &str)> = if self.modern.load(Ordering::Relaxed) {
+        let env = mcpb_protocol::era::broker_envelope();
+        let mut env_pairs: Vec<(&str, &str)> = if self.stateless.load(Ordering::Relaxed) {
             env.iter().map(|(k, v)| (*k, v.as_str())).collect()
         } else {
             Vec::new()
@@ -378,7 +347,7 @@ impl Instance {
                     upstream: self.name.clone(),
                     reason: format!("cannot add the 2026-07-28 envelope: {e}"),
                 };
-                let meta_text = envelope_object(&env_pairs);
+                let meta_text = mcpb_protocol::era::meta_object(&env_pairs);
                 let params = match params {
                     Some(p) => mcpb_protocol::rewrite::with_members(p, &[("_meta", &meta_text)]),
                     None => RawValue::from_string(format!("{{\"_meta\":{meta_text}}}")),
@@ -386,12 +355,7 @@ impl Instance {
                 .map_err(protocol)?;
                 (request_line(id, method, Some(&params)), None)
             }
-            Outgoing::ToolCall {
-                tool,
-                params,
-                meta,
-                forward_meta,
-            } => {
+            Outgoing::ToolCall { tool, params, meta } => {
                 env_pairs.extend_from_slice(meta);
                 let token = format!("{TOKEN_PREFIX}{id}");
                 let (params, client_token) = mcpb_protocol::rewrite::rewrite_call(
@@ -399,7 +363,7 @@ impl Instance {
                     tool,
                     &token,
                     &env_pairs,
-                    forward_meta,
+                    &self.forward_meta,
                 )
                 .map_err(|e| UpstreamError::Protocol {
                     upstream: self.name.clone(),
@@ -410,8 +374,8 @@ impl Instance {
         };
         let (tx, mut rx) = oneshot::channel();
         let activity = Arc::new(Notify::new());
-        if let Ok(mut p) = self.pending.lock() {
-            p.insert(
+        {
+            self.pending.lock().insert(
                 id,
                 PendingCall {
                     tx,
@@ -504,9 +468,9 @@ impl Instance {
     /// does; `Some(false)` when it refused or did not understand, and the handshake of earlier
     /// revisions may follow on this process; `None` when it did not answer in time.
     pub(crate) async fn discover(&self, timeout: Duration) -> Result<Option<bool>, UpstreamError> {
-        let env = envelope();
+        let env = mcpb_protocol::era::broker_envelope();
         let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let meta = format!("{{\"_meta\":{}}}", envelope_object(&pairs));
+        let meta = format!("{{\"_meta\":{}}}", mcpb_protocol::era::meta_object(&pairs));
         let Ok(params) = RawValue::from_string(meta) else {
             return Ok(Some(false));
         };
@@ -530,10 +494,8 @@ impl Instance {
             .map(|d| d.supported.iter().any(|v| revision::is_modern(v)))
             .unwrap_or(false);
         if modern {
-            self.modern.store(true, Ordering::SeqCst);
-            if let Ok(mut v) = self.protocol_version.lock() {
-                *v = "2026-07-28".to_string();
-            }
+            self.stateless.store(true, Ordering::SeqCst);
+            *self.protocol_version.lock() = mcpb_protocol::era::STATELESS_REVISION.to_string();
         }
         Ok(Some(modern))
     }
@@ -576,9 +538,7 @@ impl Instance {
                 init.protocol_version
             )));
         }
-        if let Ok(mut v) = self.protocol_version.lock() {
-            *v = init.protocol_version;
-        }
+        *self.protocol_version.lock() = init.protocol_version;
         self.notify("notifications/initialized", None).await;
         Ok(())
     }
@@ -619,12 +579,7 @@ impl Drop for PendingGuard<'_> {
         if !self.armed {
             return;
         }
-        let was_pending = self
-            .instance
-            .pending
-            .lock()
-            .map(|mut p| p.remove(&self.id).is_some())
-            .unwrap_or(false);
+        let was_pending = self.instance.pending.lock().remove(&self.id).is_some();
         if was_pending && self.instance.is_alive() {
             let params = format!(
                 "{{\"requestId\":{},\"reason\":\"cancelled by mcp-broker\"}}",
@@ -643,9 +598,9 @@ impl Drop for PendingGuard<'_> {
 /// Feeds the child's stdin. A write that makes no progress for `stall` means the upstream
 /// stopped reading its input: that is its fault, so it is stopped as unhealthy (its callers fail
 /// at once and the next call starts a fresh process) rather than holding every queued call.
-async fn write_loop(
+pub(crate) async fn write_loop(
     name: String,
-    stdin: ChildStdin,
+    stdin: impl AsyncWrite + Unpin,
     mut inbox: mpsc::Receiver<Vec<u8>>,
     mut close: oneshot::Receiver<()>,
     stall: Duration,
@@ -682,7 +637,7 @@ async fn write_loop(
     let _ = out.shutdown().await;
 }
 
-async fn read_loop(stdout: ChildStdout, ctx: Arc<ReadCtx>) {
+pub(crate) async fn read_loop(stdout: impl AsyncRead + Unpin, ctx: Arc<ReadCtx>) {
     let mut frames = FrameReader::new(BufReader::with_capacity(16 * 1024, stdout), ctx.limit);
     let mut bad_lines = 0u32;
     loop {
@@ -718,3 +673,7 @@ async fn read_loop(stdout: ChildStdout, ctx: Arc<ReadCtx>) {
     ctx.alive.store(false, Ordering::SeqCst);
     fail_all(&ctx.pending);
 }
+
+#[cfg(test)]
+#[path = "instance_tests.rs"]
+mod tests;

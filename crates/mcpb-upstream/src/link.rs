@@ -26,7 +26,9 @@ pub struct Responder {
 }
 
 impl Responder {
-    pub(crate) fn new(outbox: mpsc::Sender<Vec<u8>>, id: Box<RawValue>) -> Self {
+    /// A responder writing its answer, as a frame, into `outbox` (an instance's queue to its
+    /// upstream).
+    pub fn new(outbox: mpsc::Sender<Vec<u8>>, id: Box<RawValue>) -> Self {
         Self {
             outbox,
             id,

@@ -106,18 +106,15 @@ impl Upstream {
 
     pub(crate) fn install_list(&self, list: ToolList) {
         let ToolList { tools, rejected } = list;
-        self.set_status(|s| {
-            s.tool_count = Some(tools.len());
-            s.rejected_tools = rejected;
-        });
-        if let Ok(mut t) = self.tools.lock() {
-            *t = Some(Arc::new(tools));
-        }
+        let mut state = self.state.lock();
+        state.status.tool_count = Some(tools.len());
+        state.status.rejected_tools = rejected;
+        state.tools = Some(Arc::new(tools));
     }
 
     /// Lists the tools of `inst` again, once at a time, off the caller's path.
     pub(crate) fn refresh_in_background(self: &Arc<Self>, inst: Arc<Instance>) {
-        if self.refreshing.swap(true, Ordering::SeqCst) {
+        if std::mem::replace(&mut self.state.lock().refreshing, true) {
             return;
         }
         self.tools_stale.store(false, Ordering::SeqCst);
@@ -138,7 +135,7 @@ impl Upstream {
                     up.set_status(|s| s.last_error = Some(e.to_string()));
                 }
             }
-            up.refreshing.store(false, Ordering::SeqCst);
+            up.state.lock().refreshing = false;
             up.refreshed.notify_waiters();
         });
     }

@@ -7,8 +7,10 @@
 //! behave the same whatever the transport.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -33,6 +35,7 @@ pub(crate) struct RemoteLaunch<'a> {
     pub on_list_changed: Option<ListChanged>,
     pub tools_stale: Arc<AtomicBool>,
     pub permits: Vec<tokio::sync::OwnedSemaphorePermit>,
+    pub forward_meta: Vec<String>,
 }
 
 /// What the tasks of one remote instance share.
@@ -72,11 +75,11 @@ impl Remote {
 
     fn headers(&self) -> HeaderMap {
         let mut h = HeaderMap::new();
-        let session = self.session.lock().ok().and_then(|s| s.clone());
+        let session = self.session.lock().clone();
         if let Some(v) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
             h.insert(HeaderName::from_static(SESSION_HEADER), v);
         }
-        let version = self.version.lock().map(|v| v.clone()).unwrap_or_default();
+        let version = self.version.lock().clone();
         if let Ok(v) = HeaderValue::from_str(&version)
             && !version.is_empty()
         {
@@ -128,10 +131,11 @@ impl Remote {
             .headers()
             .get(SESSION_HEADER)
             .and_then(|v| v.to_str().ok())
-            && let Ok(mut s) = self.session.lock()
-            && s.is_none()
         {
-            *s = Some(id.to_string());
+            let mut s = self.session.lock();
+            if s.is_none() {
+                *s = Some(id.to_string());
+            }
         }
         let status = resp.status();
         if status == reqwest::StatusCode::ACCEPTED {
@@ -140,9 +144,7 @@ impl Remote {
         if !status.is_success() {
             let (head, _) = read_capped(resp, 4096).await.unwrap_or_default();
             let excerpt: String = String::from_utf8_lossy(&head).chars().take(200).collect();
-            if status == reqwest::StatusCode::NOT_FOUND
-                && self.session.lock().is_ok_and(|s| s.is_some())
-            {
+            if status == reqwest::StatusCode::NOT_FOUND && self.session.lock().is_some() {
                 // The server forgot our session: this instance is over; the next call starts anew.
                 self.ctx.alive.store(false, Ordering::SeqCst);
                 self.ctx.stop.notify_one();
@@ -311,7 +313,7 @@ impl Instance {
             if let Some(task) = reader {
                 task.abort();
             }
-            let session = sender_remote.session.lock().ok().and_then(|s| s.clone());
+            let session = sender_remote.session.lock().clone();
             if post_url.is_none() && session.is_some() {
                 // Tell the server the session is over; it may not care.
                 let _ = tokio::time::timeout(
@@ -341,6 +343,7 @@ impl Instance {
             stop,
             stderr_tail: Arc::default(),
             protocol_version: version,
+            forward_meta: launch.forward_meta,
         }))
     }
 }

@@ -3,7 +3,9 @@
 //! bounded rate.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use mcpb_protocol::{FrameError, FrameReader};
@@ -61,12 +63,11 @@ pub(crate) async fn stderr_loop(
             }
             LogTurn::Skip => {}
         }
-        if let Ok(mut t) = tail.lock() {
-            if t.len() == STDERR_TAIL {
-                t.pop_front();
-            }
-            t.push_back(text);
+        let mut t = tail.lock();
+        if t.len() == STDERR_TAIL {
+            t.pop_front();
         }
+        t.push_back(text);
     }
 }
 

@@ -5,9 +5,12 @@
 //! concurrent calls fail fast with a clear error; state is readable without starting anything.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+
+use mcpb_config::unix_now;
+use parking_lot::Mutex;
 
 use mcpb_config::{Lifecycle, Transport, UpstreamSettings};
 use serde_json::Value;
@@ -50,7 +53,9 @@ pub struct UpstreamContext {
     pub shared: Shared,
 }
 
-type Slot = Arc<tokio::sync::Mutex<Option<Arc<Instance>>>>;
+/// Held while an instance for one slot (the shared one, or one session's) is started, so two
+/// callers never start two; the instance itself lives in `State`.
+type StartGate = Arc<tokio::sync::Mutex<()>>;
 
 /// How long an upstream gets to answer `server/discover` before the broker falls back to the
 /// `initialize` handshake.
@@ -59,32 +64,84 @@ const DISCOVER_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long a listing waits for a refresh of a list the upstream announced as changed.
 pub(crate) const REFRESH_WAIT: Duration = Duration::from_secs(1);
 
+/// Everything about an upstream that changes, under one lock. The lock is never held across an
+/// `.await` and cannot be poisoned (parking_lot), so `status()` always answers.
+pub(crate) struct State {
+    pub(crate) health: Health,
+    /// Instances between spawn and the end of their handshake, so `stop` reaches them too.
+    pub(crate) starting: Vec<Arc<Instance>>,
+    /// The instance of a shared upstream.
+    shared: Option<Arc<Instance>>,
+    /// Each session's own instance (per_session), and the gate of each session's start.
+    sessions: HashMap<u64, Arc<Instance>>,
+    session_gates: HashMap<u64, StartGate>,
+    pub(crate) per_call: Vec<Arc<Instance>>,
+    /// The last tool list the upstream sent (the daemon's catalog judges it).
+    pub(crate) tools: Option<Arc<Vec<Value>>>,
+    /// How the next start speaks to the upstream.
+    probe: Probe,
+    /// A background start after failures is under way (lists never wait for one).
+    retrying: bool,
+    /// A tool list refresh is running; `refreshed` wakes those waiting for it.
+    pub(crate) refreshing: bool,
+    pub(crate) status: UpstreamStatus,
+}
+
+/// What the broker learnt about an upstream's handshake.
+#[derive(Debug, Default, Clone, Copy)]
+struct Probe {
+    /// Probing `server/discover` killed the upstream: use `initialize` only.
+    handshake_only: bool,
+    /// A start has answered `server/discover` as a 2026-07-28 server.
+    seen_modern: bool,
+    /// The probe went unanswered once: starts use `initialize` only, until it is refused.
+    skip: bool,
+}
+
+impl State {
+    /// The instance serving `session`: the shared one, or the session's own.
+    fn instance(&self, lifecycle: Lifecycle, session: u64) -> Option<Arc<Instance>> {
+        match lifecycle {
+            Lifecycle::PerSession => self.sessions.get(&session).cloned(),
+            _ => self.shared.clone(),
+        }
+    }
+
+    fn set_instance(&mut self, lifecycle: Lifecycle, session: u64, inst: Option<Arc<Instance>>) {
+        match (lifecycle, inst) {
+            (Lifecycle::PerSession, Some(i)) => {
+                self.sessions.insert(session, i);
+            }
+            (Lifecycle::PerSession, None) => {
+                self.sessions.remove(&session);
+            }
+            (_, inst) => self.shared = inst,
+        }
+    }
+
+    /// Every instance that runs now (not those still starting).
+    fn running(&self) -> Vec<Arc<Instance>> {
+        self.shared
+            .iter()
+            .chain(self.sessions.values())
+            .chain(&self.per_call)
+            .filter(|i| i.is_alive())
+            .cloned()
+            .collect()
+    }
+}
+
 pub struct Upstream {
     pub(crate) settings: UpstreamSettings,
     pub(crate) ctx: UpstreamContext,
-    health: Mutex<Health>,
-    /// Instances between spawn and the end of their handshake, so `stop` reaches them too.
-    pub(crate) starting: Mutex<Vec<Arc<Instance>>>,
-    shared_slot: Slot,
-    session_slots: Mutex<HashMap<u64, Slot>>,
-    pub(crate) per_call: Mutex<Vec<Arc<Instance>>>,
-    pub(crate) tools: Mutex<Option<Arc<Vec<Value>>>>,
+    pub(crate) state: Mutex<State>,
+    shared_gate: StartGate,
+    /// Set by the instances' readers when the upstream announces a changed tool list.
     pub(crate) tools_stale: Arc<AtomicBool>,
-    /// Set when probing `server/discover` killed the upstream: use `initialize` only.
-    handshake_only: AtomicBool,
-    /// A background start after failures is under way (lists never wait for one).
-    retrying: Arc<AtomicBool>,
-    /// A start of this upstream has answered `server/discover` as a 2026-07-28 server.
-    seen_modern: AtomicBool,
-    /// The probe went unanswered once: starts use `initialize` only, until it is refused.
-    skip_probe: AtomicBool,
-    /// A tool list refresh is running; `refreshed` wakes those waiting for it.
-    pub(crate) refreshing: AtomicBool,
     pub(crate) refreshed: tokio::sync::Notify,
     instances: Arc<Semaphore>,
     concurrency: Option<Arc<Semaphore>>,
     active_calls: AtomicUsize,
-    status: Mutex<UpstreamStatus>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -93,13 +150,6 @@ impl std::fmt::Debug for Upstream {
             .field("name", &self.settings.name)
             .finish_non_exhaustive()
     }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 /// Counts a per-call instance while it works.
@@ -143,23 +193,25 @@ impl Upstream {
         Self {
             settings,
             ctx,
-            health: Mutex::default(),
-            starting: Mutex::default(),
-            shared_slot: Arc::default(),
-            session_slots: Mutex::default(),
-            per_call: Mutex::default(),
-            tools: Mutex::default(),
+            state: Mutex::new(State {
+                health: Health::default(),
+                starting: Vec::new(),
+                shared: None,
+                sessions: HashMap::new(),
+                session_gates: HashMap::new(),
+                per_call: Vec::new(),
+                tools: None,
+                probe: Probe::default(),
+                retrying: false,
+                refreshing: false,
+                status,
+            }),
+            shared_gate: StartGate::default(),
             tools_stale: Arc::new(AtomicBool::new(false)),
-            handshake_only: AtomicBool::new(false),
-            retrying: Arc::default(),
-            seen_modern: AtomicBool::new(false),
-            skip_probe: AtomicBool::new(false),
-            refreshing: AtomicBool::new(false),
             refreshed: tokio::sync::Notify::new(),
             instances,
             concurrency,
             active_calls: AtomicUsize::new(0),
-            status: Mutex::new(status),
         }
     }
 
@@ -171,58 +223,20 @@ impl Upstream {
         &self.settings
     }
 
-    fn running_instances(&self) -> Vec<Arc<Instance>> {
-        let mut all = Vec::new();
-        if let Ok(slot) = self.shared_slot.try_lock()
-            && let Some(i) = slot.as_ref()
-        {
-            all.push(i.clone());
-        }
-        if let Ok(slots) = self.session_slots.lock() {
-            for slot in slots.values() {
-                if let Ok(s) = slot.try_lock()
-                    && let Some(i) = s.as_ref()
-                {
-                    all.push(i.clone());
-                }
-            }
-        }
-        if let Ok(p) = self.per_call.lock() {
-            all.extend(p.iter().cloned());
-        }
-        all.retain(|i| i.is_alive());
-        all
-    }
-
-    /// Current state; never starts anything.
+    /// Current state; never starts anything and never waits.
     pub fn status(&self) -> UpstreamStatus {
-        let mut s = self
-            .status
-            .lock()
-            .map(|s| s.clone())
-            .unwrap_or_else(|p| p.into_inner().clone());
-        let running = self.running_instances();
+        let state = self.state.lock();
+        let mut s = state.status.clone();
+        let running = state.running();
         s.pids = running
             .iter()
             .map(|i| i.pid())
             .filter(|p| *p != 0)
             .collect();
         s.active_call_count = self.active_calls.load(Ordering::SeqCst);
-        s.session_count = self
-            .session_slots
-            .lock()
-            .map(|m| {
-                m.values()
-                    .filter(|slot| {
-                        slot.try_lock()
-                            .map(|s| s.as_ref().is_some_and(|i| i.is_alive()))
-                            .unwrap_or(true)
-                    })
-                    .count()
-            })
-            .unwrap_or(0);
-        if let Ok(slot) = self.shared_slot.try_lock() {
-            match slot.as_ref() {
+        s.session_count = state.sessions.values().filter(|i| i.is_alive()).count();
+        if self.settings.lifecycle == Lifecycle::Shared {
+            match &state.shared {
                 Some(inst) => {
                     s.stderr_tail = inst.stderr_tail();
                     if !inst.is_alive() && s.state == UpstreamState::Running {
@@ -233,53 +247,51 @@ impl Upstream {
                 None if s.state == UpstreamState::Running => s.state = UpstreamState::Stopped,
                 None => {}
             }
-        }
-        if self.settings.lifecycle != Lifecycle::Shared && s.state == UpstreamState::Running {
-            s.state = if running.is_empty() {
-                UpstreamState::Stopped
-            } else {
-                UpstreamState::Running
-            };
+        } else if s.state == UpstreamState::Running && running.is_empty() {
+            s.state = UpstreamState::Stopped;
         }
         s
     }
 
     pub(crate) fn set_status(&self, f: impl FnOnce(&mut UpstreamStatus)) {
-        if let Ok(mut s) = self.status.lock() {
-            f(&mut s);
-        }
+        f(&mut self.state.lock().status);
     }
 
-    fn slot_for(&self, session: u64) -> Slot {
+    fn gate_for(&self, session: u64) -> StartGate {
         match self.settings.lifecycle {
             Lifecycle::PerSession => self
-                .session_slots
+                .state
                 .lock()
-                .map(|mut m| m.entry(session).or_default().clone())
-                .unwrap_or_default(),
-            _ => self.shared_slot.clone(),
+                .session_gates
+                .entry(session)
+                .or_default()
+                .clone(),
+            _ => self.shared_gate.clone(),
         }
     }
 
     /// The running instance for this session (shared or its own), started if needed.
     async fn instance_for(&self, session: u64) -> Result<Arc<Instance>, UpstreamError> {
-        let slot = self.slot_for(session);
-        let mut slot = slot.lock().await;
-        if let Some(inst) = slot.as_ref() {
+        let lifecycle = self.settings.lifecycle;
+        let gate = self.gate_for(session);
+        let _starting = gate.lock().await;
+        let current = self.state.lock().instance(lifecycle, session);
+        if let Some(inst) = current {
             if inst.is_alive() {
-                return Ok(inst.clone());
+                return Ok(inst);
             }
             if !inst.stopped_on_purpose() {
                 self.record_failure(format!("{} (pid {})", inst.exit_description(), inst.pid()));
             }
-            *slot = None;
+            self.state.lock().set_instance(lifecycle, session, None);
         }
         let inst = self.start().await?;
-        if self.settings.lifecycle == Lifecycle::Shared {
+        let mut state = self.state.lock();
+        if lifecycle == Lifecycle::Shared {
             // Remote upstreams run no process here: no pid to show.
-            self.set_status(|s| s.pid = Some(inst.pid()).filter(|p| *p != 0));
+            state.status.pid = Some(inst.pid()).filter(|p| *p != 0);
         }
-        *slot = Some(inst.clone());
+        state.set_instance(lifecycle, session, Some(inst.clone()));
         Ok(inst)
     }
 
@@ -340,23 +352,20 @@ impl Upstream {
             Ok((inst, ToolList { tools, rejected })) => {
                 let count = tools.len();
                 self.tools_stale.store(false, Ordering::SeqCst);
-                if let Ok(mut t) = self.tools.lock() {
-                    *t = Some(Arc::new(tools));
-                }
-                if let Ok(mut h) = self.health.lock() {
-                    h.succeeded();
-                }
-                self.set_status(|s| {
-                    s.state = UpstreamState::Running;
-                    s.failfast_until_unix = None;
-                    // A stale error would blame a server that works now.
-                    s.last_error = None;
-                    s.protocol_version = Some(inst.protocol_version());
-                    s.tool_count = Some(count);
-                    s.rejected_tools = rejected;
-                    s.started_at_unix = Some(unix_now());
-                    s.starts += 1;
-                });
+                let mut state = self.state.lock();
+                state.tools = Some(Arc::new(tools));
+                state.health.succeeded();
+                let s = &mut state.status;
+                s.state = UpstreamState::Running;
+                s.failfast_until_unix = None;
+                // A stale error would blame a server that works now.
+                s.last_error = None;
+                s.protocol_version = Some(inst.protocol_version());
+                s.tool_count = Some(count);
+                s.rejected_tools = rejected;
+                s.started_at_unix = Some(unix_now());
+                s.starts += 1;
+                drop(state);
                 Ok(inst)
             }
             Err(e) => {
@@ -372,21 +381,21 @@ impl Upstream {
         permits: Vec<OwnedSemaphorePermit>,
     ) -> Result<(Arc<Instance>, ToolList), UpstreamError> {
         let mut deadline = Instant::now() + self.settings.startup_timeout;
-        let probe = !self.handshake_only.load(Ordering::SeqCst)
-            && !self.skip_probe.load(Ordering::SeqCst)
-            && self.settings.transport == Transport::Stdio;
+        let known = self.state.lock().probe;
+        let probe =
+            !known.handshake_only && !known.skip && self.settings.transport == Transport::Stdio;
         let inst = self.spawn_instance(permits).await?;
         let mut starting = Starting::new(self, inst);
         let modern = if probe {
             // An upstream that answered the probe before gets its whole startup time for it.
-            let wait = if self.seen_modern.load(Ordering::SeqCst) {
+            let wait = if known.seen_modern {
                 self.settings.startup_timeout
             } else {
                 self.settings.startup_timeout.min(DISCOVER_TIMEOUT)
             };
             match starting.inst.discover(wait).await {
                 Ok(Some(m)) => {
-                    self.seen_modern.fetch_or(m, Ordering::SeqCst);
+                    self.state.lock().probe.seen_modern |= m;
                     m
                 }
                 Ok(None) => {
@@ -394,7 +403,7 @@ impl Upstream {
                     // then refuse `initialize` on the same connection, so the two handshakes are
                     // never mixed on one process. A fresh process gets `initialize` only.
                     tracing::info!(upstream = %self.settings.name, "no answer to server/discover; starting a fresh process for the initialize handshake");
-                    self.skip_probe.store(true, Ordering::SeqCst);
+                    self.state.lock().probe.skip = true;
                     starting.inst.stop().await;
                     let permits = self.reserve_process()?;
                     starting = Starting::new(self, self.spawn_instance(permits).await?);
@@ -403,7 +412,7 @@ impl Upstream {
                 }
                 Err(e) => {
                     // It died on a request it did not know: never ask this one again.
-                    self.handshake_only.store(true, Ordering::SeqCst);
+                    self.state.lock().probe.handshake_only = true;
                     starting.inst.stop().await;
                     return Err(e);
                 }
@@ -436,7 +445,7 @@ impl Upstream {
                 if matches!(e, UpstreamError::Handshake { .. }) {
                     // Refused `initialize`: perhaps a 2026-07-28-only server that was slow to
                     // answer the probe once. The next start asks `server/discover` again.
-                    self.skip_probe.store(false, Ordering::SeqCst);
+                    self.state.lock().probe.skip = false;
                 }
                 inst.stop().await;
                 Err(e)
@@ -466,6 +475,7 @@ impl Upstream {
                 on_list_changed: self.ctx.on_list_changed.clone(),
                 tools_stale: self.tools_stale.clone(),
                 permits,
+                forward_meta: self.ctx.forward_meta.clone(),
             })?;
             tracing::info!(upstream = %self.settings.name, pid = inst.pid(), "upstream process started");
             return Ok(inst);
@@ -488,6 +498,7 @@ impl Upstream {
             on_list_changed: self.ctx.on_list_changed.clone(),
             tools_stale: self.tools_stale.clone(),
             permits,
+            forward_meta: self.ctx.forward_meta.clone(),
         })
         .await?;
         tracing::info!(upstream = %self.settings.name, url = ?self.settings.url, "remote upstream connected");
@@ -495,32 +506,35 @@ impl Upstream {
     }
 
     fn record_failure(&self, error: String) {
-        let failfast = self.health.lock().ok().and_then(|mut h| {
-            h.failed(Instant::now());
-            h.failfast_until
-        });
-        let until_unix =
-            failfast.map(|t| unix_now() + t.saturating_duration_since(Instant::now()).as_secs());
-        self.set_status(|s| {
-            s.state = UpstreamState::Failed;
-            s.pid = None;
-            s.failures += 1;
-            s.failfast_until_unix = until_unix;
-            s.last_error = Some(error);
-        });
+        let now = Instant::now();
+        let mut state = self.state.lock();
+        state.health.failed(now);
+        let until_unix = state
+            .health
+            .failfast_until
+            .map(|t| unix_now() + t.saturating_duration_since(now).as_secs());
+        let s = &mut state.status;
+        s.state = UpstreamState::Failed;
+        s.pid = None;
+        s.failures += 1;
+        s.failfast_until_unix = until_unix;
+        s.last_error = Some(error);
     }
 
     /// Fails at once during a failfast period; otherwise sleeps out the backoff (a few seconds
     /// at most) so restarts of a crashing server do not come back to back.
     async fn wait_for_backoff(&self) -> Result<(), UpstreamError> {
-        let (failfast, next) = self
-            .health
-            .lock()
-            .map(|h| (h.failfast_until, h.next_attempt))
-            .unwrap_or((None, None));
+        let (failfast, next, last_error) = {
+            let state = self.state.lock();
+            (
+                state.health.failfast_until,
+                state.health.next_attempt,
+                state.status.last_error.clone(),
+            )
+        };
         let now = Instant::now();
         if let Some(until) = failfast.filter(|u| *u > now) {
-            let last_error = self.status().last_error.unwrap_or_default();
+            let last_error = last_error.unwrap_or_default();
             return Err(UpstreamError::Failfast {
                 upstream: self.settings.name.clone(),
                 retry_in_s: until.duration_since(now).as_secs().max(1),
@@ -538,7 +552,7 @@ impl Upstream {
     pub async fn tools(self: &Arc<Self>, session: u64) -> Result<Arc<Vec<Value>>, UpstreamError> {
         self.check_enabled()?;
         let stale = self.tools_stale.load(Ordering::SeqCst);
-        if !stale && let Some(t) = self.tools.lock().ok().and_then(|t| t.clone()) {
+        if !stale && let Some(t) = self.state.lock().tools.clone() {
             return Ok(t);
         }
         match self.settings.lifecycle {
@@ -549,7 +563,7 @@ impl Upstream {
             }
             _ => {
                 let inst = self.instance_for(session).await?;
-                let known = self.tools.lock().ok().and_then(|t| t.clone()).is_some();
+                let known = self.state.lock().tools.is_some();
                 if self.tools_stale.load(Ordering::SeqCst) {
                     if known {
                         // The list it announced as changed: waited for briefly, then the known
@@ -567,12 +581,7 @@ impl Upstream {
                 }
             }
         }
-        Ok(self
-            .tools
-            .lock()
-            .ok()
-            .and_then(|t| t.clone())
-            .unwrap_or_default())
+        Ok(self.state.lock().tools.clone().unwrap_or_default())
     }
 
     fn begin_call(&self) -> ActiveCall<'_> {
@@ -607,17 +616,6 @@ impl Upstream {
         opts: &CallOptions,
     ) -> Result<Reply, UpstreamError> {
         self.check_enabled()?;
-        let outgoing = match outgoing {
-            Outgoing::ToolCall {
-                tool, params, meta, ..
-            } => Outgoing::ToolCall {
-                tool,
-                params,
-                meta,
-                forward_meta: &self.ctx.forward_meta,
-            },
-            other => other,
-        };
         let _admitted = self.admit().await?;
         match self.settings.lifecycle {
             Lifecycle::PerCall => {
@@ -637,13 +635,15 @@ impl Upstream {
     /// The last error while the upstream's latest start failed and no start has worked since:
     /// lists and searches answer without it instead of waiting for another attempt.
     pub fn failing(&self) -> Option<String> {
-        let failed = self.health.lock().map(|h| h.failing()).unwrap_or(false);
-        if !failed {
+        let state = self.state.lock();
+        if !state.health.failing() {
             return None;
         }
         Some(
-            self.status()
+            state
+                .status
                 .last_error
+                .clone()
                 .unwrap_or_else(|| "it failed to start".into()),
         )
     }
@@ -653,14 +653,14 @@ impl Upstream {
     /// again. A per-session upstream is retried by its sessions' next calls instead.
     pub fn retry_in_background(self: &Arc<Self>) {
         if self.settings.lifecycle == Lifecycle::PerSession
-            || self.retrying.swap(true, Ordering::SeqCst)
+            || std::mem::replace(&mut self.state.lock().retrying, true)
         {
             return;
         }
         let up = self.clone();
         tokio::spawn(async move {
             let worked = up.tools(0).await.is_ok();
-            up.retrying.store(false, Ordering::SeqCst);
+            up.state.lock().retrying = false;
             if worked && let Some(cb) = &up.ctx.on_list_changed {
                 tracing::info!(upstream = %up.settings.name, "upstream is back after failing");
                 cb(&up.settings.name);
@@ -672,81 +672,99 @@ impl Upstream {
     pub fn busy(&self) -> bool {
         self.active_calls.load(Ordering::SeqCst) > 0
             || self
-                .running_instances()
+                .state
+                .lock()
+                .running()
                 .iter()
                 .any(|i| i.idle_for().is_none())
     }
 
-    /// A session ended (or asked to close): its per-session instance stops.
-    /// Returns whether an instance was running for it.
+    /// A session ended (or asked to close): its per-session instance stops, after any start of
+    /// it under way. Returns whether an instance was running for it.
     pub async fn release_session(&self, session: u64) -> bool {
-        let slot = self
-            .session_slots
-            .lock()
-            .ok()
-            .and_then(|mut m| m.remove(&session));
-        if let Some(slot) = slot {
-            let inst = slot.lock().await.take();
-            if let Some(inst) = inst {
+        let gate = self.state.lock().session_gates.remove(&session);
+        let Some(gate) = gate else {
+            return false;
+        };
+        let _started = gate.lock().await;
+        let inst = self.state.lock().sessions.remove(&session);
+        match inst {
+            Some(inst) => {
                 inst.stop().await;
-                return true;
+                true
             }
+            None => false,
         }
-        false
     }
 
     /// Stops instances that had no request for `idle_timeout`; the next call starts one again.
+    /// A slot whose start is under way is left alone.
     pub async fn stop_idle(&self) {
         let Some(limit) = self.settings.idle_timeout else {
             return;
         };
-        let mut slots = vec![self.shared_slot.clone()];
-        if let Ok(m) = self.session_slots.lock() {
-            slots.extend(m.values().cloned());
-        }
-        for slot in slots {
-            let Ok(mut guard) = slot.try_lock() else {
-                continue;
-            };
-            let idle = guard
-                .as_ref()
-                .is_some_and(|i| i.is_alive() && i.idle_for().is_some_and(|d| d >= limit));
-            if idle && let Some(inst) = guard.take() {
-                drop(guard);
-                tracing::info!(upstream = %self.settings.name, pid = inst.pid(), "stopping idle upstream");
-                inst.stop().await;
-                if self.settings.lifecycle == Lifecycle::Shared {
-                    self.set_status(|s| {
-                        s.state = UpstreamState::Stopped;
-                        s.pid = None;
-                    });
+        let idle = |i: &Arc<Instance>| i.is_alive() && i.idle_for().is_some_and(|d| d >= limit);
+        let mut stopping = Vec::new();
+        {
+            let mut state = self.state.lock();
+            if self.shared_gate.try_lock().is_ok() && state.shared.as_ref().is_some_and(idle) {
+                stopping.extend(state.shared.take());
+            }
+            let sessions: Vec<u64> = state
+                .sessions
+                .iter()
+                .filter(|(_, i)| idle(i))
+                .map(|(id, _)| *id)
+                .collect();
+            for id in sessions {
+                let free = state
+                    .session_gates
+                    .get(&id)
+                    .is_none_or(|g| g.try_lock().is_ok());
+                if free {
+                    stopping.extend(state.sessions.remove(&id));
                 }
+            }
+        }
+        for inst in stopping {
+            tracing::info!(upstream = %self.settings.name, pid = inst.pid(), "stopping idle upstream");
+            inst.stop().await;
+            if self.settings.lifecycle == Lifecycle::Shared {
+                self.set_status(|s| {
+                    s.state = UpstreamState::Stopped;
+                    s.pid = None;
+                });
             }
         }
     }
 
     /// Stops every instance, including those still in their handshake, with the stop ladder.
     pub async fn stop(&self) {
-        let mut all: Vec<Arc<Instance>> = self
-            .starting
-            .lock()
-            .map(|mut s| std::mem::take(&mut *s))
-            .unwrap_or_default();
-        all.extend(self.shared_slot.lock().await.take());
-        let sessions: Vec<Slot> = self
-            .session_slots
-            .lock()
-            .map(|mut m| m.drain().map(|(_, s)| s).collect())
-            .unwrap_or_default();
-        for slot in sessions {
-            all.extend(slot.lock().await.take());
+        let starting = std::mem::take(&mut self.state.lock().starting);
+        for inst in &starting {
+            inst.stop().await;
         }
-        if let Ok(p) = self.per_call.lock() {
-            all.extend(p.iter().cloned());
+        // Starts under way end (their process is gone) before their slots are emptied.
+        let _shared = self.shared_gate.lock().await;
+        let gates: Vec<StartGate> = self
+            .state
+            .lock()
+            .session_gates
+            .drain()
+            .map(|(_, g)| g)
+            .collect();
+        for gate in gates {
+            let _ = gate.lock().await;
         }
-        let stops = all.iter().map(|i| i.stop());
-        for stop in stops {
-            stop.await;
+        let all: Vec<Arc<Instance>> = {
+            let mut state = self.state.lock();
+            let mut all: Vec<Arc<Instance>> = state.shared.take().into_iter().collect();
+            all.extend(state.sessions.drain().map(|(_, i)| i));
+            all.extend(state.per_call.iter().cloned());
+            all
+        };
+        for inst in all {
+            inst.stop().await;
         }
         self.set_status(|s| {
             if s.state != UpstreamState::Disabled {
@@ -759,12 +777,21 @@ impl Upstream {
     /// SIGKILL to every instance's process group, without waiting: for a daemon told twice to
     /// stop.
     pub fn kill_now(&self) {
-        let mut pids: Vec<u32> = self.running_instances().iter().map(|i| i.pid()).collect();
-        if let Ok(s) = self.starting.lock() {
-            pids.extend(s.iter().map(|i| i.pid()));
-        }
+        let pids: Vec<u32> = {
+            let state = self.state.lock();
+            state
+                .running()
+                .iter()
+                .chain(&state.starting)
+                .map(|i| i.pid())
+                .collect()
+        };
         for pid in pids {
             crate::process::signal_group(pid, rustix::process::Signal::KILL);
         }
     }
 }
+
+#[cfg(test)]
+#[path = "upstream_tests.rs"]
+mod tests;

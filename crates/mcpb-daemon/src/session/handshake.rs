@@ -3,21 +3,16 @@
 //! (2026-07-28, stateless: no initialize, each request names its revision, client and
 //! capabilities).
 
-use std::sync::Arc;
-
-use mcpb_protocol::RpcCode;
+use mcpb_protocol::era::{
+    CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY, SERVER_INFO_KEY,
+};
 use mcpb_protocol::message::error_line;
-use mcpb_protocol::revision;
+use mcpb_protocol::{Era, RpcCode, revision};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::Session;
-use crate::broker::json_line;
-
-const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
-const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
-const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
-const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+use crate::error::json_line;
 
 impl Session {
     pub(super) fn initialize(&mut self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {
@@ -55,39 +50,38 @@ impl Session {
                 None => error_line(Some(id), RpcCode::InternalError, "cannot build the error"),
             };
         }
-        self.set_modern();
+        self.set_stateless();
         self.learn_client(meta.get(CLIENT_INFO_KEY), meta.get(CLIENT_CAPABILITIES_KEY));
         let result = json!({
             "supportedVersions": revision::all(),
             "capabilities": {"tools": {"listChanged": true}},
             "instructions": self.instructions(),
-            "resultType": "complete",
-            "ttlMs": 0,
-            "cacheScope": "private",
             "_meta": {SERVER_INFO_KEY: server_info()},
         });
+        let mut result = result;
+        Era::Stateless.complete_listing(&mut result);
         json_line(id, &result)
     }
 
     /// A 2026-07-28 request carries the client's identity and capabilities itself.
     pub(super) fn adopt_request_meta(&mut self, params: Option<&RawValue>) {
-        if self.modern && self.client_seen {
+        let stateless = self.link.as_ref().is_some_and(|l| l.era().is_stateless());
+        if stateless && self.client_seen {
             return;
         }
         let meta = request_meta(params);
         let Some(version) = meta.get(PROTOCOL_VERSION_KEY).and_then(Value::as_str) else {
             return;
         };
-        if revision::is_modern(version) {
-            self.set_modern();
+        if Era::of_revision(version).is_stateless() {
+            self.set_stateless();
             self.learn_client(meta.get(CLIENT_INFO_KEY), meta.get(CLIENT_CAPABILITIES_KEY));
         }
     }
 
-    fn set_modern(&mut self) {
-        self.modern = true;
+    fn set_stateless(&self) {
         if let Some(link) = &self.link {
-            link.set_modern();
+            link.set_era(Era::Stateless);
         }
     }
 
@@ -106,10 +100,7 @@ impl Session {
         let profile = self.broker.config().settings.clients.get(client).cloned();
         if let Some(p) = profile.and_then(|p| self.broker.profile(&p)) {
             tracing::info!(profile = %p.name, client, "profile chosen by clientInfo.name");
-            if let Some(link) = &self.link {
-                link.set_upstreams(p.upstreams.clone());
-            }
-            self.profile = Arc::new(p);
+            self.set_profile(p);
         }
     }
 

@@ -13,11 +13,11 @@ use tokio::io::{AsyncRead, AsyncWrite, Interest};
 use tokio::net::UnixStream;
 use tokio::net::unix::pipe;
 
-pub type Reader = Pin<Box<dyn AsyncRead + Send>>;
-pub type Writer = Pin<Box<dyn AsyncWrite + Send>>;
+pub(crate) type Reader = Pin<Box<dyn AsyncRead + Send>>;
+pub(crate) type Writer = Pin<Box<dyn AsyncWrite + Send>>;
 
 /// Receives the two descriptors the shim sends after the hello reply.
-pub async fn receive(stream: &UnixStream) -> io::Result<(OwnedFd, OwnedFd)> {
+pub(crate) async fn receive(stream: &UnixStream) -> io::Result<(OwnedFd, OwnedFd)> {
     loop {
         stream.readable().await?;
         let got = stream.try_io(Interest::READABLE, || {
@@ -69,7 +69,7 @@ fn kind(fd: &OwnedFd) -> io::Result<FileType> {
 
 /// Wraps the client's stdin for async reading. Pipes and sockets only: the shim never offers
 /// anything else.
-pub fn reader(fd: OwnedFd) -> io::Result<Reader> {
+pub(crate) fn reader(fd: OwnedFd) -> io::Result<Reader> {
     match kind(&fd)? {
         FileType::Fifo => Ok(Box::pin(pipe::Receiver::from_owned_fd(fd)?)),
         FileType::Socket => Ok(Box::pin(socket(fd)?)),
@@ -80,7 +80,7 @@ pub fn reader(fd: OwnedFd) -> io::Result<Reader> {
     }
 }
 
-pub fn writer(fd: OwnedFd) -> io::Result<Writer> {
+pub(crate) fn writer(fd: OwnedFd) -> io::Result<Writer> {
     match kind(&fd)? {
         FileType::Fifo => Ok(Box::pin(pipe::Sender::from_owned_fd(fd)?)),
         FileType::Socket => Ok(Box::pin(socket(fd)?)),

@@ -1,15 +1,18 @@
-//! The daemon's view of every upstream's tools: the last list seen (in memory and on disk), the
-//! pin verdict and scan findings of each tool. Lists come from running upstreams; when an
-//! upstream is stopped the disk copy answers, so search, describe and status start nothing.
+//! The tool lists the daemon knows, judged: each upstream's last list (in memory and on disk,
+//! through mcpb-catalog's list store) with the pin verdict and scan findings of each tool. Lists
+//! come from running upstreams; when an upstream is stopped the disk copy answers, so search,
+//! describe and status start nothing. The judging of a new list runs on a thread of its own.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 
 use mcpb_catalog::{CachedList, Finding, ListStore, PinMode, Pins, Verdict};
 use serde_json::Value;
 
-pub struct Entry {
+pub(crate) struct Entry {
     pub list: CachedList,
     /// One per tool, in list order; `None` = approved.
     pub verdicts: Vec<Verdict>,
@@ -31,7 +34,7 @@ impl Entry {
     }
 }
 
-pub struct Catalog {
+pub(crate) struct KnownLists {
     pub worker: Worker,
     store: ListStore,
     pins: Mutex<Pins>,
@@ -41,23 +44,9 @@ pub struct Catalog {
     observing: Mutex<()>,
 }
 
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-fn mode_of(setting: mcpb_config::PinModeSetting) -> PinMode {
-    match setting {
-        mcpb_config::PinModeSetting::Tofu => PinMode::Tofu,
-        mcpb_config::PinModeSetting::RequireApproval => PinMode::RequireApproval,
-    }
-}
-
-impl Catalog {
+impl KnownLists {
     pub fn new(settings: &mcpb_config::Settings) -> Self {
-        let pins = Pins::open(settings.runtime.pins_path(), mode_of(settings.pins));
+        let pins = Pins::open(settings.runtime.pins_path(), settings.pins.into());
         if let Some(e) = pins.error() {
             tracing::error!(
                 error = e,
@@ -98,7 +87,7 @@ impl Catalog {
             return e;
         }
         let known = self.memory(upstream);
-        let list = CachedList::new(upstream, tools.clone(), unix_now());
+        let list = CachedList::new(upstream, tools.clone(), mcpb_config::unix_now());
         // The disk copy is read only when memory has none: everything installed came from it
         // or was written to it.
         let known_hash = match known {
@@ -129,49 +118,44 @@ impl Catalog {
     }
 
     fn memory(&self, upstream: &str) -> Option<Arc<Entry>> {
-        self.entries.lock().ok()?.get(upstream).cloned()
+        self.entries.lock().get(upstream).cloned()
     }
 
     fn install(&self, list: CachedList) -> Arc<Entry> {
         let others: Vec<String> = self
             .entries
             .lock()
-            .map(|m| {
-                m.iter()
-                    .filter(|(k, _)| **k != list.upstream)
-                    .flat_map(|(_, e)| e.tools().iter().filter_map(tool_name).map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
+            .iter()
+            .filter(|(k, _)| **k != list.upstream)
+            .flat_map(|(_, e)| e.tools().iter().filter_map(tool_name).map(str::to_string))
+            .collect();
         let entry = Arc::new(self.judge(list, &others));
-        if let Ok(mut m) = self.entries.lock() {
-            m.insert(entry.list.upstream.clone(), entry.clone());
-        }
+        self.entries
+            .lock()
+            .insert(entry.list.upstream.clone(), entry.clone());
         self.generation.fetch_add(1, Ordering::SeqCst);
         entry
     }
 
     fn judge(&self, list: CachedList, others: &[String]) -> Entry {
         let other_refs: Vec<&str> = others.iter().map(String::as_str).collect();
-        let per_tool: Vec<Vec<Finding>> = mcpb_catalog::scan::scan_list(&list.tools, &other_refs);
-        let flagged: Vec<bool> = per_tool.iter().map(|f| !f.is_empty()).collect();
-        let findings = per_tool.into_iter().flatten().collect();
-        let verdicts = match self.pins.lock() {
-            Ok(mut pins) => {
-                let (verdicts, changed) =
-                    pins.judge(&list.upstream, &list.tools, &flagged, unix_now());
-                if changed && let Err(e) = pins.save() {
-                    tracing::error!(error = %e, "cannot save the pin store");
-                }
-                verdicts
+        let judged = {
+            let mut pins = self.pins.lock();
+            let judged = pins.scan_and_judge(
+                &list.upstream,
+                &list.tools,
+                &other_refs,
+                mcpb_config::unix_now(),
+            );
+            if judged.changed
+                && let Err(e) = pins.save()
+            {
+                tracing::error!(error = %e, "cannot save the pin store");
             }
-            Err(_) => vec![
-                Some(mcpb_catalog::Quarantine::StoreUnreadable {
-                    error: "pin store lock poisoned".into()
-                });
-                list.tools.len()
-            ],
+            judged
         };
+        let verdicts = judged.verdicts;
+        let findings: Vec<Finding> = judged.findings.into_iter().flatten().collect();
         for (tool, v) in list.tools.iter().zip(&verdicts) {
             if let Some(q) = v {
                 tracing::warn!(upstream = %list.upstream, tool = tool_name(tool).unwrap_or("?"), reason = %q, "tool quarantined");
@@ -193,7 +177,7 @@ impl Catalog {
 
     /// A reload changed `pins.mode`: the store is read again under the new mode.
     pub fn set_mode(&self, setting: mcpb_config::PinModeSetting) {
-        self.reopen(Some(mode_of(setting)));
+        self.reopen(Some(setting.into()));
     }
 
     /// Re-reads the pin store (after `mcp-broker pins approve`) and judges every known list again.
@@ -202,22 +186,24 @@ impl Catalog {
     }
 
     fn reopen(&self, mode: Option<PinMode>) {
-        if let Ok(mut pins) = self.pins.lock() {
+        {
+            let mut pins = self.pins.lock();
             let mode = mode.unwrap_or(pins.mode());
             *pins = Pins::open(pins.path().to_path_buf(), mode);
         }
         let lists: Vec<CachedList> = self
             .entries
             .lock()
-            .map(|m| m.values().map(|e| e.list.clone()).collect())
-            .unwrap_or_default();
+            .values()
+            .map(|e| e.list.clone())
+            .collect();
         for list in lists {
             self.install(list);
         }
     }
 
     pub fn pin_error(&self) -> Option<String> {
-        self.pins.lock().ok()?.error().map(str::to_string)
+        self.pins.lock().error().map(str::to_string)
     }
 }
 
@@ -263,7 +249,7 @@ impl Worker {
         let job: Job = Box::new(move || {
             let _ = done.send(f());
         });
-        let tx = self.tx.lock().ok().and_then(|t| t.clone());
+        let tx = self.tx.lock().clone();
         let leftover = match tx {
             Some(tx) => tx.send(job).err().map(|e| e.0),
             None => Some(job),

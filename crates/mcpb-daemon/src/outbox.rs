@@ -11,10 +11,10 @@ use tokio::sync::{Notify, mpsc};
 
 const DEPTH: usize = 1024;
 
-pub struct ClientQueue {
+pub(crate) struct ClientQueue {
     /// Taken at `close`, so the writer sees the end of the queue although it holds the queue
     /// for its accounting.
-    tx: std::sync::Mutex<Option<mpsc::Sender<Vec<u8>>>>,
+    tx: parking_lot::Mutex<Option<mpsc::Sender<Vec<u8>>>>,
     /// Bytes sent into the queue and not yet written to the client.
     queued: AtomicUsize,
     max_bytes: usize,
@@ -22,8 +22,8 @@ pub struct ClientQueue {
     /// Senders waiting for room, so the writer wakes them only when there are any.
     waiting: AtomicUsize,
     /// Woken when the client cannot take answers any more: the session ends.
-    pub gone: Arc<Notify>,
-    pub abandoned: AtomicBool,
+    pub(crate) gone: Arc<Notify>,
+    pub(crate) abandoned: AtomicBool,
     timeout: Duration,
     /// Where large answers wait for a slow reader; `None` keeps them in memory.
     spill_dir: Option<std::path::PathBuf>,
@@ -113,14 +113,14 @@ impl Held<'_> {
 }
 
 impl ClientQueue {
-    pub fn new(
+    pub(crate) fn new(
         max_bytes: usize,
         timeout: Duration,
         spill_dir: Option<std::path::PathBuf>,
     ) -> (Arc<Self>, mpsc::Receiver<Vec<u8>>) {
         let (tx, rx) = mpsc::channel(DEPTH);
         let q = Arc::new(Self {
-            tx: std::sync::Mutex::new(Some(tx)),
+            tx: parking_lot::Mutex::new(Some(tx)),
             queued: AtomicUsize::new(0),
             max_bytes,
             room: Notify::new(),
@@ -142,7 +142,7 @@ impl ClientQueue {
     }
 
     /// Queues an advisory frame if there is room now; false when it was dropped.
-    pub fn try_push(&self, line: Vec<u8>) -> bool {
+    pub(crate) fn try_push(&self, line: Vec<u8>) -> bool {
         let len = line.len();
         if !self.fits(len) {
             return false;
@@ -156,14 +156,12 @@ impl ClientQueue {
     }
 
     fn sender(&self) -> Option<mpsc::Sender<Vec<u8>>> {
-        self.tx.lock().ok()?.clone()
+        self.tx.lock().clone()
     }
 
     /// No more frames: the writer drains what is queued, then ends.
-    pub fn close(&self) {
-        if let Ok(mut tx) = self.tx.lock() {
-            tx.take();
-        }
+    pub(crate) fn close(&self) {
+        self.tx.lock().take();
     }
 
     /// Queues an answer, waiting for room up to the write timeout; past it the client is
@@ -252,7 +250,7 @@ impl ClientQueue {
     }
 
     /// Under the byte budget: the session may take another request from its client.
-    pub fn has_room(&self) -> bool {
+    pub(crate) fn has_room(&self) -> bool {
         self.queued.load(Ordering::SeqCst) < self.max_bytes
     }
 
@@ -269,7 +267,7 @@ impl ClientQueue {
     }
 
     /// The writer wrote (or dropped) a frame of `len` bytes.
-    pub fn written(&self, len: usize) {
+    pub(crate) fn written(&self, len: usize) {
         self.queued.fetch_sub(len, Ordering::SeqCst);
         // Waking is a lock on the waiter list: only when someone waits for room.
         if self.waiting.load(Ordering::SeqCst) > 0 {
@@ -278,7 +276,7 @@ impl ClientQueue {
     }
 
     #[cfg(test)]
-    pub fn queued_bytes(&self) -> usize {
+    pub(crate) fn queued_bytes(&self) -> usize {
         self.queued.load(Ordering::SeqCst)
     }
 }

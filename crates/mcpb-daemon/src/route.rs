@@ -1,0 +1,91 @@
+//! A session's `tools/list` and `tools/call`, from the request's params to the response frame:
+//! params parsed once, a broker tool or a raw tool of the profile's view, the answer adapted to
+//! the client's era in one place.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use mcpb_facade::FacadeTool;
+use mcpb_protocol::message::{raw_error_line, response_line, to_raw};
+use mcpb_protocol::{BrokerRpcError, Era};
+use mcpb_upstream::{ClientLink, Reply};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::error::json_line;
+use crate::tools::Answer;
+use crate::view::{ProfileView, View};
+
+/// `tools/call` params, borrowed from the request frame.
+#[derive(Deserialize)]
+struct CallParams<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "_meta")]
+    meta: Option<&'a RawValue>,
+}
+
+/// The answer to `tools/list`.
+pub(crate) async fn list(view: &ProfileView, kind: View, era: Era, id: &RawValue) -> Vec<u8> {
+    match view.list(kind).await {
+        Ok(mut list) => {
+            era.complete_listing(&mut list);
+            json_line(id, &list)
+        }
+        Err(e) => e.to_line(Some(id)),
+    }
+}
+
+/// The answer to `tools/call`.
+pub(crate) async fn call(
+    view: &ProfileView,
+    kind: View,
+    era: Era,
+    id: &RawValue,
+    params: Option<&RawValue>,
+    link: Arc<dyn ClientLink>,
+) -> Vec<u8> {
+    let answer = match dispatch(view, kind, params, link).await {
+        Ok(a) => a,
+        Err(BrokerRpcError::UnknownTool(name)) => {
+            let near = view.suggest(&name).await;
+            return BrokerRpcError::UnknownToolNear { name, near }.to_line(Some(id));
+        }
+        Err(e) => return e.to_line(Some(id)),
+    };
+    let reply = match answer {
+        Answer::Upstream(r) => r,
+        Answer::Result(v) => match to_raw(&v) {
+            Ok(raw) => Reply::Result(raw),
+            Err(e) => return BrokerRpcError::Internal(e.to_string()).to_line(Some(id)),
+        },
+    };
+    match reply {
+        Reply::Result(r) if mcpb_protocol::era::needs_input(&r) => BrokerRpcError::Internal(
+            "the upstream asked for more input (2026-07-28 input_required), which mcp-broker cannot relay yet".into(),
+        )
+        .to_line(Some(id)),
+        Reply::Result(r) => response_line(id, &era.adapt_result(r)),
+        Reply::Error(e) => raw_error_line(id, &e),
+    }
+}
+
+async fn dispatch(
+    view: &ProfileView,
+    kind: View,
+    params: Option<&RawValue>,
+    link: Arc<dyn ClientLink>,
+) -> Result<Answer, BrokerRpcError> {
+    let params = params.ok_or_else(|| BrokerRpcError::InvalidParams("missing params".into()))?;
+    let call: CallParams<'_> = serde_json::from_str(params.get())
+        .map_err(|e| BrokerRpcError::InvalidParams(format!("tools/call params: {e}")))?;
+    if kind.has_facade()
+        && let Some(tool) = FacadeTool::from_name(view.sep(), &call.name)
+    {
+        return crate::tools::apply(tool, view, call.arguments, call.meta, link).await;
+    }
+    let tool = view.resolve_raw(&call.name, kind).await?;
+    Ok(Answer::Upstream(view.call(&tool, params, link).await?))
+}

@@ -1,0 +1,269 @@
+//! What one profile sees, built per request: the tools of its upstreams that are approved (pins)
+//! and allowed (policy), under their exposed names. Raw listing, raw calls, every broker tool,
+//! the CLI (an ordinary session) and admin `measure` go through a `ProfileView`, so a tool
+//! hidden in one place is hidden in all of them.
+//!
+//! A view is a handful of `Arc`s taken from the broker at the start of a request: the
+//! configuration generation, the known lists, the search indexes, the profile and the session.
+//! It never reaches back into the broker.
+
+use std::sync::Arc;
+
+use mcpb_config::ProfileSettings;
+use mcpb_protocol::BrokerRpcError;
+use mcpb_upstream::{CallOptions, ClientLink, Outgoing, Reply, Upstream};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::error::rpc_error;
+use crate::generation::Generation;
+use crate::known::{Entry, KnownLists};
+
+mod search;
+mod tool;
+
+pub(crate) use search::SearchCache;
+pub(crate) use tool::VisibleTool;
+
+/// What kind of session this is, chosen at hello from the profile and the hello's `facade`
+/// flag (and again whenever the session's profile changes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum View {
+    /// Every visible tool, raw.
+    Raw,
+    /// The broker tools plus the profile's pinned tools.
+    Compact,
+    /// Every visible tool plus the broker tools (the CLI's `tools` commands on a raw profile).
+    RawWithFacade,
+}
+
+impl View {
+    pub(crate) fn choose(profile: &ProfileSettings, facade_asked: bool) -> Self {
+        if profile.compact_tools_enabled {
+            View::Compact
+        } else if facade_asked {
+            View::RawWithFacade
+        } else {
+            View::Raw
+        }
+    }
+
+    pub(crate) fn has_facade(self) -> bool {
+        self != View::Raw
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct ProfileView {
+    pub(crate) generation: Arc<Generation>,
+    pub(crate) known: Arc<KnownLists>,
+    pub(crate) searches: Arc<SearchCache>,
+    pub(crate) profile: Arc<ProfileSettings>,
+    pub(crate) session: u64,
+}
+
+impl ProfileView {
+    pub(crate) fn sep(&self) -> &'static str {
+        self.profile.broker_tool_name_style.separator()
+    }
+
+    /// The profile's upstreams that are enabled, in the profile's order.
+    pub(crate) fn upstreams(&self) -> Vec<Arc<Upstream>> {
+        self.profile
+            .upstreams
+            .iter()
+            .filter_map(|n| self.generation.upstreams.get(n))
+            .filter(|u| u.settings().enabled())
+            .cloned()
+            .collect()
+    }
+
+    /// The profile's upstreams whose last start failed, with the error: what a listing or a
+    /// search says it left out.
+    pub(crate) fn unavailable(&self) -> Vec<(String, String)> {
+        self.upstreams()
+            .iter()
+            .filter_map(|u| Some((u.name().to_string(), u.failing()?)))
+            .collect()
+    }
+
+    /// The upstream's tool entry from a running or started instance. An upstream whose last
+    /// start failed is not started for a listing: it is retried in the background and its last
+    /// known list (if any) answers meanwhile. A call (`for_call`) starts it itself, after its
+    /// backoff: the caller asked for that upstream and waits for its answer anyway.
+    pub(crate) async fn fetch_entry(
+        &self,
+        up: &Arc<Upstream>,
+        for_call: bool,
+    ) -> Result<Arc<Entry>, BrokerRpcError> {
+        if !for_call && let Some(reason) = up.failing() {
+            up.retry_in_background();
+            return self.known.cached(up.name()).ok_or_else(|| {
+                BrokerRpcError::UpstreamUnavailable {
+                    upstream: up.name().to_string(),
+                    reason,
+                }
+            });
+        }
+        let tools = up.tools(self.session).await.map_err(rpc_error)?;
+        if let Some(e) = self.known.current(up.name(), &tools) {
+            return Ok(e);
+        }
+        // Hashing, judging, scanning and writing a new list happen on the catalog's thread, so
+        // a large list never stalls the other sessions on the daemon's one thread.
+        let known = self.known.clone();
+        let name = up.name().to_string();
+        self.known
+            .worker
+            .run(move || known.observe(&name, &tools))
+            .await
+            .ok_or_else(|| BrokerRpcError::Internal("cataloguing the tool list failed".into()))
+    }
+
+    /// The upstream's entry without starting it when any list is known; started otherwise.
+    pub(crate) async fn entry(&self, up: &Arc<Upstream>) -> Result<Arc<Entry>, BrokerRpcError> {
+        match self.known.cached(up.name()) {
+            Some(e) => Ok(e),
+            None => self.fetch_entry(up, false).await,
+        }
+    }
+
+    /// Every visible tool of the profile; `start` lists from running (or started) upstreams,
+    /// otherwise known lists answer. Upstreams that cannot list are left out (logged).
+    pub(crate) async fn tools(&self, start: bool) -> Vec<VisibleTool> {
+        let ups = self.upstreams();
+        let lists = futures_util::future::join_all(ups.iter().map(|up| async move {
+            let got = if start {
+                self.fetch_entry(up, false).await
+            } else {
+                self.entry(up).await
+            };
+            (up.clone(), got)
+        }))
+        .await;
+        let mut out = Vec::new();
+        for (up, got) in lists {
+            match got {
+                Ok(entry) => out.extend(VisibleTool::all_of(&self.profile, &up, &entry)),
+                Err(e) => {
+                    tracing::error!(upstream = up.name(), error = %e, "left out of the tool list")
+                }
+            }
+        }
+        out
+    }
+
+    /// The visible tools of one upstream from what is known, without starting it.
+    pub(crate) fn known_count(&self, up: &Arc<Upstream>) -> Option<usize> {
+        let entry = self.known.cached(up.name())?;
+        Some(VisibleTool::all_of(&self.profile, up, &entry).len())
+    }
+
+    /// What `tools/list` shows: the broker tools plus pinned tools when compact (which starts
+    /// nothing: pinned tools come from the known lists), else every visible tool, with the
+    /// broker tools in front when the session asked for them. Over `max_tools` the answer is
+    /// an error, never a silent cut.
+    pub(crate) async fn list(&self, view: View) -> Result<Value, BrokerRpcError> {
+        let mut out = Vec::new();
+        if view.has_facade() {
+            out = mcpb_facade::definitions(self.sep(), self.profile.result_size_chars);
+        }
+        if view == View::Compact {
+            if !self.profile.pinned_tools.is_empty() {
+                let tools = self.tools(false).await;
+                out.extend(
+                    tools
+                        .iter()
+                        .filter(|t| t.is_pinned(&self.profile))
+                        .map(VisibleTool::exposed_definition),
+                );
+            }
+            return Ok(serde_json::json!({ "tools": out }));
+        }
+        let tools = self.tools(true).await;
+        let names: Vec<String> = tools.iter().map(|t| t.exposed.clone()).collect();
+        if let Some(problem) = mcpb_policy::over_max_tools(&self.profile, &names) {
+            return Err(BrokerRpcError::Internal(problem));
+        }
+        out.extend(tools.iter().map(VisibleTool::exposed_definition));
+        Ok(serde_json::json!({ "tools": out }))
+    }
+
+    /// Finds an exposed name among the profile's visible tools; `fresh` lists from the running
+    /// upstream (a call), otherwise a known list answers. A hidden, quarantined or absent tool
+    /// gets the same answer.
+    pub(crate) async fn resolve(
+        &self,
+        exposed: &str,
+        fresh: bool,
+    ) -> Result<VisibleTool, BrokerRpcError> {
+        let unknown = || BrokerRpcError::UnknownTool(exposed.to_string());
+        let sep = self.sep();
+        let up_name = mcpb_catalog::names::upstream_of(sep, exposed).ok_or_else(unknown)?;
+        let upstream = self
+            .upstreams()
+            .into_iter()
+            .find(|u| u.name() == up_name)
+            .ok_or_else(unknown)?;
+        let entry = if fresh {
+            self.fetch_entry(&upstream, true).await?
+        } else {
+            self.entry(&upstream).await?
+        };
+        VisibleTool::find(&self.profile, &upstream, &entry, exposed).ok_or_else(unknown)
+    }
+
+    /// A raw `tools/call` in this view: the tool must be visible, and in a compact view pinned.
+    pub(crate) async fn resolve_raw(
+        &self,
+        exposed: &str,
+        view: View,
+    ) -> Result<VisibleTool, BrokerRpcError> {
+        let tool = self.resolve(exposed, true).await?;
+        if view == View::Compact && !tool.is_pinned(&self.profile) {
+            return Err(BrokerRpcError::UnknownTool(exposed.to_string()));
+        }
+        Ok(tool)
+    }
+
+    /// Sends `tools/call` with `params` to the tool's upstream (any `name` in them is replaced
+    /// by the upstream's own), telling the upstream the profile's result budget when it has one.
+    pub(crate) async fn call(
+        &self,
+        tool: &VisibleTool,
+        params: &RawValue,
+        link: Arc<dyn ClientLink>,
+    ) -> Result<Reply, BrokerRpcError> {
+        let budget = self.profile.result_budget_chars.map(|b| b.to_string());
+        let meta: Vec<(&str, &str)> = budget
+            .as_deref()
+            .map(|b| ("mcp-broker/result_budget_chars", b))
+            .into_iter()
+            .collect();
+        let settings = tool.upstream.settings();
+        let opts = CallOptions {
+            idle_timeout: settings.call_timeout,
+            max_time: settings.max_call,
+            link: Some(link),
+        };
+        let outgoing = Outgoing::ToolCall {
+            tool: tool.tool_name(),
+            params,
+            meta: &meta,
+        };
+        tool.upstream
+            .call(self.session, outgoing, &opts)
+            .await
+            .map_err(rpc_error)
+    }
+
+    /// Closest visible names; never a hidden one.
+    pub(crate) async fn suggest(&self, name: &str) -> Vec<String> {
+        let tools = self.tools(false).await;
+        mcpb_facade::suggest::closest(name, tools.iter().map(|t| t.exposed.as_str()), 3)
+    }
+}
+
+#[cfg(test)]
+#[path = "view_tests.rs"]
+mod tests;

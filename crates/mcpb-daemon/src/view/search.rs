@@ -1,0 +1,83 @@
+//! A profile's search index over its visible tools, kept per profile and rebuilt when the known
+//! lists or the configuration generation change.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::{ProfileView, VisibleTool};
+
+pub(crate) struct ProfileIndex {
+    /// (known-lists generation, configuration generation) it was built from.
+    key: (u64, usize),
+    pub(crate) index: mcpb_catalog::Index,
+    pub(crate) tools: Vec<VisibleTool>,
+}
+
+/// Search indexes by profile name.
+#[derive(Default)]
+pub(crate) struct SearchCache {
+    by_profile: Mutex<HashMap<String, Arc<ProfileIndex>>>,
+}
+
+impl ProfileView {
+    pub(crate) async fn search_index(&self) -> Arc<ProfileIndex> {
+        // Every list known first (this may start an upstream never listed), then the
+        // generation they make; a search on an unchanged catalog costs one lookup here.
+        let never_listed: Vec<_> = self
+            .upstreams()
+            .into_iter()
+            .filter(|up| self.known.cached(up.name()).is_none())
+            .collect();
+        let fetched = futures_util::future::join_all(
+            never_listed
+                .iter()
+                .map(|up| async move { (up.name(), self.fetch_entry(up, false).await) }),
+        )
+        .await;
+        for (name, got) in fetched {
+            if let Err(e) = got {
+                tracing::warn!(upstream = name, error = %e, "left out of the search");
+            }
+        }
+        let key = (
+            self.known.generation(),
+            Arc::as_ptr(&self.generation) as usize,
+        );
+        if let Some(ix) = self.searches.by_profile.lock().get(&self.profile.name)
+            && ix.key == key
+        {
+            return ix.clone();
+        }
+        let tools = self.tools(false).await;
+        let docs: Vec<mcpb_catalog::ToolDoc> = tools
+            .iter()
+            .map(|t| {
+                let up = t.upstream.settings();
+                let server_text = format!(
+                    "{} {} {}",
+                    up.name,
+                    up.description.as_deref().unwrap_or(""),
+                    up.tags.join(" ")
+                );
+                mcpb_catalog::ToolDoc::from_definition(
+                    &t.exposed,
+                    &up.name,
+                    &server_text,
+                    t.definition(),
+                )
+            })
+            .collect();
+        let built = Arc::new(ProfileIndex {
+            key,
+            index: mcpb_catalog::Index::build(&docs, mcpb_catalog::Weights::broker()),
+            tools,
+        });
+        self.searches
+            .by_profile
+            .lock()
+            .insert(self.profile.name.clone(), built.clone());
+        built
+    }
+}

@@ -1,0 +1,111 @@
+//! One tool as a profile sees it: where it lives (upstream, known list, index) and the name the
+//! profile exposes it under.
+
+use std::sync::Arc;
+
+use mcpb_config::{ProfileSettings, UpstreamSettings};
+use mcpb_upstream::Upstream;
+use serde_json::Value;
+
+use crate::known::Entry;
+
+#[derive(Clone)]
+pub(crate) struct VisibleTool {
+    pub(crate) upstream: Arc<Upstream>,
+    pub(crate) entry: Arc<Entry>,
+    pub(crate) index: usize,
+    pub(crate) exposed: String,
+    pub(crate) mutating: bool,
+}
+
+/// Whether the profile may see tool `i` of `entry`: approved and allowed.
+fn sees(profile: &ProfileSettings, up: &UpstreamSettings, entry: &Entry, i: usize) -> bool {
+    entry.approved(i) && mcpb_policy::allows(profile, up, &entry.tools()[i])
+}
+
+impl VisibleTool {
+    fn new(upstream: &Arc<Upstream>, entry: &Arc<Entry>, index: usize, exposed: String) -> Self {
+        let mutating = !mcpb_policy::is_read_only(upstream.settings(), &entry.tools()[index]);
+        Self {
+            upstream: upstream.clone(),
+            entry: entry.clone(),
+            index,
+            exposed,
+            mutating,
+        }
+    }
+
+    /// The visible tools of one upstream's list, in list order.
+    pub(crate) fn all_of(
+        profile: &ProfileSettings,
+        upstream: &Arc<Upstream>,
+        entry: &Arc<Entry>,
+    ) -> Vec<Self> {
+        let up = upstream.settings();
+        let sep = profile.broker_tool_name_style.separator();
+        entry
+            .tools()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| sees(profile, up, entry, *i))
+            .filter_map(|(i, t)| {
+                let name = t.get("name").and_then(Value::as_str)?;
+                let exposed = mcpb_catalog::names::exposed(sep, &up.name, name);
+                Some(Self::new(upstream, entry, i, exposed))
+            })
+            .collect()
+    }
+
+    /// The tool of `entry` exposed as `exposed`, when the profile may see it.
+    pub(crate) fn find(
+        profile: &ProfileSettings,
+        upstream: &Arc<Upstream>,
+        entry: &Arc<Entry>,
+        exposed: &str,
+    ) -> Option<Self> {
+        let sep = profile.broker_tool_name_style.separator();
+        let up_name = upstream.name();
+        let tool_part = exposed.strip_prefix(up_name)?.strip_prefix(sep)?;
+        // A name at the length limit may be a shortened one: only the full scan finds those.
+        let direct = entry
+            .index_of(tool_part)
+            .filter(|_| exposed.len() < mcpb_catalog::names::MAX_NAME);
+        let index = direct.or_else(|| {
+            entry.tools().iter().position(|t| {
+                t.get("name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| mcpb_catalog::names::exposed(sep, up_name, n) == exposed)
+            })
+        })?;
+        if !sees(profile, upstream.settings(), entry, index) {
+            return None;
+        }
+        Some(Self::new(upstream, entry, index, exposed.to_string()))
+    }
+
+    pub(crate) fn definition(&self) -> &Value {
+        &self.entry.tools()[self.index]
+    }
+
+    pub(crate) fn tool_name(&self) -> &str {
+        self.definition()
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    /// Pinned tools are written in dotted form whatever style the client sees.
+    pub(crate) fn is_pinned(&self, profile: &ProfileSettings) -> bool {
+        let dotted = mcpb_policy::dotted(self.upstream.name(), self.tool_name());
+        profile.pinned_tools.contains(&dotted)
+    }
+
+    /// The definition with its exposed name, as a client lists it.
+    pub(crate) fn exposed_definition(&self) -> Value {
+        let mut def = self.definition().clone();
+        if let Some(obj) = def.as_object_mut() {
+            obj.insert("name".into(), Value::String(self.exposed.clone()));
+        }
+        def
+    }
+}

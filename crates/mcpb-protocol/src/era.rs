@@ -1,0 +1,145 @@
+//! The two eras of MCP on the wire, for both sides of the broker. Handshake revisions
+//! (2024-11-05 to 2025-11-25) agree on a revision once, in `initialize`; the stateless revision
+//! (2026-07-28) has no initialize: every request carries an envelope in `_meta` naming its
+//! revision, client and capabilities, and every result carries `resultType`. Everything that
+//! differs between the two lives here: the envelope keys, the broker's own envelope towards an
+//! upstream, and how a result of one era is adapted for a peer of the other.
+
+use serde_json::value::RawValue;
+
+use crate::rewrite;
+
+pub const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+pub const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
+pub const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+pub const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
+pub const STATELESS_REVISION: &str = "2026-07-28";
+
+/// Which way a peer speaks MCP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Era {
+    /// `initialize` first; results without `resultType`.
+    #[default]
+    Handshake,
+    /// 2026-07-28: per-request envelope, `resultType` on every result.
+    Stateless,
+}
+
+impl Era {
+    pub fn of_revision(revision: &str) -> Self {
+        if crate::revision::is_modern(revision) {
+            Era::Stateless
+        } else {
+            Era::Handshake
+        }
+    }
+
+    pub fn is_stateless(self) -> bool {
+        self == Era::Stateless
+    }
+
+    /// An upstream's result, adapted for a client of this era. A stateless client requires
+    /// `resultType`; a handshake-era client has no such field. Everything else stays byte for
+    /// byte as the upstream wrote it.
+    pub fn adapt_result(self, result: Box<RawValue>) -> Box<RawValue> {
+        let kind = rewrite::member(&result, "resultType").map(RawValue::get);
+        match (self, kind) {
+            (Era::Stateless, None) => {
+                rewrite::with_members(&result, &[("resultType", "\"complete\"")]).unwrap_or(result)
+            }
+            (Era::Handshake, Some("\"complete\"")) => {
+                rewrite::without_members(&result, &["resultType"]).unwrap_or(result)
+            }
+            _ => result,
+        }
+    }
+
+    /// Adds what a stateless client requires on a listing or discovery result the broker
+    /// writes itself: `resultType` and the cache hints (never cached, private to this client).
+    pub fn complete_listing(self, result: &mut serde_json::Value) {
+        if self == Era::Stateless
+            && let Some(obj) = result.as_object_mut()
+        {
+            obj.insert("resultType".into(), "complete".into());
+            obj.insert("ttlMs".into(), 0.into());
+            obj.insert("cacheScope".into(), "private".into());
+        }
+    }
+}
+
+/// A stateless upstream's multi-round-trip answer: it needs the client to supply input first.
+pub fn needs_input(result: &RawValue) -> bool {
+    rewrite::member(result, "resultType").is_some_and(|t| t.get() == "\"input_required\"")
+}
+
+/// The broker's own envelope towards a stateless upstream, as `_meta` members (raw JSON).
+pub fn broker_envelope() -> [(&'static str, String); 3] {
+    [
+        (PROTOCOL_VERSION_KEY, format!("\"{STATELESS_REVISION}\"")),
+        (
+            CLIENT_INFO_KEY,
+            format!(
+                "{{\"name\":\"mcp-broker\",\"version\":\"{}\"}}",
+                env!("CARGO_PKG_VERSION")
+            ),
+        ),
+        (CLIENT_CAPABILITIES_KEY, "{}".to_string()),
+    ]
+}
+
+/// `_meta` members as one JSON object text.
+pub fn meta_object(pairs: &[(&str, &str)]) -> String {
+    let members: Vec<String> = pairs.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+    format!("{{{}}}", members.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_string()).unwrap()
+    }
+
+    #[test]
+    fn results_gain_or_lose_result_type_by_era() {
+        let plain = r#"{"content":[]}"#;
+        assert_eq!(
+            Era::Stateless.adapt_result(raw(plain)).get(),
+            r#"{"resultType":"complete","content":[]}"#
+        );
+        assert_eq!(Era::Handshake.adapt_result(raw(plain)).get(), plain);
+        let modern = r#"{"resultType":"complete","content":[1]}"#;
+        assert_eq!(Era::Stateless.adapt_result(raw(modern)).get(), modern);
+        assert_eq!(
+            Era::Handshake.adapt_result(raw(modern)).get(),
+            r#"{"content":[1]}"#
+        );
+        // Anything but "complete" is not ours to drop.
+        let other = r#"{"resultType":"input_required"}"#;
+        assert_eq!(Era::Handshake.adapt_result(raw(other)).get(), other);
+        assert!(needs_input(&raw(other)));
+        assert!(!needs_input(&raw(modern)));
+    }
+
+    #[test]
+    fn eras_of_revisions_and_their_list_fields() {
+        assert_eq!(Era::of_revision("2026-07-28"), Era::Stateless);
+        assert_eq!(Era::of_revision("2025-11-25"), Era::Handshake);
+        let mut old = serde_json::json!({"tools": []});
+        Era::Handshake.complete_listing(&mut old);
+        assert_eq!(old, serde_json::json!({"tools": []}));
+        let mut new = serde_json::json!({"tools": []});
+        Era::Stateless.complete_listing(&mut new);
+        assert_eq!(new["resultType"], "complete");
+        assert_eq!(new["ttlMs"], 0);
+        assert_eq!(new["cacheScope"], "private");
+        let env = broker_envelope();
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let text = meta_object(&pairs);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v[PROTOCOL_VERSION_KEY], "2026-07-28");
+        assert_eq!(v[CLIENT_INFO_KEY]["name"], "mcp-broker");
+    }
+}
