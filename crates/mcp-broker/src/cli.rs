@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
     version,
     about = "One local daemon in front of all your MCP servers"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Config file (default: $MCP_BROKER_CONFIG, then $MCP_BROKER_HOME/broker.yaml, then the
     /// embedded default).
     #[arg(long, global = true, value_name = "PATH")]
@@ -20,7 +20,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Relay an MCP client's stdio to the daemon (starting it if needed). This is the one entry
     /// a client config needs.
     Stdio {
@@ -83,7 +83,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ToolsCommand {
+pub(crate) enum ToolsCommand {
     /// Ranked tools for a task, e.g. `tools search "read a file"`.
     Search {
         query: String,
@@ -110,7 +110,7 @@ pub enum ToolsCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum PinsCommand {
+pub(crate) enum PinsCommand {
     /// Every cached tool: approved or quarantined (and why), with scan findings.
     List {
         #[arg(long)]
@@ -128,7 +128,7 @@ pub enum PinsCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ConfigCommand {
+pub(crate) enum ConfigCommand {
     /// Write the commented example config to the runtime root (never overwrites).
     Init,
     /// Check a config file; lists every error with its location.

@@ -11,14 +11,11 @@ use mcpb_protocol::AdminCommand;
 use crate::daemon_client::{admin, spawn_daemon, wait_for_socket};
 use crate::fail;
 
-pub fn daemon(settings: Settings) -> ExitCode {
+pub(crate) fn daemon(settings: Settings) -> ExitCode {
     crate::logfile::watch(settings.runtime.log_path(), settings.broker.log_max_bytes);
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match crate::runtime() {
         Ok(rt) => rt,
-        Err(e) => return fail(&format!("mcp-broker: cannot start the runtime: {e}"), &[]),
+        Err(code) => return code,
     };
     match rt.block_on(mcpb_daemon::run(settings)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -36,7 +33,7 @@ pub fn daemon(settings: Settings) -> ExitCode {
     }
 }
 
-pub fn start(settings: &Settings) -> ExitCode {
+pub(crate) fn start(settings: &Settings) -> ExitCode {
     if let Ok(Some(reply)) = admin(settings, AdminCommand::Ping) {
         println!(
             "mcp-broker daemon already running (pid {})",
@@ -75,7 +72,7 @@ fn refused(reply: &mcpb_protocol::HelloReply) -> ExitCode {
     )
 }
 
-pub fn stop(settings: &Settings) -> ExitCode {
+pub(crate) fn stop(settings: &Settings) -> ExitCode {
     let reply = match admin(settings, AdminCommand::Stop) {
         Ok(Some(r)) if !r.ok => return refused(&r),
         Ok(Some(r)) => r,
@@ -115,7 +112,7 @@ fn process_exists(pid: u32) -> bool {
     rustix::process::test_kill_process(pid).is_ok()
 }
 
-pub fn status(settings: &Settings, json: bool) -> ExitCode {
+pub(crate) fn status(settings: &Settings, json: bool) -> ExitCode {
     let reply = match admin(settings, AdminCommand::Status) {
         Ok(Some(r)) if !r.ok => return refused(&r),
         Ok(r) => r,
@@ -154,7 +151,7 @@ pub fn status(settings: &Settings, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub fn reload(settings: &Settings) -> ExitCode {
+pub(crate) fn reload(settings: &Settings) -> ExitCode {
     match admin(settings, AdminCommand::Reload) {
         Ok(None) => fail(
             "mcp-broker: no daemon is running; nothing to reload",
@@ -207,7 +204,7 @@ pub fn reload(settings: &Settings) -> ExitCode {
     }
 }
 
-pub fn reap(settings: &Settings) -> ExitCode {
+pub(crate) fn reap(settings: &Settings) -> ExitCode {
     // With a daemon running, its own groups are live upstreams, not leftovers.
     let live = matches!(admin(settings, AdminCommand::Ping), Ok(Some(_)));
     let ledger =
@@ -227,7 +224,7 @@ pub fn reap(settings: &Settings) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub fn render_status(data: &Value) -> String {
+pub(crate) fn render_status(data: &Value) -> String {
     let d = &data["daemon"];
     let mut out = format!(
         "daemon: running, pid {}, version {}, up {} s\nconfig: {}\nsocket: {}\nsessions: {} (max {}), calls in flight: {}\nupstreams:\n",
@@ -298,7 +295,7 @@ pub fn render_status(data: &Value) -> String {
     crate::printable(&out)
 }
 
-pub fn config_init() -> ExitCode {
+pub(crate) fn config_init() -> ExitCode {
     let ctx = ResolveContext::from_env();
     let layout = mcpb_config::RuntimeLayout::new(ctx.runtime_root(None));
     if let Err(e) = layout.ensure() {
@@ -337,7 +334,7 @@ pub fn config_init() -> ExitCode {
     }
 }
 
-pub fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
+pub(crate) fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
     let ctx = ResolveContext::from_env();
     let source = mcpb_config::locate(path, &ctx);
     match mcpb_config::load(&source, &ctx) {
@@ -373,7 +370,7 @@ pub fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
     }
 }
 
-pub fn config_show(settings: &Settings) -> ExitCode {
+pub(crate) fn config_show(settings: &Settings) -> ExitCode {
     match render_settings(settings) {
         Ok(text) => {
             print!("{text}");

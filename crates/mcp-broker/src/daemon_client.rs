@@ -12,13 +12,13 @@ use anyhow::{Context, bail};
 use mcpb_config::{ConfigSource, Settings};
 use mcpb_protocol::{AdminCommand, BROKER_PROTOCOL_VERSION, Hello, HelloKind, HelloReply};
 
-pub fn connect(settings: &Settings) -> std::io::Result<UnixStream> {
+pub(crate) fn connect(settings: &Settings) -> std::io::Result<UnixStream> {
     UnixStream::connect(settings.runtime.socket_path())
 }
 
 /// Sends a hello and reads the one-line reply. Returns the reader so buffered bytes that came
 /// after the reply are not lost.
-pub fn handshake(
+pub(crate) fn handshake(
     stream: UnixStream,
     kind: HelloKind,
 ) -> anyhow::Result<(HelloReply, BufReader<UnixStream>)> {
@@ -48,12 +48,15 @@ pub fn handshake(
     Ok((reply, reader))
 }
 
-pub fn admin(settings: &Settings, command: AdminCommand) -> anyhow::Result<Option<HelloReply>> {
+pub(crate) fn admin(
+    settings: &Settings,
+    command: AdminCommand,
+) -> anyhow::Result<Option<HelloReply>> {
     admin_about(settings, command, None)
 }
 
 /// An admin command about one profile. `None` when no daemon runs.
-pub fn admin_about(
+pub(crate) fn admin_about(
     settings: &Settings,
     command: AdminCommand,
     profile: Option<&str>,
@@ -73,7 +76,7 @@ pub fn admin_about(
     Ok(Some(reply))
 }
 
-pub fn is_absent(e: &std::io::Error) -> bool {
+pub(crate) fn is_absent(e: &std::io::Error) -> bool {
     matches!(
         e.kind(),
         std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
@@ -82,7 +85,7 @@ pub fn is_absent(e: &std::io::Error) -> bool {
 
 /// Connects, starting a daemon first when none answers. Several callers may race here: each
 /// spawns a daemon, the daemon's lock lets one of them run, and every caller connects to it.
-pub fn connect_or_start(settings: &Settings) -> anyhow::Result<UnixStream> {
+pub(crate) fn connect_or_start(settings: &Settings) -> anyhow::Result<UnixStream> {
     match connect(settings) {
         Ok(s) => return Ok(s),
         Err(e) if is_absent(&e) => {}
@@ -92,7 +95,7 @@ pub fn connect_or_start(settings: &Settings) -> anyhow::Result<UnixStream> {
     wait_for_socket(settings, Duration::from_secs(15))
 }
 
-pub fn wait_for_socket(settings: &Settings, limit: Duration) -> anyhow::Result<UnixStream> {
+pub(crate) fn wait_for_socket(settings: &Settings, limit: Duration) -> anyhow::Result<UnixStream> {
     let deadline = Instant::now() + limit;
     let mut pause = Duration::from_millis(1);
     loop {
@@ -116,7 +119,7 @@ pub fn wait_for_socket(settings: &Settings, limit: Duration) -> anyhow::Result<U
 }
 
 /// Starts `mcp-broker daemon` detached from the caller's process group, logging to the log file.
-pub fn spawn_daemon(settings: &Settings) -> anyhow::Result<()> {
+pub(crate) fn spawn_daemon(settings: &Settings) -> anyhow::Result<()> {
     settings
         .runtime
         .ensure()

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::fail;
 
-pub fn run() -> ExitCode {
+pub(crate) fn run() -> ExitCode {
     match demo() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(

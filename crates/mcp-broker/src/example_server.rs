@@ -2,7 +2,9 @@
 //! the demo, the tests and the benchmark. Two read-only tools, one that changes state, one that
 //! reads it back, with annotations that say which is which.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -12,13 +14,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct EchoArgs {
+pub(crate) struct EchoArgs {
     /// Text to send back.
     pub message: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct AddArgs {
+pub(crate) struct AddArgs {
     /// First addend.
     pub a: f64,
     /// Second addend.
@@ -26,23 +28,23 @@ pub struct AddArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct NoteArgs {
+pub(crate) struct NoteArgs {
     /// The note to store.
     pub text: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct NoArgs {}
+pub(crate) struct NoArgs {}
 
 #[derive(Debug, Clone)]
-pub struct ExampleServer {
+pub(crate) struct ExampleServer {
     notes: Arc<Mutex<Vec<String>>>,
     tool_router: ToolRouter<Self>,
 }
 
 #[tool_router]
 impl ExampleServer {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             notes: Arc::default(),
             tool_router: Self::tool_router(),
@@ -75,13 +77,9 @@ impl ExampleServer {
         )
     )]
     fn append_note(&self, Parameters(NoteArgs { text }): Parameters<NoteArgs>) -> String {
-        match self.notes.lock() {
-            Ok(mut notes) => {
-                notes.push(text);
-                format!("{} notes", notes.len())
-            }
-            Err(_) => "note store unavailable".to_string(),
-        }
+        let mut notes = self.notes.lock();
+        notes.push(text);
+        format!("{} notes", notes.len())
     }
 
     #[tool(
@@ -89,7 +87,7 @@ impl ExampleServer {
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     fn list_notes(&self, Parameters(NoArgs {}): Parameters<NoArgs>) -> String {
-        self.notes.lock().map(|n| n.join("\n")).unwrap_or_default()
+        self.notes.lock().join("\n")
     }
 }
 
@@ -108,7 +106,7 @@ impl ServerHandler for ExampleServer {
     }
 }
 
-pub async fn run() -> anyhow::Result<()> {
+pub(crate) async fn run() -> anyhow::Result<()> {
     let service = ExampleServer::new().serve(rmcp::transport::stdio()).await?;
     service.waiting().await?;
     Ok(())

@@ -29,7 +29,7 @@ fn stderr_is(path: &Path) -> bool {
 
 /// Moves `path` to `path.1` (shifting older files) when it is over `max` bytes. Returns whether
 /// it rotated.
-pub fn rotate_if_large(path: &Path, max: u64) -> std::io::Result<bool> {
+pub(crate) fn rotate_if_large(path: &Path, max: u64) -> std::io::Result<bool> {
     if fs::metadata(path).map(|m| m.len()).unwrap_or(0) <= max {
         return Ok(false);
     }
@@ -45,7 +45,7 @@ pub fn rotate_if_large(path: &Path, max: u64) -> std::io::Result<bool> {
 
 /// Watches the daemon's log from a thread of its own: cheap, and independent of the event loop
 /// it would otherwise have to share.
-pub fn watch(path: PathBuf, max: u64) {
+pub(crate) fn watch(path: PathBuf, max: u64) {
     if !stderr_is(&path) {
         return;
     }

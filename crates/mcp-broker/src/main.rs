@@ -240,13 +240,21 @@ fn with_settings(
     }
 }
 
-fn run_async(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_current_thread()
+/// The one runtime every command uses, the daemon included: tokio's current-thread runtime.
+/// The daemon relies on it: upstream children are spawned from the thread that lives as long as
+/// the daemon (PR_SET_PDEATHSIG fires when the spawning *thread* exits), and one thread keeps
+/// the per-connection bookkeeping free of contention; heavy work goes to threads of its own.
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-    {
+        .map_err(|e| fail(&format!("mcp-broker: cannot start the runtime: {e}"), &[]))
+}
+
+fn run_async(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    let rt = match runtime() {
         Ok(rt) => rt,
-        Err(e) => return fail(&format!("mcp-broker: cannot start the runtime: {e}"), &[]),
+        Err(code) => return code,
     };
     match rt.block_on(fut) {
         Ok(()) => ExitCode::SUCCESS,

@@ -13,13 +13,13 @@ use crate::daemon_client::{admin_about, connect_or_start};
 use crate::fail;
 
 /// Definitions, bytes and tokens of one tool list, serialized as a client sends it to a model.
-pub struct Size {
+pub(crate) struct Size {
     pub tools: usize,
     pub bytes: usize,
     pub tokens: usize,
 }
 
-pub fn size(tools: &[Value], bpe: &tiktoken_rs::CoreBPE) -> Size {
+pub(crate) fn size(tools: &[Value], bpe: &tiktoken_rs::CoreBPE) -> Size {
     let text = serde_json::to_string(tools).unwrap_or_default();
     Size {
         tools: tools.len(),
@@ -35,7 +35,7 @@ fn reduction(before: usize, after: usize) -> String {
     format!("{:.1}%", 100.0 * (1.0 - after as f64 / before as f64))
 }
 
-pub fn table(upstreams: &[(String, Size)], exposed: &Size) -> String {
+pub(crate) fn table(upstreams: &[(String, Size)], exposed: &Size) -> String {
     let total = Size {
         tools: upstreams.iter().map(|u| u.1.tools).sum(),
         bytes: upstreams.iter().map(|u| u.1.bytes).sum(),
@@ -83,7 +83,7 @@ pub fn table(upstreams: &[(String, Size)], exposed: &Size) -> String {
     out
 }
 
-pub fn run(settings: &Settings, profile: Option<&str>, json: bool) -> ExitCode {
+pub(crate) fn run(settings: &Settings, profile: Option<&str>, json: bool) -> ExitCode {
     if let Err(e) = connect_or_start(settings) {
         return fail(&format!("mcp-broker: cannot reach the daemon: {e:#}"), &[]);
     }

@@ -62,7 +62,7 @@ fn name(r: &Row) -> String {
     mcpb_policy::dotted(&r.upstream, r.tool["name"].as_str().unwrap_or("?"))
 }
 
-pub fn list(settings: &Settings, json_out: bool) -> ExitCode {
+pub(crate) fn list(settings: &Settings, json_out: bool) -> ExitCode {
     let mut pins = open(settings);
     let rows = rows(settings, &mut pins);
     if json_out {
@@ -96,7 +96,7 @@ pub fn list(settings: &Settings, json_out: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub fn approve(settings: &Settings, names: &[String], all: bool, reset: bool) -> ExitCode {
+pub(crate) fn approve(settings: &Settings, names: &[String], all: bool, reset: bool) -> ExitCode {
     let mut pins = open(settings);
     if let Some(e) = pins.error() {
         if !reset {

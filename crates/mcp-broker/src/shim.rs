@@ -23,7 +23,11 @@ use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 use crate::daemon_client::{connect_or_start, handshake};
 use crate::fail;
 
-pub fn run(settings: &Settings, profile: Option<String>, client: Option<String>) -> ExitCode {
+pub(crate) fn run(
+    settings: &Settings,
+    profile: Option<String>,
+    client: Option<String>,
+) -> ExitCode {
     let stream = match connect_or_start(settings) {
         Ok(s) => s,
         Err(e) => {

@@ -15,7 +15,7 @@ use crate::daemon_client::{connect_or_start, handshake};
 use crate::fail;
 
 /// One facade call in a fresh session; returns the `tools/call` result.
-pub fn call_facade(
+pub(crate) fn call_facade(
     settings: &Settings,
     profile: Option<&str>,
     tool: FacadeTool,
@@ -80,7 +80,7 @@ pub fn call_facade(
 }
 
 /// Prints a result: its JSON with `--json`, else its text content.
-pub fn print(result: &Value, json: bool) -> ExitCode {
+pub(crate) fn print(result: &Value, json: bool) -> ExitCode {
     if json {
         println!("{result:#}");
     } else {
@@ -101,7 +101,7 @@ pub fn print(result: &Value, json: bool) -> ExitCode {
     }
 }
 
-pub fn run(
+pub(crate) fn run(
     settings: &Settings,
     profile: Option<&str>,
     tool: FacadeTool,
@@ -115,7 +115,7 @@ pub fn run(
 }
 
 /// Parses a JSON argument given on the command line.
-pub fn json_arg(what: &str, text: Option<&str>) -> Result<Option<Value>, ExitCode> {
+pub(crate) fn json_arg(what: &str, text: Option<&str>) -> Result<Option<Value>, ExitCode> {
     match text {
         None => Ok(None),
         Some(t) => serde_json::from_str(t).map(Some).map_err(|e| {
@@ -130,7 +130,7 @@ pub fn json_arg(what: &str, text: Option<&str>) -> Result<Option<Value>, ExitCod
 }
 
 /// A JSON argument given on the command line, kept as written (it travels to the tool as is).
-pub fn raw_json_arg(
+pub(crate) fn raw_json_arg(
     what: &str,
     text: Option<&str>,
 ) -> Result<Option<Box<serde_json::value::RawValue>>, ExitCode> {

@@ -214,7 +214,7 @@ fn children(ppid: u64) -> usize {
         .unwrap_or(0)
 }
 
-pub fn run(env: &Env, quick: bool) -> anyhow::Result<()> {
+pub(crate) fn run(env: &Env, quick: bool) -> anyhow::Result<()> {
     let fixture = env.exe_dir().join("mcpb-fixture");
     if !fixture.is_file() {
         bail!(

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-pub struct Peer {
+pub(crate) struct Peer {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -18,7 +18,7 @@ pub struct Peer {
 }
 
 impl Peer {
-    pub fn spawn(mut cmd: Command, tool: &str, args: &str) -> anyhow::Result<Self> {
+    pub(crate) fn spawn(mut cmd: Command, tool: &str, args: &str) -> anyhow::Result<Self> {
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -67,7 +67,7 @@ impl Peer {
     }
 
     /// Sequential calls; returns each round trip.
-    pub fn latencies(&mut self, n: usize) -> anyhow::Result<Vec<Duration>> {
+    pub(crate) fn latencies(&mut self, n: usize) -> anyhow::Result<Vec<Duration>> {
         let body = self.call_body();
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
@@ -79,7 +79,7 @@ impl Peer {
     }
 
     /// `n` calls with up to `window` in flight; returns calls per second.
-    pub fn throughput(&mut self, n: usize, window: usize) -> anyhow::Result<f64> {
+    pub(crate) fn throughput(&mut self, n: usize, window: usize) -> anyhow::Result<f64> {
         let body = self.call_body();
         let (permit_tx, permit_rx) = sync_channel::<()>(window);
         for _ in 0..window {
@@ -118,7 +118,7 @@ impl Peer {
         Ok(n as f64 / elapsed.as_secs_f64())
     }
 
-    pub fn close(mut self) {
+    pub(crate) fn close(mut self) {
         drop(self.stdin);
         let _ = self.child.wait();
     }
@@ -136,7 +136,7 @@ impl CloneHandle for ChildStdin {
     }
 }
 
-pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }

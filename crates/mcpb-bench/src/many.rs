@@ -38,7 +38,7 @@ fn ask(env: &Env, profile: &str, method: &str, params: &str) -> anyhow::Result<V
     Ok(answer)
 }
 
-pub fn run(env: &Env) -> anyhow::Result<()> {
+pub(crate) fn run(env: &Env) -> anyhow::Result<()> {
     let fixture = env.exe_dir().join("mcpb-fixture");
     if !fixture.is_file() {
         bail!(

@@ -16,7 +16,7 @@ struct Query {
     groups: Vec<Vec<String>>,
 }
 
-pub fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Value>> {
+pub(crate) fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Value>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     Ok(text
@@ -117,7 +117,7 @@ fn evaluate(tools: &[ToolDoc], queries: &[Query], weights: Weights) -> Metrics {
 }
 
 /// Where the tool-retrieval data sets live (`MCPB_RETRIEVAL_DATA` or `../shared/data`).
-pub fn data_root() -> PathBuf {
+pub(crate) fn data_root() -> PathBuf {
     std::env::var_os("MCPB_RETRIEVAL_DATA")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -125,7 +125,7 @@ pub fn data_root() -> PathBuf {
         })
 }
 
-pub fn run() -> anyhow::Result<()> {
+pub(crate) fn run() -> anyhow::Result<()> {
     let root = data_root();
     println!("| data set | ranking | R@1 | R@5 | R@10 | MRR |");
     println!("|---|---|---|---|---|---|");

@@ -17,7 +17,7 @@ struct Target {
 }
 
 #[derive(Debug, Clone)]
-pub struct Env {
+pub(crate) struct Env {
     exe: PathBuf,
     home: PathBuf,
     config: PathBuf,
@@ -26,7 +26,7 @@ pub struct Env {
 
 impl Env {
     /// The same runtime dir with a config of `m` example upstreams named u0, u1, ...
-    pub fn with_upstreams(&self, m: usize) -> Env {
+    pub(crate) fn with_upstreams(&self, m: usize) -> Env {
         let config = self.home.join(format!("upstreams-{m}.yaml"));
         let mut yaml = String::from("schema_version: 1\nupstreams:\n");
         for u in 0..m {
@@ -41,7 +41,7 @@ impl Env {
     }
 
     /// The same runtime dir with `yaml` as its config (written as `name`).
-    pub fn with_config(&self, name: &str, yaml: &str) -> Env {
+    pub(crate) fn with_config(&self, name: &str, yaml: &str) -> Env {
         let config = self.home.join(name);
         let _ = std::fs::write(&config, yaml);
         Env {
@@ -51,16 +51,16 @@ impl Env {
     }
 
     /// The benchmark's runtime dir.
-    pub fn home(&self) -> &Path {
+    pub(crate) fn home(&self) -> &Path {
         &self.home
     }
 
     /// Where the broker binary (and the fixture server built beside it) lives.
-    pub fn exe_dir(&self) -> PathBuf {
+    pub(crate) fn exe_dir(&self) -> PathBuf {
         self.exe.parent().map(Path::to_path_buf).unwrap_or_default()
     }
 
-    pub fn broker(&self, args: &[&str]) -> Command {
+    pub(crate) fn broker(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.exe);
         c.env_clear()
             .env("HOME", &self.home)
@@ -84,7 +84,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
-pub fn rss_kib(pid: u64) -> u64 {
+pub(crate) fn rss_kib(pid: u64) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
@@ -116,13 +116,13 @@ fn daemon_pid(env: &Env) -> anyhow::Result<u64> {
 
 /// What `run` measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     Measure,
     Soak,
     Many,
 }
 
-pub fn run(quick: bool, with_everything: bool, mode: Mode) -> anyhow::Result<()> {
+pub(crate) fn run(quick: bool, with_everything: bool, mode: Mode) -> anyhow::Result<()> {
     let exe = std::env::current_exe()?
         .parent()
         .context("no exe dir")?

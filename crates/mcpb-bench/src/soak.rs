@@ -146,7 +146,7 @@ fn group_alive(pgid: u64) -> bool {
         .unwrap_or(false)
 }
 
-pub fn run(env: &Env, quick: bool) -> anyhow::Result<()> {
+pub(crate) fn run(env: &Env, quick: bool) -> anyhow::Result<()> {
     let (sessions, calls) = if quick { (10, 100) } else { (100, 1000) };
     let started = env.broker(&["start"]).output()?;
     if !started.status.success() {

@@ -77,22 +77,7 @@ impl ListStore {
 /// Write to a temporary file beside the target, then rename: a reader sees the old file or the
 /// new one, never half of one. Files are private to the user.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CatalogError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| CatalogError::io(dir, e))?;
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| CatalogError::io(&tmp, e))?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| CatalogError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| CatalogError::io(path, e))
+    mcpb_config::layout::write_private(path, bytes).map_err(|e| CatalogError::io(path, e))
 }
 
 #[cfg(test)]

@@ -17,9 +17,7 @@ pub struct RuntimeLayout {
 }
 
 const SUBDIRS: &[&str] = &[
-    "backups",
     "logs",
-    "renders",
     "run",
     "secrets",
     "sockets",
@@ -32,14 +30,8 @@ impl RuntimeLayout {
         Self { root: root.into() }
     }
 
-    pub fn backups_dir(&self) -> PathBuf {
-        self.root.join("backups")
-    }
     pub fn logs_dir(&self) -> PathBuf {
         self.root.join("logs")
-    }
-    pub fn renders_dir(&self) -> PathBuf {
-        self.root.join("renders")
     }
     pub fn run_dir(&self) -> PathBuf {
         self.root.join("run")
@@ -133,6 +125,20 @@ pub fn expand_home(path: &str, home: Option<&Path>) -> PathBuf {
             .unwrap_or_else(|| PathBuf::from(path)),
         _ => PathBuf::from(path),
     }
+}
+
+/// Writes `bytes` to `path` so that a reader sees the old file or the new one, never half of
+/// one: a temporary file beside it (0600, like every file the broker writes), synced, then
+/// renamed over it. The directory is created when missing.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    file.write_all(bytes)?;
+    file.as_file().sync_all()?;
+    file.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 #[cfg(test)]

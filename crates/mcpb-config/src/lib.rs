@@ -18,11 +18,11 @@ pub mod template;
 
 pub use error::{ConfigError, ConfigIssue};
 pub use layout::RuntimeLayout;
-pub use load::{EMBEDDED_DEFAULT, EXAMPLE, load, load_str, locate, parse_raw};
+pub use load::{EMBEDDED_DEFAULT, EXAMPLE, load, load_str, locate};
 pub use raw::{Lifecycle, NameStyle, PinModeSetting, Transport};
-pub use resolve::{ResolveContext, check_name};
+pub use resolve::ResolveContext;
 pub use settings::{BrokerSettings, ConfigSource, ProfileSettings, Settings, UpstreamSettings};
-pub use template::{Template, TemplateError};
+pub use template::Template;
 
 /// Seconds since the Unix epoch, for the times the broker records (0 if the clock is before it).
 pub fn unix_now() -> u64 {

@@ -116,6 +116,8 @@ pub struct UpstreamSettings {
     pub tags: Vec<String>,
     pub trust_annotations: bool,
     pub read_only_tools: Vec<String>,
+    /// The safe probe `mcp-broker profile validate` is to run (search, describe, call) once
+    /// the client-integration commands land; checked and kept, not read by anything yet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub smoke: Option<SmokeSettings>,
 }

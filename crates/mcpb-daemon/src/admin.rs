@@ -14,7 +14,7 @@ use crate::broker::Broker;
 use crate::view::View;
 
 #[derive(Debug, Clone, Serialize)]
-pub struct DaemonStatus {
+pub(crate) struct DaemonStatus {
     pub pid: u32,
     pub version: String,
     pub started_at_unix: u64,
@@ -28,7 +28,7 @@ pub struct DaemonStatus {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct StatusReport {
+pub(crate) struct StatusReport {
     pub daemon: DaemonStatus,
     pub upstreams: Vec<UpstreamStatus>,
     /// Quarantined tools and description findings, from the catalog (nothing is started).
@@ -36,7 +36,7 @@ pub struct StatusReport {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct CatalogStatus {
+pub(crate) struct CatalogStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pin_store_error: Option<String>,
     pub quarantined: Vec<serde_json::Value>,

@@ -21,15 +21,15 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    pub fn tools(&self) -> &[Value] {
+    pub(crate) fn tools(&self) -> &[Value] {
         &self.list.tools
     }
 
-    pub fn index_of(&self, tool: &str) -> Option<usize> {
+    pub(crate) fn index_of(&self, tool: &str) -> Option<usize> {
         self.by_name.get(tool).copied()
     }
 
-    pub fn approved(&self, i: usize) -> bool {
+    pub(crate) fn approved(&self, i: usize) -> bool {
         self.verdicts.get(i).is_some_and(Option::is_none)
     }
 }
@@ -45,7 +45,7 @@ pub(crate) struct KnownLists {
 }
 
 impl KnownLists {
-    pub fn new(settings: &mcpb_config::Settings) -> Self {
+    pub(crate) fn new(settings: &mcpb_config::Settings) -> Self {
         let pins = Pins::open(settings.runtime.pins_path(), settings.pins.into());
         if let Some(e) = pins.error() {
             tracing::error!(
@@ -63,12 +63,12 @@ impl KnownLists {
         }
     }
 
-    pub fn generation(&self) -> u64 {
+    pub(crate) fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)
     }
 
     /// The entry of `tools` when it is the list already known (no work to do).
-    pub fn current(&self, upstream: &str, tools: &Arc<Vec<Value>>) -> Option<Arc<Entry>> {
+    pub(crate) fn current(&self, upstream: &str, tools: &Arc<Vec<Value>>) -> Option<Arc<Entry>> {
         self.memory(upstream)
             .filter(|e| Arc::ptr_eq(&e.list.tools, tools))
     }
@@ -76,7 +76,7 @@ impl KnownLists {
     /// A list just received from a running upstream. Cheap when it is the list already known;
     /// otherwise it hashes, judges, scans and writes the list, which the daemon does off its
     /// event loop.
-    pub fn observe(&self, upstream: &str, tools: &Arc<Vec<Value>>) -> Arc<Entry> {
+    pub(crate) fn observe(&self, upstream: &str, tools: &Arc<Vec<Value>>) -> Arc<Entry> {
         if let Some(e) = self.current(upstream, tools) {
             return e;
         }
@@ -103,7 +103,7 @@ impl KnownLists {
     }
 
     /// What is known without starting anything: memory, else the disk cache.
-    pub fn cached(&self, upstream: &str) -> Option<Arc<Entry>> {
+    pub(crate) fn cached(&self, upstream: &str) -> Option<Arc<Entry>> {
         if let Some(e) = self.memory(upstream) {
             return Some(e);
         }
@@ -176,12 +176,12 @@ impl KnownLists {
     }
 
     /// A reload changed `pins.mode`: the store is read again under the new mode.
-    pub fn set_mode(&self, setting: mcpb_config::PinModeSetting) {
+    pub(crate) fn set_mode(&self, setting: mcpb_config::PinModeSetting) {
         self.reopen(Some(setting.into()));
     }
 
     /// Re-reads the pin store (after `mcp-broker pins approve`) and judges every known list again.
-    pub fn reload_pins(&self) {
+    pub(crate) fn reload_pins(&self) {
         self.reopen(None);
     }
 
@@ -202,7 +202,7 @@ impl KnownLists {
         }
     }
 
-    pub fn pin_error(&self) -> Option<String> {
+    pub(crate) fn pin_error(&self) -> Option<String> {
         self.pins.lock().error().map(str::to_string)
     }
 }
@@ -217,12 +217,12 @@ type Job = Box<dyn FnOnce() + Send>;
 /// new list), so a large list never stalls the sessions on the daemon's event loop. One
 /// long-lived thread rather than the blocking pool: every pool thread would keep its own
 /// allocator arena, which measured ~9 MB more resident memory with 40 upstreams.
-pub struct Worker {
+pub(crate) struct Worker {
     tx: Mutex<Option<std::sync::mpsc::Sender<Job>>>,
 }
 
 impl Worker {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let (tx, rx) = std::sync::mpsc::channel::<Job>();
         let spawned = std::thread::Builder::new()
             .name("catalog".into())
@@ -241,7 +241,7 @@ impl Worker {
 
     /// Runs `f` on the catalog thread (or here, when there is none) and waits for its result;
     /// `None` only if the job was lost (it panicked).
-    pub async fn run<T: Send + 'static>(
+    pub(crate) async fn run<T: Send + 'static>(
         &self,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Option<T> {

@@ -46,6 +46,5 @@ mod session;
 mod tools;
 mod view;
 
-pub use admin::{DaemonStatus, StatusReport};
 pub use error::DaemonError;
 pub use listener::run;

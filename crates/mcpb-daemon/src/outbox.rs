@@ -166,7 +166,7 @@ impl ClientQueue {
 
     /// Queues an answer, waiting for room up to the write timeout; past it the client is
     /// treated as gone.
-    pub async fn push(&self, line: Vec<u8>) {
+    pub(crate) async fn push(&self, line: Vec<u8>) {
         let len = line.len();
         // The common case needs no timer: there is room now.
         let line = if self.fits(len) {
@@ -255,7 +255,7 @@ impl ClientQueue {
     }
 
     /// Resolves once the queue is under its byte budget.
-    pub async fn until_room(&self) {
+    pub(crate) async fn until_room(&self) {
         let _waiting = Waiting::new(&self.waiting);
         loop {
             let room = self.room.notified();

@@ -82,19 +82,7 @@ impl ArtifactStore {
         std::fs::create_dir_all(&dir).map_err(Self::io(&dir))?;
         self.sweep(size)?;
         let path = dir.join(format!("{id}.txt"));
-        let tmp = dir.join(format!(".{id}.{}", std::process::id()));
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)
-                .map_err(Self::io(&tmp))?;
-            std::io::Write::write_all(&mut f, text.as_bytes()).map_err(Self::io(&tmp))?;
-        }
-        std::fs::rename(&tmp, &path).map_err(Self::io(&path))?;
+        mcpb_config::layout::write_private(&path, text.as_bytes()).map_err(Self::io(&path))?;
         Ok(id)
     }
 

@@ -15,5 +15,4 @@ pub mod suggest;
 pub mod tools;
 
 pub use artifacts::{ArtifactError, ArtifactStore, Page};
-pub use projection::{Projection, project};
 pub use tools::{FacadeTool, definitions};

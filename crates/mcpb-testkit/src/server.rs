@@ -2,14 +2,16 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
+use std::sync::Arc;
 use std::sync::mpsc::{Sender, channel};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 #[derive(Debug, Default, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     /// Keep running after stdin closes (a server that ignores EOF).
     pub ignore_eof: bool,
     /// Start a long-lived grandchild (`sleep`) at start-up.
@@ -39,7 +41,7 @@ pub struct Options {
 }
 
 impl Options {
-    pub fn parse(args: &[String]) -> Self {
+    pub(crate) fn parse(args: &[String]) -> Self {
         let mut o = Options {
             name: "fixture".into(),
             ..Options::default()
@@ -72,13 +74,13 @@ impl Options {
 type Out = Arc<Mutex<std::io::Stdout>>;
 
 fn send(out: &Out, msg: &Value) {
-    let mut o = out.lock().unwrap();
+    let mut o = out.lock();
     let _ = writeln!(o, "{msg}");
     let _ = o.flush();
 }
 
 fn send_raw(out: &Out, line: &str) {
-    let mut o = out.lock().unwrap();
+    let mut o = out.lock();
     let _ = o.write_all(line.as_bytes());
     let _ = o.write_all(b"\n");
     let _ = o.flush();
@@ -284,7 +286,7 @@ struct Shared {
     next: Mutex<u64>,
 }
 
-pub fn run(opts: Options) {
+pub(crate) fn run(opts: Options) {
     if let Some(code) = opts.exit_at_start {
         eprintln!("fixture: cannot start (exit code {code} on purpose)");
         std::process::exit(code);
@@ -331,7 +333,7 @@ pub fn run(opts: Options) {
         match (method.as_deref(), id) {
             (None, Some(id)) => {
                 let key = id.to_string();
-                if let Some(tx) = shared.waiting.lock().unwrap().remove(&key) {
+                if let Some(tx) = shared.waiting.lock().remove(&key) {
                     let _ = tx.send(msg.clone());
                 }
             }
@@ -463,7 +465,7 @@ pub fn run(opts: Options) {
 
 fn ask_client(shared: &Shared, method: &str, params: Value) -> Option<Value> {
     let id = {
-        let mut n = shared.next.lock().unwrap();
+        let mut n = shared.next.lock();
         *n += 1;
         format!("fixture-{n}")
     };
@@ -471,7 +473,6 @@ fn ask_client(shared: &Shared, method: &str, params: Value) -> Option<Value> {
     shared
         .waiting
         .lock()
-        .unwrap()
         .insert(Value::String(id.clone()).to_string(), tx);
     send(
         &shared.out,

@@ -40,10 +40,10 @@ pub const BASE_ALLOWLIST: &[&str] = &[
 
 /// Used when the daemon itself was started without PATH (some clients pass only HOME), so that
 /// `npx` or `uvx` can still be found.
-pub const FALLBACK_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+pub(crate) const FALLBACK_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// Builds the child's complete environment. Secret references are resolved here and nowhere else.
-pub fn child_env(
+pub(crate) fn child_env(
     settings: &UpstreamSettings,
     passthrough: &[String],
     lookup: &dyn Fn(&str) -> Option<String>,

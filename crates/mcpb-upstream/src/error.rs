@@ -6,6 +6,8 @@ pub enum UpstreamError {
         command: String,
         reason: String,
     },
+    #[error("upstream '{upstream}' cannot be reached: {reason}")]
+    Connect { upstream: String, reason: String },
     #[error("upstream '{upstream}' needs {key}: {reason}")]
     Secret {
         upstream: String,
@@ -46,6 +48,7 @@ impl UpstreamError {
     pub fn upstream(&self) -> &str {
         match self {
             UpstreamError::Spawn { upstream, .. }
+            | UpstreamError::Connect { upstream, .. }
             | UpstreamError::Secret { upstream, .. }
             | UpstreamError::Handshake { upstream, .. }
             | UpstreamError::StartTimeout { upstream, .. }

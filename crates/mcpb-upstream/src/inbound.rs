@@ -112,6 +112,18 @@ pub(crate) fn fail_all(pending: &Pending) {
     pending.lock().clear();
 }
 
+/// Answers one of our own requests with an error of the broker's, as if the upstream had sent
+/// it (a remote request that could not be delivered).
+pub(crate) fn fail_request(ctx: &ReadCtx, id: u64, code: mcpb_protocol::RpcCode, message: &str) {
+    let Some(waiter) = ctx.pending.lock().remove(&id) else {
+        return;
+    };
+    let error = serde_json::json!({"code": code.code(), "message": message});
+    if let Ok(raw) = mcpb_protocol::message::to_raw(&error) {
+        let _ = waiter.tx.send(Reply::Error(raw));
+    }
+}
+
 fn route_response(ctx: &ReadCtx, msg: &Incoming<'_>) {
     let Some(id) = msg.id.and_then(|id| id.get().parse::<u64>().ok()) else {
         tracing::warn!(upstream = %ctx.name, "response with an id the broker never sent; dropped");

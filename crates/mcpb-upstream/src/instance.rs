@@ -67,7 +67,7 @@ impl CallOptions {
 
 pub(crate) const STDERR_TAIL: usize = 20;
 
-pub struct Instance {
+pub(crate) struct Instance {
     pub(crate) name: String,
     pub(crate) pid: u32,
     pub(crate) outbox: mpsc::Sender<Vec<u8>>,
@@ -255,19 +255,19 @@ impl Instance {
         })
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.pid
     }
 
-    pub fn is_alive(&self) -> bool {
+    pub(crate) fn is_alive(&self) -> bool {
         self.alive.load(Ordering::SeqCst)
     }
 
-    pub fn protocol_version(&self) -> String {
+    pub(crate) fn protocol_version(&self) -> String {
         self.protocol_version.lock().clone()
     }
 
-    pub fn stderr_tail(&self) -> Vec<String> {
+    pub(crate) fn stderr_tail(&self) -> Vec<String> {
         self.stderr_tail.lock().iter().cloned().collect()
     }
 
@@ -276,7 +276,7 @@ impl Instance {
     }
 
     /// How long since the last request, or `None` while requests are in flight.
-    pub fn idle_for(&self) -> Option<Duration> {
+    pub(crate) fn idle_for(&self) -> Option<Duration> {
         if !self.pending.lock().is_empty() {
             return None;
         }
@@ -306,7 +306,7 @@ impl Instance {
     }
 
     /// Sends a request with an id of our own and waits for its answer.
-    pub async fn request(
+    pub(crate) async fn request(
         &self,
         method: &str,
         params: Option<&RawValue>,
@@ -322,7 +322,7 @@ impl Instance {
     /// Sends a request and waits for its answer. Progress restarts the idle timeout up to the
     /// hard maximum. Dropping the future (the client went away, or cancelled) withdraws the
     /// request and tells the upstream to cancel it.
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         outgoing: Outgoing<'_>,
         opts: &CallOptions,
@@ -460,7 +460,7 @@ impl Instance {
         }
     }
 
-    pub async fn notify(&self, method: &str, params: Option<&RawValue>) {
+    pub(crate) async fn notify(&self, method: &str, params: Option<&RawValue>) {
         let _ = self.outbox.send(notification_line(method, params)).await;
     }
 
@@ -550,7 +550,7 @@ impl Instance {
     }
 
     /// Starts the stop ladder and waits until the process group is gone.
-    pub async fn stop(&self) {
+    pub(crate) async fn stop(&self) {
         self.request_stop();
         let mut exit = self.exit.clone();
         let _ = exit.wait_for(Option::is_some).await;

@@ -131,7 +131,7 @@ fn alive(pid: u32) -> bool {
 }
 
 /// Live (non-zombie) processes whose process group is `pgid`.
-pub fn group_members(pgid: u32) -> Vec<u32> {
+pub(crate) fn group_members(pgid: u32) -> Vec<u32> {
     let Ok(proc_dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -147,7 +147,7 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
         .collect()
 }
 
-pub fn wait_group_gone(pgid: u32, limit: Duration) -> bool {
+pub(crate) fn wait_group_gone(pgid: u32, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     loop {
         if group_members(pgid).is_empty() {

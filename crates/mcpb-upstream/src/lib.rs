@@ -27,10 +27,10 @@ mod stderr;
 mod toolcheck;
 mod upstream;
 
-pub use env::{BASE_ALLOWLIST, child_env};
+pub use env::BASE_ALLOWLIST;
 pub use error::UpstreamError;
-pub use instance::{CallOptions, Instance, ListChanged, Outgoing, Reply};
-pub use ledger::{Ledger, LedgerEntry, Reaped, group_members, ledger_dir};
+pub use instance::{CallOptions, ListChanged, Outgoing, Reply};
+pub use ledger::{Ledger, LedgerEntry, Reaped, ledger_dir};
 pub use link::{ClientLink, Responder};
 pub use orphans::{adopt_orphans, kill_adopted, reap_adopted};
 pub use process::StopTimings;

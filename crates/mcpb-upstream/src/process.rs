@@ -59,6 +59,11 @@ pub(crate) fn spawn(
     })
 }
 
+/// The child gets SIGKILL when its parent goes. The kernel sends it when the *thread* that
+/// forked the child exits, not the process: this holds because the daemon runs tokio's
+/// current-thread runtime (see `mcp-broker`'s `runtime()`), so every spawn happens on the main
+/// thread, which lives as long as the daemon. A multi-threaded runtime would kill children
+/// whenever a worker thread retired.
 #[allow(unsafe_code)]
 fn die_with_parent(cmd: &mut Command) {
     // SAFETY: the closure runs in the forked child between fork and exec. It only calls

