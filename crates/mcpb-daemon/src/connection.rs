@@ -10,11 +10,10 @@ use mcpb_config::ProfileSettings;
 use mcpb_protocol::{BROKER_PROTOCOL_VERSION, FrameReader, Hello, HelloKind, HelloReply};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
-use tokio::sync::{Notify, OwnedSemaphorePermit, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::broker::Broker;
 use crate::handover;
-use crate::listener::ConnectionLimits;
 use crate::session::{Session, SessionIo, until_set};
 
 const HELLO_LIMIT: usize = 64 * 1024;
@@ -22,6 +21,14 @@ pub(crate) const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a session over `broker.max_clients` waits for a slot before it is refused (the shim
 /// waits 15 s for the daemon's answer).
 const SLOT_WAIT: Duration = Duration::from_secs(5);
+
+/// The connection pools: before the hello, then sessions or admin commands.
+#[derive(Clone)]
+pub(crate) struct ConnectionLimits {
+    pub(crate) hello: Arc<Semaphore>,
+    pub(crate) sessions: Arc<Semaphore>,
+    pub(crate) admin: Arc<Semaphore>,
+}
 
 /// What a connection needs besides its stream.
 pub(crate) struct Handler {

@@ -48,3 +48,7 @@ mod view;
 
 pub use error::DaemonError;
 pub use listener::run;
+
+#[cfg(test)]
+#[path = "layering_tests.rs"]
+mod layering;

@@ -20,7 +20,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::DaemonError;
 use crate::broker::Broker;
-use crate::connection::Handler;
+use crate::connection::{ConnectionLimits, Handler};
 
 /// Session connections beyond `max_clients`: those waiting for a slot.
 const CONNECTION_HEADROOM: usize = 64;
@@ -28,14 +28,6 @@ const CONNECTION_HEADROOM: usize = 64;
 const HELLO_CONNECTIONS: usize = 256;
 /// Admin commands served at once.
 const ADMIN_CONNECTIONS: usize = 32;
-
-/// The connection pools: before the hello, then sessions or admin commands.
-#[derive(Clone)]
-pub(crate) struct ConnectionLimits {
-    pub(crate) hello: Arc<Semaphore>,
-    pub(crate) sessions: Arc<Semaphore>,
-    pub(crate) admin: Arc<Semaphore>,
-}
 
 /// The daemon's socket with everything it holds for its life: the single-instance lock, the pid
 /// file, the signals it answers, the broker state and the connection pools.
