@@ -170,6 +170,8 @@ fn tools(
                 Ok(p) => p,
                 Err(code) => return code,
             };
+            // `null` means no projection, as it does in a model's call.
+            let projection = projection.filter(|p| !p.is_null());
             let projection = match projection.map(serde_json::from_value).transpose() {
                 Ok(p) => p,
                 Err(e) => {

@@ -38,10 +38,11 @@ fn rows(settings: &Settings, pins: &mut Pins) -> Vec<Row> {
             .filter(|l| l.upstream != list.upstream)
             .flat_map(|l| l.tools.iter().filter_map(|t| t["name"].as_str()))
             .collect();
-        let judged = pins.scan_and_judge(
+        let scanned = mcpb_catalog::scan::scan_list(&list.tools, &others);
+        let judged = pins.judge_scanned(
             &list.upstream,
             &list.tools,
-            &others,
+            scanned,
             mcpb_config::unix_now(),
         );
         for ((tool, verdict), findings) in

@@ -163,16 +163,16 @@ impl Pins {
     /// One verdict per tool (None = approved); `flagged[i]` says the description scan found
     /// something in tool `i`. On first contact in `tofu` mode the unflagged tools are approved;
     /// the return flag says the store changed and should be saved.
-    /// Scans the list's descriptions (against `others`, the tool names of other upstreams), then
-    /// judges it: what the daemon does with each new list and `pins list` with each cached one.
-    pub fn scan_and_judge(
+    /// Judges a list whose descriptions `scan_list` has scanned (one findings list per tool): what
+    /// the daemon does with each new list and `pins list` with each cached one. The scan is the
+    /// caller's, so it can run without holding the store.
+    pub fn judge_scanned(
         &mut self,
         upstream: &str,
         tools: &[Value],
-        others: &[&str],
+        findings: Vec<Vec<crate::Finding>>,
         now_unix: u64,
     ) -> Judged {
-        let findings = crate::scan::scan_list(tools, others);
         let flagged: Vec<bool> = findings.iter().map(|f| !f.is_empty()).collect();
         let (verdicts, changed) = self.judge(upstream, tools, &flagged, now_unix);
         Judged {

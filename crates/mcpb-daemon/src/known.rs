@@ -139,12 +139,14 @@ impl KnownLists {
 
     fn judge(&self, list: CachedList, others: &[String]) -> Entry {
         let other_refs: Vec<&str> = others.iter().map(String::as_str).collect();
+        // The scan may take a while on a large list; the store is locked for the verdicts only.
+        let scanned = mcpb_catalog::scan::scan_list(&list.tools, &other_refs);
         let judged = {
             let mut pins = self.pins.lock();
-            let judged = pins.scan_and_judge(
+            let judged = pins.judge_scanned(
                 &list.upstream,
                 &list.tools,
-                &other_refs,
+                scanned,
                 mcpb_config::unix_now(),
             );
             if judged.changed

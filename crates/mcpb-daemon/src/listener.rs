@@ -43,6 +43,9 @@ struct Listener {
     limits: ConnectionLimits,
     stop: Arc<Notify>,
     shutdown: watch::Sender<bool>,
+    /// `broker.shutdown_grace_ms` as the daemon started with it (read once, like the other
+    /// broker settings).
+    grace: std::time::Duration,
     my_uid: u32,
 }
 
@@ -128,6 +131,7 @@ impl Listener {
             hup: signal(SignalKind::hangup()).map_err(DaemonError::Signals)?,
         };
         let max_clients = settings.broker.max_clients;
+        let grace = settings.broker.shutdown_grace;
         let broker = Arc::new(Broker::new(settings));
         // Sessions wait a bounded time for one of `max_clients` slots after their hello; these
         // outer bounds only keep the number of open connections finite.
@@ -153,6 +157,7 @@ impl Listener {
             limits,
             stop: Arc::new(Notify::new()),
             shutdown: watch::channel(false).0,
+            grace,
             my_uid: rustix::process::getuid().as_raw(),
         })
     }
@@ -213,16 +218,16 @@ impl Listener {
         drain.start();
         self.socket = None;
         let _ = fs::remove_file(&self.socket_path);
-        let grace = self.broker.config().settings.broker.shutdown_grace;
         let mut now = false;
         tokio::select! {
-            drained = drain.wait(grace) => if !drained {
+            drained = drain.wait(self.grace) => if !drained {
                 tracing::warn!("grace period over; cancelling the calls still running");
             },
             _ = self.signals.term.recv() => now = true,
             _ = self.signals.int.recv() => now = true,
         }
-        let _ = self.shutdown.send(true);
+        // Kept even with no connection open now: every handler subscribes to this value.
+        self.shutdown.send_replace(true);
         now
     }
 

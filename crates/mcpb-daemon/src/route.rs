@@ -1,5 +1,6 @@
 //! A session's `tools/list` and `tools/call`, from the request's params to the response frame:
-//! params parsed once, a broker tool or a raw tool of the profile's view, the answer adapted to
+//! the name read once (a raw call's params travel on untouched), a broker tool or a raw tool of
+//! the profile's view, the answer adapted to
 //! the client's era in one place.
 
 use std::borrow::Cow;
@@ -16,11 +17,17 @@ use crate::error::json_line;
 use crate::tools::Answer;
 use crate::view::{ProfileView, View};
 
-/// `tools/call` params, borrowed from the request frame.
+/// The name of a `tools/call`, borrowed from the request frame: all a raw call needs, since its
+/// params travel on as the client wrote them.
 #[derive(Deserialize)]
-struct CallParams<'a> {
+struct CallName<'a> {
     #[serde(borrow)]
     name: Cow<'a, str>,
+}
+
+/// The members of a broker tool's call, still as the client wrote them.
+#[derive(Deserialize)]
+struct BrokerCall<'a> {
     #[serde(borrow, default)]
     arguments: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "_meta")]
@@ -79,12 +86,14 @@ async fn dispatch(
     link: Arc<dyn ClientLink>,
 ) -> Result<Answer, BrokerRpcError> {
     let params = params.ok_or_else(|| BrokerRpcError::InvalidParams("missing params".into()))?;
-    let call: CallParams<'_> = serde_json::from_str(params.get())
-        .map_err(|e| BrokerRpcError::InvalidParams(format!("tools/call params: {e}")))?;
+    let invalid =
+        |e: serde_json::Error| BrokerRpcError::InvalidParams(format!("tools/call params: {e}"));
+    let call: CallName<'_> = serde_json::from_str(params.get()).map_err(invalid)?;
     if kind.has_facade()
         && let Some(tool) = FacadeTool::from_name(view.sep(), &call.name)
     {
-        return crate::tools::apply(tool, view, call.arguments, call.meta, link).await;
+        let members: BrokerCall<'_> = serde_json::from_str(params.get()).map_err(invalid)?;
+        return crate::tools::apply(tool, view, members.arguments, members.meta, link).await;
     }
     let tool = view.resolve_raw(&call.name, kind).await?;
     Ok(Answer::Upstream(view.call(&tool, params, link).await?))

@@ -291,7 +291,16 @@ impl Upstream {
             // Remote upstreams run no process here: no pid to show.
             state.status.pid = Some(inst.pid()).filter(|p| *p != 0);
         }
-        state.set_instance(lifecycle, session, Some(inst.clone()));
+        // A session released while this start ran keeps no instance: this call uses it, and
+        // the last handle going stops it.
+        let released = lifecycle == Lifecycle::PerSession
+            && !state
+                .session_gates
+                .get(&session)
+                .is_some_and(|g| Arc::ptr_eq(g, &gate));
+        if !released {
+            state.set_instance(lifecycle, session, Some(inst.clone()));
+        }
         Ok(inst)
     }
 
@@ -682,12 +691,19 @@ impl Upstream {
     /// A session ended (or asked to close): its per-session instance stops, after any start of
     /// it under way. Returns whether an instance was running for it.
     pub async fn release_session(&self, session: u64) -> bool {
-        let gate = self.state.lock().session_gates.remove(&session);
+        // The gate stays registered until its start is over: a caller dropped while waiting
+        // here leaves everything in place for the next release, and a new call of the session
+        // meanwhile waits on the same gate instead of starting a second instance.
+        let gate = self.state.lock().session_gates.get(&session).cloned();
         let Some(gate) = gate else {
             return false;
         };
         let _started = gate.lock().await;
-        let inst = self.state.lock().sessions.remove(&session);
+        let inst = {
+            let mut state = self.state.lock();
+            state.session_gates.remove(&session);
+            state.sessions.remove(&session)
+        };
         match inst {
             Some(inst) => {
                 inst.stop().await;

@@ -108,3 +108,24 @@ async fn releasing_a_session_that_never_started_is_a_no_op() {
     assert_eq!(up.status().state, UpstreamState::Stopped);
     assert_eq!(up.status().session_count, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_release_dropped_while_a_start_runs_leaves_the_session_releasable() {
+    let up = upstream("per_session");
+    let gate = up.gate_for(3);
+    let starting = gate.clone().lock_owned().await;
+    let release = {
+        let up = up.clone();
+        tokio::spawn(async move { up.release_session(3).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    release.abort();
+    assert!(release.await.is_err(), "cancelled while the start ran");
+    assert!(
+        Arc::ptr_eq(&up.gate_for(3), &gate),
+        "the same gate serves the session's next call"
+    );
+    drop(starting);
+    assert!(!up.release_session(3).await, "no instance had started");
+    assert!(up.state.lock().session_gates.is_empty());
+}

@@ -25,7 +25,12 @@ fn forwarded(
         serde_json::to_string(tool)?,
         arguments.map_or("{}", RawValue::get)
     );
-    if let Some(m) = meta.filter(|m| m.get() != "null" && m.get() != "{}") {
+    // Only an object with members travels on, as the client wrote it.
+    let members = |m: &RawValue| {
+        serde_json::from_str::<std::collections::BTreeMap<&str, &RawValue>>(m.get())
+            .is_ok_and(|o| !o.is_empty())
+    };
+    if let Some(m) = meta.filter(|m| members(m)) {
         text.push_str(",\"_meta\":");
         text.push_str(m.get());
     }
@@ -98,7 +103,11 @@ mod tests {
             p.get(),
             r#"{"name":"echo","arguments":{"b": 1,  "a":[2]},"_meta":{"progressToken":7}}"#
         );
-        let bare = forwarded("a\"b", None, Some(&raw("{}"))).unwrap();
+        let bare = forwarded("a\"b", None, Some(&raw("{ }"))).unwrap();
         assert_eq!(bare.get(), r#"{"name":"a\"b","arguments":{}}"#);
+        for not_an_object in ["\"x\"", "[1]", "null", "3"] {
+            let p = forwarded("t", None, Some(&raw(not_an_object))).unwrap();
+            assert_eq!(p.get(), r#"{"name":"t","arguments":{}}"#, "{not_an_object}");
+        }
     }
 }

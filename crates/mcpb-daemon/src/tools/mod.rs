@@ -41,9 +41,12 @@ fn args<T: DeserializeOwned + Default>(arguments: Option<&RawValue>) -> Result<T
     match arguments {
         None => Ok(T::default()),
         Some(a) if a.get() == "null" => Ok(T::default()),
-        Some(a) => {
-            serde_json::from_str(a.get()).map_err(|e| tool_error(format!("invalid arguments: {e}")))
-        }
+        Some(a) => serde_json::from_str(a.get()).map_err(|e| {
+            // The position means nothing to a model that wrote an object, not a text.
+            let text = e.to_string();
+            let text = text.split(" at line ").next().unwrap_or(&text);
+            tool_error(format!("invalid arguments: {text}"))
+        }),
     }
 }
 
