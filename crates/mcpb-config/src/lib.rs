@@ -21,7 +21,9 @@ pub use layout::RuntimeLayout;
 pub use load::{EMBEDDED_DEFAULT, EXAMPLE, load, load_str, locate};
 pub use raw::{Lifecycle, NameStyle, PinModeSetting, Transport};
 pub use resolve::ResolveContext;
-pub use settings::{BrokerSettings, ConfigSource, ProfileSettings, Settings, UpstreamSettings};
+pub use settings::{
+    BrokerSettings, ConfigSource, ProfileSettings, Settings, ToolFilter, UpstreamSettings,
+};
 pub use template::Template;
 
 /// Seconds since the Unix epoch, for the times the broker records (0 if the clock is before it).

@@ -198,6 +198,14 @@ pub struct RawUpstream {
     /// Tools of this upstream known to be read-only whatever their annotations say.
     #[serde(default)]
     pub read_only_tools: Vec<String>,
+    /// Only this upstream's tools whose own names match one of these globs (`*`, `?`, `[abc]`)
+    /// are offered, on every path (lists, calls, search, code runs). Empty: every tool.
+    #[serde(default)]
+    pub tools_allow: Vec<String>,
+    /// This upstream's tools whose names match one of these globs are never offered, even when
+    /// `tools_allow` matches them.
+    #[serde(default)]
+    pub tools_deny: Vec<String>,
     /// A safe probe used by `profile validate`.
     #[serde(default)]
     pub smoke: Option<RawSmoke>,

@@ -160,6 +160,19 @@ impl Resolver<'_> {
         broker: &BrokerSettings,
     ) -> UpstreamSettings {
         let n = name.value.as_str();
+        let tool_filter = match crate::settings::ToolFilter::new(&raw.tools_allow, &raw.tools_deny)
+        {
+            Ok(f) => f,
+            Err((pattern, e)) => {
+                self.issue(
+                    name,
+                    format!("upstreams.{n}.tools_allow"),
+                    format!("'{pattern}' is not a tool name glob: {e}"),
+                    Some("globs take * (any run of characters), ? (one character) and [abc] (one of them)"),
+                );
+                crate::settings::ToolFilter::default()
+            }
+        };
         if let Err(e) = check_name(n) {
             self.issue(name, format!("upstreams.{n}"), format!("invalid upstream name: {e}"),
                 Some("use letters, digits, '-' and single '_'; the name prefixes every tool as <upstream>.<tool>"));
@@ -212,6 +225,7 @@ impl Resolver<'_> {
             tags: raw.tags.clone(),
             trust_annotations: raw.trust_annotations,
             read_only_tools: raw.read_only_tools.clone(),
+            tool_filter,
             smoke: raw.smoke.clone().map(SmokeSettings::from),
         }
     }

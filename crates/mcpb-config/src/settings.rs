@@ -11,6 +11,52 @@ use crate::layout::RuntimeLayout;
 use crate::raw::{Lifecycle, NameStyle, PinModeSetting, RawSmoke, Transport};
 use crate::template::Template;
 
+/// Which of an upstream's tools it offers at all: name globs over the upstream's own tool names.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ToolFilter {
+    allow: Vec<glob::Pattern>,
+    deny: Vec<glob::Pattern>,
+}
+
+impl ToolFilter {
+    /// Compiles both lists; the first pattern that is not a glob is the error.
+    pub fn new(allow: &[String], deny: &[String]) -> Result<Self, (String, glob::PatternError)> {
+        let compile =
+            |list: &[String]| -> Result<Vec<glob::Pattern>, (String, glob::PatternError)> {
+                list.iter()
+                    .map(|p| glob::Pattern::new(p).map_err(|e| (p.clone(), e)))
+                    .collect()
+            };
+        Ok(Self {
+            allow: compile(allow)?,
+            deny: compile(deny)?,
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.allow.is_empty() && self.deny.is_empty()
+    }
+
+    /// Whether the upstream offers its tool `name`.
+    pub fn admits(&self, name: &str) -> bool {
+        (self.allow.is_empty() || self.allow.iter().any(|p| p.matches(name)))
+            && !self.deny.iter().any(|p| p.matches(name))
+    }
+}
+
+impl Serialize for ToolFilter {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        fn names(l: &[glob::Pattern]) -> Vec<&str> {
+            l.iter().map(glob::Pattern::as_str).collect()
+        }
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("tools_allow", &names(&self.allow))?;
+        m.serialize_entry("tools_deny", &names(&self.deny))?;
+        m.end()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "path")]
 pub enum ConfigSource {
@@ -116,6 +162,9 @@ pub struct UpstreamSettings {
     pub tags: Vec<String>,
     pub trust_annotations: bool,
     pub read_only_tools: Vec<String>,
+    /// `tools_allow` / `tools_deny`, compiled.
+    #[serde(flatten, skip_serializing_if = "ToolFilter::is_empty")]
+    pub tool_filter: ToolFilter,
     /// The safe probe `mcp-broker profile validate` is to run (search, describe, call) once
     /// the client-integration commands land; checked and kept, not read by anything yet.
     #[serde(skip_serializing_if = "Option::is_none")]

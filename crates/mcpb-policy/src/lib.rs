@@ -44,12 +44,16 @@ pub fn allows(profile: &ProfileSettings, upstream: &UpstreamSettings, tool: &Val
     if !upstream.enabled() || !profile.upstreams.iter().any(|u| u == &upstream.name) {
         return false;
     }
-    if profile.allow_mutating_upstreams || is_read_only(upstream, tool) {
-        return true;
-    }
     let Some(tool_name) = tool.get("name").and_then(Value::as_str) else {
         return false;
     };
+    // What the upstream does not offer is hidden like an unknown tool, whatever the profile.
+    if !upstream.tool_filter.admits(tool_name) {
+        return false;
+    }
+    if profile.allow_mutating_upstreams || is_read_only(upstream, tool) {
+        return true;
+    }
     // The allowlist is written in dotted form whatever style the client sees.
     let name = dotted(&upstream.name, tool_name);
     profile.mutating_allowlist.iter().any(|a| a == &name)
@@ -125,6 +129,41 @@ profiles:
             &ResolveContext::default(),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn an_upstreams_tool_filter_hides_tools_from_every_profile() {
+        let text = r#"
+schema_version: 1
+upstreams:
+  gh: {command: x, trust_annotations: true, tools_allow: ["get_*", "list_*"], tools_deny: ["get_secret*"]}
+profiles:
+  rw: {upstreams: [gh], allow_mutating_upstreams: true}
+"#;
+        let s = load_str(
+            text,
+            "t",
+            ConfigSource::Embedded,
+            &ResolveContext::default(),
+        )
+        .unwrap();
+        let up = &s.upstreams["gh"];
+        let p = &s.profiles["rw"];
+        let tool = |n: &str| json!({"name": n, "annotations": {"readOnlyHint": true}});
+        assert!(allows(p, up, &tool("get_issue")));
+        assert!(allows(p, up, &tool("list_repos")));
+        assert!(!allows(p, up, &tool("get_secret_key")), "denied wins");
+        assert!(!allows(p, up, &tool("create_issue")), "not allowed");
+        let none = |_: &str| Some(vec![tool("get_issue"), tool("create_issue")]);
+        let small = ProfileSettings {
+            max_tools: Some(1),
+            ..p.clone()
+        };
+        assert_eq!(
+            max_tools_problem(&s, &small, &none),
+            None,
+            "filtered tools do not count"
+        );
     }
 
     #[test]

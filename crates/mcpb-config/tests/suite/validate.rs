@@ -76,3 +76,15 @@ profiles:
 "#;
     insta::assert_snapshot!(errors(text));
 }
+
+#[test]
+fn a_tool_filter_that_is_not_a_glob_is_named_with_its_upstream() {
+    let text =
+        "schema_version: 1\nupstreams:\n  gh:\n    command: npx\n    tools_deny: [\"get_[\"]\n";
+    let e = errors(text);
+    assert!(e.contains("upstreams.gh.tools_allow"), "{e}");
+    assert!(e.contains("'get_[' is not a tool name glob"), "{e}");
+    assert!(e.contains("hint:"), "{e}");
+    let ok = "schema_version: 1\nupstreams:\n  gh:\n    command: npx\n    tools_allow: [\"get_*\", \"list_?\"]\n    tools_deny: [\"get_secret*\"]\n";
+    assert_eq!(errors(ok), "ok");
+}

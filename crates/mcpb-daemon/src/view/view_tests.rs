@@ -26,7 +26,9 @@ upstreams:
   git: {{command: /nonexistent/git-server, trust_annotations: true}}
   notes: {{command: /nonexistent/notes-server}}
   off: {{command: /nonexistent/off, lifecycle: disabled}}
+  db: {{command: /nonexistent/db, trust_annotations: true, tools_deny: ["drop_*"]}}
 profiles:
+  data: {{upstreams: [db], allow_mutating_upstreams: true}}
   raw: {{upstreams: [git, notes, off]}}
   writer: {{upstreams: [git, notes], allow_mutating_upstreams: true}}
   compact:
@@ -62,6 +64,13 @@ profiles:
     broker.known.observe(
         "notes",
         &Arc::new(vec![ro("read_note", "Read one note by title.")]),
+    );
+    broker.known.observe(
+        "db",
+        &Arc::new(vec![
+            ro("query", "Run a read-only SQL query."),
+            json!({"name": "drop_table", "description": "Drop a table by name."}),
+        ]),
     );
     Fixture {
         broker,
@@ -257,4 +266,28 @@ async fn a_profile_over_max_tools_is_refused_by_the_one_check() {
         "{problem}"
     );
     assert!(problem.contains("hint:"));
+}
+
+#[tokio::test]
+async fn an_upstreams_tool_filter_applies_on_every_path() {
+    let f = fixture("");
+    let v = view(&f, "data");
+    assert_eq!(names(&v.tools(false).await), ["db.query"]);
+    assert!(matches!(
+        v.resolve("db.drop_table", false).await,
+        Err(BrokerRpcError::UnknownTool(_))
+    ));
+    assert!(
+        !v.suggest("db.drop_tabel")
+            .await
+            .iter()
+            .any(|n| n == "db.drop_table")
+    );
+    let ix = v.search_index().await;
+    let hits = ix.index.search("drop a table", 5, &|_| true);
+    assert!(
+        hits.iter()
+            .all(|h| ix.tools[h.doc].exposed != "db.drop_table")
+    );
+    assert_eq!(v.known_count(&v.upstreams()[0]), Some(1));
 }
