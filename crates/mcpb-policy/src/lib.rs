@@ -112,6 +112,16 @@ mod tests {
     use mcpb_config::{ConfigSource, ResolveContext, load_str};
     use serde_json::json;
 
+    fn load(text: &str) -> mcpb_config::Settings {
+        load_str(
+            text,
+            "t",
+            ConfigSource::Embedded,
+            &ResolveContext::default(),
+        )
+        .unwrap()
+    }
+
     fn settings() -> mcpb_config::Settings {
         let text = r#"
 schema_version: 1
@@ -122,13 +132,7 @@ profiles:
   ro: {upstreams: [trusted, untrusted], mutating_allowlist: [trusted.write_it]}
   rw: {upstreams: [trusted], allow_mutating_upstreams: true}
 "#;
-        load_str(
-            text,
-            "t",
-            ConfigSource::Embedded,
-            &ResolveContext::default(),
-        )
-        .unwrap()
+        load(text)
     }
 
     #[test]
@@ -140,13 +144,7 @@ upstreams:
 profiles:
   rw: {upstreams: [gh], allow_mutating_upstreams: true}
 "#;
-        let s = load_str(
-            text,
-            "t",
-            ConfigSource::Embedded,
-            &ResolveContext::default(),
-        )
-        .unwrap();
+        let s = load(text);
         let up = &s.upstreams["gh"];
         let p = &s.profiles["rw"];
         let tool = |n: &str| json!({"name": n, "annotations": {"readOnlyHint": true}});
@@ -176,13 +174,7 @@ profiles:
   raw: {max_tools: 1}
   compact: {max_tools: 1, compact_tools_enabled: true}
 "#;
-        let s = load_str(
-            text,
-            "t",
-            ConfigSource::Embedded,
-            &ResolveContext::default(),
-        )
-        .unwrap();
+        let s = load(text);
         let ro = json!({"name": "r", "annotations": {"readOnlyHint": true}});
         let one = |_: &str| Some(vec![ro.clone(), json!({"name": "w"})]);
         assert_eq!(
