@@ -22,6 +22,7 @@ mod listing;
 mod orphans;
 mod process;
 mod remote;
+mod state;
 mod status;
 mod stderr;
 mod toolcheck;

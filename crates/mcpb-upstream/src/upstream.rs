@@ -25,6 +25,7 @@ use crate::ledger::Ledger;
 use crate::listing::{ToolList, list_all_tools};
 use crate::process::StopTimings;
 use crate::remote::RemoteLaunch;
+use crate::state::{Probe, StartGate, State};
 pub use crate::status::{RejectedTool, UpstreamState, UpstreamStatus};
 
 /// Limits shared by every upstream of a daemon.
@@ -53,83 +54,12 @@ pub struct UpstreamContext {
     pub shared: Shared,
 }
 
-/// Held while an instance for one slot (the shared one, or one session's) is started, so two
-/// callers never start two; the instance itself lives in `State`.
-type StartGate = Arc<tokio::sync::Mutex<()>>;
-
 /// How long an upstream gets to answer `server/discover` before the broker falls back to the
 /// `initialize` handshake.
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How long a listing waits for a refresh of a list the upstream announced as changed.
 pub(crate) const REFRESH_WAIT: Duration = Duration::from_secs(1);
-
-/// Everything about an upstream that changes, under one lock. The lock is never held across an
-/// `.await` and cannot be poisoned (parking_lot), so `status()` always answers.
-pub(crate) struct State {
-    pub(crate) health: Health,
-    /// Instances between spawn and the end of their handshake, so `stop` reaches them too.
-    pub(crate) starting: Vec<Arc<Instance>>,
-    /// The instance of a shared upstream.
-    shared: Option<Arc<Instance>>,
-    /// Each session's own instance (per_session), and the gate of each session's start.
-    sessions: HashMap<u64, Arc<Instance>>,
-    session_gates: HashMap<u64, StartGate>,
-    pub(crate) per_call: Vec<Arc<Instance>>,
-    /// The last tool list the upstream sent (the daemon's catalog judges it).
-    pub(crate) tools: Option<Arc<Vec<Value>>>,
-    /// How the next start speaks to the upstream.
-    probe: Probe,
-    /// A background start after failures is under way (lists never wait for one).
-    retrying: bool,
-    /// A tool list refresh is running; `refreshed` wakes those waiting for it.
-    pub(crate) refreshing: bool,
-    pub(crate) status: UpstreamStatus,
-}
-
-/// What the broker learnt about an upstream's handshake.
-#[derive(Debug, Default, Clone, Copy)]
-struct Probe {
-    /// Probing `server/discover` killed the upstream: use `initialize` only.
-    handshake_only: bool,
-    /// A start has answered `server/discover` as a 2026-07-28 server.
-    seen_modern: bool,
-    /// The probe went unanswered once: starts use `initialize` only, until it is refused.
-    skip: bool,
-}
-
-impl State {
-    /// The instance serving `session`: the shared one, or the session's own.
-    fn instance(&self, lifecycle: Lifecycle, session: u64) -> Option<Arc<Instance>> {
-        match lifecycle {
-            Lifecycle::PerSession => self.sessions.get(&session).cloned(),
-            _ => self.shared.clone(),
-        }
-    }
-
-    fn set_instance(&mut self, lifecycle: Lifecycle, session: u64, inst: Option<Arc<Instance>>) {
-        match (lifecycle, inst) {
-            (Lifecycle::PerSession, Some(i)) => {
-                self.sessions.insert(session, i);
-            }
-            (Lifecycle::PerSession, None) => {
-                self.sessions.remove(&session);
-            }
-            (_, inst) => self.shared = inst,
-        }
-    }
-
-    /// Every instance that runs now (not those still starting).
-    fn running(&self) -> Vec<Arc<Instance>> {
-        self.shared
-            .iter()
-            .chain(self.sessions.values())
-            .chain(&self.per_call)
-            .filter(|i| i.is_alive())
-            .cloned()
-            .collect()
-    }
-}
 
 pub struct Upstream {
     pub(crate) settings: UpstreamSettings,
