@@ -47,36 +47,21 @@ pub(crate) fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
     }
     let mut report = ReloadReport::default();
     let (was, now) = (&current.settings.broker, &next.broker);
-    for (key, changed) in [
-        (
-            "broker.env_passthrough",
-            was.env_passthrough != now.env_passthrough,
-        ),
-        (
-            "broker.max_frame_bytes",
-            was.max_frame_bytes != now.max_frame_bytes,
-        ),
-        (
-            "broker.max_processes",
-            was.max_processes != now.max_processes,
-        ),
-        (
-            "broker.max_tool_list_bytes",
-            was.max_tool_list_bytes != now.max_tool_list_bytes,
-        ),
-        (
-            "broker.max_tools_per_list",
-            was.max_tools_per_list != now.max_tools_per_list,
-        ),
-        (
-            "broker.forward_meta_keys",
-            was.forward_meta_keys != now.forward_meta_keys,
-        ),
-        (
-            "broker.log_max_bytes",
-            was.log_max_bytes != now.log_max_bytes,
-        ),
-        ("broker.max_clients", was.max_clients != now.max_clients),
+    // Settings read once, when the daemon starts (the upstream context, the connection pools,
+    // the log and the drain take their copies then).
+    macro_rules! read_at_start {
+        ($($field:ident => $key:literal),* $(,)?) => { [$(($key, was.$field != now.$field)),*] };
+    }
+    for (key, changed) in read_at_start![
+        env_passthrough => "broker.env_passthrough",
+        max_frame_bytes => "broker.max_frame_bytes",
+        max_processes => "broker.max_processes",
+        max_tool_list_bytes => "broker.max_tool_list_bytes",
+        max_tools_per_list => "broker.max_tools_per_list",
+        forward_meta_keys => "broker.forward_meta_keys",
+        log_max_bytes => "broker.log_max_bytes",
+        max_clients => "broker.max_clients",
+        shutdown_grace => "broker.shutdown_grace_ms",
     ] {
         if changed {
             report.need_restart.push(key.to_string());

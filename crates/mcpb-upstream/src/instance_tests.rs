@@ -99,6 +99,16 @@ fn instance() -> (Arc<Instance>, Peer, Arc<AtomicBool>) {
     (inst, peer, stale)
 }
 
+/// A plain request of `method`, answered (or not) by the test's peer.
+fn request(
+    inst: &Arc<Instance>,
+    method: &'static str,
+    timeout: Duration,
+) -> tokio::task::JoinHandle<Result<Reply, UpstreamError>> {
+    let inst = inst.clone();
+    tokio::spawn(async move { inst.request(method, None, timeout).await })
+}
+
 fn raw(s: &str) -> Box<RawValue> {
     RawValue::from_string(s.to_string()).unwrap()
 }
@@ -141,10 +151,7 @@ impl ClientLink for Recorder {
 #[tokio::test]
 async fn an_answer_reaches_its_request_and_leaves_nothing_pending() {
     let (inst, mut peer, _) = instance();
-    let call = {
-        let inst = inst.clone();
-        tokio::spawn(async move { inst.request("ping", None, Duration::from_secs(5)).await })
-    };
+    let call = request(&inst, "ping", Duration::from_secs(5));
     let sent = peer.next().await;
     assert_eq!(sent["method"], "ping");
     assert_eq!(inst.pending.lock().len(), 1);
@@ -162,14 +169,8 @@ async fn an_answer_reaches_its_request_and_leaves_nothing_pending() {
 #[tokio::test]
 async fn answers_out_of_order_go_to_their_own_requests() {
     let (inst, mut peer, _) = instance();
-    let a = {
-        let inst = inst.clone();
-        tokio::spawn(async move { inst.request("a", None, Duration::from_secs(5)).await })
-    };
-    let b = {
-        let inst = inst.clone();
-        tokio::spawn(async move { inst.request("b", None, Duration::from_secs(5)).await })
-    };
+    let a = request(&inst, "a", Duration::from_secs(5));
+    let b = request(&inst, "b", Duration::from_secs(5));
     let first = peer.next().await;
     let second = peer.next().await;
     assert_ne!(first["id"], second["id"], "ids are the instance's own");
@@ -189,10 +190,7 @@ async fn answers_out_of_order_go_to_their_own_requests() {
 #[tokio::test]
 async fn a_dropped_call_is_withdrawn_and_cancelled_upstream() {
     let (inst, mut peer, _) = instance();
-    let call = {
-        let inst = inst.clone();
-        tokio::spawn(async move { inst.request("slow", None, Duration::from_secs(60)).await })
-    };
+    let call = request(&inst, "slow", Duration::from_secs(60));
     let sent = peer.next().await;
     call.abort();
     let cancel = peer.next().await;
@@ -205,10 +203,7 @@ async fn a_dropped_call_is_withdrawn_and_cancelled_upstream() {
         sent["id"]
     ))
     .await;
-    let next = {
-        let inst = inst.clone();
-        tokio::spawn(async move { inst.request("next", None, Duration::from_secs(5)).await })
-    };
+    let next = request(&inst, "next", Duration::from_secs(5));
     let sent = peer.next().await;
     peer.send(&format!(
         r#"{{"jsonrpc":"2.0","id":{},"result":{{"n":2}}}}"#,
@@ -221,10 +216,7 @@ async fn a_dropped_call_is_withdrawn_and_cancelled_upstream() {
 #[tokio::test(start_paused = true)]
 async fn a_silent_upstream_times_out_and_the_request_is_forgotten() {
     let (inst, mut peer, _) = instance();
-    let call = {
-        let inst = inst.clone();
-        tokio::spawn(async move { inst.request("hang", None, Duration::from_millis(500)).await })
-    };
+    let call = request(&inst, "hang", Duration::from_millis(500));
     let _ = peer.next().await;
     match call.await.unwrap() {
         Err(UpstreamError::Timeout { ms, .. }) => assert_eq!(ms, 500),
@@ -285,10 +277,7 @@ async fn progress_keeps_a_call_alive_up_to_the_hard_limit_and_reaches_its_sessio
 #[tokio::test]
 async fn a_stopped_instance_fails_what_waits_and_refuses_new_requests() {
     let (inst, mut peer, _) = instance();
-    let call = {
-        let inst = inst.clone();
-        tokio::spawn(async move { inst.request("hang", None, Duration::from_secs(60)).await })
-    };
+    let call = request(&inst, "hang", Duration::from_secs(60));
     let _ = peer.next().await;
     inst.stop().await;
     assert!(matches!(
