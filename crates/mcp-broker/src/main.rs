@@ -72,6 +72,13 @@ pub fn load_settings(cli_config: Option<&std::path::Path>) -> Result<Settings, E
 }
 
 fn main() -> ExitCode {
+    // The sandbox helper forks and unshares: it must run before anything starts a thread.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == mcpb_sandbox::HELPER_ARG)
+    {
+        mcpb_sandbox::helper_main();
+    }
     let cli = Cli::parse();
     let config = cli.config.as_deref();
     match cli.command {

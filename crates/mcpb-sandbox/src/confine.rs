@@ -1,0 +1,177 @@
+//! The program's last steps before exec, inside the pivoted root: drop to the jail user, set
+//! rlimits, keep only fds 0/1/2 and the SDK fd, no_new_privs, landlock, seccomp. Any step that
+//! fails is reported as the refusing layer and the program never starts.
+
+use std::convert::Infallible;
+use std::os::unix::process::CommandExt;
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, RulesetAttr, RulesetCreatedAttr,
+    RulesetStatus, Scope, path_beneath_rules,
+};
+use rustix::fs::{Mode, OFlags};
+use rustix::process::{Gid, Resource, Rlimit, Uid};
+
+use crate::helper::{Report, refuse};
+use crate::{JAIL_UID, JAIL_WORK, JailSpec, Layer, SDK_FD, SandboxError, seccomp};
+
+pub(crate) fn program(spec: &JailSpec, report: &Report) -> ! {
+    let Err(e) = confine(spec, report);
+    refuse(report, e);
+    std::process::exit(127)
+}
+
+fn at(layer: Layer) -> impl Fn(rustix::io::Errno) -> SandboxError {
+    move |e| SandboxError::at(layer, e)
+}
+
+fn identity() -> Result<(), SandboxError> {
+    rustix::process::setsid().map_err(at(Layer::Identity))?;
+    let gid = Gid::from_raw(JAIL_UID);
+    let uid = Uid::from_raw(JAIL_UID);
+    rustix::thread::set_thread_res_gid(gid, gid, gid).map_err(at(Layer::Identity))?;
+    rustix::thread::set_thread_res_uid(uid, uid, uid).map_err(at(Layer::Identity))?;
+    // The jail user still holds every capability of its namespace (it never was root there,
+    // so changing ids dropped nothing): empty the bounding, ambient and process sets.
+    use rustix::thread::{CapabilitySet, CapabilitySets};
+    for cap in CapabilitySet::all().iter() {
+        match rustix::thread::remove_capability_from_bounding_set(cap) {
+            Ok(()) | Err(rustix::io::Errno::INVAL) => {}
+            Err(e) => {
+                return Err(SandboxError::at(
+                    Layer::Identity,
+                    format!("bounding set: {e}"),
+                ));
+            }
+        }
+    }
+    rustix::thread::clear_ambient_capability_set().map_err(at(Layer::Identity))?;
+    let none = CapabilitySets {
+        effective: CapabilitySet::empty(),
+        permitted: CapabilitySet::empty(),
+        inheritable: CapabilitySet::empty(),
+    };
+    rustix::thread::set_capabilities(None, none).map_err(at(Layer::Identity))?;
+    let caps = rustix::thread::capabilities(None).map_err(at(Layer::Identity))?;
+    if !caps.effective.is_empty() || !caps.permitted.is_empty() {
+        return Err(SandboxError::at(
+            Layer::Identity,
+            "capabilities remain after dropping to the jail user",
+        ));
+    }
+    Ok(())
+}
+
+fn rlimits(spec: &JailSpec) -> Result<(), SandboxError> {
+    let l = &spec.limits;
+    for (resource, value) in [
+        (Resource::As, l.memory_bytes),
+        (Resource::Nproc, l.processes),
+        (Resource::Fsize, l.file_size_bytes),
+        (Resource::Nofile, l.open_files.max(8)),
+        (Resource::Cpu, l.cpu_seconds.max(1)),
+        (Resource::Core, 0),
+        (Resource::Memlock, 0),
+        (Resource::Msgqueue, 0),
+    ] {
+        rustix::process::setrlimit(
+            resource,
+            Rlimit {
+                current: Some(value),
+                maximum: Some(value),
+            },
+        )
+        .map_err(|e| SandboxError::at(Layer::Rlimits, format!("{resource:?}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// stdin from /dev/null; every fd above the SDK's closed, except the report pipe, which is
+/// close-on-exec (so a refusal from the steps below can still be reported).
+fn fds(report: &Report) -> Result<(), SandboxError> {
+    let null =
+        rustix::fs::open("/dev/null", OFlags::RDONLY, Mode::empty()).map_err(at(Layer::Fds))?;
+    rustix::stdio::dup2_stdin(&null).map_err(at(Layer::Fds))?;
+    drop(null);
+    let keep = std::os::fd::AsRawFd::as_raw_fd(&report.fd());
+    let first = u32::try_from(SDK_FD + 1).unwrap_or(4);
+    let report_fd = u32::try_from(keep).unwrap_or(u32::MAX);
+    for (lo, hi) in [
+        (first, report_fd.saturating_sub(1)),
+        (report_fd + 1, u32::MAX),
+    ] {
+        if lo > hi {
+            continue;
+        }
+        // SAFETY: close_range only closes descriptors; the ranges leave out 0-3 and the
+        // report pipe, and no Rust object of this process still uses any fd being closed
+        // (the host fds and pipes were held by the init this process was forked from).
+        let rc = unsafe { libc::syscall(libc::SYS_close_range, lo, hi, 0u32) };
+        if rc != 0 {
+            return Err(SandboxError::at(
+                Layer::Fds,
+                std::io::Error::last_os_error(),
+            ));
+        }
+    }
+    rustix::io::fcntl_setfd(report.fd(), rustix::io::FdFlags::CLOEXEC).map_err(at(Layer::Fds))?;
+    Ok(())
+}
+
+fn landlock() -> Result<(), SandboxError> {
+    let abi = ABI::V6;
+    let err = |e: landlock::RulesetError| SandboxError::at(Layer::Landlock, e);
+    let status = landlock::Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(err)?
+        .handle_access(AccessNet::from_all(abi))
+        .map_err(err)?
+        .scope(Scope::from_all(abi))
+        .map_err(err)?
+        .create()
+        .map_err(err)?
+        .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))
+        .map_err(err)?
+        .add_rules(path_beneath_rules([JAIL_WORK], AccessFs::from_all(abi)))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(
+            ["/dev/null"],
+            AccessFs::from_read(abi) | AccessFs::WriteFile,
+        ))
+        .map_err(err)?
+        .restrict_self()
+        .map_err(err)?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err(SandboxError::at(
+            Layer::Landlock,
+            "this kernel does not enforce landlock (enable it with lsm=landlock,... at boot)",
+        ));
+    }
+    Ok(())
+}
+
+fn confine(spec: &JailSpec, report: &Report) -> Result<Infallible, SandboxError> {
+    identity()?;
+    report.applied(Layer::Identity);
+    rlimits(spec)?;
+    report.applied(Layer::Rlimits);
+    fds(report)?;
+    report.applied(Layer::Fds);
+    std::env::set_current_dir(JAIL_WORK).map_err(|e| SandboxError::at(Layer::Fds, e))?;
+    rustix::thread::set_no_new_privs(true).map_err(at(Layer::NoNewPrivs))?;
+    report.applied(Layer::NoNewPrivs);
+    landlock()?;
+    report.applied(Layer::Landlock);
+    seccomp::apply()?;
+    report.applied(Layer::Seccomp);
+    let err = std::process::Command::new(&spec.argv[0])
+        .args(&spec.argv[1..])
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .exec();
+    Err(SandboxError::at(
+        Layer::Exec,
+        format!("{}: {err}", spec.argv[0]),
+    ))
+}

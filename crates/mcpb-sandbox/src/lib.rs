@@ -1,0 +1,230 @@
+//! The code sandbox: one untrusted program run inside new user, mount, PID, network, IPC and UTS
+//! namespaces, on a minimal read-only root with only its workspace writable, behind landlock,
+//! seccomp, no_new_privs and rlimits, with a cleared environment and no fd but 0/1/2 and the
+//! SDK channel. It owns the jail and nothing else: it never reads the broker's config, never
+//! talks MCP, and knows no tool. mcpb-exec decides what runs and with which limits.
+//!
+//! The daemon starts the helper mode of its own binary (`mcp-broker __sandbox`), which reads a
+//! [`JailSpec`] from stdin and reports [`Event`]s as JSON lines on fd 4. A layer that cannot be
+//! applied ends the run as `Refused` naming the layer: nothing ever runs with fewer layers than
+//! asked. Process tree: helper → holder (unshares, gets its id maps from the helper) → init
+//! (PID 1 of the new PID namespace: mounts, copies the workspace in and out) → the program.
+//! When init exits the kernel kills everything left in the namespace.
+
+// fork, unshare, taking the inherited fds, close_range, getrusage: each block says why it is
+// sound. The modules that need none forbid it.
+#![allow(unsafe_code)]
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(target_os = "linux")]
+mod confine;
+#[cfg(target_os = "linux")]
+mod copy;
+#[cfg(target_os = "linux")]
+mod helper;
+#[cfg(target_os = "linux")]
+mod jail;
+#[cfg(target_os = "linux")]
+mod seccomp;
+
+/// The argument that selects the helper mode of the broker's binary.
+pub const HELPER_ARG: &str = "__sandbox";
+/// The SDK channel's fd number, in the helper and inside the jail.
+pub const SDK_FD: i32 = 3;
+/// The helper's report pipe (never inside the jail).
+pub const REPORT_FD: i32 = 4;
+/// Where the workspace appears inside the jail.
+pub const JAIL_WORK: &str = "/work";
+/// Where `JailSpec::files` appear inside the jail (read-only).
+pub const JAIL_SDK: &str = "/sdk";
+
+/// Everything the helper needs: what to run, where, and within which limits.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JailSpec {
+    /// The workspace as the host has it; copied into the jail's `/work` before the run.
+    pub workspace: PathBuf,
+    /// An empty host directory that receives `/work` after a run that ended by itself.
+    pub workspace_out: PathBuf,
+    /// Host paths the jail sees read-only at the same place (an interpreter outside /usr).
+    pub read_only: Vec<PathBuf>,
+    /// Files written read-only under `/sdk` (runner, SDK module, the snippet).
+    pub files: Vec<JailFile>,
+    /// The program and its arguments, as paths inside the jail.
+    pub argv: Vec<String>,
+    /// The program's whole environment.
+    pub env: Vec<(String, String)>,
+    pub limits: JailLimits,
+    /// The host uid and gid the jail's user maps to (its own when the daemon is not root).
+    pub host_uid: u32,
+    pub host_gid: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JailFile {
+    /// Relative to `/sdk`.
+    pub name: String,
+    pub contents: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct JailLimits {
+    /// RLIMIT_AS of the program.
+    pub memory_bytes: u64,
+    /// RLIMIT_NPROC: processes and threads of the jail's user.
+    pub processes: u64,
+    /// RLIMIT_FSIZE.
+    pub file_size_bytes: u64,
+    /// RLIMIT_NOFILE.
+    pub open_files: u64,
+    /// RLIMIT_CPU, a backstop behind the daemon's wall-clock deadline.
+    pub cpu_seconds: u64,
+    /// The size of the jail's `/work` (and so of `/tmp`, which lives in it).
+    pub disk_bytes: u64,
+}
+
+/// The user inside the jail: the conventional unprivileged id.
+pub const JAIL_UID: u32 = 65534;
+
+/// A layer of the sandbox, in the order it is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    Spec,
+    UserNamespace,
+    IdMap,
+    MountNamespace,
+    PidNamespace,
+    NetNamespace,
+    IpcNamespace,
+    UtsNamespace,
+    Root,
+    Workspace,
+    Proc,
+    PivotRoot,
+    Hostname,
+    Identity,
+    Rlimits,
+    Fds,
+    NoNewPrivs,
+    Landlock,
+    Seccomp,
+    Exec,
+    Supervise,
+}
+
+impl Layer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Layer::Spec => "spec",
+            Layer::UserNamespace => "user namespace",
+            Layer::IdMap => "uid/gid map",
+            Layer::MountNamespace => "mount namespace",
+            Layer::PidNamespace => "pid namespace",
+            Layer::NetNamespace => "network namespace",
+            Layer::IpcNamespace => "ipc namespace",
+            Layer::UtsNamespace => "uts namespace",
+            Layer::Root => "minimal root",
+            Layer::Workspace => "workspace",
+            Layer::Proc => "/proc",
+            Layer::PivotRoot => "pivot_root",
+            Layer::Hostname => "hostname",
+            Layer::Identity => "jail user",
+            Layer::Rlimits => "rlimits",
+            Layer::Fds => "file descriptors",
+            Layer::NoNewPrivs => "no_new_privs",
+            Layer::Landlock => "landlock",
+            Layer::Seccomp => "seccomp",
+            Layer::Exec => "exec",
+            Layer::Supervise => "supervision",
+        }
+    }
+}
+
+/// One line on the report pipe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    /// A layer is in place; `us` since the helper started.
+    Applied { layer: Layer, us: u64 },
+    /// A layer could not be applied: the program never ran.
+    Refused { layer: Layer, reason: String },
+    /// The program ended by itself (or by a signal from inside the jail or the kernel).
+    Exited {
+        code: Option<i32>,
+        signal: Option<i32>,
+        cpu_ms: u64,
+        max_rss_kb: u64,
+    },
+    /// The workspace was copied back; `complete` is false when it was over the quota.
+    Saved {
+        files: u64,
+        bytes: u64,
+        complete: bool,
+    },
+}
+
+/// SIGSYS: what a seccomp kill looks like from outside.
+pub const SIGSYS: i32 = 31;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("the code sandbox needs Linux")]
+    Unsupported,
+    #[error("{layer}: {reason}", layer = .layer.name())]
+    Layer { layer: Layer, reason: String },
+}
+
+impl SandboxError {
+    pub(crate) fn at(layer: Layer, reason: impl std::fmt::Display) -> Self {
+        SandboxError::Layer {
+            layer,
+            reason: reason.to_string(),
+        }
+    }
+}
+
+/// The helper mode's entry: call first thing in `main`, before any thread exists (namespaces
+/// and forks need a single-threaded process). Never returns.
+#[cfg(target_os = "linux")]
+pub fn helper_main() -> ! {
+    helper::main()
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn helper_main() -> ! {
+    eprintln!("{}", SandboxError::Unsupported);
+    std::process::exit(2)
+}
+
+/// What stands in the way of user namespaces on this machine, when something does: the
+/// sysctl or AppArmor setting a refusal names.
+pub fn userns_hint() -> Option<String> {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
+        return Some(
+            "user.max_user_namespaces is 0: sysctl -w user.max_user_namespaces=15000".into(),
+        );
+    }
+    if read("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        return Some(
+            "kernel.unprivileged_userns_clone is 0: sysctl -w kernel.unprivileged_userns_clone=1"
+                .into(),
+        );
+    }
+    if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
+        return Some(
+            "AppArmor restricts unprivileged user namespaces \
+             (kernel.apparmor_restrict_unprivileged_userns=1): allow them for mcp-broker with an \
+             AppArmor profile granting `userns,`, or set the sysctl to 0"
+                .into(),
+        );
+    }
+    None
+}

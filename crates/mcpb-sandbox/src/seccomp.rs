@@ -1,0 +1,183 @@
+//! The seccomp filters. A denylist, because interpreters use a wide and changing set of system
+//! calls; what it denies is what reaches outside the jail or widens the kernel's attack surface:
+//! new sockets, io_uring, tracing, namespaces and mounts, BPF, perf, keyrings, userfaultfd,
+//! modules, kexec. Dangerous calls kill the process (the run is a `violation`); creating a
+//! socket fails with EPERM so that libraries which probe for one degrade instead of dying.
+
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch, sock_filter,
+};
+
+use crate::{Layer, SandboxError};
+
+/// Every call here ends the program with SIGSYS.
+const KILL: &[libc::c_long] = &[
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_chroot,
+    libc::SYS_unshare,
+    libc::SYS_setns,
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_userfaultfd,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_open_by_handle_at,
+    libc::SYS_name_to_handle_at,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_reboot,
+    libc::SYS_acct,
+    libc::SYS_quotactl,
+    libc::SYS_fanotify_init,
+    libc::SYS_mount_setattr,
+    libc::SYS_move_mount,
+    libc::SYS_open_tree,
+    libc::SYS_fsopen,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_pidfd_getfd,
+    libc::SYS_syslog,
+    libc::SYS_vhangup,
+];
+
+/// clone flags that create namespaces.
+const CLONE_NEW: &[u64] = &[
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWCGROUP as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+];
+
+fn arch() -> Result<TargetArch, SandboxError> {
+    TargetArch::try_from(std::env::consts::ARCH)
+        .map_err(|e| SandboxError::at(Layer::Seccomp, format!("{}: {e}", std::env::consts::ARCH)))
+}
+
+fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, SandboxError> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Qword, op, value)
+        .map_err(|e| SandboxError::at(Layer::Seccomp, e))
+}
+
+fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, SandboxError> {
+    SeccompRule::new(conditions).map_err(|e| SandboxError::at(Layer::Seccomp, e))
+}
+
+fn program(
+    rules: BTreeMap<i64, Vec<SeccompRule>>,
+    action: SeccompAction,
+) -> Result<BpfProgram, SandboxError> {
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, action, arch()?)
+        .map_err(|e| SandboxError::at(Layer::Seccomp, e))?;
+    BpfProgram::try_from(filter).map_err(|e| SandboxError::at(Layer::Seccomp, e))
+}
+
+pub(crate) fn filters() -> Result<Vec<BpfProgram>, SandboxError> {
+    let mut kill: BTreeMap<i64, Vec<SeccompRule>> =
+        KILL.iter().map(|nr| (*nr, Vec::new())).collect();
+    let clone_rules = CLONE_NEW
+        .iter()
+        .map(|flag| rule(vec![cond(0, SeccompCmpOp::MaskedEq(*flag), *flag)?]))
+        .collect::<Result<Vec<_>, _>>()?;
+    kill.insert(libc::SYS_clone, clone_rules);
+
+    let mut eperm: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    eperm.insert(libc::SYS_socket, Vec::new());
+    // A connected pair of local sockets reaches nothing; asyncio's self-pipe needs one.
+    eperm.insert(
+        libc::SYS_socketpair,
+        vec![rule(vec![cond(
+            0,
+            SeccompCmpOp::Ne,
+            libc::AF_UNIX as u64,
+        )?])?],
+    );
+
+    // clone3 passes its flags in memory a filter cannot read: ENOSYS makes libc fall back to
+    // clone, whose flags the filter above checks.
+    let mut enosys: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    enosys.insert(libc::SYS_clone3, Vec::new());
+
+    let mut out = vec![
+        program(kill, SeccompAction::KillProcess)?,
+        program(eperm, SeccompAction::Errno(libc::EPERM as u32))?,
+        program(enosys, SeccompAction::Errno(libc::ENOSYS as u32))?,
+    ];
+    if cfg!(target_arch = "x86_64") {
+        out.push(x32_kill());
+    }
+    Ok(out)
+}
+
+/// The x32 ABI reaches the same kernel entry points under numbers with bit 30 set, which a
+/// filter keyed on the x86_64 numbers would let through.
+fn x32_kill() -> BpfProgram {
+    const LD_W_ABS: u16 = 0x20;
+    const JGE_K: u16 = 0x35;
+    const RET_K: u16 = 0x06;
+    vec![
+        sock_filter {
+            code: LD_W_ABS,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+        sock_filter {
+            code: JGE_K,
+            jt: 0,
+            jf: 1,
+            k: 0x4000_0000,
+        },
+        sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: 0x8000_0000,
+        },
+        sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: 0x7fff_0000,
+        },
+    ]
+}
+
+/// Installs every filter on the calling thread (no_new_privs must be set).
+pub(crate) fn apply() -> Result<(), SandboxError> {
+    for f in filters()? {
+        seccompiler::apply_filter(&f).map_err(|e| SandboxError::at(Layer::Seccomp, e))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_filters_compile_for_this_machine() {
+        let filters = super::filters().unwrap();
+        assert!(filters.len() >= 3);
+        assert!(filters.iter().all(|f| !f.is_empty()));
+    }
+}
