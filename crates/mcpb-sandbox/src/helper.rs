@@ -230,17 +230,7 @@ fn run(report: &Report, _sdk: &OwnedFd) -> Result<i32, SandboxError> {
     let (ready_r, ready_w) =
         rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(sup)?;
     let (go_r, go_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(sup)?;
-    // SAFETY: the helper is single-threaded (`helper_main` runs before the binary starts any
-    // thread and this mode starts none), so the child gets a consistent copy of the whole
-    // process, locks and allocator included, and may go on running ordinary Rust code.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(SandboxError::at(
-            Layer::Supervise,
-            std::io::Error::last_os_error(),
-        ));
-    }
-    if pid == 0 {
+    let Some(child) = fork(Layer::Supervise)? else {
         drop((ready_r, go_w));
         let code = match holder(&spec, &mut host, report, &ready_w, &go_r) {
             Ok(code) => code,
@@ -250,13 +240,12 @@ fn run(report: &Report, _sdk: &OwnedFd) -> Result<i32, SandboxError> {
             }
         };
         std::process::exit(code);
-    }
+    };
     drop((ready_w, go_r));
-    let child = Pid::from_raw(pid).ok_or_else(|| SandboxError::at(Layer::Supervise, "fork"))?;
     let mut byte = [0u8; 1];
     // The holder says it has its user namespace; EOF means it failed and reported why.
     if rustix::io::read(&ready_r, &mut byte).map_err(sup)? == 1 {
-        if let Err(e) = write_maps(pid, &spec) {
+        if let Err(e) = write_maps(child.as_raw_pid(), &spec) {
             let _ = rustix::process::kill_process(child, Signal::KILL);
             let _ = rustix::process::waitpid(Some(child), WaitOptions::empty());
             return Err(e);
@@ -331,18 +320,9 @@ fn holder(
         unshare(flag, layer)?;
         report.applied(layer);
     }
-    // SAFETY: still single-threaded (see `run`).
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(SandboxError::at(
-            Layer::PidNamespace,
-            std::io::Error::last_os_error(),
-        ));
-    }
-    if pid == 0 {
+    let Some(child) = fork(Layer::PidNamespace)? else {
         jail::init(spec, host, report);
-    }
-    let child = Pid::from_raw(pid).ok_or_else(|| SandboxError::at(Layer::Supervise, "fork"))?;
+    };
     let status = rustix::process::waitpid(Some(child), WaitOptions::empty())
         .map_err(|e| SandboxError::at(Layer::Supervise, e))?;
     Ok(status.and_then(|(_, s)| s.exit_status()).unwrap_or(1))
@@ -366,4 +346,18 @@ fn unshare(flags: UnshareFlags, layer: Layer) -> Result<(), SandboxError> {
 /// The bind source for an fd the helper opened: the magic link resolves to the object itself.
 pub(crate) fn fd_path(fd: &OwnedFd) -> String {
     format!("/proc/self/fd/{}", fd.as_raw_fd())
+}
+
+/// fork(2): `None` in the child.
+pub(crate) fn fork(layer: Layer) -> Result<Option<Pid>, SandboxError> {
+    // SAFETY: every process of the sandbox tree is single-threaded (`helper_main` runs before
+    // the binary starts any thread, and no mode here starts one), so the child gets a
+    // consistent copy of the whole process, locks and allocator included, and may go on
+    // running ordinary Rust code.
+    let pid = unsafe { libc::fork() };
+    match pid {
+        0 => Ok(None),
+        p if p < 0 => Err(SandboxError::at(layer, std::io::Error::last_os_error())),
+        p => Ok(Pid::from_raw(p)),
+    }
 }

@@ -232,23 +232,19 @@ fn setup_and_run(spec: &JailSpec, host: &Host, report: &Report) -> Result<(), Sa
     )
     .map_err(at(Layer::Root))?;
     report.applied(Layer::PivotRoot);
-    // SAFETY: init is single-threaded like the helper it was forked from.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(SandboxError::at(
-            Layer::Supervise,
-            std::io::Error::last_os_error(),
-        ));
-    }
-    if pid == 0 {
+    let Some(program) = crate::helper::fork(Layer::Supervise)? else {
         confine::program(spec, report);
-    }
-    supervise(pid, spec, host, report)
+    };
+    supervise(program, spec, host, report)
 }
 
 /// Reaps until the program is gone, kills the rest of the namespace, reports, copies back.
-fn supervise(pid: i32, spec: &JailSpec, host: &Host, report: &Report) -> Result<(), SandboxError> {
-    let program = Pid::from_raw(pid).ok_or_else(|| SandboxError::at(Layer::Supervise, "fork"))?;
+fn supervise(
+    program: Pid,
+    spec: &JailSpec,
+    host: &Host,
+    report: &Report,
+) -> Result<(), SandboxError> {
     let status = loop {
         match rustix::process::wait(WaitOptions::empty()) {
             Ok(Some((p, s))) if p == program => break s,
