@@ -75,6 +75,17 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: ToolsCommand,
     },
+    /// Run a program in the code sandbox through a profile, as a model would with run_code.
+    Exec {
+        /// Profile to use (default: `compact`, the embedded default's profile with code runs).
+        #[arg(long, global = true)]
+        profile: Option<String>,
+        /// Print the whole answer as JSON.
+        #[arg(long, global = true)]
+        json: bool,
+        #[command(subcommand)]
+        command: ExecCommand,
+    },
     /// Approved tool definitions, quarantined changes and description findings.
     Pins {
         #[command(subcommand)]
@@ -107,6 +118,48 @@ pub(crate) enum ToolsCommand {
         #[arg(long)]
         projection: Option<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ExecCommand {
+    /// Run FILE (`-` for stdin): `exec run job.py --allow 'example.*'`.
+    Run {
+        file: String,
+        /// python or javascript (default: from the file's extension, else python).
+        #[arg(long)]
+        language: Option<String>,
+        /// Glob over tool names the program may call; repeat for more.
+        #[arg(long)]
+        allow: Vec<String>,
+        /// Refuse every tool that may change something.
+        #[arg(long)]
+        read_only: bool,
+        /// Run in this open workspace instead of a fresh one (from `exec open`).
+        #[arg(long)]
+        exec_id: Option<String>,
+        /// Run FILE as a workspace file (`entry`) of --exec-id instead of sending it.
+        #[arg(long, requires = "exec_id")]
+        entry: bool,
+        /// Limits as JSON, e.g. '{"wall_clock_ms": 5000}' (lower than the profile's only).
+        #[arg(long)]
+        limits: Option<String>,
+    },
+    /// Open a workspace for several runs; prints its exec id.
+    Open {
+        /// Keep the workspace after `exec close`.
+        #[arg(long)]
+        persist: bool,
+    },
+    /// Copy a local file into a workspace: `exec upload ID data.csv --as input/data.csv`.
+    Upload {
+        exec_id: String,
+        file: String,
+        /// Path in the workspace (default: the file's name).
+        #[arg(long = "as")]
+        dest: Option<String>,
+    },
+    /// Close a workspace (removed unless opened with --persist).
+    Close { exec_id: String },
 }
 
 #[derive(Debug, Subcommand)]

@@ -6,6 +6,7 @@ mod commands;
 mod daemon_client;
 mod demo;
 mod example_server;
+mod exec_cmd;
 mod logfile;
 mod measure;
 mod pins_cmd;
@@ -131,6 +132,13 @@ fn main() -> ExitCode {
             json,
             command,
         } => with_settings(config, |s| tools(s, profile.as_deref(), json, command)),
+        Command::Exec {
+            profile,
+            json,
+            command,
+        } => with_settings(config, |s| {
+            exec_cmd::run(s, profile.as_deref(), json, command)
+        }),
         Command::Pins { command } => with_settings(config, |s| match command {
             PinsCommand::List { json } => pins_cmd::list(s, json),
             PinsCommand::Approve { names, all, reset } => pins_cmd::approve(s, &names, all, reset),

@@ -156,7 +156,7 @@ mod tests {
     fn facade_definitions_fit_in_1200_tokens_in_both_styles() {
         let bpe = tiktoken_rs::o200k_base().unwrap();
         for sep in [".", "__"] {
-            let defs = mcpb_facade::definitions(sep, Some(100_000));
+            let defs = mcpb_facade::definitions(sep, Some(100_000), false);
             let s = size(&defs, &bpe);
             assert!(s.tokens <= 1200, "{sep}: {} tokens", s.tokens);
             assert_eq!(s.tools, 7);

@@ -45,6 +45,11 @@ impl RuntimeLayout {
     pub fn state_dir(&self) -> PathBuf {
         self.root.join("state")
     }
+    /// Code-run workspaces, one directory per profile.
+    pub fn exec_dir(&self) -> PathBuf {
+        self.state_dir().join("exec")
+    }
+
     pub fn upstream_state_dir(&self, upstream: &str) -> PathBuf {
         self.state_dir().join("upstreams").join(upstream)
     }

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod error;
+pub mod exec;
 pub mod layout;
 pub mod load;
 pub mod located;
@@ -17,6 +18,7 @@ pub mod settings;
 pub mod template;
 
 pub use error::{ConfigError, ConfigIssue};
+pub use exec::{BrokerExec, ExecLimits, Language, Limits, ProfileExec};
 pub use layout::RuntimeLayout;
 pub use load::{EMBEDDED_DEFAULT, EXAMPLE, load, load_str, locate};
 pub use raw::{Lifecycle, NameStyle, PinModeSetting, Transport};

@@ -120,6 +120,9 @@ pub struct RawBroker {
     /// Disk space all artifacts may take together; the oldest go first. Default 268435456.
     #[serde(default)]
     pub artifact_max_bytes: Option<u64>,
+    /// Code execution for every profile: ceilings, the Python interpreter.
+    #[serde(default)]
+    pub exec: crate::exec::RawBrokerExec,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -271,6 +274,9 @@ pub struct RawProfile {
     /// For clients with a server allowlist: the server names this profile's client may use.
     #[serde(default)]
     pub mcp_allowed_servers: Option<Vec<String>>,
+    /// Code execution (broker.run_code and the exec_* tools) for this profile's clients.
+    #[serde(default)]
+    pub exec: Option<crate::exec::RawProfileExec>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

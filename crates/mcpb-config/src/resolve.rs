@@ -308,6 +308,7 @@ pub fn resolve(
             .map_or(defaults.log_max_bytes, |n| n.max(64 * 1024)),
         artifact_ttl: b.artifact_ttl_ms.map_or(defaults.artifact_ttl, ms),
         artifact_max_bytes: b.artifact_max_bytes.unwrap_or(defaults.artifact_max_bytes),
+        exec: crate::exec::BrokerExec::resolve(&b.exec),
     };
 
     let mut upstreams = BTreeMap::new();
@@ -382,6 +383,10 @@ pub fn resolve(
                 result_budget_chars: p.result_budget_chars,
                 result_size_chars: p.result_size_chars.map(|n| n.min(500_000)),
                 mcp_allowed_servers: p.mcp_allowed_servers.clone(),
+                exec: p
+                    .exec
+                    .as_ref()
+                    .and_then(|e| crate::exec::ProfileExec::resolve(e, &broker.exec)),
             },
         );
         for (i, pinned) in p.pinned_tools.iter().enumerate() {

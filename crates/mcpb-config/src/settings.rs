@@ -109,6 +109,7 @@ pub struct BrokerSettings {
     #[serde(serialize_with = "as_ms", rename = "artifact_ttl_ms")]
     pub artifact_ttl: Duration,
     pub artifact_max_bytes: u64,
+    pub exec: crate::exec::BrokerExec,
 }
 
 impl Default for BrokerSettings {
@@ -130,6 +131,7 @@ impl Default for BrokerSettings {
             log_max_bytes: 10 * 1024 * 1024,
             artifact_ttl: Duration::from_millis(3_600_000),
             artifact_max_bytes: 256 * 1024 * 1024,
+            exec: crate::exec::BrokerExec::default(),
         }
     }
 }
@@ -211,6 +213,8 @@ pub struct ProfileSettings {
     pub result_budget_chars: Option<u64>,
     pub result_size_chars: Option<u64>,
     pub mcp_allowed_servers: Option<Vec<String>>,
+    /// None: code execution is off for this profile.
+    pub exec: Option<crate::exec::ProfileExec>,
 }
 
 impl NameStyle {

@@ -35,6 +35,8 @@ pub(crate) struct Broker {
     pub(crate) registry: Arc<Registry>,
     pub(crate) known: Arc<KnownLists>,
     searches: Arc<SearchCache>,
+    /// Code runs: workspaces and the runner, set up at start (start-only settings).
+    exec: Arc<crate::exec::Exec>,
 }
 
 impl Broker {
@@ -70,8 +72,10 @@ impl Broker {
             })
             .collect();
         let known = Arc::new(KnownLists::new(&settings));
+        let exec = Arc::new(crate::exec::Exec::new(&settings));
         Self {
             known,
+            exec,
             searches: Arc::default(),
             generation: RwLock::new(Arc::new(Generation {
                 settings,
@@ -103,6 +107,7 @@ impl Broker {
             generation: self.config(),
             known: self.known.clone(),
             searches: self.searches.clone(),
+            exec: self.exec.clone(),
             profile,
             session,
         }

@@ -34,6 +34,7 @@ mod broker;
 mod connection;
 mod drain;
 mod error;
+mod exec;
 mod generation;
 mod handover;
 mod known;

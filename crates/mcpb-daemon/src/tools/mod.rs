@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use mcpb_facade::FacadeTool;
+use mcpb_facade::tools::exec::{ExecClose, ExecOpen, ExecRun, ExecUpload};
 use mcpb_protocol::BrokerRpcError;
 use mcpb_upstream::{ClientLink, Reply};
 use serde::de::DeserializeOwned;
@@ -16,8 +17,10 @@ use crate::view::ProfileView;
 mod call_tool;
 mod close_session;
 mod describe_tool;
+mod exec_session;
 mod get_artifact;
 mod list_servers;
+mod run_code;
 mod search_tools;
 mod status;
 
@@ -80,6 +83,11 @@ pub(crate) async fn apply(
         }
         FacadeTool::GetArtifact => done(get_artifact::apply(view, parsed!(get_artifact::Args))),
         FacadeTool::CallTool => call_tool::apply(view, parsed!(call_tool::Args), meta, link).await,
+        FacadeTool::RunCode => done(run_code::apply(view, parsed!(run_code::Args), link).await),
+        FacadeTool::ExecOpen => done(exec_session::open(view, parsed!(ExecOpen))),
+        FacadeTool::ExecUpload => done(exec_session::upload(view, parsed!(ExecUpload))),
+        FacadeTool::ExecRun => done(exec_session::run(view, parsed!(ExecRun), link).await),
+        FacadeTool::ExecClose => done(exec_session::close(view, parsed!(ExecClose))),
     }
 }
 

@@ -58,6 +58,7 @@ pub(crate) struct ProfileView {
     pub(crate) generation: Arc<Generation>,
     pub(crate) known: Arc<KnownLists>,
     pub(crate) searches: Arc<SearchCache>,
+    pub(crate) exec: Arc<crate::exec::Exec>,
     pub(crate) profile: Arc<ProfileSettings>,
     pub(crate) session: u64,
 }
@@ -166,7 +167,11 @@ impl ProfileView {
     pub(crate) async fn list(&self, view: View) -> Result<Value, BrokerRpcError> {
         let mut out = Vec::new();
         if view.has_facade() {
-            out = mcpb_facade::definitions(self.sep(), self.profile.result_size_chars);
+            out = mcpb_facade::definitions(
+                self.sep(),
+                self.profile.result_size_chars,
+                self.profile.exec.is_some(),
+            );
         }
         if view == View::Compact {
             if !self.profile.pinned_tools.is_empty() {

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 pub mod call_tool;
 pub mod close_session;
 pub mod describe_tool;
+pub mod exec;
 pub mod get_artifact;
 pub mod list_servers;
 pub mod search_tools;
@@ -24,6 +25,11 @@ pub enum FacadeTool {
     GetArtifact,
     Status,
     CloseSession,
+    RunCode,
+    ExecOpen,
+    ExecUpload,
+    ExecRun,
+    ExecClose,
 }
 
 impl FacadeTool {
@@ -37,6 +43,15 @@ impl FacadeTool {
         FacadeTool::CloseSession,
     ];
 
+    /// The code-execution tools, listed only in profiles that enable `exec`.
+    pub const EXEC: [FacadeTool; 5] = [
+        FacadeTool::RunCode,
+        FacadeTool::ExecOpen,
+        FacadeTool::ExecUpload,
+        FacadeTool::ExecRun,
+        FacadeTool::ExecClose,
+    ];
+
     pub fn verb(self) -> &'static str {
         match self {
             FacadeTool::ListServers => "list_servers",
@@ -46,6 +61,11 @@ impl FacadeTool {
             FacadeTool::GetArtifact => "get_artifact",
             FacadeTool::Status => "status",
             FacadeTool::CloseSession => "close_session",
+            FacadeTool::RunCode => "run_code",
+            FacadeTool::ExecOpen => "exec_open",
+            FacadeTool::ExecUpload => "exec_upload",
+            FacadeTool::ExecRun => "exec_run",
+            FacadeTool::ExecClose => "exec_close",
         }
     }
 
@@ -56,11 +76,23 @@ impl FacadeTool {
 
     pub fn from_name(sep: &str, name: &str) -> Option<Self> {
         let verb = name.strip_prefix("broker")?.strip_prefix(sep)?;
-        Self::ALL.into_iter().find(|t| t.verb() == verb)
+        Self::ALL
+            .into_iter()
+            .chain(Self::EXEC)
+            .find(|t| t.verb() == verb)
     }
 
     fn read_only(self) -> bool {
-        !matches!(self, FacadeTool::CallTool | FacadeTool::CloseSession)
+        !matches!(
+            self,
+            FacadeTool::CallTool
+                | FacadeTool::CloseSession
+                | FacadeTool::RunCode
+                | FacadeTool::ExecOpen
+                | FacadeTool::ExecUpload
+                | FacadeTool::ExecRun
+                | FacadeTool::ExecClose
+        )
     }
 
     fn description(self, sep: &str) -> String {
@@ -72,6 +104,11 @@ impl FacadeTool {
             FacadeTool::GetArtifact => get_artifact::description(sep),
             FacadeTool::Status => status::description(sep),
             FacadeTool::CloseSession => close_session::description(sep),
+            FacadeTool::RunCode => exec::run_code_description(sep),
+            FacadeTool::ExecOpen => exec::exec_open_description(sep),
+            FacadeTool::ExecUpload => exec::exec_upload_description(sep),
+            FacadeTool::ExecRun => exec::exec_run_description(sep),
+            FacadeTool::ExecClose => exec::exec_close_description(sep),
         }
     }
 
@@ -84,6 +121,11 @@ impl FacadeTool {
             FacadeTool::GetArtifact => schema_of::<get_artifact::Args>(),
             FacadeTool::Status => schema_of::<status::Args>(),
             FacadeTool::CloseSession => schema_of::<close_session::Args>(),
+            FacadeTool::RunCode => schema_of::<exec::RunCode>(),
+            FacadeTool::ExecOpen => schema_of::<exec::ExecOpen>(),
+            FacadeTool::ExecUpload => schema_of::<exec::ExecUpload>(),
+            FacadeTool::ExecRun => schema_of::<exec::ExecRun>(),
+            FacadeTool::ExecClose => schema_of::<exec::ExecClose>(),
         }
     }
 }
@@ -151,11 +193,26 @@ pub(crate) fn require_id(schema: &mut schemars::Schema) {
     require(schema, &["id"]);
 }
 
-/// The definitions for a profile with separator `sep`. `result_size_chars` is declared on
-/// call_tool for clients that honour `anthropic/maxResultSizeChars`.
-pub fn definitions(sep: &str, result_size_chars: Option<u64>) -> Vec<Value> {
+pub(crate) fn require_code(schema: &mut schemars::Schema) {
+    require(schema, &["code", "allow"]);
+}
+
+pub(crate) fn require_exec_id(schema: &mut schemars::Schema) {
+    require(schema, &["exec_id"]);
+}
+
+pub(crate) fn require_upload(schema: &mut schemars::Schema) {
+    require(schema, &["exec_id", "path", "content"]);
+}
+
+/// The definitions for a profile with separator `sep`, with the code-execution tools when
+/// `exec`. `result_size_chars` is declared on call_tool for clients that honour
+/// `anthropic/maxResultSizeChars`.
+pub fn definitions(sep: &str, result_size_chars: Option<u64>, exec: bool) -> Vec<Value> {
+    let exec_tools: &[FacadeTool] = if exec { &FacadeTool::EXEC } else { &[] };
     FacadeTool::ALL
         .into_iter()
+        .chain(exec_tools.iter().copied())
         .map(|tool| {
             let mut def = json!({
                 "name": tool.name(sep),
@@ -181,20 +238,20 @@ mod tests {
     #[test]
     fn names_follow_the_style_and_round_trip() {
         for sep in [".", "__"] {
-            for t in FacadeTool::ALL {
+            for t in FacadeTool::ALL.into_iter().chain(FacadeTool::EXEC) {
                 assert_eq!(FacadeTool::from_name(sep, &t.name(sep)), Some(t));
             }
         }
         assert_eq!(FacadeTool::from_name(".", "broker.nope"), None);
         assert_eq!(FacadeTool::from_name(".", "broker__status"), None);
-        let defs = definitions("__", Some(900_000));
+        let defs = definitions("__", Some(900_000), false);
         assert_eq!(defs[3]["name"], "broker__call_tool");
         assert_eq!(defs[3]["_meta"]["anthropic/maxResultSizeChars"], 500_000);
     }
 
     #[test]
     fn schemas_carry_the_limits_the_daemon_applies() {
-        let defs = definitions(".", None);
+        let defs = definitions(".", None, true);
         let search = &defs[1]["inputSchema"];
         assert_eq!(search["required"], json!(["query"]));
         assert_eq!(

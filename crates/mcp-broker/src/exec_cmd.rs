@@ -1,0 +1,178 @@
+//! `mcp-broker exec run|open|upload|close`: code runs for people and scripts, through an
+//! ordinary session and the same broker tools (run_code, exec_*) a model calls.
+
+use std::io::{Read, Write};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use mcpb_config::{ExecLimits, Language, Settings};
+use mcpb_facade::FacadeTool;
+use mcpb_facade::tools::exec::{ExecClose, ExecOpen, ExecRun, ExecUpload, RunCode};
+use serde_json::Value;
+
+use crate::cli::ExecCommand;
+use crate::tools_cmd::call_facade;
+
+fn language(flag: Option<&str>, file: &str) -> anyhow::Result<Language> {
+    match flag {
+        Some("python") | Some("py") => Ok(Language::Python),
+        Some("javascript") | Some("js") => Ok(Language::Javascript),
+        Some(other) => bail!("unknown language '{other}'\nhint: python or javascript"),
+        None if file.ends_with(".js") || file.ends_with(".mjs") => Ok(Language::Javascript),
+        None => Ok(Language::Python),
+    }
+}
+
+fn read_file(file: &str) -> anyhow::Result<String> {
+    if file == "-" {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s)?;
+        return Ok(s);
+    }
+    std::fs::read_to_string(file).with_context(|| format!("cannot read {file}"))
+}
+
+fn to_value<T: serde::Serialize>(args: T) -> anyhow::Result<Value> {
+    Ok(serde_json::to_value(args)?)
+}
+
+/// The tool and its arguments for one command.
+fn call(command: ExecCommand) -> anyhow::Result<(FacadeTool, Value)> {
+    Ok(match command {
+        ExecCommand::Run {
+            file,
+            language: lang,
+            allow,
+            read_only,
+            exec_id,
+            entry,
+            limits,
+        } => {
+            let language = Some(language(lang.as_deref(), &file)?);
+            let limits: Option<ExecLimits> = limits
+                .map(|l| serde_json::from_str(&l))
+                .transpose()
+                .context("--limits is not a limits object")?;
+            match exec_id {
+                Some(exec_id) => {
+                    let (code, entry) = if entry {
+                        (None, Some(file))
+                    } else {
+                        (Some(read_file(&file)?), None)
+                    };
+                    let args = ExecRun {
+                        exec_id,
+                        code,
+                        entry,
+                        language,
+                        allow,
+                        read_only,
+                        limits,
+                    };
+                    (FacadeTool::ExecRun, to_value(args)?)
+                }
+                None => {
+                    let code = read_file(&file)?;
+                    let args = RunCode {
+                        code,
+                        language,
+                        allow,
+                        read_only,
+                        limits,
+                    };
+                    (FacadeTool::RunCode, to_value(args)?)
+                }
+            }
+        }
+        ExecCommand::Open { persist } => (FacadeTool::ExecOpen, to_value(ExecOpen { persist })?),
+        ExecCommand::Upload {
+            exec_id,
+            file,
+            dest,
+        } => {
+            let path = match dest {
+                Some(d) => d,
+                None => std::path::Path::new(&file)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .context("the file has no name; give --as")?,
+            };
+            let content = read_file(&file)?;
+            (
+                FacadeTool::ExecUpload,
+                to_value(ExecUpload {
+                    exec_id,
+                    path,
+                    content,
+                })?,
+            )
+        }
+        ExecCommand::Close { exec_id } => (FacadeTool::ExecClose, to_value(ExecClose { exec_id })?),
+    })
+}
+
+fn text_of(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+pub(crate) fn run(
+    settings: &Settings,
+    profile: Option<&str>,
+    json: bool,
+    command: ExecCommand,
+) -> ExitCode {
+    let is_run = matches!(command, ExecCommand::Run { .. });
+    let result = call(command).and_then(|(tool, args)| {
+        call_facade(settings, Some(profile.unwrap_or("compact")), tool, args)
+    });
+    let result = match result {
+        Ok(r) => r,
+        Err(e) => return crate::fail(&format!("{e:#}"), &[]),
+    };
+    let data = &result["structuredContent"];
+    let mut out = std::io::stdout().lock();
+    if result["isError"] == Value::Bool(true) && data.is_null() {
+        return crate::fail(&crate::printable(&text_of(&result)), &[]);
+    }
+    if json || !is_run {
+        let _ = writeln!(
+            out,
+            "{}",
+            if data.is_null() {
+                result.clone()
+            } else {
+                data.clone()
+            }
+        );
+        return if result["isError"] == Value::Bool(true) {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    // A run for a person: the program's own output where it belongs, the summary on stderr,
+    // the result (data) on stdout.
+    let _ = write!(out, "{}", data["stdout"].as_str().unwrap_or(""));
+    if !data["result"].is_null() {
+        let _ = writeln!(out, "{}", data["result"]);
+    }
+    let stderr = data["stderr"].as_str().unwrap_or("");
+    if !stderr.is_empty() {
+        eprint!("{}", crate::printable(stderr));
+    }
+    let first = text_of(&result);
+    eprintln!("{}", crate::printable(first.lines().next().unwrap_or("")));
+    if data["status"] == "ok" {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

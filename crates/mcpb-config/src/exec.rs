@@ -1,0 +1,275 @@
+//! The code-execution part of the contract: which languages a profile may run, the limits of a
+//! run, and the broker-wide ceilings no profile or run may exceed. A limit is the smallest of
+//! what the run asks, what its profile sets (or the default) and the broker's ceiling.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Language {
+    Python,
+    Javascript,
+}
+
+impl Language {
+    pub fn name(self) -> &'static str {
+        match self {
+            Language::Python => "python",
+            Language::Javascript => "javascript",
+        }
+    }
+}
+
+/// Limits of one run; every field is optional, an absent one takes the next level's value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecLimits {
+    /// Whole run, start to end, in milliseconds. Default 30000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_clock_ms: Option<u64>,
+    /// One SDK tool call, in milliseconds. Default 20000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_call_ms: Option<u64>,
+    /// SDK tool calls per run. Default 50.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_calls: Option<u64>,
+    /// SDK tool calls in flight at once. Default 4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_calls: Option<u64>,
+    /// stdout + stderr + result, in KiB; more is cut with a marker. Default 256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_kb: Option<u64>,
+    /// Address space of the program, in MiB. Default 1024.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+    /// Processes and threads. Default 32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
+    /// Largest file the program may write, in KiB. Default 16384.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_size_kb: Option<u64>,
+    /// Open files. Default 64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_files: Option<u64>,
+    /// The workspace (and the run's /tmp), in KiB. Default 65536.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_kb: Option<u64>,
+}
+
+/// Limits with every value set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    pub wall_clock_ms: u64,
+    pub per_call_ms: u64,
+    pub max_calls: u64,
+    pub max_concurrent_calls: u64,
+    pub max_output_kb: u64,
+    pub memory_mb: u64,
+    pub processes: u64,
+    pub file_size_kb: u64,
+    pub open_files: u64,
+    pub disk_kb: u64,
+}
+
+impl Limits {
+    pub const DEFAULT: Limits = Limits {
+        wall_clock_ms: 30_000,
+        per_call_ms: 20_000,
+        max_calls: 50,
+        max_concurrent_calls: 4,
+        max_output_kb: 256,
+        memory_mb: 1024,
+        processes: 32,
+        file_size_kb: 16_384,
+        open_files: 64,
+        disk_kb: 65_536,
+    };
+
+    /// The broker-wide ceilings when the config sets none.
+    pub const CEILING: Limits = Limits {
+        wall_clock_ms: 300_000,
+        per_call_ms: 120_000,
+        max_calls: 1000,
+        max_concurrent_calls: 16,
+        max_output_kb: 4096,
+        memory_mb: 4096,
+        processes: 256,
+        file_size_kb: 1_048_576,
+        open_files: 1024,
+        disk_kb: 1_048_576,
+    };
+
+    /// Each value of `self` lowered to `asked`'s where that is set (never raised).
+    pub fn lowered(self, asked: &ExecLimits) -> Limits {
+        let low = |mine: u64, a: Option<u64>| a.map_or(mine, |a| a.min(mine));
+        Limits {
+            wall_clock_ms: low(self.wall_clock_ms, asked.wall_clock_ms),
+            per_call_ms: low(self.per_call_ms, asked.per_call_ms),
+            max_calls: low(self.max_calls, asked.max_calls),
+            max_concurrent_calls: low(self.max_concurrent_calls, asked.max_concurrent_calls),
+            max_output_kb: low(self.max_output_kb, asked.max_output_kb),
+            memory_mb: low(self.memory_mb, asked.memory_mb),
+            processes: low(self.processes, asked.processes),
+            file_size_kb: low(self.file_size_kb, asked.file_size_kb),
+            open_files: low(self.open_files, asked.open_files),
+            disk_kb: low(self.disk_kb, asked.disk_kb),
+        }
+    }
+
+    /// `set` over `self`: a set value replaces the default (the ceiling applies afterwards).
+    pub fn with(self, set: &ExecLimits) -> Limits {
+        Limits {
+            wall_clock_ms: set.wall_clock_ms.unwrap_or(self.wall_clock_ms),
+            per_call_ms: set.per_call_ms.unwrap_or(self.per_call_ms),
+            max_calls: set.max_calls.unwrap_or(self.max_calls),
+            max_concurrent_calls: set
+                .max_concurrent_calls
+                .unwrap_or(self.max_concurrent_calls),
+            max_output_kb: set.max_output_kb.unwrap_or(self.max_output_kb),
+            memory_mb: set.memory_mb.unwrap_or(self.memory_mb),
+            processes: set.processes.unwrap_or(self.processes),
+            file_size_kb: set.file_size_kb.unwrap_or(self.file_size_kb),
+            open_files: set.open_files.unwrap_or(self.open_files),
+            disk_kb: set.disk_kb.unwrap_or(self.disk_kb),
+        }
+    }
+
+    pub fn as_request(self) -> ExecLimits {
+        ExecLimits {
+            wall_clock_ms: Some(self.wall_clock_ms),
+            per_call_ms: Some(self.per_call_ms),
+            max_calls: Some(self.max_calls),
+            max_concurrent_calls: Some(self.max_concurrent_calls),
+            max_output_kb: Some(self.max_output_kb),
+            memory_mb: Some(self.memory_mb),
+            processes: Some(self.processes),
+            file_size_kb: Some(self.file_size_kb),
+            open_files: Some(self.open_files),
+            disk_kb: Some(self.disk_kb),
+        }
+    }
+}
+
+/// `profiles.<name>.exec`: code execution for this profile's clients.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawProfileExec {
+    /// Languages this profile may run. Empty: none (code execution off).
+    #[serde(default)]
+    pub languages: Vec<Language>,
+    /// Default limits of a run; a run may ask for lower ones, never higher.
+    #[serde(default)]
+    pub limits: ExecLimits,
+}
+
+/// `broker.exec`: what holds for every profile.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawBrokerExec {
+    /// Ceilings no profile default or run may exceed.
+    #[serde(default)]
+    pub ceilings: ExecLimits,
+    /// The Python interpreter for runs. Default: /usr/bin/python3, /usr/local/bin/python3,
+    /// then python3 on the PATH.
+    #[serde(default)]
+    pub python: Option<String>,
+    /// Most workspaces (open exec sessions) per profile. Default 16.
+    #[serde(default)]
+    pub max_workspaces: Option<u32>,
+}
+
+/// A profile's resolved code execution.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProfileExec {
+    pub languages: Vec<Language>,
+    /// The profile's defaults, already under the ceilings.
+    pub limits: Limits,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BrokerExec {
+    pub ceilings: Limits,
+    pub python: Option<String>,
+    pub max_workspaces: u32,
+}
+
+impl Default for BrokerExec {
+    fn default() -> Self {
+        Self {
+            ceilings: Limits::CEILING,
+            python: None,
+            max_workspaces: 16,
+        }
+    }
+}
+
+impl BrokerExec {
+    pub fn resolve(raw: &RawBrokerExec) -> Self {
+        Self {
+            ceilings: Limits::CEILING.with(&raw.ceilings),
+            python: raw.python.clone(),
+            max_workspaces: raw.max_workspaces.unwrap_or(16).max(1),
+        }
+    }
+}
+
+impl ProfileExec {
+    /// None when the profile enables no language.
+    pub fn resolve(raw: &RawProfileExec, broker: &BrokerExec) -> Option<Self> {
+        if raw.languages.is_empty() {
+            return None;
+        }
+        let mut languages = raw.languages.clone();
+        languages.dedup();
+        Some(Self {
+            languages,
+            limits: Limits::DEFAULT
+                .with(&raw.limits)
+                .lowered(&broker.ceilings.as_request()),
+        })
+    }
+
+    pub fn allows(&self, language: Language) -> bool {
+        self.languages.contains(&language)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_may_lower_limits_and_never_raise_them() {
+        let broker = BrokerExec::resolve(&RawBrokerExec {
+            ceilings: ExecLimits {
+                wall_clock_ms: Some(10_000),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        let profile = ProfileExec::resolve(
+            &RawProfileExec {
+                languages: vec![Language::Python],
+                limits: ExecLimits {
+                    wall_clock_ms: Some(60_000),
+                    max_calls: Some(7),
+                    ..Default::default()
+                },
+            },
+            &broker,
+        )
+        .unwrap();
+        assert_eq!(profile.limits.wall_clock_ms, 10_000, "the ceiling wins");
+        assert_eq!(profile.limits.max_calls, 7);
+        let run = profile.limits.lowered(&ExecLimits {
+            max_calls: Some(1000),
+            memory_mb: Some(64),
+            ..Default::default()
+        });
+        assert_eq!(run.max_calls, 7, "a run cannot raise");
+        assert_eq!(run.memory_mb, 64, "a run can lower");
+        let off = ProfileExec::resolve(&RawProfileExec::default(), &broker);
+        assert!(off.is_none());
+    }
+}

@@ -1,0 +1,181 @@
+//! `broker.run_code` and the run half of `broker.exec_run`: a program in the sandbox whose tool
+//! calls come back through this profile's view, the one path every call takes (visibility,
+//! policy, pins, the upstream's timeouts), with the run's own allow list and read_only on top.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use mcpb_config::{ExecLimits, Language, ProfileExec};
+use mcpb_exec::{CallOutcome, Lease, RunRequest, ToolHost};
+use mcpb_facade::FacadeTool;
+pub(super) use mcpb_facade::tools::exec::RunCode as Args;
+use mcpb_protocol::BrokerRpcError;
+use mcpb_upstream::{ClientLink, Reply};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::tool_error;
+use crate::view::ProfileView;
+
+/// The profile view as a run's tool host.
+struct ViewHost<'a> {
+    view: &'a ProfileView,
+    link: Arc<dyn ClientLink>,
+}
+
+impl ToolHost for ViewHost<'_> {
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: Value,
+        read_only: bool,
+    ) -> BoxFuture<'a, CallOutcome> {
+        Box::pin(async move {
+            // A run reaches upstream tools only; the broker's own tools are not for programs.
+            if FacadeTool::from_name(self.view.sep(), name).is_some() {
+                return CallOutcome::Unknown;
+            }
+            let tool = match self.view.resolve(name, true).await {
+                Ok(t) => t,
+                Err(BrokerRpcError::UnknownTool(_)) => return CallOutcome::Unknown,
+                Err(e) => return CallOutcome::Failed(e.to_string()),
+            };
+            if read_only && tool.mutating {
+                return CallOutcome::Refused(format!(
+                    "{name} may change something and this run is read_only"
+                ));
+            }
+            let params = serde_json::json!({"name": tool.tool_name(), "arguments": arguments});
+            let Ok(params) = RawValue::from_string(params.to_string()) else {
+                return CallOutcome::Failed("the arguments could not be encoded".into());
+            };
+            match self.view.call(&tool, &params, self.link.clone()).await {
+                Ok(Reply::Result(raw)) => match serde_json::from_str::<Value>(raw.get()) {
+                    Ok(v) if mcpb_protocol::era::needs_input(&raw) => {
+                        let _ = v;
+                        CallOutcome::Failed(format!("{name} asked for input a program cannot give"))
+                    }
+                    Ok(v) => CallOutcome::Result(v),
+                    Err(e) => CallOutcome::Failed(format!("the upstream's result: {e}")),
+                },
+                Ok(Reply::Error(raw)) => {
+                    let v: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+                    let msg = v
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("the upstream failed");
+                    CallOutcome::Failed(msg.to_string())
+                }
+                Err(e) => CallOutcome::Failed(e.to_string()),
+            }
+        })
+    }
+
+    fn save_artifact(&self, text: &str) -> Result<String, String> {
+        self.view
+            .generation
+            .artifacts()
+            .put(&self.view.profile.name, text)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// What a run of the profile may be: its language allowed, its limits under the profile's.
+pub(super) fn request(
+    view: &ProfileView,
+    language: Option<Language>,
+    code: Option<String>,
+    entry: Option<String>,
+    allow: Vec<String>,
+    read_only: bool,
+    limits: Option<ExecLimits>,
+) -> Result<RunRequest, Value> {
+    let exec: &ProfileExec = view
+        .profile
+        .exec
+        .as_ref()
+        .ok_or_else(|| tool_error("code execution is off for this profile"))?;
+    let language = language.unwrap_or(Language::Python);
+    if !exec.allows(language) {
+        return Err(tool_error(format!(
+            "this profile does not run {}\nhint: it runs {}",
+            language.name(),
+            exec.languages
+                .iter()
+                .map(|l| l.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(RunRequest {
+        language,
+        code,
+        entry,
+        allow,
+        read_only,
+        limits: exec.limits.lowered(&limits.unwrap_or_default()),
+    })
+}
+
+/// Runs `req` in the leased workspace; the answer as a tool result held to the profile's
+/// budget like any other result. Returns whether the workspace's changes should be kept.
+pub(super) async fn run(
+    view: &ProfileView,
+    req: &RunRequest,
+    lease: &Lease,
+    link: Arc<dyn ClientLink>,
+) -> (Value, bool) {
+    let host = ViewHost { view, link };
+    let owner = view.exec.workspaces.owner();
+    let ran = view.exec.runner.run(req, lease, owner, &host).await;
+    tracing::info!(
+        profile = %view.profile.name,
+        language = req.language.name(),
+        status = ?ran.answer.status,
+        calls = ran.answer.calls.len(),
+        wall_ms = ran.answer.usage.wall_ms,
+        "code run"
+    );
+    let mut value = ran.answer.to_tool_result();
+    if let Some(chars) = view.profile.result_budget_chars {
+        let store = view.generation.artifacts();
+        let reader = FacadeTool::GetArtifact.name(view.sep());
+        value = mcpb_facade::result::apply_budget(
+            value,
+            &mcpb_facade::result::Budget {
+                chars: usize::try_from(chars).unwrap_or(usize::MAX),
+                store: &store,
+                profile: &view.profile.name,
+                reader: &reader,
+            },
+        );
+    }
+    (value, ran.keep_workspace)
+}
+
+pub(super) async fn apply(view: &ProfileView, args: Args, link: Arc<dyn ClientLink>) -> Value {
+    let req = match request(
+        view,
+        args.language,
+        Some(args.code),
+        None,
+        args.allow,
+        args.read_only,
+        args.limits,
+    ) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let ws = &view.exec.workspaces;
+    let profile = &view.profile.name;
+    let id = match ws.open(profile, false) {
+        Ok(id) => id,
+        Err(e) => return tool_error(e.to_string()),
+    };
+    let value = match ws.lease(profile, &id.hyphenated().to_string()) {
+        Ok(lease) => run(view, &req, &lease, link).await.0,
+        Err(e) => tool_error(e.to_string()),
+    };
+    ws.remove(profile, id);
+    value
+}

@@ -1,0 +1,32 @@
+//! Code runs: workspaces (exec ids that are UUIDs and nothing else, uploads confined to the
+//! workspace), the limits of a run, the SDK channel through which a program calls tools, the
+//! Python runtime, and the answer a run gives. It starts the sandbox (mcpb-sandbox) and reaches
+//! tools only through the [`ToolHost`] the daemon hands it, which is the same profile view every
+//! other call goes through; it never reads the config or talks MCP itself.
+
+mod answer;
+mod output;
+pub mod python;
+mod run;
+mod sdk;
+mod spawn;
+pub mod workspace;
+
+pub use answer::{ArtifactRecord, CallRecord, RunAnswer, Status, Usage};
+pub use run::{Ran, RunRequest, Runner};
+pub use sdk::{CallOutcome, MAX_FRAME_BYTES, ToolHost};
+pub use workspace::{Lease, Workspaces};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("unknown exec id '{0}'")]
+    UnknownExec(String),
+    #[error("bad workspace path {0}")]
+    BadPath(String),
+    #[error("exec '{0}' is running; wait for its run to end")]
+    Busy(String),
+    #[error("this profile already has {0} open workspaces; close one with exec_close")]
+    TooMany(u32),
+    #[error("workspace: {0}")]
+    Io(String),
+}

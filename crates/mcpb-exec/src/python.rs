@@ -1,0 +1,114 @@
+//! The Python runtime: the machine's python3 inside the jail, with the runner and the SDK module
+//! that ship inside the binary placed read-only under /sdk.
+
+use std::path::{Path, PathBuf};
+
+use mcpb_sandbox::{JAIL_SDK, JAIL_WORK, JailFile};
+
+pub const RUNNER: &str = include_str!("python/runner.py");
+pub const SDK: &str = include_str!("python/mcp_sdk.py");
+
+/// Where the interpreter is looked for when the config names none.
+const CANDIDATES: &[&str] = &["/usr/bin/python3", "/usr/local/bin/python3"];
+
+#[derive(Debug, Clone)]
+pub struct Python {
+    /// The interpreter's real path (the jail sees it at the same place).
+    pub exe: PathBuf,
+    /// What the jail must bind read-only besides /usr (an installation elsewhere).
+    pub prefix: Option<PathBuf>,
+}
+
+/// Finds the interpreter: the configured one, else the usual places, else `python3` on the
+/// PATH. A launcher script (pyenv's shim) is not an interpreter: only real binaries count.
+pub fn find(configured: Option<&str>) -> Result<Python, String> {
+    let from_path = || {
+        std::env::var_os("PATH").and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("python3"))
+                .find(|c| is_binary(c))
+        })
+    };
+    let exe = match configured {
+        Some(c) => {
+            let p = PathBuf::from(c);
+            if !is_binary(&p) {
+                return Err(format!(
+                    "broker.exec.python is {c}, which is not a Python interpreter binary"
+                ));
+            }
+            p
+        }
+        None => CANDIDATES
+            .iter()
+            .map(PathBuf::from)
+            .find(|c| is_binary(c))
+            .or_else(from_path)
+            .ok_or_else(|| {
+                "no python3 on this machine (looked in /usr/bin, /usr/local/bin and the PATH); \
+                 install one (apt install python3) or set broker.exec.python"
+                    .to_string()
+            })?,
+    };
+    let exe = std::fs::canonicalize(&exe).map_err(|e| format!("{}: {e}", exe.display()))?;
+    let prefix = (!exe.starts_with("/usr"))
+        .then(|| exe.parent().and_then(Path::parent).map(Path::to_path_buf))
+        .flatten();
+    Ok(Python { exe, prefix })
+}
+
+/// An ELF file, not a script.
+fn is_binary(p: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(p)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| magic == *b"\x7fELF")
+}
+
+/// argv and files of a run of `code` (written as /sdk/main.py) or of `entry` (a workspace file).
+pub fn program(
+    py: &Python,
+    code: Option<&str>,
+    entry: Option<&Path>,
+) -> (Vec<String>, Vec<JailFile>) {
+    let mut files = vec![
+        JailFile {
+            name: "runner.py".into(),
+            contents: RUNNER.into(),
+        },
+        JailFile {
+            name: "mcp_sdk.py".into(),
+            contents: SDK.into(),
+        },
+    ];
+    let target = match (code, entry) {
+        (_, Some(e)) => format!("{JAIL_WORK}/{}", e.display()),
+        (Some(c), None) => {
+            files.push(JailFile {
+                name: "main.py".into(),
+                contents: c.into(),
+            });
+            format!("{JAIL_SDK}/main.py")
+        }
+        (None, None) => format!("{JAIL_SDK}/main.py"),
+    };
+    let argv = vec![
+        py.exe.display().to_string(),
+        // Isolated (no user site, no PYTHON* variables), no bytecode files in the workspace.
+        "-I".into(),
+        "-B".into(),
+        format!("{JAIL_SDK}/runner.py"),
+        target,
+    ];
+    (argv, files)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_configured_interpreter_must_be_a_binary() {
+        let err = super::find(Some("/etc/passwd")).unwrap_err();
+        assert!(err.contains("not a Python interpreter"), "{err}");
+    }
+}

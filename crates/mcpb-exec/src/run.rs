@@ -1,0 +1,463 @@
+//! One run: the sandbox helper started with the spec on stdin, the SDK channel on fd 3 and the
+//! report pipe on fd 4; then one loop that serves SDK frames, captures output under its cap,
+//! watches the deadline and waits for the helper. The deadline kills the helper's whole process
+//! group, and with it the jail (each process of the tree dies with its parent).
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use mcpb_config::{Language, Limits};
+use mcpb_sandbox::{Event, JailLimits, JailSpec, Layer};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::answer::{RunAnswer, Status, Usage};
+use crate::output::Output;
+use crate::python::{self, Python};
+use crate::sdk::{self, Calls, Step, ToolHost};
+use crate::workspace::{Lease, confined};
+
+/// What to run.
+pub struct RunRequest {
+    pub language: Language,
+    pub code: Option<String>,
+    /// A workspace file to run instead of `code`.
+    pub entry: Option<String>,
+    /// Globs over the exposed names of the tools the run may call.
+    pub allow: Vec<String>,
+    pub read_only: bool,
+    pub limits: Limits,
+}
+
+/// Starts runs. One per daemon; cheap to share.
+pub struct Runner {
+    helper: PathBuf,
+    python: Result<Python, String>,
+}
+
+/// How a run ended, beyond its answer: whether its workspace changes may be kept.
+pub struct Ran {
+    pub answer: RunAnswer,
+    pub keep_workspace: bool,
+}
+
+impl Runner {
+    /// `helper` is the broker's own binary (its `__sandbox` mode).
+    pub fn new(helper: PathBuf, python: Option<&str>) -> Self {
+        Self {
+            helper,
+            python: python::find(python),
+        }
+    }
+
+    pub async fn run(
+        &self,
+        req: &RunRequest,
+        lease: &Lease,
+        owner: (u32, u32),
+        host: &dyn ToolHost,
+    ) -> Ran {
+        let refused = |reason: String| Ran {
+            answer: RunAnswer::refused(reason),
+            keep_workspace: false,
+        };
+        if !cfg!(target_os = "linux") {
+            return refused(
+                "Python runs need the Linux sandbox; this system has none\nhint: run JavaScript instead".into(),
+            );
+        }
+        let allow = match req
+            .allow
+            .iter()
+            .map(|p| glob::Pattern::new(p).map_err(|e| format!("allow pattern {p:?}: {e}")))
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(a) => a,
+            Err(e) => return refused(e),
+        };
+        let spec = match self.spec(req, lease, owner) {
+            Ok(s) => s,
+            Err(e) => return refused(e),
+        };
+        let calls = Calls {
+            allow,
+            read_only: req.read_only,
+            max_calls: req.limits.max_calls,
+            max_concurrent: req.limits.max_concurrent_calls.max(1),
+            per_call: Duration::from_millis(req.limits.per_call_ms),
+            made: 0,
+            in_flight: 0,
+            limit_hit: None,
+            result: None,
+            artifacts: Vec::new(),
+            artifact_bytes_left: 64 << 20,
+            records: Vec::new(),
+        };
+        match self.supervise(&spec, req, calls, host).await {
+            Ok(ran) => ran,
+            Err(e) => refused(format!("supervision: {e}")),
+        }
+    }
+
+    fn spec(&self, req: &RunRequest, lease: &Lease, owner: (u32, u32)) -> Result<JailSpec, String> {
+        match req.language {
+            Language::Python => {}
+            Language::Javascript => {
+                return Err("JavaScript runs are not available in this build".into());
+            }
+        }
+        let py = self.python.as_ref().map_err(Clone::clone)?;
+        let entry = req
+            .entry
+            .as_deref()
+            .map(confined)
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        if req.code.is_none() && entry.is_none() {
+            return Err("a run needs code or entry".into());
+        }
+        let (argv, files) = python::program(py, req.code.as_deref(), entry.as_deref());
+        let l = &req.limits;
+        Ok(JailSpec {
+            workspace: lease.work(),
+            workspace_out: lease.out(),
+            read_only: py.prefix.iter().cloned().collect(),
+            files,
+            argv,
+            env: [
+                ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+                ("HOME", mcpb_sandbox::JAIL_WORK),
+                ("TMPDIR", "/tmp"),
+                ("LANG", "C.UTF-8"),
+                ("PYTHONIOENCODING", "utf-8"),
+                ("MCP_SDK_FD", "3"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            limits: JailLimits {
+                memory_bytes: l.memory_mb.saturating_mul(1 << 20),
+                processes: l.processes,
+                file_size_bytes: l.file_size_kb.saturating_mul(1024),
+                open_files: l.open_files,
+                cpu_seconds: l.wall_clock_ms.div_ceil(1000) + 1,
+                disk_bytes: l.disk_kb.saturating_mul(1024),
+            },
+            host_uid: owner.0,
+            host_gid: owner.1,
+        })
+    }
+
+    async fn supervise(
+        &self,
+        spec: &JailSpec,
+        req: &RunRequest,
+        mut calls: Calls,
+        host: &dyn ToolHost,
+    ) -> std::io::Result<Ran> {
+        let start = Instant::now();
+        let (ours, theirs) = tokio::net::UnixStream::pair()?;
+        let theirs = theirs.into_std()?;
+        // The program's end is an ordinary blocking socket, whatever tokio made of it.
+        theirs.set_nonblocking(false)?;
+        let theirs: OwnedFd = theirs.into();
+        let (report_r, report_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        let mut cmd = tokio::process::Command::new(&self.helper);
+        cmd.arg(mcpb_sandbox::HELPER_ARG)
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        crate::spawn::place_fds(&mut cmd, theirs.as_raw_fd(), report_w.as_raw_fd());
+        let mut child = cmd.spawn()?;
+        drop((theirs, report_w));
+        let group = child.id();
+        let kill = || {
+            if let Some(pid) = group.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
+                let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            }
+        };
+        if let Some(mut stdin) = child.stdin.take() {
+            let text = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
+            stdin.write_all(&text).await?;
+        }
+        let budget =
+            usize::try_from(req.limits.max_output_kb.saturating_mul(1024)).unwrap_or(usize::MAX);
+        let mut stdout = Output::new(budget);
+        let mut stderr = Output::new(budget);
+        let (mut out_pipe, mut err_pipe) = (child.stdout.take(), child.stderr.take());
+        let (read_half, mut write_half) = ours.into_split();
+        let mut reader = tokio::io::BufReader::new(read_half);
+        let mut frame_buf = Vec::new();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        let writer = async move {
+            while let Some(line) = rx.recv().await {
+                if write_half.write_all(&line).await.is_err() {
+                    break;
+                }
+            }
+        };
+        tokio::pin!(writer);
+        let mut pending = FuturesUnordered::new();
+        let deadline = tokio::time::sleep(Duration::from_millis(req.limits.wall_clock_ms));
+        tokio::pin!(deadline);
+        let (mut timed_out, mut abuse) = (false, None::<String>);
+        let (mut sdk_open, mut writer_done) = (true, false);
+        let mut obuf = vec![0u8; 64 * 1024];
+        let mut ebuf = vec![0u8; 64 * 1024];
+        let mut exited = false;
+        while !exited {
+            tokio::select! {
+                () = &mut deadline => {
+                    timed_out = true;
+                    kill();
+                    break;
+                }
+                frame = sdk::next_frame(&mut reader, &mut frame_buf, sdk::MAX_FRAME_BYTES), if sdk_open => {
+                    match frame {
+                        Ok(Some(f)) => match calls.handle(&f, host) {
+                            Step::Answer(line) => { let _ = tx.send(line); }
+                            Step::Call(fut) => pending.push(fut),
+                        },
+                        Ok(None) => sdk_open = false,
+                        Err(sdk::FrameError::TooLarge) => {
+                            abuse = Some(format!("an SDK frame over {} MiB", sdk::MAX_FRAME_BYTES >> 20));
+                            kill();
+                            break;
+                        }
+                        Err(sdk::FrameError::Io(_)) => sdk_open = false,
+                    }
+                }
+                Some((line, record)) = pending.next(), if !pending.is_empty() => {
+                    calls.in_flight = calls.in_flight.saturating_sub(1);
+                    calls.records.push(record);
+                    let _ = tx.send(line);
+                }
+                () = &mut writer, if !writer_done => writer_done = true,
+                n = read_some(&mut out_pipe, &mut obuf) => stdout.take(n, &obuf),
+                n = read_some(&mut err_pipe, &mut ebuf) => stderr.take(n, &ebuf),
+                _ = child.wait() => exited = true,
+            }
+        }
+        if !exited {
+            let _ = child.wait().await;
+        }
+        // What is still in the pipes after the tree is gone.
+        drain(out_pipe, &mut stdout, &mut obuf).await;
+        drain(err_pipe, &mut stderr, &mut ebuf).await;
+        let events = read_events(report_r).await;
+        let wall_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Ok(conclude(Concluded {
+            events,
+            timed_out,
+            abuse,
+            calls,
+            stdout,
+            stderr,
+            wall_ms,
+            limits: req.limits,
+        }))
+    }
+}
+
+/// Reads once from an optional pipe; `None` once it is closed (then the branch never fires).
+async fn read_some<R: tokio::io::AsyncRead + Unpin>(
+    pipe: &mut Option<R>,
+    buf: &mut [u8],
+) -> Option<usize> {
+    let Some(p) = pipe.as_mut() else {
+        return std::future::pending().await;
+    };
+    match p.read(buf).await {
+        Ok(0) | Err(_) => {
+            *pipe = None;
+            std::future::pending().await
+        }
+        Ok(n) => Some(n),
+    }
+}
+
+/// Reads a pipe to its end, for at most a second (every writer is gone by now).
+async fn drain<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>, out: &mut Output, buf: &mut [u8]) {
+    let Some(mut p) = pipe else {
+        return;
+    };
+    let all = async {
+        while let Ok(n @ 1..) = p.read(buf).await {
+            out.take(Some(n), buf);
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), all).await;
+}
+
+async fn read_events(fd: OwnedFd) -> Vec<Event> {
+    let mut file = tokio::fs::File::from_std(std::fs::File::from(fd));
+    let mut text = Vec::new();
+    let mut limited = (&mut file).take(1 << 20);
+    let read = limited.read_to_end(&mut text);
+    let _ = tokio::time::timeout(Duration::from_secs(2), read).await;
+    text.split(|b| *b == b'\n')
+        .filter_map(|l| serde_json::from_slice(l).ok())
+        .collect()
+}
+
+struct Concluded {
+    events: Vec<Event>,
+    timed_out: bool,
+    abuse: Option<String>,
+    calls: Calls,
+    stdout: Output,
+    stderr: Output,
+    wall_ms: u64,
+    limits: Limits,
+}
+
+fn signal_reason(sig: i32) -> (Status, String) {
+    match sig {
+        mcpb_sandbox::SIGSYS => (
+            Status::Violation,
+            "the sandbox killed the program for a forbidden system call (seccomp, SIGSYS)".into(),
+        ),
+        24 => (
+            Status::Limit,
+            "the CPU time limit was reached (SIGXCPU)".into(),
+        ),
+        25 => (Status::Limit, "file_size_kb was reached (SIGXFSZ)".into()),
+        9 => (
+            Status::Limit,
+            "killed (SIGKILL): the memory limit is the usual cause".into(),
+        ),
+        s => (Status::Error, format!("killed by signal {s}")),
+    }
+}
+
+fn conclude(c: Concluded) -> Ran {
+    let mut status = Status::Ok;
+    let mut reason = None;
+    let mut keep = false;
+    let mut cpu_ms = 0;
+    let mut max_rss_kb = 0;
+    let mut layers = Vec::new();
+    let mut refusal = None;
+    for e in &c.events {
+        match e {
+            Event::Applied { layer, us } => layers.push((layer.name().to_string(), *us)),
+            Event::Refused { layer, reason } => {
+                refusal.get_or_insert((*layer, reason.clone()));
+            }
+            Event::Exited {
+                code,
+                signal,
+                cpu_ms: c,
+                max_rss_kb: m,
+            } => {
+                cpu_ms = *c;
+                max_rss_kb = *m;
+                if let Some(s) = signal {
+                    (status, reason) = {
+                        let (st, r) = signal_reason(*s);
+                        (st, Some(r))
+                    };
+                } else if *code != Some(0) {
+                    status = Status::Error;
+                    reason = Some(format!(
+                        "the program exited with status {}",
+                        code.unwrap_or(-1)
+                    ));
+                }
+            }
+            Event::Saved { complete, .. } => {
+                keep = true;
+                if !complete && status == Status::Ok {
+                    status = Status::Limit;
+                    reason =
+                        Some("the workspace went over disk_kb: some files were not kept".into());
+                }
+            }
+        }
+    }
+    if let Some((layer, why)) = refusal {
+        status = Status::Refused;
+        let mut r = format!(
+            "sandbox layer '{}' could not be applied: {why}",
+            layer.name()
+        );
+        if layer == Layer::UserNamespace
+            && let Some(h) = mcpb_sandbox::userns_hint()
+        {
+            r.push_str("\nhint: ");
+            r.push_str(&h);
+        }
+        reason = Some(r);
+        keep = false;
+    } else if let Some(a) = c.abuse {
+        status = Status::Violation;
+        reason = Some(a);
+        keep = false;
+    } else if c.timed_out {
+        status = Status::Timeout;
+        reason = Some(format!(
+            "wall_clock_ms ({} ms) passed; every process of the run was killed",
+            c.limits.wall_clock_ms
+        ));
+        keep = false;
+    } else if c.events.iter().all(|e| !matches!(e, Event::Exited { .. })) {
+        status = Status::Error;
+        reason = Some("the sandbox ended without reporting how the program did".into());
+        keep = false;
+    } else if status == Status::Ok
+        && let Some(l) = &c.calls.limit_hit
+    {
+        status = Status::Limit;
+        reason = Some(l.clone());
+    }
+    let budget = usize::try_from(c.limits.max_output_kb.saturating_mul(1024)).unwrap_or(usize::MAX);
+    let result = c.calls.result.clone().unwrap_or(Value::Null);
+    let result_text = result.to_string();
+    let produced = (result_text.len() + c.stdout.produced() + c.stderr.produced()) as u64;
+    let (result, left) = if result_text.len() > budget {
+        let cut: String = result_text.chars().take(budget / 2).collect();
+        (
+            Value::String(format!("{cut}[... result cut: over max_output_kb]")),
+            budget / 2,
+        )
+    } else {
+        (result, budget - result_text.len())
+    };
+    let (stdout, stderr, cut) = Output::fit(c.stdout, c.stderr, left);
+    let truncated = cut || result_text.len() > budget;
+    if truncated && status == Status::Ok {
+        status = Status::Limit;
+        reason = Some(format!(
+            "output went over max_output_kb ({} KiB) and was cut",
+            c.limits.max_output_kb
+        ));
+    }
+    Ran {
+        answer: RunAnswer {
+            status,
+            result,
+            stdout,
+            stderr,
+            usage: Usage {
+                wall_ms: c.wall_ms,
+                cpu_ms,
+                max_rss_kb,
+                calls: c.calls.made,
+                output_bytes: produced,
+            },
+            calls: c.calls.records,
+            artifacts: c.calls.artifacts,
+            reason,
+            truncated,
+            layers,
+        },
+        keep_workspace: keep,
+    }
+}

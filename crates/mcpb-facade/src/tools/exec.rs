@@ -1,0 +1,102 @@
+//! The code-execution tools: `run_code` (one shot) and the long form `exec_open`,
+//! `exec_upload`, `exec_run`, `exec_close`. Only profiles with `exec` configured list them.
+
+use mcpb_config::{ExecLimits, Language};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = super::require_code)]
+pub struct RunCode {
+    /// The program. Python: `from mcp_sdk import call_tool, ToolError, save_artifact, result`.
+    /// JavaScript: `await callTool(name, args)`, `saveArtifact`, `result`.
+    #[serde(default)]
+    pub code: String,
+    /// python (default) or javascript
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<Language>,
+    /// Globs over tool names the program may call, e.g. ["github.get_*"]
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Refuse every tool that may change something
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
+    /// Lower than the profile's defaults, never higher
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ExecLimits>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ExecOpen {
+    /// Keep the workspace after exec_close
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub persist: bool,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = super::require_upload)]
+pub struct ExecUpload {
+    #[serde(default)]
+    pub exec_id: String,
+    /// Relative to the workspace
+    #[serde(default)]
+    pub path: String,
+    #[serde(default)]
+    pub content: String,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = super::require_exec_id)]
+pub struct ExecRun {
+    #[serde(default)]
+    pub exec_id: String,
+    /// The program, or `entry`: a workspace file to run
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<Language>,
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ExecLimits>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = super::require_exec_id)]
+pub struct ExecClose {
+    #[serde(default)]
+    pub exec_id: String,
+}
+
+pub fn run_code_description(sep: &str) -> String {
+    format!(
+        "Run a short program in a sandbox that calls tools and returns only what it chooses: \
+         fetch, filter and store in one step instead of many large results. It can call only \
+         the tools its `allow` globs name (exact names as broker{sep}search_tools shows them). \
+         Python: `r = call_tool(\"srv{sep}tool\", {{...}})` returns the structured result or \
+         raises ToolError; `result(x)` sets the answer; `save_artifact(name, data)`. No network, \
+         no files outside /work."
+    )
+}
+
+pub fn exec_open_description(_sep: &str) -> String {
+    "Open a workspace for several runs; returns exec_id.".to_string()
+}
+
+pub fn exec_upload_description(_sep: &str) -> String {
+    "Write a file into an exec workspace.".to_string()
+}
+
+pub fn exec_run_description(sep: &str) -> String {
+    format!(
+        "Run code (or a workspace file as `entry`) in an exec workspace; as broker{sep}run_code."
+    )
+}
+
+pub fn exec_close_description(_sep: &str) -> String {
+    "Close an exec workspace (removed unless opened with persist).".to_string()
+}
