@@ -1,6 +1,7 @@
 mod bad_input;
 mod context;
 mod daemon;
+mod exec_escape;
 mod faults;
 mod hardening;
 mod interop;
