@@ -63,7 +63,7 @@ impl Jail {
         let file = self.file(code);
         let file = file.to_str().unwrap();
         let mut args = vec!["exec", "run", file, "--json", "--profile", profile];
-        if !extra.iter().any(|a| *a == "--allow") {
+        if !extra.contains(&"--allow") {
             args.extend(["--allow", "example.*"]);
         }
         args.extend_from_slice(extra);
