@@ -22,6 +22,7 @@ profiles:
   default: {{allow_mutating_upstreams: true}}
   files: {{compact_tools_enabled: true, upstreams: [filesystem]}}
   compact: {{compact_tools_enabled: true, allow_mutating_upstreams: true}}
+  code: {{compact_tools_enabled: true, allow_mutating_upstreams: true, upstreams: [filesystem, memory], exec: {{languages: [python, javascript]}}}}
 "#,
         npm = npm.display(),
         data = data.display(),

@@ -2,6 +2,7 @@ mod bad_input;
 mod context;
 mod daemon;
 mod exec_escape;
+mod exec_interop;
 mod faults;
 mod hardening;
 mod interop;

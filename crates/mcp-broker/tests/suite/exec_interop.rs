@@ -1,0 +1,104 @@
+//! Code runs with real parts: the official Python SDK client drives run_code and the exec_*
+//! tools through the shim, and the runs call the reference filesystem and memory servers.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use super::interop::{read_result, setup};
+use super::support::bin;
+
+const PYTHON_RUN: &str = r#"
+from mcp_sdk import call_tool, result
+text = call_tool("filesystem.read_text_file", {"path": DATA + "/hello.txt"})
+body = text["content"] if isinstance(text, dict) else text
+words = len(body.split())
+call_tool("memory.create_entities", {"entities": [
+    {"name": "hello.txt", "entityType": "file", "observations": [f"{words} words"]}]})
+graph = call_tool("memory.open_nodes", {"names": ["hello.txt"]})
+result({"words": words, "stored": graph["entities"][0]["observations"]})
+"#;
+
+#[test]
+fn python_sdk_client_runs_code_that_reads_a_file_and_stores_a_summary_and_uses_the_long_form() {
+    let (home, deps, path) = setup();
+    let data = home.root().join("data");
+    let code = PYTHON_RUN.replace("DATA", &format!("{:?}", data.display().to_string()));
+    let spec = json!({
+        "command": bin(),
+        "args": ["stdio", "--profile", "code"],
+        "env": {
+            "MCP_BROKER_HOME": home.root(),
+            "MCP_BROKER_CONFIG": home.config.as_ref().unwrap(),
+            "PATH": path,
+        },
+        "runs": [{"language": "python", "code": code}],
+    });
+    let mut child = Command::new(deps.join("venv/bin/python"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/py_exec.py"))
+        .arg(spec.to_string())
+        .env("PATH", &path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = read_result(&mut child);
+    let _ = child.wait();
+    let tools: Vec<&str> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for t in [
+        "broker.run_code",
+        "broker.exec_open",
+        "broker.exec_run",
+        "broker.exec_close",
+    ] {
+        assert!(tools.contains(&t), "{tools:?}");
+    }
+    let run = &out["runs"][0];
+    assert_eq!(run["status"], "ok", "{run}");
+    assert_eq!(
+        run["result"],
+        json!({"words": 5, "stored": ["5 words"]}),
+        "{run}"
+    );
+    let outcomes: Vec<&str> = run["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["ok", "ok", "ok"], "{run}");
+    // The memory server really holds it: its file is outside the jail and was written by it.
+    let memory = std::fs::read_to_string(data.join("memory.jsonl")).unwrap();
+    assert!(memory.contains("5 words"), "{memory}");
+
+    let long = &out["long"];
+    assert_eq!(out["upload"]["bytes"], 35, "{out}");
+    assert_eq!(long["first"]["status"], "ok", "{long}");
+    assert_eq!(
+        long["first"]["artifacts"][0]["name"], "report.txt",
+        "{long}"
+    );
+    assert_eq!(long["second"]["result"], "REMEMBERED", "{long}");
+    assert!(
+        long["artifact"]
+            .as_str()
+            .unwrap()
+            .contains("a long report a long report"),
+        "{long}"
+    );
+    assert_eq!(long["closed"]["removed"], true, "{long}");
+    assert_eq!(long["after_close_error"], true, "{long}");
+    assert!(
+        long["after_close_text"]
+            .as_str()
+            .unwrap()
+            .contains("unknown exec id"),
+        "{long}"
+    );
+}
