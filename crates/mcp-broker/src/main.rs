@@ -80,6 +80,14 @@ fn main() -> ExitCode {
     {
         mcpb_sandbox::helper_main();
     }
+    // The JavaScript worker runs inside the jail; it needs nothing of the CLI.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == mcpb_exec::js::WORKER_ARG)
+    {
+        let script = std::env::args_os().nth(2).unwrap_or_default();
+        return mcpb_exec::js::worker_main(std::path::Path::new(&script));
+    }
     let cli = Cli::parse();
     let config = cli.config.as_deref();
     match cli.command {

@@ -104,13 +104,6 @@ impl Runner {
     }
 
     fn spec(&self, req: &RunRequest, lease: &Lease, owner: (u32, u32)) -> Result<JailSpec, String> {
-        match req.language {
-            Language::Python => {}
-            Language::Javascript => {
-                return Err("JavaScript runs are not available in this build".into());
-            }
-        }
-        let py = self.python.as_ref().map_err(Clone::clone)?;
         let entry = req
             .entry
             .as_deref()
@@ -120,12 +113,35 @@ impl Runner {
         if req.code.is_none() && entry.is_none() {
             return Err("a run needs code or entry".into());
         }
-        let (argv, files) = python::program(py, req.code.as_deref(), entry.as_deref());
+        let mut env: Vec<(String, String)> = Vec::new();
+        let mut worker = None;
+        let (argv, files, read_only) = match req.language {
+            Language::Python => {
+                let py = self.python.as_ref().map_err(Clone::clone)?;
+                let (argv, files) = python::program(py, req.code.as_deref(), entry.as_deref());
+                env.push(("PYTHONIOENCODING".into(), "utf-8".into()));
+                (argv, files, py.prefix.iter().cloned().collect::<Vec<_>>())
+            }
+            Language::Javascript => {
+                let exe = std::fs::canonicalize(&self.helper)
+                    .map_err(|e| format!("{}: {e}", self.helper.display()))?;
+                let (argv, files) = crate::js::program(req.code.as_deref(), entry.as_deref());
+                let memory = req.limits.memory_mb.saturating_sub(64).max(16) << 20;
+                env.push(("MCP_JS_MEMORY_BYTES".into(), memory.to_string()));
+                env.push((
+                    "MCP_JS_DEADLINE_MS".into(),
+                    req.limits.wall_clock_ms.to_string(),
+                ));
+                worker = Some(exe);
+                (argv, files, Vec::new())
+            }
+        };
         let l = &req.limits;
         Ok(JailSpec {
             workspace: lease.work(),
             workspace_out: lease.out(),
-            read_only: py.prefix.iter().cloned().collect(),
+            read_only,
+            worker,
             files,
             argv,
             env: [
@@ -133,11 +149,11 @@ impl Runner {
                 ("HOME", mcpb_sandbox::JAIL_WORK),
                 ("TMPDIR", "/tmp"),
                 ("LANG", "C.UTF-8"),
-                ("PYTHONIOENCODING", "utf-8"),
                 ("MCP_SDK_FD", "3"),
             ]
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
+            .chain(env)
             .collect(),
             limits: JailLimits {
                 memory_bytes: l.memory_mb.saturating_mul(1 << 20),

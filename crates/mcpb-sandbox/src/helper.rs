@@ -126,7 +126,16 @@ fn host_entries(spec: &JailSpec) -> Result<Vec<HostEntry>, SandboxError> {
         ));
     }
     for p in &spec.read_only {
-        if !p.is_absolute() || SYSTEM.iter().any(|s| p.starts_with(s)) {
+        // The jail's own places are not the host's to fill.
+        let reserved = [
+            crate::JAIL_WORK,
+            crate::JAIL_SDK,
+            "/tmp",
+            "/proc",
+            "/dev",
+            "/etc",
+        ];
+        if !p.is_absolute() || SYSTEM.iter().chain(&reserved).any(|s| p.starts_with(s)) {
             continue;
         }
         let meta = std::fs::metadata(p).map_err(|e| root_err(p, &e))?;
@@ -135,6 +144,15 @@ fn host_entries(spec: &JailSpec) -> Result<Vec<HostEntry>, SandboxError> {
             at: p.clone(),
             fd,
             dir: meta.is_dir(),
+            device: false,
+        });
+    }
+    if let Some(w) = &spec.worker {
+        let fd = open_path(w).map_err(|e| root_err(w, &e))?;
+        out.push(HostEntry::Bind {
+            at: crate::JAIL_WORKER.into(),
+            fd,
+            dir: false,
             device: false,
         });
     }

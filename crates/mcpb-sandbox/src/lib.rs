@@ -40,6 +40,8 @@ pub const REPORT_FD: i32 = 4;
 pub const JAIL_WORK: &str = "/work";
 /// Where `JailSpec::files` appear inside the jail (read-only).
 pub const JAIL_SDK: &str = "/sdk";
+/// Where `JailSpec::worker` appears inside the jail.
+pub const JAIL_WORKER: &str = "/sdk/worker";
 
 /// Everything the helper needs: what to run, where, and within which limits.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -50,6 +52,10 @@ pub struct JailSpec {
     pub workspace_out: PathBuf,
     /// Host paths the jail sees read-only at the same place (an interpreter outside /usr).
     pub read_only: Vec<PathBuf>,
+    /// A host executable the jail sees read-only as [`JAIL_WORKER`] (the broker's own binary,
+    /// for runtimes written in Rust), wherever the host keeps it.
+    #[serde(default)]
+    pub worker: Option<PathBuf>,
     /// Files written read-only under `/sdk` (runner, SDK module, the snippet).
     pub files: Vec<JailFile>,
     /// The program and its arguments, as paths inside the jail.
@@ -227,4 +233,17 @@ pub fn userns_hint() -> Option<String> {
         );
     }
     None
+}
+
+/// The SDK channel as the program inside the jail has it (fd 3), for a runtime written in Rust
+/// (the JavaScript worker).
+#[cfg(unix)]
+pub fn sdk_channel() -> Option<std::fs::File> {
+    use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
+    // SAFETY: the fd is only borrowed for fcntl(F_GETFD), which fails cleanly when it is closed.
+    let open = unsafe { BorrowedFd::borrow_raw(SDK_FD) };
+    rustix::io::fcntl_getfd(open).ok()?;
+    // SAFETY: fd 3 is open (checked above) and, by the contract of a run, is the SDK channel
+    // given to this process alone; nothing else in it has taken ownership of the number.
+    Some(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(SDK_FD) }))
 }

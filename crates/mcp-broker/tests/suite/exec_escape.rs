@@ -24,7 +24,7 @@ upstreams:
 profiles:
   code:
     compact_tools_enabled: true
-    exec: {languages: [python]}
+    exec: {languages: [python, javascript]}
   rw:
     compact_tools_enabled: true
     allow_mutating_upstreams: true
@@ -61,6 +61,13 @@ impl Jail {
 
     pub(super) fn run_in(&self, profile: &str, code: &str, extra: &[&str]) -> Value {
         let file = self.file(code);
+        let file = if extra.contains(&"--language") || !code.contains("await ") {
+            file
+        } else {
+            let js = file.with_extension("js");
+            std::fs::rename(&file, &js).unwrap();
+            js
+        };
         let file = file.to_str().unwrap();
         let mut args = vec!["exec", "run", file, "--json", "--profile", profile];
         if !extra.contains(&"--allow") {
@@ -639,4 +646,67 @@ print("tmp", fill("/tmp/big", 64))
     assert!(out.contains("tmp 28"), "ENOSPC in /tmp: {a}");
     let a = jail.run(fill, &["--limits", r#"{"file_size_kb": 1024}"#]);
     assert!(stdout(&a).contains("big 27"), "EFBIG: {a}");
+}
+
+#[test]
+fn javascript_runs_are_hermetic_and_bounded() {
+    let jail = Jail::new();
+    let a = jail.run(
+        "console.log([typeof require, typeof process, typeof fetch, typeof std, typeof os, typeof WebAssembly].join(','));\nawait result(await callTool('example.echo', {message: 'js'}));",
+        &[],
+    );
+    assert_eq!(a["status"], "ok", "{a}");
+    assert_eq!(
+        stdout(&a),
+        "undefined,undefined,undefined,undefined,undefined,undefined\n"
+    );
+    assert_eq!(a["result"], "js");
+    let a = jail.run(
+        "await 0; let a = []; while (true) a.push(new Array(1e6).fill(1));",
+        &["--limits", r#"{"memory_mb": 128}"#],
+    );
+    assert_eq!(a["status"], "error", "{a}");
+    assert!(
+        a["stderr"].as_str().unwrap().contains("out of memory"),
+        "{a}"
+    );
+    let a = jail.run(
+        "await 0; while (true) {}",
+        &["--limits", r#"{"wall_clock_ms": 1000}"#],
+    );
+    assert_eq!(a["status"], "timeout", "{a}");
+    let a = jail.run(
+        "let ok = 0, kinds = new Set();\nfor (let i = 0; i < 10000; i++) { try { await callTool('example.echo', {message: 'x'}); ok++; } catch (e) { kinds.add(e.kind); } }\nawait result({ok, kinds: [...kinds]});",
+        &[],
+    );
+    assert_eq!(a["status"], "limit", "{a}");
+    assert_eq!(a["result"]["ok"], 50);
+    assert_eq!(a["result"]["kinds"], serde_json::json!(["limit"]));
+    // A profile runs only the languages it names.
+    let file = jail.home.root().join("only-python.js");
+    std::fs::write(&file, "await 0").unwrap();
+    let out = jail.home.run(&[
+        "exec",
+        "run",
+        file.to_str().unwrap(),
+        "--profile",
+        "rw",
+        "--allow",
+        "x",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("does not run javascript") && err.contains("hint: it runs python"),
+        "{err}"
+    );
+    let a = jail.run("await callTool('example.append_note', {text: 'x'})", &[]);
+    assert_eq!(a["status"], "error", "{a}");
+    assert!(
+        a["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("ToolError: unknown tool"),
+        "{a}"
+    );
+    jail.still_works();
 }

@@ -20,11 +20,23 @@ graph = call_tool("memory.open_nodes", {"names": ["hello.txt"]})
 result({"words": words, "stored": graph["entities"][0]["observations"]})
 "#;
 
+const JS_RUN: &str = r#"
+const text = await callTool("filesystem.read_text_file", {path: DATA + "/hello.txt"});
+const body = typeof text === "object" ? text.content : text;
+const words = body.split(/\s+/).filter(Boolean).length;
+await callTool("memory.create_entities", {entities: [
+    {name: "hello.js", entityType: "file", observations: [`${words} words (js)`]}]});
+const graph = await callTool("memory.open_nodes", {names: ["hello.js"]});
+await result({words, stored: graph.entities[0].observations});
+"#;
+
 #[test]
 fn python_sdk_client_runs_code_that_reads_a_file_and_stores_a_summary_and_uses_the_long_form() {
     let (home, deps, path) = setup();
     let data = home.root().join("data");
-    let code = PYTHON_RUN.replace("DATA", &format!("{:?}", data.display().to_string()));
+    let data_lit = format!("{:?}", data.display().to_string());
+    let code = PYTHON_RUN.replace("DATA", &data_lit);
+    let js = JS_RUN.replace("DATA", &data_lit);
     let spec = json!({
         "command": bin(),
         "args": ["stdio", "--profile", "code"],
@@ -33,7 +45,7 @@ fn python_sdk_client_runs_code_that_reads_a_file_and_stores_a_summary_and_uses_t
             "MCP_BROKER_CONFIG": home.config.as_ref().unwrap(),
             "PATH": path,
         },
-        "runs": [{"language": "python", "code": code}],
+        "runs": [{"language": "python", "code": code}, {"language": "javascript", "code": js}],
     });
     let mut child = Command::new(deps.join("venv/bin/python"))
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/py_exec.py"))
@@ -73,9 +85,19 @@ fn python_sdk_client_runs_code_that_reads_a_file_and_stores_a_summary_and_uses_t
         .map(|c| c["outcome"].as_str().unwrap())
         .collect();
     assert_eq!(outcomes, ["ok", "ok", "ok"], "{run}");
+    let js = &out["runs"][1];
+    assert_eq!(js["status"], "ok", "{js}");
+    assert_eq!(
+        js["result"],
+        json!({"words": 5, "stored": ["5 words (js)"]}),
+        "{js}"
+    );
     // The memory server really holds it: its file is outside the jail and was written by it.
     let memory = std::fs::read_to_string(data.join("memory.jsonl")).unwrap();
-    assert!(memory.contains("5 words"), "{memory}");
+    assert!(
+        memory.contains("5 words") && memory.contains("5 words (js)"),
+        "{memory}"
+    );
 
     let long = &out["long"];
     assert_eq!(out["upload"]["bytes"], 35, "{out}");

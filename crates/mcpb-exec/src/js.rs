@@ -1,0 +1,164 @@
+//! The JavaScript runtime: QuickJS (rquickjs) in a worker process, the broker's own binary in
+//! its `__js` mode, run inside the same jail as Python. QuickJS has no file, network or process
+//! API of its own, so a program reaches nothing but the SDK; the runtime's memory limit and an
+//! interrupt at the deadline bound it from inside as well.
+
+use std::cell::{Cell, RefCell};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use rquickjs::promise::PromiseState;
+use rquickjs::{Context, Ctx, Function, Module, Runtime, Value};
+
+/// The argument that selects the worker mode of the broker's binary.
+pub const WORKER_ARG: &str = "__js";
+pub const PRELUDE: &str = include_str!("js/prelude.js");
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn show<'js>(ctx: &Ctx<'js>, v: Value<'js>) -> String {
+    if let Some(e) = v.as_exception() {
+        let mut s = format!("{}: {}", "Error", e.message().unwrap_or_default());
+        if let Ok(name) = e.get::<_, String>("name") {
+            s = format!("{name}: {}", e.message().unwrap_or_default());
+        }
+        if let Some(stack) = e.stack().filter(|s| !s.is_empty()) {
+            s.push('\n');
+            s.push_str(stack.trim_end());
+        }
+        return s;
+    }
+    ctx.json_stringify(v)
+        .ok()
+        .flatten()
+        .and_then(|s| s.to_string().ok())
+        .unwrap_or_else(|| "(a value that is not JSON)".into())
+}
+
+/// Runs `script` as an ES module with top-level await; the exit status is the program's.
+pub fn worker_main(script: &Path) -> ExitCode {
+    match run(script) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(script: &Path) -> Result<ExitCode, String> {
+    let code = std::fs::read_to_string(script).map_err(|e| format!("{}: {e}", script.display()))?;
+    let channel = mcpb_sandbox::sdk_channel().ok_or("the SDK channel (fd 3) is not open")?;
+    let writer = Rc::new(RefCell::new(
+        channel.try_clone().map_err(|e| e.to_string())?,
+    ));
+    let mut reader = BufReader::new(channel);
+    let rt = Runtime::new().map_err(|e| e.to_string())?;
+    rt.set_memory_limit(
+        usize::try_from(env_u64("MCP_JS_MEMORY_BYTES", 256 << 20)).unwrap_or(usize::MAX),
+    );
+    rt.set_max_stack_size(1 << 20);
+    let deadline = Instant::now() + Duration::from_millis(env_u64("MCP_JS_DEADLINE_MS", 30_000));
+    rt.set_interrupt_handler(Some(Box::new(move || Instant::now() > deadline)));
+    let ctx = Context::full(&rt).map_err(|e| e.to_string())?;
+    ctx.with(|ctx| -> Result<ExitCode, String> {
+        let next = Rc::new(Cell::new(0u64));
+        let send = Function::new(ctx.clone(), move |method: String, params: String| -> u64 {
+            next.set(next.get() + 1);
+            let id = next.get();
+            let method = serde_json::Value::String(method);
+            let line = format!("{{\"id\":{id},\"method\":{method},\"params\":{params}}}\n");
+            // A failed write shows as the channel closing when the answer is read.
+            let _ = writer.borrow_mut().write_all(line.as_bytes());
+            id
+        })
+        .map_err(|e| e.to_string())?;
+        let print = Function::new(ctx.clone(), |fd: i32, text: String| {
+            if fd == 2 {
+                eprintln!("{text}");
+            } else {
+                println!("{text}");
+            }
+        })
+        .map_err(|e| e.to_string())?;
+        let g = ctx.globals();
+        g.set("__send", send).map_err(|e| e.to_string())?;
+        g.set("__print", print).map_err(|e| e.to_string())?;
+        ctx.eval::<(), _>(PRELUDE).map_err(|e| e.to_string())?;
+        let deliver: Function = g.get("__deliver").map_err(|e| e.to_string())?;
+        let waiting: Function = g.get("__waiting").map_err(|e| e.to_string())?;
+        let closed: Function = g.get("__closed").map_err(|e| e.to_string())?;
+        let uncaught = |ctx: &Ctx<'_>| {
+            eprintln!("Uncaught {}", show(ctx, ctx.catch()));
+            Ok(ExitCode::from(1))
+        };
+        let promise = match Module::evaluate(ctx.clone(), "main.js", code) {
+            Ok(p) => p,
+            Err(_) => return uncaught(&ctx),
+        };
+        let mut line = String::new();
+        loop {
+            while ctx.execute_pending_job() {}
+            let n: u64 = waiting.call(()).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => {
+                    let _ = closed.call::<_, ()>(("the broker channel closed",));
+                }
+                Ok(_) => {
+                    let id = serde_json::from_str::<serde_json::Value>(&line)
+                        .ok()
+                        .and_then(|v| v.get("id").and_then(serde_json::Value::as_u64));
+                    if let Some(id) = id {
+                        let _ = deliver.call::<_, ()>((id, line.trim_end().to_string()));
+                    }
+                }
+            }
+        }
+        match promise.state() {
+            PromiseState::Resolved => Ok(ExitCode::SUCCESS),
+            PromiseState::Rejected => {
+                let _ = promise.result::<Value>();
+                uncaught(&ctx)
+            }
+            PromiseState::Pending => {
+                eprintln!("the program awaits a promise that nothing will resolve");
+                Ok(ExitCode::from(1))
+            }
+        }
+    })
+}
+
+/// argv and files of a JavaScript run: the worker (this binary, bound read-only into the jail)
+/// on /sdk/main.js or a workspace file.
+pub fn program(
+    code: Option<&str>,
+    entry: Option<&Path>,
+) -> (Vec<String>, Vec<mcpb_sandbox::JailFile>) {
+    let mut files = Vec::new();
+    let target = match (code, entry) {
+        (_, Some(e)) => format!("{}/{}", mcpb_sandbox::JAIL_WORK, e.display()),
+        (code, None) => {
+            files.push(mcpb_sandbox::JailFile {
+                name: "main.js".into(),
+                contents: code.unwrap_or_default().into(),
+            });
+            format!("{}/main.js", mcpb_sandbox::JAIL_SDK)
+        }
+    };
+    (
+        vec![mcpb_sandbox::JAIL_WORKER.into(), WORKER_ARG.into(), target],
+        files,
+    )
+}
