@@ -154,6 +154,37 @@ fn demo() -> anyhow::Result<()> {
         "7. profile 'compact' lists {count} broker.* tools; broker.search_tools(\"add two numbers\") -> {top}; broker.call_tool({top}, 1, 1) = {}",
         text_of(&sum)
     );
+    for (language, code) in [
+        (
+            "python",
+            "from mcp_sdk import call_tool, result\n\
+             total = call_tool('example.add', {'a': 20, 'b': 22})\n\
+             result({'total': total, 'echo': call_tool('example.echo', {'message': 'from a sandbox'})})",
+        ),
+        (
+            "javascript",
+            "const [x, y] = await Promise.all([callTool('example.add', {a: 1, b: 2}), \
+             callTool('example.add', {a: 3, b: 4})]);\nawait result({x, y});",
+        ),
+    ] {
+        let t = Instant::now();
+        let run = c.request(
+            "tools/call",
+            json!({"name": "broker.run_code", "arguments": {"code": code, "language": language, "allow": ["example.*"]}}),
+        )?;
+        let data = &run["structuredContent"];
+        let reason = data["reason"]
+            .as_str()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
+        println!(
+            "8. broker.run_code ({language}, sandboxed): {} {} after {} tool calls in {:.0} ms{reason}",
+            data["status"].as_str().unwrap_or("?"),
+            data["result"],
+            data["calls"].as_array().map_or(0, Vec::len),
+            t.elapsed().as_secs_f64() * 1000.0
+        );
+    }
     drop(c.stdin.take());
     c.child.wait()?;
 
@@ -163,10 +194,10 @@ fn demo() -> anyhow::Result<()> {
         .env_remove("MCP_BROKER_CONFIG")
         .stdout(Stdio::piped())
         .output()?;
-    print!("8. {}", String::from_utf8_lossy(&stop.stdout));
+    print!("9. {}", String::from_utf8_lossy(&stop.stdout));
     let socket_gone = !home.join("sockets/broker.sock").exists();
     println!(
-        "9. socket removed: {socket_gone}; log at {}",
+        "10. socket removed: {socket_gone}; log at {}",
         home.join("logs/daemon.log").display()
     );
     let _ = std::fs::remove_dir_all(&home);

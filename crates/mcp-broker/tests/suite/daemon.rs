@@ -178,6 +178,16 @@ fn the_demo_runs_end_to_end() {
         text.contains("broker.search_tools(\"add two numbers\") -> example.add; broker.call_tool(example.add, 1, 1) = 2"),
         "{text}"
     );
+    assert!(
+        text.contains(
+            "run_code (python, sandboxed): ok {\"total\":42,\"echo\":\"from a sandbox\"}"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("run_code (javascript, sandboxed): ok {\"x\":3,\"y\":7}"),
+        "{text}"
+    );
     assert!(text.contains("socket removed: true"), "{text}");
 }
 
