@@ -59,6 +59,13 @@ impl Peer {
         Ok(line)
     }
 
+    /// One `tools/call` of `tool` with `args` (JSON text); the answer line.
+    pub(crate) fn call(&mut self, tool: &str, args: &str) -> anyhow::Result<String> {
+        let body =
+            format!(r#""method":"tools/call","params":{{"name":"{tool}","arguments":{args}}}"#);
+        self.roundtrip(&body)
+    }
+
     fn call_body(&self) -> String {
         format!(
             r#""method":"tools/call","params":{{"name":"{}","arguments":{}}}"#,

@@ -8,10 +8,12 @@
 //! on any lost or misrouted answer or leaked process), `--retrieval` (search quality on the
 //! tool-retrieval data sets beside a plain BM25 baseline, and search latency at 10,000 tools),
 //! `--many` (daemon memory in front of 40 fixture upstreams, ~840 tools; needs the release
-//! `mcpb-fixture`: `cargo build --release -p mcpb-testkit`).
+//! `mcpb-fixture`: `cargo build --release -p mcpb-testkit`), `--exec` (code runs: start to
+//! first SDK call, sandbox setup by layer, SDK call overhead, context saved).
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod exec;
 mod faults;
 mod load;
 mod many;
@@ -25,6 +27,9 @@ fn main() -> anyhow::Result<()> {
     let everything = !args.iter().any(|a| a == "--no-everything");
     if args.iter().any(|a| a == "--retrieval") {
         return retrieval::run();
+    }
+    if args.iter().any(|a| a == "--exec") {
+        return exec::run(quick);
     }
     let mode = if args.iter().any(|a| a == "--soak") {
         scenario::Mode::Soak

@@ -25,6 +25,15 @@ pub(crate) struct Env {
 }
 
 impl Env {
+    pub(crate) fn new(exe: PathBuf, home: PathBuf, config: PathBuf, path: String) -> Env {
+        Env {
+            exe,
+            home,
+            config,
+            path,
+        }
+    }
+
     /// The same runtime dir with a config of `m` example upstreams named u0, u1, ...
     pub(crate) fn with_upstreams(&self, m: usize) -> Env {
         let config = self.home.join(format!("upstreams-{m}.yaml"));
