@@ -78,7 +78,7 @@ fn main() -> ExitCode {
         .nth(1)
         .is_some_and(|a| a == mcpb_sandbox::HELPER_ARG)
     {
-        mcpb_sandbox::helper_main();
+        mcpb_sandbox::helper_main(Some(mcpb_exec::js::run_in_jail));
     }
     // The JavaScript worker runs inside the jail; it needs nothing of the CLI.
     if std::env::args_os()

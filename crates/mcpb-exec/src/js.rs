@@ -43,6 +43,24 @@ fn show<'js>(ctx: &Ctx<'js>, v: Value<'js>) -> String {
         .unwrap_or_else(|| "(a value that is not JSON)".into())
 }
 
+/// The runtime as the jail runs it in process: `argv` is `[label, script]`.
+pub fn run_in_jail(argv: &[String]) -> i32 {
+    let Some(script) = argv.get(1) else {
+        eprintln!("no script to run");
+        return 1;
+    };
+    let code = match run(Path::new(script)) {
+        Ok(c) => i32::from(c != ExitCode::SUCCESS),
+        Err(e) => {
+            eprintln!("{e}");
+            1
+        }
+    };
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    code
+}
+
 /// Runs `script` as an ES module with top-level await; the exit status is the program's.
 pub fn worker_main(script: &Path) -> ExitCode {
     match run(script) {
@@ -140,8 +158,8 @@ fn run(script: &Path) -> Result<ExitCode, String> {
     })
 }
 
-/// argv and files of a JavaScript run: the worker (this binary, bound read-only into the jail)
-/// on /sdk/main.js or a workspace file.
+/// argv and files of a JavaScript run: the runtime built into this binary (run in process
+/// inside the jail) on /sdk/main.js or a workspace file.
 pub fn program(
     code: Option<&str>,
     entry: Option<&Path>,
@@ -157,8 +175,5 @@ pub fn program(
             format!("{}/main.js", mcpb_sandbox::JAIL_SDK)
         }
     };
-    (
-        vec![mcpb_sandbox::JAIL_WORKER.into(), WORKER_ARG.into(), target],
-        files,
-    )
+    (vec!["javascript".into(), target], files)
 }

@@ -114,7 +114,7 @@ impl Runner {
             return Err("a run needs code or entry".into());
         }
         let mut env: Vec<(String, String)> = Vec::new();
-        let mut worker = None;
+        let mut in_process = false;
         let (argv, files, read_only) = match req.language {
             Language::Python => {
                 let py = self.python.as_ref().map_err(Clone::clone)?;
@@ -123,8 +123,6 @@ impl Runner {
                 (argv, files, py.prefix.iter().cloned().collect::<Vec<_>>())
             }
             Language::Javascript => {
-                let exe = std::fs::canonicalize(&self.helper)
-                    .map_err(|e| format!("{}: {e}", self.helper.display()))?;
                 let (argv, files) = crate::js::program(req.code.as_deref(), entry.as_deref());
                 let memory = req.limits.memory_mb.saturating_sub(64).max(16) << 20;
                 env.push(("MCP_JS_MEMORY_BYTES".into(), memory.to_string()));
@@ -132,7 +130,7 @@ impl Runner {
                     "MCP_JS_DEADLINE_MS".into(),
                     req.limits.wall_clock_ms.to_string(),
                 ));
-                worker = Some(exe);
+                in_process = true;
                 (argv, files, Vec::new())
             }
         };
@@ -141,7 +139,7 @@ impl Runner {
             workspace: lease.work(),
             workspace_out: lease.out(),
             read_only,
-            worker,
+            in_process,
             files,
             argv,
             env: [

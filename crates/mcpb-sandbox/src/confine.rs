@@ -151,6 +151,14 @@ fn landlock() -> Result<(), SandboxError> {
     Ok(())
 }
 
+/// Closes the report pipe in a program that runs without exec.
+fn close_report(report: &Report) {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&report.fd());
+    // SAFETY: close_range on the single number of the report pipe, which no code of the
+    // program uses from here on (the Report is never written again in this process).
+    unsafe { libc::syscall(libc::SYS_close_range, fd, fd, 0u32) };
+}
+
 fn confine(spec: &JailSpec, report: &Report) -> Result<Infallible, SandboxError> {
     identity()?;
     report.applied(Layer::Identity);
@@ -165,6 +173,15 @@ fn confine(spec: &JailSpec, report: &Report) -> Result<Infallible, SandboxError>
     report.applied(Layer::Landlock);
     seccomp::apply()?;
     report.applied(Layer::Seccomp);
+    if spec.in_process {
+        let run = crate::helper::IN_PROCESS
+            .get()
+            .ok_or_else(|| SandboxError::at(Layer::Exec, "this binary has no built-in runtime"))?;
+        // The report pipe is close-on-exec only: without an exec it must go by hand.
+        close_report(report);
+        let code = run(&spec.argv);
+        std::process::exit(code);
+    }
     let err = std::process::Command::new(&spec.argv[0])
         .args(&spec.argv[1..])
         .env_clear()

@@ -147,15 +147,6 @@ fn host_entries(spec: &JailSpec) -> Result<Vec<HostEntry>, SandboxError> {
             device: false,
         });
     }
-    if let Some(w) = &spec.worker {
-        let fd = open_path(w).map_err(|e| root_err(w, &e))?;
-        out.push(HostEntry::Bind {
-            at: crate::JAIL_WORKER.into(),
-            fd,
-            dir: false,
-            device: false,
-        });
-    }
     for p in DEVICES.iter().map(Path::new) {
         let fd = open_path(p).map_err(|e| root_err(p, &e))?;
         out.push(HostEntry::Bind {
@@ -195,7 +186,13 @@ fn inherited() -> Option<(OwnedFd, OwnedFd)> {
     })
 }
 
-pub(crate) fn main() -> ! {
+/// The built-in runtime of this binary, for specs with `in_process`.
+pub(crate) static IN_PROCESS: std::sync::OnceLock<crate::InProcess> = std::sync::OnceLock::new();
+
+pub(crate) fn main(in_process: Option<crate::InProcess>) -> ! {
+    if let Some(f) = in_process {
+        let _ = IN_PROCESS.set(f);
+    }
     let start = Instant::now();
     let Some((sdk, report)) = inherited() else {
         eprintln!(

@@ -40,8 +40,6 @@ pub const REPORT_FD: i32 = 4;
 pub const JAIL_WORK: &str = "/work";
 /// Where `JailSpec::files` appear inside the jail (read-only).
 pub const JAIL_SDK: &str = "/sdk";
-/// Where `JailSpec::worker` appears inside the jail.
-pub const JAIL_WORKER: &str = "/sdk/worker";
 
 /// Everything the helper needs: what to run, where, and within which limits.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -52,10 +50,11 @@ pub struct JailSpec {
     pub workspace_out: PathBuf,
     /// Host paths the jail sees read-only at the same place (an interpreter outside /usr).
     pub read_only: Vec<PathBuf>,
-    /// A host executable the jail sees read-only as [`JAIL_WORKER`] (the broker's own binary,
-    /// for runtimes written in Rust), wherever the host keeps it.
+    /// Run the runtime built into this binary (given to [`helper_main`]) with `argv` after the
+    /// last layer, instead of exec'ing `argv[0]`: no host executable enters the jail, and the
+    /// run is spared loading the binary a second time.
     #[serde(default)]
-    pub worker: Option<PathBuf>,
+    pub in_process: bool,
     /// Files written read-only under `/sdk` (runner, SDK module, the snippet).
     pub files: Vec<JailFile>,
     /// The program and its arguments, as paths inside the jail.
@@ -192,15 +191,19 @@ impl SandboxError {
     }
 }
 
+/// A runtime built into the binary, run inside the jail on `argv`; returns the exit status.
+pub type InProcess = fn(&[String]) -> i32;
+
 /// The helper mode's entry: call first thing in `main`, before any thread exists (namespaces
-/// and forks need a single-threaded process). Never returns.
+/// and forks need a single-threaded process). `in_process` runs specs that ask for it. Never
+/// returns.
 #[cfg(target_os = "linux")]
-pub fn helper_main() -> ! {
-    helper::main()
+pub fn helper_main(in_process: Option<InProcess>) -> ! {
+    helper::main(in_process)
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn helper_main() -> ! {
+pub fn helper_main(_in_process: Option<InProcess>) -> ! {
     eprintln!("{}", SandboxError::Unsupported);
     std::process::exit(2)
 }
