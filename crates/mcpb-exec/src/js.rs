@@ -137,9 +137,16 @@ fn run(script: &Path) -> Result<ExitCode, String> {
                 Ok(_) => {
                     let id = serde_json::from_str::<serde_json::Value>(&line)
                         .ok()
-                        .and_then(|v| v.get("id").and_then(serde_json::Value::as_u64));
-                    if let Some(id) = id {
-                        let _ = deliver.call::<_, ()>((id, line.trim_end().to_string()));
+                        .map(|v| v.get("id").and_then(serde_json::Value::as_u64));
+                    let text = line.trim_end().to_string();
+                    match id {
+                        Some(Some(id)) => {
+                            let _ = deliver.call::<_, ()>((id, text));
+                        }
+                        Some(None) => {
+                            let _ = deliver.call::<_, ()>((rquickjs::Null, text));
+                        }
+                        None => {}
                     }
                 }
             }

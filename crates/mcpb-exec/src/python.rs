@@ -51,10 +51,32 @@ pub fn find(configured: Option<&str>) -> Result<Python, String> {
             })?,
     };
     let exe = std::fs::canonicalize(&exe).map_err(|e| format!("{}: {e}", exe.display()))?;
-    let prefix = (!exe.starts_with("/usr"))
-        .then(|| exe.parent().and_then(Path::parent).map(Path::to_path_buf))
-        .flatten();
-    Ok(Python { exe, prefix })
+    if exe.starts_with("/usr") {
+        return Ok(Python { exe, prefix: None });
+    }
+    // An installation elsewhere (pyenv, /opt) is bound whole, and only it: its own
+    // sys.base_prefix, which must hold the interpreter and its standard library.
+    let out = std::process::Command::new(&exe)
+        .args(["-I", "-S", "-c", "import sys; print(sys.base_prefix)"])
+        .env_clear()
+        .output()
+        .map_err(|e| format!("{}: {e}", exe.display()))?;
+    let prefix = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let has_stdlib = std::fs::read_dir(prefix.join("lib")).is_ok_and(|mut d| {
+        d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("python3")))
+    });
+    if !out.status.success() || !prefix.is_absolute() || !exe.starts_with(&prefix) || !has_stdlib {
+        return Err(format!(
+            "{}: its installation ({}) is not one directory holding the interpreter and its \
+             standard library; set broker.exec.python to another interpreter",
+            exe.display(),
+            prefix.display()
+        ));
+    }
+    Ok(Python {
+        exe,
+        prefix: Some(prefix),
+    })
 }
 
 /// An ELF file, not a script.

@@ -21,6 +21,9 @@ use crate::python::{self, Python};
 use crate::sdk::{self, Calls, Step, ToolHost};
 use crate::workspace::{Lease, confined};
 
+/// Answer bytes that may wait for the program before its frames stop being read.
+const MAX_QUEUED: usize = 8 << 20;
+
 /// What to run.
 pub struct RunRequest {
     pub language: Language,
@@ -94,8 +97,11 @@ impl Runner {
             limit_hit: None,
             result: None,
             artifacts: Vec::new(),
-            artifact_bytes_left: 64 << 20,
+            // A run's artifacts share the profile's store with every session's large results.
+            artifact_bytes_left: 16 << 20,
             records: Vec::new(),
+            unlisted: 0,
+            refused: 0,
         };
         match self.supervise(&spec, req, calls, host).await {
             Ok(ran) => ran,
@@ -209,12 +215,20 @@ impl Runner {
         let (read_half, mut write_half) = ours.into_split();
         let mut reader = tokio::io::BufReader::new(read_half);
         let mut frame_buf = Vec::new();
+        // Answers wait here for a program that reads them; while more than MAX_QUEUED bytes
+        // wait, no further frame is read (a program that never reads cannot grow the daemon).
+        let queued = std::sync::atomic::AtomicUsize::new(0);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-        let writer = async move {
+        let send = |line: Vec<u8>| {
+            queued.fetch_add(line.len(), std::sync::atomic::Ordering::Relaxed);
+            let _ = tx.send(line);
+        };
+        let writer = async {
             while let Some(line) = rx.recv().await {
                 if write_half.write_all(&line).await.is_err() {
                     break;
                 }
+                queued.fetch_sub(line.len(), std::sync::atomic::Ordering::Relaxed);
             }
         };
         tokio::pin!(writer);
@@ -233,11 +247,17 @@ impl Runner {
                     kill();
                     break;
                 }
-                frame = sdk::next_frame(&mut reader, &mut frame_buf, sdk::MAX_FRAME_BYTES), if sdk_open => {
+                frame = sdk::next_frame(&mut reader, &mut frame_buf, sdk::MAX_FRAME_BYTES),
+                    if sdk_open && queued.load(std::sync::atomic::Ordering::Relaxed) < MAX_QUEUED => {
                     match frame {
                         Ok(Some(f)) => match calls.handle(&f, host) {
-                            Step::Answer(line) => { let _ = tx.send(line); }
+                            Step::Answer(line) => send(line),
                             Step::Call(fut) => pending.push(fut),
+                            Step::Abuse(why) => {
+                                abuse = Some(why);
+                                kill();
+                                break;
+                            }
                         },
                         Ok(None) => sdk_open = false,
                         Err(sdk::FrameError::TooLarge) => {
@@ -250,8 +270,8 @@ impl Runner {
                 }
                 Some((line, record)) = pending.next(), if !pending.is_empty() => {
                     calls.in_flight = calls.in_flight.saturating_sub(1);
-                    calls.records.push(record);
-                    let _ = tx.send(line);
+                    calls.record(record);
+                    send(line);
                 }
                 () = &mut writer, if !writer_done => writer_done = true,
                 n = read_some(&mut out_pipe, &mut obuf) => stdout.take(n, &obuf),
@@ -359,6 +379,7 @@ fn conclude(c: Concluded) -> Ran {
     let mut max_rss_kb = 0;
     let mut layers = Vec::new();
     let mut refusal = None;
+    let mut oom = false;
     for e in &c.events {
         match e {
             Event::Applied { layer, us } => layers.push((layer.name().to_string(), *us)),
@@ -386,6 +407,7 @@ fn conclude(c: Concluded) -> Ran {
                     ));
                 }
             }
+            Event::OutOfMemory => oom = true,
             Event::Saved { complete, .. } => {
                 keep = true;
                 if !complete && status == Status::Ok {
@@ -395,6 +417,13 @@ fn conclude(c: Concluded) -> Ran {
                 }
             }
         }
+    }
+    if oom && refusal.is_none() && !c.timed_out {
+        status = Status::Limit;
+        reason = Some(format!(
+            "the run went over its memory ({} MiB with its workspace): the kernel stopped it",
+            c.limits.memory_mb
+        ));
     }
     if let Some((layer, why)) = refusal {
         status = Status::Refused;

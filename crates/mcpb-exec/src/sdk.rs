@@ -153,8 +153,12 @@ pub(crate) struct Calls {
     pub(crate) result: Option<Value>,
     pub(crate) artifacts: Vec<ArtifactRecord>,
     pub(crate) artifact_bytes_left: usize,
-    /// Finished calls, refused ones included.
+    /// Finished calls, refused ones included (the first MAX_RECORDS).
     pub(crate) records: Vec<CallRecord>,
+    /// Calls past MAX_RECORDS.
+    pub(crate) unlisted: u64,
+    /// Requests refused so far.
+    pub(crate) refused: u64,
 }
 
 /// What one frame asks of the run loop.
@@ -163,6 +167,24 @@ pub(crate) enum Step<'a> {
     Answer(Vec<u8>),
     /// Answer when the call finishes.
     Call(BoxFuture<'a, (Vec<u8>, CallRecord)>),
+    /// Stop the run: the program is flooding the channel with refused requests.
+    Abuse(String),
+}
+
+/// Calls kept in the answer's list; later ones are only counted.
+const MAX_RECORDS: usize = 200;
+/// Refused requests (bad frames, calls past a limit) a program may send before the run stops.
+const MAX_REFUSED: u64 = 20_000;
+
+/// The frame's `id` when the frame itself cannot be parsed: both SDKs write it first.
+fn leading_id(frame: &[u8]) -> Value {
+    let head = &frame[..frame.len().min(40)];
+    let text = String::from_utf8_lossy(head);
+    let Some(rest) = text.split_once("\"id\":").map(|(_, r)| r.trim_start()) else {
+        return Value::Null;
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse::<u64>().map_or(Value::Null, Value::from)
 }
 
 impl Calls {
@@ -170,12 +192,33 @@ impl Calls {
         self.allow.iter().any(|p| p.matches(name))
     }
 
-    pub(crate) fn handle<'a>(&mut self, frame: &[u8], host: &'a dyn ToolHost) -> Step<'a> {
-        let frame: Frame = match serde_json::from_slice(frame) {
+    /// Keeps a finished call in the answer's list, up to MAX_RECORDS.
+    pub(crate) fn record(&mut self, record: CallRecord) {
+        if self.records.len() < MAX_RECORDS {
+            self.records.push(record);
+        } else {
+            self.unlisted += 1;
+        }
+    }
+
+    fn refused(&mut self) -> Option<Step<'static>> {
+        self.refused += 1;
+        (self.refused > MAX_REFUSED).then(|| {
+            Step::Abuse(format!(
+                "the program sent {MAX_REFUSED} requests the broker had to refuse"
+            ))
+        })
+    }
+
+    pub(crate) fn handle<'a>(&mut self, raw: &[u8], host: &'a dyn ToolHost) -> Step<'a> {
+        let frame: Frame = match serde_json::from_slice(raw) {
             Ok(f) => f,
             Err(e) => {
+                if let Some(stop) = self.refused() {
+                    return stop;
+                }
                 return Step::Answer(answer_line(
-                    &Value::Null,
+                    &leading_id(raw),
                     error("protocol", format!("malformed SDK frame: {e}")),
                 ));
             }
@@ -188,22 +231,34 @@ impl Calls {
                 self.result = Some(frame.params.get("value").cloned().unwrap_or(Value::Null));
                 Step::Answer(answer_line(&id, json!({"result": true})))
             }
-            other => Step::Answer(answer_line(
-                &id,
-                error("protocol", format!("unknown SDK method {other:?}")),
-            )),
+            other => {
+                if let Some(stop) = self.refused() {
+                    return stop;
+                }
+                let shown: String = other.chars().take(40).collect();
+                Step::Answer(answer_line(
+                    &id,
+                    error("protocol", format!("unknown SDK method {shown:?}")),
+                ))
+            }
         }
     }
 
     fn call<'a>(&mut self, id: Value, params: &Value, host: &'a dyn ToolHost) -> Step<'a> {
-        let name = params
+        // Exposed names are at most a few hundred bytes; more is never echoed back.
+        let name: String = params
             .get("name")
             .and_then(Value::as_str)
             .unwrap_or("")
-            .to_string();
+            .chars()
+            .take(300)
+            .collect();
         let refuse =
             |this: &mut Self, kind: &str, outcome: &'static str, message: String, name: &str| {
-                this.records.push(CallRecord {
+                if let Some(stop) = this.refused() {
+                    return stop;
+                }
+                this.record(CallRecord {
                     tool: name.chars().take(200).collect(),
                     ms: 0,
                     outcome,

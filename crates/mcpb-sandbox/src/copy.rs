@@ -77,7 +77,9 @@ pub(crate) fn tree(
                 let s = rustix::fs::openat(src, name, flags, Mode::empty())?;
                 let d = rustix::fs::openat(dst, name, flags, Mode::empty())?;
                 tree(s.as_fd(), d.as_fd(), budget, depth + 1)?;
-                rustix::fs::fchmod(&d, mode | Mode::from_bits_truncate(0o700))?;
+                // Only the owner's bits travel: a directory the program left world-writable is
+                // not one on the host.
+                rustix::fs::fchmod(&d, Mode::from_bits_truncate(0o700))?;
             }
             FileType::RegularFile => {
                 let size = u64::try_from(st.st_size).unwrap_or(u64::MAX);
@@ -105,7 +107,10 @@ pub(crate) fn tree(
                 let mut to = std::fs::File::from(d);
                 // The size was read before the copy; a file that grows meanwhile is cut there.
                 let copied = io::copy(&mut io::Read::take(&mut from, size), &mut to)?;
-                rustix::fs::fchmod(&to, mode | Mode::from_bits_truncate(0o600))?;
+                rustix::fs::fchmod(
+                    &to,
+                    (mode & Mode::from_bits_truncate(0o700)) | Mode::from_bits_truncate(0o600),
+                )?;
                 budget.bytes_left -= copied.min(budget.bytes_left);
                 budget.bytes += copied;
                 budget.files += 1;

@@ -259,7 +259,19 @@ fn run(report: &Report, _sdk: &OwnedFd) -> Result<i32, SandboxError> {
     drop((ready_w, go_r));
     let mut byte = [0u8; 1];
     // The holder says it has its user namespace; EOF means it failed and reported why.
+    let limits = &spec.limits;
+    let cgroup = crate::cgroup::RunCgroup::create(
+        limits
+            .memory_bytes
+            .saturating_add(limits.disk_bytes)
+            .saturating_add(64 << 20),
+    );
     if rustix::io::read(&ready_r, &mut byte).map_err(sup)? == 1 {
+        if let Some(cg) = &cgroup
+            && cg.enter(child.as_raw_pid()).is_ok()
+        {
+            report.applied(Layer::Cgroup);
+        }
         if let Err(e) = write_maps(child.as_raw_pid(), &spec) {
             let _ = rustix::process::kill_process(child, Signal::KILL);
             let _ = rustix::process::waitpid(Some(child), WaitOptions::empty());
@@ -269,6 +281,12 @@ fn run(report: &Report, _sdk: &OwnedFd) -> Result<i32, SandboxError> {
     }
     drop(go_w);
     let _ = rustix::process::waitpid(Some(child), WaitOptions::empty());
+    if cgroup
+        .as_ref()
+        .is_some_and(crate::cgroup::RunCgroup::oom_killed)
+    {
+        report.send(&Event::OutOfMemory);
+    }
     Ok(0)
 }
 

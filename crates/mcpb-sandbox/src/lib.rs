@@ -20,6 +20,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 #[cfg(target_os = "linux")]
+mod cgroup;
+#[cfg(target_os = "linux")]
 mod confine;
 #[cfg(target_os = "linux")]
 mod copy;
@@ -100,6 +102,7 @@ pub enum Layer {
     Spec,
     UserNamespace,
     IdMap,
+    Cgroup,
     MountNamespace,
     PidNamespace,
     NetNamespace,
@@ -126,6 +129,7 @@ impl Layer {
             Layer::Spec => "spec",
             Layer::UserNamespace => "user namespace",
             Layer::IdMap => "uid/gid map",
+            Layer::Cgroup => "memory cgroup",
             Layer::MountNamespace => "mount namespace",
             Layer::PidNamespace => "pid namespace",
             Layer::NetNamespace => "network namespace",
@@ -163,6 +167,8 @@ pub enum Event {
         cpu_ms: u64,
         max_rss_kb: u64,
     },
+    /// The kernel's OOM killer stopped a process of the run (its memory cgroup was full).
+    OutOfMemory,
     /// The workspace was copied back; `complete` is false when it was over the quota.
     Saved {
         files: u64,
@@ -249,4 +255,11 @@ pub fn sdk_channel() -> Option<std::fs::File> {
     // SAFETY: fd 3 is open (checked above) and, by the contract of a run, is the SDK channel
     // given to this process alone; nothing else in it has taken ownership of the number.
     Some(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(SDK_FD) }))
+}
+
+/// Whether runs on this machine get a memory cgroup (see the `cgroup` module), for `doctor`
+/// and tests.
+#[cfg(target_os = "linux")]
+pub fn memory_cgroup_available() -> bool {
+    cgroup::RunCgroup::create(64 << 20).is_some()
 }

@@ -2,7 +2,8 @@
 //! calls; what it denies is what reaches outside the jail or widens the kernel's attack surface:
 //! new sockets, io_uring, tracing, namespaces and mounts, BPF, perf, keyrings, userfaultfd,
 //! modules, kexec. Dangerous calls kill the process (the run is a `violation`); creating a
-//! socket fails with EPERM so that libraries which probe for one degrade instead of dying.
+//! socket (or System V IPC) fails with EPERM so that libraries which probe for one degrade
+//! instead of dying.
 
 #![forbid(unsafe_code)]
 
@@ -59,6 +60,21 @@ const KILL: &[libc::c_long] = &[
     libc::SYS_vhangup,
 ];
 
+const SYSV_IPC: &[libc::c_long] = &[
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmctl,
+    libc::SYS_shmdt,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semctl,
+    libc::SYS_semtimedop,
+];
+
 /// clone flags that create namespaces.
 const CLONE_NEW: &[u64] = &[
     libc::CLONE_NEWNS as u64,
@@ -104,6 +120,12 @@ pub(crate) fn filters() -> Result<Vec<BpfProgram>, SandboxError> {
 
     let mut eperm: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     eperm.insert(libc::SYS_socket, Vec::new());
+    // System V IPC memory counts against no rlimit (a detached segment not even against the
+    // address space): it is off, like sockets. POSIX shared memory needs /dev/shm, which the
+    // jail does not have.
+    for nr in SYSV_IPC {
+        eperm.insert(*nr, Vec::new());
+    }
     // A connected pair of local sockets reaches nothing; asyncio's self-pipe needs one.
     eperm.insert(
         libc::SYS_socketpair,

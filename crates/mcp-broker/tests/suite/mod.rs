@@ -1,6 +1,7 @@
 mod bad_input;
 mod context;
 mod daemon;
+mod exec_abuse;
 mod exec_escape;
 mod exec_interop;
 mod faults;

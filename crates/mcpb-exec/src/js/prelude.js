@@ -17,6 +17,14 @@
       pending.set(id, { resolve, reject });
     });
   const deliver = (id, text) => {
+    if (id === null) {
+      // An error the broker could not tie to a request: fail them all.
+      const answer = JSON.parse(text);
+      const message = (answer.error && answer.error.message) || "malformed request";
+      for (const w of pending.values()) w.reject(new ToolError(message, "protocol"));
+      pending.clear();
+      return;
+    }
     const waiter = pending.get(id);
     if (!waiter) return;
     pending.delete(id);

@@ -68,9 +68,15 @@ class _Channel:
                     answer = json.loads(raw)
                 except ValueError:
                     continue
+                rid = answer.get("id")
                 with self._lock:
-                    waiter = self._waiting.pop(answer.get("id"), None)
-                if waiter is not None:
+                    if rid is None:
+                        # An error the broker could not tie to a request: fail them all.
+                        waiters, self._waiting = list(self._waiting.values()), {}
+                    else:
+                        waiter = self._waiting.pop(rid, None)
+                        waiters = [] if waiter is None else [waiter]
+                for waiter in waiters:
                     waiter[1] = answer
                     waiter[0].set()
         except OSError as e:
