@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use mcpb_config::{ExecLimits, Language, Settings};
 use mcpb_facade::FacadeTool;
-use mcpb_facade::tools::exec::{ExecClose, ExecOpen, ExecRun, ExecUpload, RunCode};
+use mcpb_facade::tools::exec::{ExecClose, ExecOpen, ExecRun, ExecUpload, RunCode, RunOptions};
 use serde_json::Value;
 
 use crate::cli::ExecCommand;
@@ -48,11 +48,16 @@ fn call(command: ExecCommand) -> anyhow::Result<(FacadeTool, Value)> {
             entry,
             limits,
         } => {
-            let language = Some(language(lang.as_deref(), &file)?);
             let limits: Option<ExecLimits> = limits
                 .map(|l| serde_json::from_str(&l))
                 .transpose()
                 .context("--limits is not a limits object")?;
+            let run = RunOptions {
+                language: Some(language(lang.as_deref(), &file)?),
+                allow,
+                read_only,
+                limits,
+            };
             match exec_id {
                 Some(exec_id) => {
                     let (code, entry) = if entry {
@@ -64,22 +69,13 @@ fn call(command: ExecCommand) -> anyhow::Result<(FacadeTool, Value)> {
                         exec_id,
                         code,
                         entry,
-                        language,
-                        allow,
-                        read_only,
-                        limits,
+                        run,
                     };
                     (FacadeTool::ExecRun, to_value(args)?)
                 }
                 None => {
                     let code = read_file(&file)?;
-                    let args = RunCode {
-                        code,
-                        language,
-                        allow,
-                        read_only,
-                        limits,
-                    };
+                    let args = RunCode { code, run };
                     (FacadeTool::RunCode, to_value(args)?)
                 }
             }

@@ -160,6 +160,14 @@ mod tests {
             let s = size(&defs, &bpe);
             assert!(s.tokens <= 1200, "{sep}: {} tokens", s.tokens);
             assert_eq!(s.tools, 7);
+            // The code-execution tools, in profiles that enable them, stay small as well.
+            let with_exec = size(&mcpb_facade::definitions(sep, Some(100_000), true), &bpe);
+            assert_eq!(with_exec.tools, 12);
+            assert!(
+                with_exec.tokens - s.tokens <= 700,
+                "{sep}: exec tools {} tokens",
+                with_exec.tokens - s.tokens
+            );
         }
     }
 

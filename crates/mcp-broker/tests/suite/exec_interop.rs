@@ -1,12 +1,9 @@
 //! Code runs with real parts: the official Python SDK client drives run_code and the exec_*
 //! tools through the shim, and the runs call the reference filesystem and memory servers.
 
-use std::path::Path;
-use std::process::{Command, Stdio};
-
 use serde_json::{Value, json};
 
-use super::interop::{read_result, setup};
+use super::interop::{py_driver, read_result, setup};
 use super::support::bin;
 
 const PYTHON_RUN: &str = r#"
@@ -47,14 +44,7 @@ fn python_sdk_client_runs_code_that_reads_a_file_and_stores_a_summary_and_uses_t
         },
         "runs": [{"language": "python", "code": code}, {"language": "javascript", "code": js}],
     });
-    let mut child = Command::new(deps.join("venv/bin/python"))
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/py_exec.py"))
-        .arg(spec.to_string())
-        .env("PATH", &path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = py_driver(&deps, &path, "py_exec.py", &spec);
     let out = read_result(&mut child);
     let _ = child.wait();
     let tools: Vec<&str> = out["tools"]

@@ -61,8 +61,22 @@ fn python_client(
         "calls": calls,
         "hold": hold,
     });
+    py_driver(deps, path, "py_client.py", &spec)
+}
+
+/// One of the Python SDK driver scripts of `tests/interop/`, given its JSON spec.
+pub(super) fn py_driver(
+    deps: &Path,
+    path: &str,
+    script: &str,
+    spec: &Value,
+) -> std::process::Child {
     Command::new(deps.join("venv/bin/python"))
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/py_client.py"))
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/interop")
+                .join(script),
+        )
         .arg(spec.to_string())
         .env("PATH", path)
         .stdin(Stdio::piped())

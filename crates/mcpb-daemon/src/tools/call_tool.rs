@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use mcpb_facade::FacadeTool;
 pub(super) use mcpb_facade::tools::call_tool::Args;
 use mcpb_protocol::BrokerRpcError;
 use mcpb_upstream::{ClientLink, Reply};
@@ -69,19 +68,7 @@ pub(super) async fn apply(
     if let Some(p) = &args.projection {
         mcpb_facade::result::apply_projection(&mut value, p);
     }
-    if let Some(chars) = view.profile.result_budget_chars {
-        let store = view.generation.artifacts();
-        let reader = FacadeTool::GetArtifact.name(view.sep());
-        value = mcpb_facade::result::apply_budget(
-            value,
-            &mcpb_facade::result::Budget {
-                chars: usize::try_from(chars).unwrap_or(usize::MAX),
-                store: &store,
-                profile: &view.profile.name,
-                reader: &reader,
-            },
-        );
-    }
+    value = super::held_to_budget(view, value);
     Ok(Answer::Result(value))
 }
 

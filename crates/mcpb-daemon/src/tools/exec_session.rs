@@ -46,15 +46,7 @@ pub(super) fn upload(view: &ProfileView, args: ExecUpload) -> Value {
 }
 
 pub(super) async fn run(view: &ProfileView, args: ExecRun, link: Arc<dyn ClientLink>) -> Value {
-    let req = match super::run_code::request(
-        view,
-        args.language,
-        args.code,
-        args.entry,
-        args.allow,
-        args.read_only,
-        args.limits,
-    ) {
+    let req = match super::run_code::request(view, args.run, args.code, args.entry) {
         Ok(r) => r,
         Err(e) => return e,
     };

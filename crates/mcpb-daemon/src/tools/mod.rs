@@ -35,6 +35,24 @@ pub(crate) fn tool_error(text: impl Into<String>) -> Value {
     json!({"content": [{"type": "text", "text": text.into()}], "isError": true})
 }
 
+/// A result over the profile's `result_budget_chars` becomes a preview plus an artifact id.
+fn held_to_budget(view: &ProfileView, value: Value) -> Value {
+    let Some(chars) = view.profile.result_budget_chars else {
+        return value;
+    };
+    let store = view.generation.artifacts();
+    let reader = FacadeTool::GetArtifact.name(view.sep());
+    mcpb_facade::result::apply_budget(
+        value,
+        &mcpb_facade::result::Budget {
+            chars: usize::try_from(chars).unwrap_or(usize::MAX),
+            store: &store,
+            profile: &view.profile.name,
+            reader: &reader,
+        },
+    )
+}
+
 pub(crate) fn tool_result(data: Value) -> Value {
     json!({"content": [{"type": "text", "text": data.to_string()}], "structuredContent": data})
 }

@@ -5,10 +5,11 @@
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use mcpb_config::{ExecLimits, Language, ProfileExec};
+use mcpb_config::{Language, ProfileExec};
 use mcpb_exec::{CallOutcome, Lease, RunRequest, ToolHost};
 use mcpb_facade::FacadeTool;
 pub(super) use mcpb_facade::tools::exec::RunCode as Args;
+use mcpb_facade::tools::exec::RunOptions;
 use mcpb_protocol::BrokerRpcError;
 use mcpb_upstream::{ClientLink, Reply};
 use serde_json::Value;
@@ -83,13 +84,16 @@ impl ToolHost for ViewHost<'_> {
 /// What a run of the profile may be: its language allowed, its limits under the profile's.
 pub(super) fn request(
     view: &ProfileView,
-    language: Option<Language>,
+    run: RunOptions,
     code: Option<String>,
     entry: Option<String>,
-    allow: Vec<String>,
-    read_only: bool,
-    limits: Option<ExecLimits>,
 ) -> Result<RunRequest, Value> {
+    let RunOptions {
+        language,
+        allow,
+        read_only,
+        limits,
+    } = run;
     let exec: &ProfileExec = view
         .profile
         .exec
@@ -137,32 +141,12 @@ pub(super) async fn run(
         "code run"
     );
     let mut value = ran.answer.to_tool_result();
-    if let Some(chars) = view.profile.result_budget_chars {
-        let store = view.generation.artifacts();
-        let reader = FacadeTool::GetArtifact.name(view.sep());
-        value = mcpb_facade::result::apply_budget(
-            value,
-            &mcpb_facade::result::Budget {
-                chars: usize::try_from(chars).unwrap_or(usize::MAX),
-                store: &store,
-                profile: &view.profile.name,
-                reader: &reader,
-            },
-        );
-    }
+    value = super::held_to_budget(view, value);
     (value, ran.keep_workspace)
 }
 
 pub(super) async fn apply(view: &ProfileView, args: Args, link: Arc<dyn ClientLink>) -> Value {
-    let req = match request(
-        view,
-        args.language,
-        Some(args.code),
-        None,
-        args.allow,
-        args.read_only,
-        args.limits,
-    ) {
+    let req = match request(view, args.run, Some(args.code), None) {
         Ok(r) => r,
         Err(e) => return e,
     };

@@ -5,13 +5,9 @@ use mcpb_config::{ExecLimits, Language};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// What every run states besides its program.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
-#[schemars(transform = super::require_code)]
-pub struct RunCode {
-    /// The program. Python: `from mcp_sdk import call_tool, ToolError, save_artifact, result`.
-    /// JavaScript: `await callTool(name, args)`, `saveArtifact`, `result`.
-    #[serde(default)]
-    pub code: String,
+pub struct RunOptions {
     /// python (default) or javascript
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub language: Option<Language>,
@@ -21,9 +17,21 @@ pub struct RunCode {
     /// Refuse every tool that may change something
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub read_only: bool,
-    /// Lower than the profile's defaults, never higher
+    /// Lower than the profile's defaults, never higher (ms, KiB, MiB as named)
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = super::terse_limits)]
     pub limits: Option<ExecLimits>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = super::require_code)]
+pub struct RunCode {
+    /// The program. Python: `from mcp_sdk import call_tool, ToolError, save_artifact, result`.
+    /// JavaScript: `await callTool(name, args)`, `saveArtifact`, `result`.
+    #[serde(default)]
+    pub code: String,
+    #[serde(flatten)]
+    pub run: RunOptions,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
@@ -46,7 +54,7 @@ pub struct ExecUpload {
 }
 
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
-#[schemars(transform = super::require_exec_id)]
+#[schemars(transform = super::exec_run_schema)]
 pub struct ExecRun {
     #[serde(default)]
     pub exec_id: String,
@@ -55,14 +63,8 @@ pub struct ExecRun {
     pub code: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entry: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub language: Option<Language>,
-    #[serde(default)]
-    pub allow: Vec<String>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub read_only: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<ExecLimits>,
+    #[serde(flatten)]
+    pub run: RunOptions,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
@@ -74,12 +76,11 @@ pub struct ExecClose {
 
 pub fn run_code_description(sep: &str) -> String {
     format!(
-        "Run a short program in a sandbox that calls tools and returns only what it chooses: \
-         fetch, filter and store in one step instead of many large results. It can call only \
-         the tools its `allow` globs name (exact names as broker{sep}search_tools shows them). \
-         Python: `r = call_tool(\"srv{sep}tool\", {{...}})` returns the structured result or \
-         raises ToolError; `result(x)` sets the answer; `save_artifact(name, data)`. No network, \
-         no files outside /work."
+        "Run a short sandboxed program that calls tools and returns only what it chooses: \
+         fetch, filter and store in one step instead of many large results. It may call only \
+         the tools its `allow` globs name (as broker{sep}search_tools names them). \
+         `call_tool(\"srv{sep}tool\", {{...}})` returns the structured result or raises \
+         ToolError; `result(x)` sets the answer. No network; files only in /work."
     )
 }
 

@@ -166,6 +166,10 @@ fn strip(v: &mut Value) {
                     m.insert("type".into(), one);
                 }
             }
+            // Likewise `null` among an optional enum's values.
+            if let Some(Value::Array(values)) = m.get_mut("enum") {
+                values.retain(|v| !v.is_null());
+            }
             for (_, child) in m.iter_mut() {
                 strip(child);
             }
@@ -197,8 +201,34 @@ pub(crate) fn require_code(schema: &mut schemars::Schema) {
     require(schema, &["code", "allow"]);
 }
 
+/// The run limits without their per-field prose (the config schema keeps it): the names say
+/// enough to a model, and the descriptions would cost every client's context.
+pub(crate) fn terse_limits(schema: &mut schemars::Schema) {
+    if let Some(Value::Object(props)) = schema.get_mut("properties") {
+        for (_, p) in props.iter_mut() {
+            if let Value::Object(p) = p {
+                p.remove("description");
+                p.remove("minimum");
+            }
+        }
+    }
+}
+
 pub(crate) fn require_exec_id(schema: &mut schemars::Schema) {
     require(schema, &["exec_id"]);
+}
+
+/// exec_run: its description points at run_code, which explains the shared fields once.
+pub(crate) fn exec_run_schema(schema: &mut schemars::Schema) {
+    require(schema, &["exec_id", "allow"]);
+    if let Some(Value::Object(props)) = schema.get_mut("properties") {
+        for field in ["language", "allow", "read_only", "exec_id"] {
+            if let Some(Value::Object(p)) = props.get_mut(field) {
+                p.remove("description");
+            }
+        }
+        props.insert("limits".into(), json!({"type": "object"}));
+    }
 }
 
 pub(crate) fn require_upload(schema: &mut schemars::Schema) {
