@@ -37,6 +37,8 @@ pub(crate) struct Broker {
     searches: Arc<SearchCache>,
     /// Code runs: workspaces and the runner, set up at start (start-only settings).
     exec: Arc<crate::exec::Exec>,
+    /// Which upstream listed which resource URI.
+    owners: Arc<crate::view::ResourceOwners>,
 }
 
 impl Broker {
@@ -76,6 +78,7 @@ impl Broker {
         Self {
             known,
             exec,
+            owners: Arc::default(),
             searches: Arc::default(),
             generation: RwLock::new(Arc::new(Generation {
                 settings,
@@ -108,6 +111,7 @@ impl Broker {
             known: self.known.clone(),
             searches: self.searches.clone(),
             exec: self.exec.clone(),
+            owners: self.owners.clone(),
             profile,
             session,
         }

@@ -1,7 +1,7 @@
-//! A session's `tools/list` and `tools/call`, from the request's params to the response frame:
-//! the name read once (a raw call's params travel on untouched), a broker tool or a raw tool of
-//! the profile's view, the answer adapted to
-//! the client's era in one place.
+//! A session's requests to the profile's upstreams, from the request's params to the response
+//! frame: `tools/list` and `tools/call` (the name read once, a raw call's params travel on
+//! untouched, a broker tool or a raw tool of the profile's view), and resources, prompts and
+//! completion (view/content.rs); every answer adapted to the client's era in one place.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -97,4 +97,69 @@ async fn dispatch(
     }
     let tool = view.resolve_raw(&call.name, kind).await?;
     Ok(Answer::Upstream(view.call(&tool, params, link).await?))
+}
+
+/// The requests a session hands to a task of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Method {
+    ToolsList,
+    ToolsCall,
+    ResourcesList,
+    ResourceTemplatesList,
+    ResourcesRead,
+    PromptsList,
+    PromptsGet,
+    Complete,
+}
+
+impl Method {
+    pub(crate) fn of(method: &str) -> Option<Self> {
+        Some(match method {
+            "tools/list" => Method::ToolsList,
+            "tools/call" => Method::ToolsCall,
+            "resources/list" => Method::ResourcesList,
+            "resources/templates/list" => Method::ResourceTemplatesList,
+            "resources/read" => Method::ResourcesRead,
+            "prompts/list" => Method::PromptsList,
+            "prompts/get" => Method::PromptsGet,
+            "completion/complete" => Method::Complete,
+            _ => return None,
+        })
+    }
+}
+
+/// The answer to a resources, prompts or completion request.
+pub(crate) async fn content(
+    view: &ProfileView,
+    method: Method,
+    era: Era,
+    id: &RawValue,
+    params: Option<&RawValue>,
+    link: Arc<dyn ClientLink>,
+) -> Vec<u8> {
+    let listed = match method {
+        Method::ResourcesList => Some(view.list_resources(params).await),
+        Method::ResourceTemplatesList => Some(view.list_resource_templates(params).await),
+        Method::PromptsList => Some(view.list_prompts(params).await),
+        _ => None,
+    };
+    if let Some(listed) = listed {
+        return match listed {
+            Ok(mut list) => {
+                era.complete_listing(&mut list);
+                json_line(id, &list)
+            }
+            Err(e) => e.to_line(Some(id)),
+        };
+    }
+    let reply = match method {
+        Method::ResourcesRead => view.read_resource(params, link).await,
+        Method::PromptsGet => view.get_prompt(params, link).await,
+        _ => view.complete(params, link).await,
+    };
+    match reply {
+        Ok(Reply::Result(r)) => response_line(id, &era.adapt_result(r)),
+        Ok(Reply::Error(e)) => raw_error_line(id, &e),
+        Err(e) => e.to_line(Some(id)),
+    }
 }

@@ -20,6 +20,8 @@ pub enum RpcCode {
     UpstreamUnavailable,
     /// The broker is at a capacity limit or shutting down.
     Overloaded,
+    /// MCP's code for a resource URI nobody serves.
+    ResourceNotFound,
 }
 
 impl RpcCode {
@@ -29,6 +31,7 @@ impl RpcCode {
             RpcCode::InvalidRequest => -32600,
             RpcCode::MethodNotFound => -32601,
             RpcCode::InvalidParams => -32602,
+            RpcCode::ResourceNotFound => -32002,
             RpcCode::InternalError => -32603,
             RpcCode::RequestTimeout => -32001,
             RpcCode::UpstreamUnavailable => -32010,
@@ -55,6 +58,12 @@ pub enum BrokerRpcError {
     UnknownToolNear { name: String, near: Vec<String> },
     #[error("invalid params: {0}")]
     InvalidParams(String),
+    /// A URI no upstream of the profile serves, or one of an upstream the profile hides.
+    #[error("Resource not found: {0}")]
+    UnknownResource(String),
+    /// Like an unknown tool: absent and hidden prompts get the same answer.
+    #[error("Unknown prompt: {0}")]
+    UnknownPrompt(String),
     #[error("upstream '{upstream}' is unavailable: {reason}")]
     UpstreamUnavailable { upstream: String, reason: String },
     #[error("upstream '{upstream}' did not answer within {ms} ms")]
@@ -77,7 +86,9 @@ impl BrokerRpcError {
             BrokerRpcError::MethodNotFound(_) => RpcCode::MethodNotFound,
             BrokerRpcError::UnknownTool(_)
             | BrokerRpcError::UnknownToolNear { .. }
-            | BrokerRpcError::InvalidParams(_) => RpcCode::InvalidParams,
+            | BrokerRpcError::InvalidParams(_)
+            | BrokerRpcError::UnknownPrompt(_) => RpcCode::InvalidParams,
+            BrokerRpcError::UnknownResource(_) => RpcCode::ResourceNotFound,
             BrokerRpcError::UpstreamUnavailable { .. } => RpcCode::UpstreamUnavailable,
             BrokerRpcError::Timeout { .. } | BrokerRpcError::HardLimit { .. } => {
                 RpcCode::RequestTimeout

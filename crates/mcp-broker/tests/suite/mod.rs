@@ -1,4 +1,5 @@
 mod bad_input;
+mod content;
 mod context;
 mod daemon;
 mod exec_abuse;

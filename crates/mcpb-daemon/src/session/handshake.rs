@@ -24,7 +24,7 @@ impl Session {
         self.learn_client(params.get("clientInfo"), params.get("capabilities"));
         let result = json!({
             "protocolVersion": revision::negotiate(requested),
-            "capabilities": {"tools": {"listChanged": true}},
+            "capabilities": capabilities(),
             "serverInfo": server_info(),
             "instructions": self.instructions(),
         });
@@ -54,7 +54,7 @@ impl Session {
         self.learn_client(meta.get(CLIENT_INFO_KEY), meta.get(CLIENT_CAPABILITIES_KEY));
         let result = json!({
             "supportedVersions": revision::all(),
-            "capabilities": {"tools": {"listChanged": true}},
+            "capabilities": capabilities(),
             "instructions": self.instructions(),
             "_meta": {SERVER_INFO_KEY: server_info()},
         });
@@ -121,4 +121,15 @@ fn request_meta(params: Option<&RawValue>) -> Value {
         .and_then(|p| mcpb_protocol::rewrite::member(p, "_meta"))
         .and_then(|m| serde_json::from_str(m.get()).ok())
         .unwrap_or(Value::Null)
+}
+
+/// What the broker serves: tools, and the resources, prompts and completions of the profile's
+/// upstreams (merged; an upstream without them contributes nothing).
+fn capabilities() -> Value {
+    json!({
+        "tools": {"listChanged": true},
+        "resources": {},
+        "prompts": {},
+        "completions": {},
+    })
 }

@@ -316,7 +316,7 @@ impl Session {
                 }
             }
             "ping" => json_line(id, &serde_json::json!({})),
-            "tools/list" | "tools/call" => {
+            m if crate::route::Method::of(m).is_some() => {
                 if !self.initialized {
                     self.adopt_request_meta(msg.params);
                 }
@@ -367,24 +367,32 @@ impl Session {
         let id: Box<RawValue> = id.to_owned();
         let key = id_key(id.get());
         let params: Option<Box<RawValue>> = msg.params.map(ToOwned::to_owned);
-        let is_list = msg.method() == "tools/list";
+        let Some(method) = crate::route::Method::of(msg.method()) else {
+            return;
+        };
         let running = self.running.clone();
         let guard = self.broker.drain.begin();
         let task_key = key.clone();
-        tracing::debug!(session = sid, id = %key, list = is_list, "request");
+        tracing::debug!(session = sid, id = %key, ?method, "request");
         let handle = tasks.spawn(async move {
             let _guard = guard;
-            let line = if is_list {
-                let line = crate::route::list(&view, kind, era, &id).await;
-                // Say which servers the list is missing, and why: a silent gap reads as
-                // "this server has no tools".
-                for (upstream, error) in view.unavailable() {
-                    out.push(unavailable_notice(&upstream, &error)).await;
+            let link: Arc<dyn ClientLink> = link;
+            let line = match method {
+                crate::route::Method::ToolsList => {
+                    let line = crate::route::list(&view, kind, era, &id).await;
+                    // Say which servers the list is missing, and why: a silent gap reads as
+                    // "this server has no tools".
+                    for (upstream, error) in view.unavailable() {
+                        out.push(unavailable_notice(&upstream, &error)).await;
+                    }
+                    line
                 }
-                line
-            } else {
-                let link: Arc<dyn ClientLink> = link;
-                crate::route::call(&view, kind, era, &id, params.as_deref(), link).await
+                crate::route::Method::ToolsCall => {
+                    crate::route::call(&view, kind, era, &id, params.as_deref(), link).await
+                }
+                other => {
+                    crate::route::content(&view, other, era, &id, params.as_deref(), link).await
+                }
             };
             running.lock().remove(&task_key);
             tracing::debug!(session = sid, id = %task_key, bytes = line.len(), "answer queued");

@@ -19,8 +19,11 @@ use crate::error::rpc_error;
 use crate::generation::Generation;
 use crate::known::{Entry, KnownLists};
 
+mod content;
 mod search;
 mod tool;
+
+pub(crate) use content::ResourceOwners;
 
 pub(crate) use search::SearchCache;
 pub(crate) use tool::VisibleTool;
@@ -59,6 +62,7 @@ pub(crate) struct ProfileView {
     pub(crate) known: Arc<KnownLists>,
     pub(crate) searches: Arc<SearchCache>,
     pub(crate) exec: Arc<crate::exec::Exec>,
+    pub(crate) owners: Arc<ResourceOwners>,
     pub(crate) profile: Arc<ProfileSettings>,
     pub(crate) session: u64,
 }

@@ -1,0 +1,202 @@
+//! Resources, prompts and completion across upstreams: the official Python SDK client against
+//! server-everything through the shim, and the cases a single server never shows (two upstreams
+//! listing the same URI, a prompt or resource of an upstream the profile hides).
+
+use serde_json::{Value, json};
+
+use super::interop::{py_driver, read_result, setup};
+use super::support::{Home, bin, deps, deps_path};
+
+#[test]
+fn python_sdk_client_lists_and_reads_resources_gets_prompts_and_completes_through_the_broker() {
+    let (home, deps, path) = setup();
+    let spec = json!({
+        "command": bin(),
+        "args": ["stdio"],
+        "env": {
+            "MCP_BROKER_HOME": home.root(),
+            "MCP_BROKER_CONFIG": home.config.as_ref().unwrap(),
+            "PATH": path,
+        },
+        "prefix": "everything.",
+    });
+    let mut child = py_driver(&deps, &path, "py_content.py", &spec);
+    let out = read_result(&mut child);
+    let _ = child.wait();
+    for cap in ["resources", "prompts", "completions", "tools"] {
+        assert!(out["caps"].get(cap).is_some(), "{cap}: {}", out["caps"]);
+    }
+    let resources: Vec<&str> = out["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        resources.contains(&"demo://resource/static/document/architecture.md"),
+        "{resources:?}"
+    );
+    assert_eq!(
+        out["read"][0]["uri"],
+        "demo://resource/static/document/architecture.md"
+    );
+    assert!(
+        out["read"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Architecture")
+    );
+    assert!(
+        out["templates"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("demo://resource/dynamic/text/{resourceId}"))
+    );
+    assert!(
+        out["dynamic"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Resource 7"),
+        "{}",
+        out["dynamic"]
+    );
+    let prompts: Vec<&str> = out["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for p in [
+        "everything.simple-prompt",
+        "everything.args-prompt",
+        "everything.completable-prompt",
+    ] {
+        assert!(prompts.contains(&p), "{prompts:?}");
+    }
+    assert!(
+        out["prompt"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Lyon"),
+        "{}",
+        out["prompt"]
+    );
+    assert_eq!(out["completion"], json!(["Engineering"]));
+    assert!(
+        out["hidden"].as_str().unwrap().contains("Unknown prompt"),
+        "{}",
+        out["hidden"]
+    );
+    assert!(
+        out["unknown_resource"]
+            .as_str()
+            .unwrap()
+            .contains("Resource not found"),
+        "{}",
+        out["unknown_resource"]
+    );
+}
+
+fn two_everythings() -> Home {
+    let deps = deps();
+    let bin = deps.join("npm/node_modules/.bin/mcp-server-everything");
+    Home::with_config(&format!(
+        r#"schema_version: 1
+upstreams:
+  one: {{command: "{b}"}}
+  two: {{command: "{b}"}}
+  example: {{command: "{{broker.exe}}", args: [example-server], trust_annotations: true}}
+profiles:
+  default: {{allow_mutating_upstreams: true}}
+  narrow: {{upstreams: [example]}}
+"#,
+        b = bin.display()
+    ))
+}
+
+#[test]
+fn a_uri_two_upstreams_share_is_made_unambiguous_and_a_hidden_upstream_answers_as_unknown() {
+    let home = two_everythings();
+    let path = deps_path(&deps());
+    let mut shim = super::support::Shim::spawn({
+        let mut c = home.cmd(&["stdio"]);
+        c.env("PATH", &path);
+        c
+    });
+    shim.initialize("2025-11-25");
+    let list = shim.request("resources/list", json!({}));
+    let uris: Vec<&str> = list["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["uri"].as_str())
+        .collect();
+    let doc = "demo://resource/static/document/architecture.md";
+    assert!(
+        uris.contains(&format!("mcpb://one/{doc}").as_str()),
+        "{uris:?}"
+    );
+    assert!(
+        uris.contains(&format!("mcpb://two/{doc}").as_str()),
+        "{uris:?}"
+    );
+    assert!(!uris.contains(&doc), "{uris:?}");
+    let read = shim.request(
+        "resources/read",
+        json!({"uri": format!("mcpb://two/{doc}")}),
+    );
+    assert_eq!(
+        read["result"]["contents"][0]["uri"],
+        format!("mcpb://two/{doc}"),
+        "{read}"
+    );
+    let prompts = shim.request("prompts/list", json!({}));
+    let names: Vec<&str> = prompts["result"]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"one.args-prompt") && names.contains(&"two.args-prompt"),
+        "{names:?}"
+    );
+
+    // A profile that does not see the everything servers: their prompts and URIs are unknown,
+    // exactly like made-up ones, and nothing of theirs is listed.
+    let mut narrow = super::support::Shim::spawn({
+        let mut c = home.cmd(&["stdio", "--profile", "narrow"]);
+        c.env("PATH", &path);
+        c
+    });
+    narrow.initialize("2025-11-25");
+    let hidden = narrow.request(
+        "prompts/get",
+        json!({"name": "one.args-prompt", "arguments": {"city": "x", "state": "y"}}),
+    );
+    let made_up = narrow.request("prompts/get", json!({"name": "zzz.args-prompt"}));
+    assert_eq!(hidden["error"]["code"], made_up["error"]["code"]);
+    assert_eq!(
+        hidden["error"]["message"],
+        "Unknown prompt: one.args-prompt"
+    );
+    let read = narrow.request(
+        "resources/read",
+        json!({"uri": format!("mcpb://one/{doc}")}),
+    );
+    assert_eq!(read["error"]["code"], -32002, "{read}");
+    let read = narrow.request("resources/read", json!({"uri": doc}));
+    assert_eq!(read["error"]["code"], -32002, "{read}");
+    let listed = narrow.request("resources/list", json!({}));
+    assert_eq!(listed["result"]["resources"], json!([]), "{listed}");
+    let bad = narrow.request("completion/complete", json!({"ref": {"type": "ref/prompt", "name": "one.completable-prompt"}, "argument": {"name": "department", "value": "E"}}));
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Unknown prompt"),
+        "{bad}"
+    );
+    let bad = narrow.request("resources/read", json!({}));
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+}

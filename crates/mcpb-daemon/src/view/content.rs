@@ -1,0 +1,452 @@
+//! Everything MCP carries besides tools, across a profile's upstreams: resources (lists,
+//! templates, reads), prompts (lists, gets) and completion. Lists are merged in the profile's
+//! upstream order. Prompts are namespaced like tools. A resource URI stays as the upstream wrote
+//! it unless two upstreams list the same one; then each reads `mcpb://<upstream>/<uri>`, which
+//! a read or a completion undoes. Only the profile's upstreams answer; anything else is unknown.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use mcpb_protocol::BrokerRpcError;
+use mcpb_upstream::{CallOptions, ClientLink, Outgoing, Reply, Upstream};
+use parking_lot::Mutex;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use super::ProfileView;
+use crate::error::rpc_error;
+
+/// Pages read from one upstream for one listing.
+const MAX_PAGES: usize = 20;
+/// Items in one page of a merged listing.
+const PAGE: usize = 500;
+/// URIs whose owner the broker remembers between a listing and a read.
+const MAX_OWNERS: usize = 50_000;
+const PREFIX: &str = "mcpb://";
+
+/// Which upstream listed which resource URI: a read finds its upstream without listing again.
+#[derive(Default)]
+pub(crate) struct ResourceOwners(Mutex<HashMap<String, String>>);
+
+impl ResourceOwners {
+    fn learn(&self, uri: &str, upstream: &str) {
+        let mut map = self.0.lock();
+        if map.len() >= MAX_OWNERS && !map.contains_key(uri) {
+            map.clear();
+        }
+        map.insert(uri.to_string(), upstream.to_string());
+    }
+
+    fn owner(&self, uri: &str) -> Option<String> {
+        self.0.lock().get(uri).cloned()
+    }
+}
+
+/// A page of `items` from the offset in `cursor`; the cursor of the next page when there is one.
+fn page(items: Vec<Value>, cursor: Option<&str>, key: &str) -> Result<Value, BrokerRpcError> {
+    let start = match cursor {
+        None => 0,
+        Some(c) => c
+            .strip_prefix("o:")
+            .and_then(|n| n.parse::<usize>().ok())
+            .ok_or_else(|| BrokerRpcError::InvalidParams(format!("unknown cursor {c:?}")))?,
+    };
+    let end = (start + PAGE).min(items.len());
+    let mut out = Map::new();
+    let more = end < items.len();
+    out.insert(
+        key.into(),
+        Value::Array(
+            items
+                .into_iter()
+                .skip(start)
+                .take(end.saturating_sub(start))
+                .collect(),
+        ),
+    );
+    if more {
+        out.insert("nextCursor".into(), Value::String(format!("o:{end}")));
+    }
+    Ok(Value::Object(out))
+}
+
+fn cursor_of(params: Option<&RawValue>) -> Option<String> {
+    let v: Value = serde_json::from_str(params?.get()).ok()?;
+    v.get("cursor").and_then(Value::as_str).map(str::to_string)
+}
+
+/// Whether `uri` fits an RFC 6570 template at the level MCP servers use: literal text, and
+/// `{...}` expressions that stand for one non-empty run of characters.
+fn fits(template: &str, uri: &str) -> bool {
+    let mut rest = uri;
+    let mut parts = template.split('{');
+    let Some(head) = parts.next() else {
+        return false;
+    };
+    let Some(r) = rest.strip_prefix(head) else {
+        return false;
+    };
+    rest = r;
+    for part in parts {
+        let Some((_, literal)) = part.split_once('}') else {
+            return false;
+        };
+        if literal.is_empty() {
+            // The expression runs to the end (or to the next expression: greedy, one char).
+            if rest.is_empty() {
+                return false;
+            }
+            rest = "";
+            continue;
+        }
+        match rest.get(1..).and_then(|r| r.find(literal)) {
+            Some(i) => rest = &rest[i + 1 + literal.len()..],
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
+impl ProfileView {
+    fn options(up: &Upstream, link: Option<Arc<dyn ClientLink>>) -> CallOptions {
+        let s = up.settings();
+        CallOptions {
+            idle_timeout: s.call_timeout,
+            max_time: s.max_call,
+            link,
+        }
+    }
+
+    /// `method` to every upstream of the profile, every page of `key` gathered. An upstream
+    /// whose last start failed is skipped (and retried in the background); one that does not
+    /// offer the method contributes nothing.
+    async fn gather(&self, method: &str, key: &str) -> Vec<(Arc<Upstream>, Vec<Value>)> {
+        let ups = self.upstreams();
+        futures_util::future::join_all(ups.into_iter().map(|up| async move {
+            let mut items = Vec::new();
+            if up.failing().is_some() {
+                up.retry_in_background();
+                return (up, items);
+            }
+            let opts = Self::options(&up, None);
+            let mut cursor: Option<String> = None;
+            for _ in 0..MAX_PAGES {
+                let params = cursor
+                    .as_ref()
+                    .and_then(|c| RawValue::from_string(json!({ "cursor": c }).to_string()).ok());
+                let outgoing = Outgoing::Request {
+                    method,
+                    params: params.as_deref(),
+                };
+                let result = match up.call(self.session, outgoing, &opts).await {
+                    Ok(Reply::Result(r)) => r,
+                    Ok(Reply::Error(_)) => break,
+                    Err(e) => {
+                        tracing::warn!(upstream = up.name(), method, error = %e, "left out of a listing");
+                        break;
+                    }
+                };
+                let Ok(mut v) = serde_json::from_str::<Value>(result.get()) else {
+                    break;
+                };
+                if let Some(Value::Array(list)) = v.get_mut(key).map(Value::take) {
+                    items.extend(list);
+                }
+                cursor = v.get("nextCursor").and_then(Value::as_str).map(str::to_string);
+                if cursor.is_none() {
+                    break;
+                }
+            }
+            (up, items)
+        }))
+        .await
+    }
+
+    /// `resources/list`, merged; URIs two upstreams share are made unambiguous.
+    pub(crate) async fn list_resources(
+        &self,
+        params: Option<&RawValue>,
+    ) -> Result<Value, BrokerRpcError> {
+        let lists = self.gather("resources/list", "resources").await;
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for (_, items) in &lists {
+            for r in items {
+                if let Some(uri) = r.get("uri").and_then(Value::as_str) {
+                    *seen.entry(uri.to_string()).or_default() += 1;
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (up, items) in lists {
+            for mut r in items {
+                let Some(uri) = r.get("uri").and_then(Value::as_str).map(str::to_string) else {
+                    continue;
+                };
+                self.owners.learn(&uri, up.name());
+                if seen.get(&uri).copied().unwrap_or(0) > 1 {
+                    r["uri"] = Value::String(format!("{PREFIX}{}/{uri}", up.name()));
+                }
+                out.push(r);
+            }
+        }
+        page(out, cursor_of(params).as_deref(), "resources")
+    }
+
+    /// `resources/templates/list`, merged.
+    pub(crate) async fn list_resource_templates(
+        &self,
+        params: Option<&RawValue>,
+    ) -> Result<Value, BrokerRpcError> {
+        let lists = self
+            .gather("resources/templates/list", "resourceTemplates")
+            .await;
+        let out = lists.into_iter().flat_map(|(_, items)| items).collect();
+        page(out, cursor_of(params).as_deref(), "resourceTemplates")
+    }
+
+    /// The upstream a resource URI belongs to, and the URI as that upstream knows it.
+    async fn resource_owner(&self, uri: &str) -> Result<(Arc<Upstream>, String), BrokerRpcError> {
+        let unknown = || BrokerRpcError::UnknownResource(uri.chars().take(300).collect());
+        let ups = self.upstreams();
+        let named = |name: &str| ups.iter().find(|u| u.name() == name).cloned();
+        if let Some(rest) = uri.strip_prefix(PREFIX)
+            && let Some((up, original)) = rest.split_once('/')
+        {
+            return named(up)
+                .map(|u| (u, original.to_string()))
+                .ok_or_else(unknown);
+        }
+        if let Some(up) = self.owners.owner(uri).and_then(|n| named(&n)) {
+            return Ok((up, uri.to_string()));
+        }
+        // Not seen in a listing yet: list, then try the templates.
+        let _ = self.list_resources(None).await;
+        if let Some(up) = self.owners.owner(uri).and_then(|n| named(&n)) {
+            return Ok((up, uri.to_string()));
+        }
+        for (up, templates) in self
+            .gather("resources/templates/list", "resourceTemplates")
+            .await
+        {
+            let hit = templates.iter().any(|t| {
+                t.get("uriTemplate")
+                    .and_then(Value::as_str)
+                    .is_some_and(|tpl| fits(tpl, uri))
+            });
+            if hit {
+                return Ok((up, uri.to_string()));
+            }
+        }
+        Err(unknown())
+    }
+
+    /// Sends `method` with `params` (a JSON object) to `up`.
+    async fn forward(
+        &self,
+        up: &Upstream,
+        method: &str,
+        params: &Value,
+        link: Arc<dyn ClientLink>,
+    ) -> Result<Reply, BrokerRpcError> {
+        let raw = RawValue::from_string(params.to_string())
+            .map_err(|e| BrokerRpcError::Internal(e.to_string()))?;
+        let outgoing = Outgoing::Request {
+            method,
+            params: Some(&raw),
+        };
+        up.call(self.session, outgoing, &Self::options(up, Some(link)))
+            .await
+            .map_err(rpc_error)
+    }
+
+    /// `resources/read`, routed to the URI's upstream; the contents carry the URI as the
+    /// client asked for it.
+    pub(crate) async fn read_resource(
+        &self,
+        params: Option<&RawValue>,
+        link: Arc<dyn ClientLink>,
+    ) -> Result<Reply, BrokerRpcError> {
+        let mut p = object(params)?;
+        let uri = p
+            .get("uri")
+            .and_then(Value::as_str)
+            .ok_or_else(|| BrokerRpcError::InvalidParams("resources/read needs a uri".into()))?
+            .to_string();
+        let (up, original) = self.resource_owner(&uri).await?;
+        p.insert("uri".into(), Value::String(original.clone()));
+        let reply = self
+            .forward(&up, "resources/read", &Value::Object(p), link)
+            .await?;
+        if original == uri {
+            return Ok(reply);
+        }
+        let Reply::Result(raw) = reply else {
+            return Ok(reply);
+        };
+        let mut v: Value =
+            serde_json::from_str(raw.get()).map_err(|e| BrokerRpcError::Internal(e.to_string()))?;
+        if let Some(Value::Array(contents)) = v.get_mut("contents") {
+            for c in contents {
+                if c.get("uri").and_then(Value::as_str) == Some(original.as_str()) {
+                    c["uri"] = Value::String(uri.clone());
+                }
+            }
+        }
+        RawValue::from_string(v.to_string())
+            .map(Reply::Result)
+            .map_err(|e| BrokerRpcError::Internal(e.to_string()))
+    }
+
+    /// `prompts/list`, merged, each name namespaced like a tool's.
+    pub(crate) async fn list_prompts(
+        &self,
+        params: Option<&RawValue>,
+    ) -> Result<Value, BrokerRpcError> {
+        let sep = self.sep();
+        let mut out = Vec::new();
+        for (up, prompts) in self.gather("prompts/list", "prompts").await {
+            for mut p in prompts {
+                let Some(name) = p.get("name").and_then(Value::as_str) else {
+                    continue;
+                };
+                p["name"] = Value::String(mcpb_catalog::names::exposed(sep, up.name(), name));
+                out.push(p);
+            }
+        }
+        page(out, cursor_of(params).as_deref(), "prompts")
+    }
+
+    /// The upstream of an exposed prompt name and the prompt's own name there.
+    async fn prompt_owner(&self, exposed: &str) -> Result<(Arc<Upstream>, String), BrokerRpcError> {
+        let unknown = || BrokerRpcError::UnknownPrompt(exposed.chars().take(300).collect());
+        let sep = self.sep();
+        let up_name = mcpb_catalog::names::upstream_of(sep, exposed).ok_or_else(unknown)?;
+        let up = self
+            .upstreams()
+            .into_iter()
+            .find(|u| u.name() == up_name)
+            .ok_or_else(unknown)?;
+        let own = exposed
+            .strip_prefix(up_name)
+            .and_then(|r| r.strip_prefix(sep))
+            .ok_or_else(unknown)?;
+        if mcpb_catalog::names::exposed(sep, up_name, own) == exposed {
+            return Ok((up, own.to_string()));
+        }
+        // A shortened name: only the upstream's list knows which prompt it stands for.
+        let lists = self.gather("prompts/list", "prompts").await;
+        lists
+            .into_iter()
+            .filter(|(u, _)| u.name() == up_name)
+            .flat_map(|(_, ps)| ps)
+            .filter_map(|p| p.get("name").and_then(Value::as_str).map(str::to_string))
+            .find(|n| mcpb_catalog::names::exposed(sep, up_name, n) == exposed)
+            .map(|n| (up, n))
+            .ok_or_else(unknown)
+    }
+
+    /// `prompts/get`, routed to the prompt's upstream under its own name.
+    pub(crate) async fn get_prompt(
+        &self,
+        params: Option<&RawValue>,
+        link: Arc<dyn ClientLink>,
+    ) -> Result<Reply, BrokerRpcError> {
+        let mut p = object(params)?;
+        let name = p
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| BrokerRpcError::InvalidParams("prompts/get needs a name".into()))?
+            .to_string();
+        let (up, own) = self.prompt_owner(&name).await?;
+        p.insert("name".into(), Value::String(own));
+        self.forward(&up, "prompts/get", &Value::Object(p), link)
+            .await
+    }
+
+    /// `completion/complete`, routed by the prompt or resource its `ref` names.
+    pub(crate) async fn complete(
+        &self,
+        params: Option<&RawValue>,
+        link: Arc<dyn ClientLink>,
+    ) -> Result<Reply, BrokerRpcError> {
+        let mut p = object(params)?;
+        let invalid = || BrokerRpcError::InvalidParams("completion/complete needs a ref".into());
+        let reference = p
+            .get_mut("ref")
+            .and_then(Value::as_object_mut)
+            .ok_or_else(invalid)?;
+        let kind = reference
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let up = match kind.as_str() {
+            "ref/prompt" => {
+                let name = reference
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(invalid)?
+                    .to_string();
+                let (up, own) = self.prompt_owner(&name).await?;
+                reference.insert("name".into(), Value::String(own));
+                up
+            }
+            "ref/resource" => {
+                let uri = reference
+                    .get("uri")
+                    .and_then(Value::as_str)
+                    .ok_or_else(invalid)?
+                    .to_string();
+                let (up, own) = self.resource_owner(&uri).await?;
+                reference.insert("uri".into(), Value::String(own));
+                up
+            }
+            _ => return Err(invalid()),
+        };
+        self.forward(&up, "completion/complete", &Value::Object(p), link)
+            .await
+    }
+}
+
+fn object(params: Option<&RawValue>) -> Result<Map<String, Value>, BrokerRpcError> {
+    let params = params.ok_or_else(|| BrokerRpcError::InvalidParams("missing params".into()))?;
+    match serde_json::from_str::<Value>(params.get()) {
+        Ok(Value::Object(m)) => Ok(m),
+        _ => Err(BrokerRpcError::InvalidParams(
+            "params must be an object".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{fits, page};
+    use serde_json::json;
+
+    #[test]
+    fn uris_fit_the_templates_servers_write() {
+        let t = "demo://resource/dynamic/text/{resourceId}";
+        assert!(fits(t, "demo://resource/dynamic/text/42"));
+        assert!(!fits(t, "demo://resource/dynamic/text/"));
+        assert!(!fits(t, "demo://resource/dynamic/blob/42"));
+        assert!(fits("file:///{path}", "file:///a/b.txt"));
+        assert!(fits("repo://{owner}/{name}/issues", "repo://me/x/issues"));
+        assert!(!fits("repo://{owner}/{name}/issues", "repo://me/x/pulls"));
+        assert!(fits("plain://exact", "plain://exact"));
+        assert!(!fits("plain://exact", "plain://exactly"));
+    }
+
+    #[test]
+    fn merged_lists_page_with_their_own_cursor() {
+        let items: Vec<_> = (0..1200)
+            .map(|i| json!({"uri": format!("x://{i}")}))
+            .collect();
+        let first = page(items.clone(), None, "resources").unwrap();
+        assert_eq!(first["resources"].as_array().unwrap().len(), 500);
+        assert_eq!(first["nextCursor"], "o:500");
+        let last = page(items.clone(), Some("o:1000"), "resources").unwrap();
+        assert_eq!(last["resources"].as_array().unwrap().len(), 200);
+        assert!(last.get("nextCursor").is_none());
+        assert!(page(items, Some("bogus"), "resources").is_err());
+    }
+}
