@@ -39,6 +39,8 @@ pub(crate) struct Broker {
     exec: Arc<crate::exec::Exec>,
     /// Which upstream listed which resource URI.
     owners: Arc<crate::view::ResourceOwners>,
+    /// Which sessions subscribed to which resource.
+    pub(crate) subscriptions: Arc<crate::notices::Subscriptions>,
 }
 
 impl Broker {
@@ -48,6 +50,11 @@ impl Broker {
         let announce = registry.clone();
         let on_list_changed: ListChanged =
             Arc::new(move |upstream: &str| announce.list_changed(upstream));
+        let subscriptions = Arc::new(crate::notices::Subscriptions::default());
+        let (to_sessions, subs) = (registry.clone(), subscriptions.clone());
+        let on_notice: mcpb_upstream::Notice = Arc::new(move |upstream, method, params| {
+            crate::notices::deliver(&to_sessions, &subs, upstream, method, params);
+        });
         let ctx = UpstreamContext {
             passthrough: settings.broker.env_passthrough.clone(),
             secrets_dir: settings.runtime.secrets_dir(),
@@ -58,6 +65,7 @@ impl Broker {
             timings: StopTimings::default(),
             ledger: Some(Ledger::new(ledger_dir(&settings.runtime.state_dir()))),
             on_list_changed: Some(on_list_changed),
+            on_notice: Some(on_notice),
             shared: SharedLimits {
                 processes: Arc::new(tokio::sync::Semaphore::new(settings.broker.max_processes)),
                 max_processes: settings.broker.max_processes,
@@ -79,6 +87,7 @@ impl Broker {
             known,
             exec,
             owners: Arc::default(),
+            subscriptions,
             searches: Arc::default(),
             generation: RwLock::new(Arc::new(Generation {
                 settings,
@@ -112,6 +121,7 @@ impl Broker {
             searches: self.searches.clone(),
             exec: self.exec.clone(),
             owners: self.owners.clone(),
+            subscriptions: self.subscriptions.clone(),
             profile,
             session,
         }

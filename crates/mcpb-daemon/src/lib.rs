@@ -40,6 +40,7 @@ mod handover;
 mod known;
 mod link;
 mod listener;
+mod notices;
 mod outbox;
 mod reload;
 mod route;

@@ -30,6 +30,8 @@ pub(crate) struct SessionLink {
     /// A 2026-07-28 client's open `subscriptions/listen` request, if it asked for tool list
     /// changes: their notifications carry its id.
     listen: Mutex<Option<Box<RawValue>>>,
+    /// The least severe log level the client asked for (`logging/setLevel`); none: no logs.
+    log_level: Mutex<Option<u8>>,
 }
 
 impl SessionLink {
@@ -43,7 +45,16 @@ impl SessionLink {
             next: AtomicU64::new(1),
             era: Mutex::default(),
             listen: Mutex::new(None),
+            log_level: Mutex::new(None),
         }
+    }
+
+    pub(crate) fn log_level(&self) -> Option<u8> {
+        *self.log_level.lock()
+    }
+
+    pub(crate) fn set_log_level(&self, rank: u8) {
+        *self.log_level.lock() = Some(rank);
     }
 
     /// The tool list may have changed: a handshake-era client is told at once; a 2026-07-28
@@ -226,8 +237,28 @@ impl Registry {
             link.tools_changed();
         }
     }
+
+    /// Runs `f` on every session whose profile sees `upstream`.
+    pub(crate) fn each_seeing(&self, upstream: &str, mut f: impl FnMut(&SessionLink)) {
+        for link in self.sessions.lock().values().filter(|l| l.sees(upstream)) {
+            f(link);
+        }
+    }
+
+    /// Queues a notification for one session, if it is still open.
+    pub(crate) fn send(&self, session: u64, line: Vec<u8>) {
+        if let Some(link) = self.sessions.lock().get(&session) {
+            notify(link, line);
+        }
+    }
 }
 
 #[cfg(test)]
 #[path = "link_tests.rs"]
 mod tests;
+
+/// A notification for the client; like progress, dropped rather than waited for when the
+/// client does not read.
+pub(crate) fn notify(link: &SessionLink, line: Vec<u8>) {
+    ClientLink::notify(link, line);
+}

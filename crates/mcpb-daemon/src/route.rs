@@ -110,6 +110,8 @@ pub(crate) enum Method {
     PromptsList,
     PromptsGet,
     Complete,
+    Subscribe,
+    Unsubscribe,
 }
 
 impl Method {
@@ -123,6 +125,8 @@ impl Method {
             "prompts/list" => Method::PromptsList,
             "prompts/get" => Method::PromptsGet,
             "completion/complete" => Method::Complete,
+            "resources/subscribe" => Method::Subscribe,
+            "resources/unsubscribe" => Method::Unsubscribe,
             _ => return None,
         })
     }
@@ -155,6 +159,8 @@ pub(crate) async fn content(
     let reply = match method {
         Method::ResourcesRead => view.read_resource(params, link).await,
         Method::PromptsGet => view.get_prompt(params, link).await,
+        Method::Subscribe => view.subscription(true, params, link).await,
+        Method::Unsubscribe => view.subscription(false, params, link).await,
         _ => view.complete(params, link).await,
     };
     match reply {

@@ -65,6 +65,19 @@ pub(crate) const TOKEN_PREFIX: &str = "mcpb-";
 /// Called (without blocking) when an upstream announces a changed tool list.
 pub type ListChanged = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// Called (without blocking) with the upstream's name, the method and the params of a
+/// notification meant for its clients: resources updated or changed, prompts changed, a log
+/// message. The daemon decides which sessions get it.
+pub type Notice = Arc<dyn Fn(&str, &str, Option<&RawValue>) + Send + Sync>;
+
+/// The upstream notifications that travel on to clients.
+const FOR_CLIENTS: &[&str] = &[
+    "notifications/resources/updated",
+    "notifications/resources/list_changed",
+    "notifications/prompts/list_changed",
+    "notifications/message",
+];
+
 pub(crate) struct ReadCtx {
     pub name: String,
     pub limit: usize,
@@ -75,6 +88,7 @@ pub(crate) struct ReadCtx {
     pub tools_stale: Arc<AtomicBool>,
     pub stop: Arc<Notify>,
     pub on_list_changed: Option<ListChanged>,
+    pub on_notice: Option<Notice>,
 }
 
 /// Handles one message; false when it was not JSON-RPC at all (the caller counts those).
@@ -98,6 +112,11 @@ pub(crate) async fn dispatch(ctx: &ReadCtx, frame: &[u8]) -> bool {
                 }
             }
             "notifications/progress" => route_progress(ctx, &msg),
+            m if FOR_CLIENTS.contains(&m) => {
+                if let Some(cb) = &ctx.on_notice {
+                    cb(&ctx.name, m, msg.params);
+                }
+            }
             other => tracing::trace!(upstream = %ctx.name, method = other, "upstream notification"),
         },
         IncomingKind::Invalid => {

@@ -119,6 +119,7 @@ pub(crate) struct Launch<'a> {
     pub timings: StopTimings,
     pub ledger: Option<Ledger>,
     pub on_list_changed: Option<ListChanged>,
+    pub on_notice: Option<crate::inbound::Notice>,
     /// Set when the upstream announces a changed tool list; shared by its instances.
     pub tools_stale: Arc<AtomicBool>,
     /// Capacity this process holds (instance and process caps), released when it exits.
@@ -178,6 +179,7 @@ impl Instance {
                 tools_stale: tools_stale.clone(),
                 stop: stop.clone(),
                 on_list_changed: launch.on_list_changed.clone(),
+                on_notice: launch.on_notice.clone(),
             }),
         ));
         tokio::spawn(crate::stderr::stderr_loop(

@@ -68,6 +68,7 @@ fn instance() -> (Arc<Instance>, Peer, Arc<AtomicBool>) {
             tools_stale: stale.clone(),
             stop: stop.clone(),
             on_list_changed: None,
+            on_notice: None,
         }),
     ));
     {

@@ -30,6 +30,7 @@ mod upstream;
 
 pub use env::BASE_ALLOWLIST;
 pub use error::UpstreamError;
+pub use inbound::Notice;
 pub use instance::{CallOptions, ListChanged, Outgoing, Reply};
 pub use ledger::{Ledger, LedgerEntry, Reaped, ledger_dir};
 pub use link::{ClientLink, Responder};

@@ -33,6 +33,7 @@ pub(crate) struct RemoteLaunch<'a> {
     pub headers: BTreeMap<String, String>,
     pub max_frame_bytes: usize,
     pub on_list_changed: Option<ListChanged>,
+    pub on_notice: Option<crate::inbound::Notice>,
     pub tools_stale: Arc<AtomicBool>,
     pub permits: Vec<tokio::sync::OwnedSemaphorePermit>,
     pub forward_meta: Vec<String>,
@@ -259,6 +260,7 @@ impl Instance {
             tools_stale: launch.tools_stale.clone(),
             stop: stop.clone(),
             on_list_changed: launch.on_list_changed.clone(),
+            on_notice: launch.on_notice.clone(),
         });
         let remote = Arc::new(Remote {
             client,

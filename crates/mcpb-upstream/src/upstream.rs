@@ -51,6 +51,7 @@ pub struct UpstreamContext {
     pub timings: StopTimings,
     pub ledger: Option<Ledger>,
     pub on_list_changed: Option<ListChanged>,
+    pub on_notice: Option<crate::inbound::Notice>,
     pub shared: Shared,
 }
 
@@ -412,6 +413,7 @@ impl Upstream {
                 timings: self.ctx.timings,
                 ledger: self.ctx.ledger.clone(),
                 on_list_changed: self.ctx.on_list_changed.clone(),
+                on_notice: self.ctx.on_notice.clone(),
                 tools_stale: self.tools_stale.clone(),
                 permits,
                 forward_meta: self.ctx.forward_meta.clone(),
@@ -435,6 +437,7 @@ impl Upstream {
             headers,
             max_frame_bytes: self.ctx.max_frame_bytes,
             on_list_changed: self.ctx.on_list_changed.clone(),
+            on_notice: self.ctx.on_notice.clone(),
             tools_stale: self.tools_stale.clone(),
             permits,
             forward_meta: self.ctx.forward_meta.clone(),
@@ -605,6 +608,14 @@ impl Upstream {
                 cb(&up.settings.name);
             }
         });
+    }
+
+    /// Whether an instance serving `session` runs now (a shared one, or the session's own).
+    pub fn running_for(&self, session: u64) -> bool {
+        self.state
+            .lock()
+            .instance(self.settings.lifecycle, session)
+            .is_some()
     }
 
     /// Whether a call is in flight on any instance.

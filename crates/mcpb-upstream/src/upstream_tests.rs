@@ -29,6 +29,7 @@ fn upstream(lifecycle: &str) -> Arc<Upstream> {
         timings: StopTimings::default(),
         ledger: None,
         on_list_changed: None,
+        on_notice: None,
         shared: Shared {
             processes: Arc::new(Semaphore::new(4)),
             max_processes: 4,

@@ -200,3 +200,28 @@ fn a_uri_two_upstreams_share_is_made_unambiguous_and_a_hidden_upstream_answers_a
     let bad = narrow.request("resources/read", json!({}));
     assert_eq!(bad["error"]["code"], -32602, "{bad}");
 }
+
+#[test]
+fn python_sdk_client_subscribes_to_a_resource_and_hears_its_updates_and_log_messages() {
+    let (home, deps, path) = setup();
+    let spec = json!({
+        "command": bin(),
+        "args": ["stdio"],
+        "env": {
+            "MCP_BROKER_HOME": home.root(),
+            "MCP_BROKER_CONFIG": home.config.as_ref().unwrap(),
+            "PATH": path,
+        },
+        "prefix": "everything.",
+        "uri": "demo://resource/static/document/architecture.md",
+    });
+    let mut child = py_driver(&deps, &path, "py_notices.py", &spec);
+    let out = read_result(&mut child);
+    let _ = child.wait();
+    assert!(out.get("timeout").is_none(), "{out}");
+    assert_eq!(
+        out["updated"][0], "demo://resource/static/document/architecture.md",
+        "{out}"
+    );
+    assert_eq!(out["logs"][0]["logger"], "everything", "{out}");
+}

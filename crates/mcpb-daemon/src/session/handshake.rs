@@ -128,8 +128,9 @@ fn request_meta(params: Option<&RawValue>) -> Value {
 fn capabilities() -> Value {
     json!({
         "tools": {"listChanged": true},
-        "resources": {},
-        "prompts": {},
+        "resources": {"subscribe": true, "listChanged": true},
+        "prompts": {"listChanged": true},
         "completions": {},
+        "logging": {},
     })
 }

@@ -235,6 +235,7 @@ impl Session {
             }
         }
         self.broker.registry.remove(link.session_id());
+        self.broker.subscriptions.drop_session(link.session_id());
         link.close();
         self.broker.release_session(link.session_id());
         self.link = None;
@@ -316,6 +317,16 @@ impl Session {
                 }
             }
             "ping" => json_line(id, &serde_json::json!({})),
+            "logging/setLevel" => {
+                let Some(link) = self.link.clone() else {
+                    return;
+                };
+                let view = self.broker.view(self.profile.clone(), link.session_id());
+                match view.set_log_level(msg.params, &link).await {
+                    Ok(v) => json_line(id, &v),
+                    Err(e) => e.to_line(Some(id)),
+                }
+            }
             m if crate::route::Method::of(m).is_some() => {
                 if !self.initialized {
                     self.adopt_request_meta(msg.params);

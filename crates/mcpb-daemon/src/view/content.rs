@@ -408,6 +408,84 @@ impl ProfileView {
     }
 }
 
+impl ProfileView {
+    /// `resources/subscribe` and `resources/unsubscribe`: remembered per session (updates reach
+    /// only the sessions that asked, in the form they asked), passed on to the owner when the
+    /// first session subscribes and when the last one leaves.
+    pub(crate) async fn subscription(
+        &self,
+        subscribe: bool,
+        params: Option<&RawValue>,
+        link: Arc<dyn ClientLink>,
+    ) -> Result<Reply, BrokerRpcError> {
+        let p = object(params)?;
+        let uri = p
+            .get("uri")
+            .and_then(Value::as_str)
+            .ok_or_else(|| BrokerRpcError::InvalidParams("a subscription needs a uri".into()))?
+            .to_string();
+        let (up, original) = self.resource_owner(&uri).await?;
+        let method = if subscribe {
+            "resources/subscribe"
+        } else {
+            "resources/unsubscribe"
+        };
+        let pass_on = if subscribe {
+            self.subscriptions
+                .add(self.session, up.name(), &original, &uri)
+        } else {
+            self.subscriptions
+                .remove(self.session, up.name(), &original)
+        };
+        if !pass_on {
+            return RawValue::from_string("{}".into())
+                .map(Reply::Result)
+                .map_err(|e| BrokerRpcError::Internal(e.to_string()));
+        }
+        let reply = self
+            .forward(&up, method, &json!({ "uri": original }), link)
+            .await;
+        if subscribe && !matches!(reply, Ok(Reply::Result(_))) {
+            self.subscriptions
+                .remove(self.session, up.name(), &original);
+        }
+        reply
+    }
+
+    /// `logging/setLevel`: the session hears log messages of this level and above from the
+    /// profile's upstreams; each running one that offers logging is told the level.
+    pub(crate) async fn set_log_level(
+        &self,
+        params: Option<&RawValue>,
+        link: &crate::link::SessionLink,
+    ) -> Result<Value, BrokerRpcError> {
+        let p = object(params)?;
+        let level = p.get("level").and_then(Value::as_str).unwrap_or("");
+        let rank = crate::notices::level_rank(level)
+            .ok_or_else(|| BrokerRpcError::InvalidParams(format!("unknown log level {level:?}")))?;
+        link.set_log_level(rank);
+        let ups: Vec<_> = self
+            .upstreams()
+            .into_iter()
+            .filter(|u| u.running_for(self.session))
+            .collect();
+        let body = json!({ "level": level });
+        futures_util::future::join_all(ups.iter().map(|up| async {
+            let raw = RawValue::from_string(body.to_string()).ok();
+            let outgoing = Outgoing::Request {
+                method: "logging/setLevel",
+                params: raw.as_deref(),
+            };
+            // An upstream without logging answers method-not-found: nothing to do about it.
+            let _ = up
+                .call(self.session, outgoing, &Self::options(up, None))
+                .await;
+        }))
+        .await;
+        Ok(json!({}))
+    }
+}
+
 fn object(params: Option<&RawValue>) -> Result<Map<String, Value>, BrokerRpcError> {
     let params = params.ok_or_else(|| BrokerRpcError::InvalidParams("missing params".into()))?;
     match serde_json::from_str::<Value>(params.get()) {

@@ -63,6 +63,7 @@ pub(crate) struct ProfileView {
     pub(crate) searches: Arc<SearchCache>,
     pub(crate) exec: Arc<crate::exec::Exec>,
     pub(crate) owners: Arc<ResourceOwners>,
+    pub(crate) subscriptions: Arc<crate::notices::Subscriptions>,
     pub(crate) profile: Arc<ProfileSettings>,
     pub(crate) session: u64,
 }

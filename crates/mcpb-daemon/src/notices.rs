@@ -1,0 +1,163 @@
+//! Upstream notifications for clients: which sessions hear of a resource update (those that
+//! subscribed to it, in the URI form they used), a changed resource or prompt list (those whose
+//! profile sees the upstream) and a log message (those that asked for its level or a lower one
+//! with `logging/setLevel`).
+
+use std::collections::HashMap;
+
+use mcpb_protocol::message::notification_line;
+use parking_lot::Mutex;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::link::Registry;
+
+/// (upstream, URI as the upstream knows it) → session → URI as that session wrote it.
+#[derive(Default)]
+pub(crate) struct Subscriptions(Mutex<HashMap<(String, String), HashMap<u64, String>>>);
+
+impl Subscriptions {
+    /// Returns whether the session is the URI's first subscriber.
+    pub(crate) fn add(&self, session: u64, upstream: &str, uri: &str, client_uri: &str) -> bool {
+        let mut map = self.0.lock();
+        let subs = map
+            .entry((upstream.to_string(), uri.to_string()))
+            .or_default();
+        let first = subs.is_empty();
+        subs.insert(session, client_uri.to_string());
+        first
+    }
+
+    /// Returns whether the session was the URI's last subscriber.
+    pub(crate) fn remove(&self, session: u64, upstream: &str, uri: &str) -> bool {
+        let mut map = self.0.lock();
+        let key = (upstream.to_string(), uri.to_string());
+        let Some(subs) = map.get_mut(&key) else {
+            return false;
+        };
+        subs.remove(&session);
+        let last = subs.is_empty();
+        if last {
+            map.remove(&key);
+        }
+        last
+    }
+
+    /// Forgets a session that ended.
+    pub(crate) fn drop_session(&self, session: u64) {
+        let mut map = self.0.lock();
+        map.retain(|_, subs| {
+            subs.remove(&session);
+            !subs.is_empty()
+        });
+    }
+
+    fn subscribers(&self, upstream: &str, uri: &str) -> Vec<(u64, String)> {
+        self.0
+            .lock()
+            .get(&(upstream.to_string(), uri.to_string()))
+            .map(|s| s.iter().map(|(id, u)| (*id, u.clone())).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// RFC 5424 severities as MCP names them, least severe first.
+const LEVELS: &[&str] = &[
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+pub(crate) fn level_rank(level: &str) -> Option<u8> {
+    LEVELS
+        .iter()
+        .position(|l| *l == level)
+        .and_then(|p| u8::try_from(p).ok())
+}
+
+/// Hands one upstream notification to the sessions it concerns.
+pub(crate) fn deliver(
+    registry: &Registry,
+    subs: &Subscriptions,
+    upstream: &str,
+    method: &str,
+    params: Option<&RawValue>,
+) {
+    let parsed = || -> Value {
+        params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or(Value::Null)
+    };
+    match method {
+        "notifications/resources/updated" => {
+            let v = parsed();
+            let Some(uri) = v.get("uri").and_then(Value::as_str) else {
+                return;
+            };
+            for (session, client_uri) in subs.subscribers(upstream, uri) {
+                let mut p = v.clone();
+                p["uri"] = Value::String(client_uri);
+                let Ok(raw) = RawValue::from_string(p.to_string()) else {
+                    continue;
+                };
+                registry.send(session, notification_line(method, Some(&raw)));
+            }
+        }
+        "notifications/message" => {
+            let mut v = parsed();
+            let Some(rank) = v.get("level").and_then(Value::as_str).and_then(level_rank) else {
+                return;
+            };
+            // Which server said it matters once several share one client.
+            if v.get("logger").is_none() {
+                v["logger"] = Value::String(upstream.to_string());
+            }
+            let Ok(raw) = RawValue::from_string(v.to_string()) else {
+                return;
+            };
+            let line = notification_line(method, Some(&raw));
+            registry.each_seeing(upstream, |link| {
+                if link.log_level().is_some_and(|wanted| rank >= wanted) {
+                    crate::link::notify(link, line.clone());
+                }
+            });
+        }
+        _ => {
+            let line = notification_line(method, params);
+            registry.each_seeing(upstream, |link| {
+                if !link.era().is_stateless() {
+                    crate::link::notify(link, line.clone());
+                }
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subscriptions_know_their_first_and_last_subscriber() {
+        let s = Subscriptions::default();
+        assert!(s.add(1, "up", "x://a", "mcpb://up/x://a"));
+        assert!(!s.add(2, "up", "x://a", "x://a"));
+        assert_eq!(s.subscribers("up", "x://a").len(), 2);
+        assert!(!s.remove(1, "up", "x://a"));
+        s.drop_session(2);
+        assert!(s.subscribers("up", "x://a").is_empty());
+        assert!(!s.remove(2, "up", "x://a"));
+    }
+
+    #[test]
+    fn levels_rank_by_severity() {
+        assert!(level_rank("debug") < level_rank("warning"));
+        assert_eq!(level_rank("emergency"), Some(7));
+        assert_eq!(level_rank("loud"), None);
+    }
+}
