@@ -8,6 +8,7 @@
 
 pub mod error;
 pub mod exec;
+pub mod http;
 pub mod layout;
 pub mod load;
 pub mod located;

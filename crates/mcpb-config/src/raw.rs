@@ -31,6 +31,9 @@ pub struct RawConfig {
     /// Approval of tool definitions (pins).
     #[serde(default)]
     pub pins: RawPins,
+    /// The streamable HTTP front (off unless present).
+    #[serde(default)]
+    pub http: Option<crate::http::RawHttp>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]

@@ -153,6 +153,67 @@ impl Resolver<'_> {
         out
     }
 
+    /// The HTTP front: tokens must be references and name profiles that exist.
+    fn http(
+        &mut self,
+        raw: &crate::http::RawHttp,
+        profiles: &BTreeMap<String, ProfileSettings>,
+    ) -> crate::http::HttpSettings {
+        let mut tokens = Vec::new();
+        for (i, t) in raw.tokens.iter().enumerate() {
+            let path = format!("http.tokens[{i}]");
+            let template = match Template::parse(&t.token.value) {
+                Ok(tpl) => tpl,
+                Err(e) => {
+                    self.issue(&t.token, format!("{path}.token"), e.to_string(), None);
+                    continue;
+                }
+            };
+            let only_reference = template.parts().len() == 1 && template.has_reference();
+            if !only_reference {
+                self.issue(
+                    &t.token,
+                    format!("{path}.token"),
+                    "an HTTP token must be a reference, not written in the file".into(),
+                    Some("write it as ${ENV_NAME} (from the daemon's environment) or ${file:NAME} (a file in the secrets dir)"),
+                );
+                continue;
+            }
+            if !profiles.contains_key(&t.profile.value) {
+                let known: Vec<&str> = profiles.keys().map(String::as_str).collect();
+                self.issue(
+                    &t.profile,
+                    format!("{path}.profile"),
+                    format!("HTTP token {i} names unknown profile '{}'", t.profile.value),
+                    Some(&format!("known profiles: {}", known.join(", "))),
+                );
+                continue;
+            }
+            tokens.push(crate::http::HttpToken {
+                token: template,
+                profile: t.profile.value.clone(),
+                max_sessions: t.max_sessions.unwrap_or(64).max(1),
+                max_in_flight: t.max_in_flight.unwrap_or(64).max(1),
+            });
+        }
+        let path = raw.path.clone().unwrap_or_else(|| "/mcp".into());
+        crate::http::HttpSettings {
+            listen: raw
+                .listen
+                .clone()
+                .unwrap_or_else(|| crate::http::DEFAULT_LISTEN.into()),
+            path: if path.starts_with('/') {
+                path
+            } else {
+                format!("/{path}")
+            },
+            tokens,
+            allowed_origins: raw.allowed_origins.clone(),
+            allowed_hosts: raw.allowed_hosts.clone(),
+            session_idle_ms: raw.session_idle_ms.unwrap_or(1_800_000).max(1000),
+        }
+    }
+
     fn upstream(
         &mut self,
         name: &Located<String>,
@@ -428,6 +489,8 @@ pub fn resolve(
         clients.insert(name.value.clone(), c.profile.value.clone());
     }
 
+    let http = raw.http.as_ref().map(|h| r.http(h, &profiles));
+
     if !r.issues.is_empty() {
         r.issues.sort_by_key(|i| (i.line, i.column));
         return Err(r.issues);
@@ -440,5 +503,6 @@ pub fn resolve(
         profiles,
         clients,
         pins: raw.pins.mode,
+        http,
     })
 }

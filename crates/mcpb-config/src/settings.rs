@@ -83,6 +83,8 @@ pub struct Settings {
     /// Client name -> profile name.
     pub clients: BTreeMap<String, String>,
     pub pins: PinModeSetting,
+    /// None: no HTTP front.
+    pub http: Option<crate::http::HttpSettings>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -244,6 +246,17 @@ impl Settings {
     pub fn daemon_env_names(&self) -> Vec<String> {
         let mut names: std::collections::BTreeSet<String> =
             self.broker.env_passthrough.iter().cloned().collect();
+        let tokens = self
+            .http
+            .iter()
+            .flat_map(|h| h.tokens.iter().map(|t| &t.token));
+        for template in tokens {
+            for part in template.parts() {
+                if let crate::template::Part::Env(name) = part {
+                    names.insert(name.clone());
+                }
+            }
+        }
         for up in self.upstreams.values() {
             for template in up.env.values().chain(up.headers.values()) {
                 for part in template.parts() {

@@ -27,6 +27,8 @@ pub enum DaemonError {
     SocketPathTooLong { path: PathBuf, len: usize },
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
+    #[error("{0}")]
+    Http(String),
 }
 
 pub(crate) fn rpc_error(e: UpstreamError) -> BrokerRpcError {

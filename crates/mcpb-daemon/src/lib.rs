@@ -37,6 +37,7 @@ mod error;
 mod exec;
 mod generation;
 mod handover;
+mod http;
 mod known;
 mod link;
 mod listener;

@@ -132,7 +132,14 @@ impl Listener {
         };
         let max_clients = settings.broker.max_clients;
         let grace = settings.broker.shutdown_grace;
+        let http = settings.http.clone();
         let broker = Arc::new(Broker::new(settings));
+        let shutdown = watch::channel(false).0;
+        if let Some(http) = &http {
+            let front = crate::http::bind(http, broker.clone(), shutdown.subscribe())
+                .map_err(DaemonError::Http)?;
+            tokio::spawn(front);
+        }
         // Sessions wait a bounded time for one of `max_clients` slots after their hello; these
         // outer bounds only keep the number of open connections finite.
         let limits = ConnectionLimits {
@@ -156,7 +163,7 @@ impl Listener {
             broker,
             limits,
             stop: Arc::new(Notify::new()),
-            shutdown: watch::channel(false).0,
+            shutdown,
             grace,
             my_uid: rustix::process::getuid().as_raw(),
         })

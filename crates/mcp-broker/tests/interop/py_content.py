@@ -2,7 +2,7 @@
 client: list and read resources (one listed, one from a template), list and get prompts,
 complete a prompt argument, and ask for a prompt of no upstream of the profile.
 
-argv[1] is a JSON object: {"command", "args", "env", "prefix"}. Prints one JSON line.
+argv[1] is a JSON object: {"command", "args", "env" | "url", "token", "prefix"}. Prints one JSON line.
 """
 
 import asyncio
@@ -11,15 +11,26 @@ import sys
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+
+
+def _server(cfg):
+    """The shim over stdio, or the broker's HTTP front when the spec has a url and a token."""
+    if "url" in cfg:
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        http = create_mcp_http_client(headers={"Authorization": "Bearer " + cfg["token"]})
+        return streamable_http_client(cfg["url"], http_client=http)
+    return StdioServerParameters(command=cfg["command"], args=cfg["args"], env=cfg.get("env"))
 from mcp.types import PromptReference
 
 
 async def main() -> None:
     cfg = json.loads(sys.argv[1])
     pre = cfg["prefix"]
-    params = StdioServerParameters(command=cfg["command"], args=cfg["args"], env=cfg.get("env"))
+    params = _server(cfg)
     out = {}
-    async with Client(params) as client:
+    async with Client(params, mode=cfg.get("mode", "auto")) as client:
         caps = getattr(client.session, "server_capabilities", None)
         out["caps"] = caps.model_dump(exclude_none=True) if caps is not None else None
         resources = await client.list_resources()

@@ -3,7 +3,7 @@ SDK client: subscribe to a resource of server-everything, turn on its simulated 
 logging (its own tools), and wait for a `notifications/resources/updated` and a
 `notifications/message`.
 
-argv[1] is a JSON object: {"command", "args", "env", "prefix", "uri"}. Prints one JSON line.
+argv[1] is a JSON object: {"command", "args", "env" | "url", "token", "prefix", "uri"}. Prints one JSON line.
 """
 
 import asyncio
@@ -14,10 +14,21 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 
+def _server(cfg):
+    """The shim over stdio, or the broker's HTTP front when the spec has a url and a token."""
+    if "url" in cfg:
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        http = create_mcp_http_client(headers={"Authorization": "Bearer " + cfg["token"]})
+        return streamable_http_client(cfg["url"], http_client=http)
+    return StdioServerParameters(command=cfg["command"], args=cfg["args"], env=cfg.get("env"))
+
+
 async def main() -> None:
     cfg = json.loads(sys.argv[1])
     pre = cfg["prefix"]
-    params = StdioServerParameters(command=cfg["command"], args=cfg["args"], env=cfg.get("env"))
+    params = _server(cfg)
     updated = asyncio.Event()
     logged = asyncio.Event()
     out = {"updated": [], "logs": []}
@@ -33,7 +44,8 @@ async def main() -> None:
         out["logs"].append({"level": params.level, "logger": params.logger})
         logged.set()
 
-    async with Client(params, message_handler=on_message, logging_callback=on_log) as client:
+    mode = cfg.get("mode", "auto")
+    async with Client(params, mode=mode, message_handler=on_message, logging_callback=on_log) as client:
         await client.subscribe_resource(cfg["uri"])
         await client.set_logging_level("debug")
         await client.call_tool(pre + "toggle-subscriber-updates", {})

@@ -7,6 +7,7 @@ mod exec_escape;
 mod exec_interop;
 mod faults;
 mod hardening;
+mod http_front;
 mod interop;
 mod interop_facade;
 mod lifecycle;

@@ -1,0 +1,212 @@
+//! The streamable HTTP front: the official Python SDK client over HTTP (resources, prompts,
+//! completion, a subscription and log messages), and the gate: no token, a wrong token, a
+//! foreign Origin or Host never reach an upstream; bad sessions and bodies get clear answers.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use serde_json::{Value, json};
+
+use super::interop::{py_driver, read_result};
+use super::support::{Home, deps, deps_path};
+
+const TOKEN: &str = "test-token-0123456789abcdef";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A daemon with the HTTP front on a free loopback port, started with the token in its
+/// environment; the everything reference server and the built-in example behind it.
+fn front() -> (Home, u16, String) {
+    let port = free_port();
+    let everything = deps().join("npm/node_modules/.bin/mcp-server-everything");
+    let home = Home::with_config(&format!(
+        r#"schema_version: 1
+upstreams:
+  everything: {{command: "{e}"}}
+  example: {{command: "{{broker.exe}}", args: [example-server], trust_annotations: true}}
+profiles:
+  default: {{allow_mutating_upstreams: true}}
+http:
+  listen: 127.0.0.1:{port}
+  tokens:
+    - {{token: "${{MCPB_TEST_HTTP_TOKEN}}", profile: default, max_sessions: 8}}
+"#,
+        e = everything.display()
+    ));
+    let path = deps_path(&deps());
+    let out = home
+        .cmd(&["start"])
+        .env("MCPB_TEST_HTTP_TOKEN", TOKEN)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (home, port, path)
+}
+
+/// One raw HTTP/1.1 exchange on loopback: status and body.
+fn raw(port: u16, head: &str, body: &str) -> (u16, String, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let req = format!(
+        "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let (headers, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    (status, headers.to_string(), body.to_string())
+}
+
+fn post(port: u16, extra: &str, body: &str) -> (u16, String, String) {
+    raw(
+        port,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream{extra}"
+        ),
+        body,
+    )
+}
+
+fn auth() -> String {
+    format!("\r\nAuthorization: Bearer {TOKEN}")
+}
+
+#[test]
+fn python_sdk_client_uses_resources_prompts_completion_and_subscriptions_over_http() {
+    let (home, port, path) = front();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let spec = json!({"url": url, "token": TOKEN, "prefix": "everything."});
+    let mut child = py_driver(&deps(), &path, "py_content.py", &spec);
+    let out = read_result(&mut child);
+    let _ = child.wait();
+    assert_eq!(
+        out["read"][0]["uri"], "demo://resource/static/document/architecture.md",
+        "{}",
+        out["read"]
+    );
+    assert!(
+        out["prompts"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("everything.args-prompt"))
+    );
+    assert_eq!(out["completion"], json!(["Engineering"]));
+    assert!(out["hidden"].as_str().unwrap().contains("Unknown prompt"));
+    let spec = json!({"url": url, "token": TOKEN, "prefix": "everything.", "mode": "legacy",
+        "uri": "demo://resource/static/document/architecture.md"});
+    let mut child = py_driver(&deps(), &path, "py_notices.py", &spec);
+    let out = read_result(&mut child);
+    let _ = child.wait();
+    assert!(out.get("timeout").is_none(), "{out}");
+    assert_eq!(
+        out["updated"][0],
+        "demo://resource/static/document/architecture.md"
+    );
+    drop(home);
+}
+
+#[test]
+fn without_the_token_or_from_a_foreign_origin_nothing_reaches_an_upstream() {
+    let (home, port, _) = front();
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "example.append_note", "arguments": {"text": "should never land"}}})
+    .to_string();
+    let cases = [
+        ("".to_string(), 401),
+        (
+            "\r\nAuthorization: Bearer wrong-token-0123456789".to_string(),
+            401,
+        ),
+        (format!("{}\r\nOrigin: http://evil.example", auth()), 403),
+    ];
+    for (extra, status) in &cases {
+        let (got, _, body) = post(port, extra, &call);
+        assert_eq!(got, *status, "{extra}: {body}");
+    }
+    let (got, _, _) = raw(
+        port,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: evil.example:{port}{}\r\nContent-Type: application/json",
+            auth()
+        ),
+        &call,
+    );
+    assert_eq!(got, 403, "a foreign Host (DNS rebinding)");
+    // Nothing started: the example upstream never ran.
+    let status = home.status();
+    let example = status["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "example")
+        .cloned()
+        .unwrap();
+    assert_eq!(example["state"], "stopped", "{example}");
+    assert_eq!(example["starts"], 0, "{example}");
+    // With the token, the same call lands (one-shot, stateless).
+    let (got, _, body) = post(port, &auth(), &call);
+    assert_eq!(got, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert!(v["result"]["content"][0]["text"].is_string(), "{v}");
+}
+
+#[test]
+fn bad_sessions_and_bodies_get_clear_answers_and_the_front_keeps_serving() {
+    let (_home, port, _) = front();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    .to_string();
+    let (status, headers, body) = post(port, &auth(), &init);
+    assert_eq!(status, 200, "{body}");
+    let sid = headers
+        .lines()
+        .find_map(|l| l.strip_prefix("mcp-session-id: "))
+        .unwrap()
+        .trim()
+        .to_string();
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+    let (status, _, _) = post(
+        port,
+        &format!("{}\r\nMcp-Session-Id: no-such-session", auth()),
+        &list,
+    );
+    assert_eq!(status, 404);
+    let (status, _, body) = post(port, &auth(), "{not json");
+    assert_eq!(status, 400, "{body}");
+    let big = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\",\"params\":{{\"x\":\"{}\"}}}}",
+        "a".repeat(17 << 20)
+    );
+    let (status, _, _) = post(port, &format!("{}\r\nMcp-Session-Id: {sid}", auth()), &big);
+    assert_eq!(status, 413);
+    let (status, _, body) = post(port, &format!("{}\r\nMcp-Session-Id: {sid}", auth()), &list);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("example.echo"), "{body}");
+    let (status, _, _) = raw(
+        port,
+        &format!(
+            "DELETE /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}{}\r\nMcp-Session-Id: {sid}",
+            auth()
+        ),
+        "",
+    );
+    assert_eq!(status, 200);
+    let (status, _, _) = post(port, &format!("{}\r\nMcp-Session-Id: {sid}", auth()), &list);
+    assert_eq!(status, 404, "a deleted session is gone");
+}

@@ -1,0 +1,190 @@
+//! Who may talk to the HTTP front: the Host header must name this listener (DNS rebinding
+//! protection), a browser's Origin must be one the config lists, and the bearer token must be
+//! one of the configured ones, compared in constant time. A request that fails any of these is
+//! answered 401 or 403 before anything else happens, so nothing of it reaches an upstream.
+
+use mcpb_config::http::HttpSettings;
+use subtle::ConstantTimeEq;
+
+/// One configured token, resolved when the daemon started.
+pub(crate) struct Token {
+    secret: String,
+    pub(crate) profile: String,
+    pub(crate) sessions: std::sync::Arc<tokio::sync::Semaphore>,
+    pub(crate) in_flight: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+pub(crate) struct Gate {
+    pub(crate) tokens: Vec<Token>,
+    hosts: Vec<String>,
+    origins: Vec<String>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// 403: a Host or Origin this listener does not serve.
+    Forbidden(String),
+    /// 401: no token, or not one of ours.
+    Unauthorized,
+}
+
+impl Gate {
+    /// Resolves every token's reference; an unresolvable one stops the daemon's start.
+    pub(crate) fn new(
+        http: &HttpSettings,
+        port: u16,
+        env: &dyn Fn(&str) -> Option<String>,
+        secrets_dir: &std::path::Path,
+    ) -> Result<Self, String> {
+        let mut tokens = Vec::new();
+        for (i, t) in http.tokens.iter().enumerate() {
+            let secret = t
+                .token
+                .resolve(env, secrets_dir)
+                .map_err(|e| format!("http.tokens[{i}]: {e}"))?;
+            if secret.len() < 16 {
+                return Err(format!(
+                    "http.tokens[{i}]: the token is {} characters long; use at least 16 (e.g. `openssl rand -hex 32`)",
+                    secret.len()
+                ));
+            }
+            tokens.push(Token {
+                secret,
+                profile: t.profile.clone(),
+                sessions: std::sync::Arc::new(tokio::sync::Semaphore::new(t.max_sessions as usize)),
+                in_flight: std::sync::Arc::new(tokio::sync::Semaphore::new(
+                    t.max_in_flight as usize,
+                )),
+            });
+        }
+        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
+            .iter()
+            .map(|h| format!("{h}:{port}"))
+            .collect();
+        hosts.extend(http.allowed_hosts.iter().cloned());
+        Ok(Self {
+            tokens,
+            hosts,
+            origins: http.allowed_origins.clone(),
+        })
+    }
+
+    /// The index of the request's token, or why it is refused.
+    pub(crate) fn admit(
+        &self,
+        host: Option<&str>,
+        origin: Option<&str>,
+        authorization: Option<&str>,
+    ) -> Result<usize, Refusal> {
+        let host = host.unwrap_or("");
+        if !self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+            return Err(Refusal::Forbidden(format!(
+                "Host {host:?} is not served here"
+            )));
+        }
+        if let Some(o) = origin
+            && !self.origins.iter().any(|a| a == o)
+        {
+            return Err(Refusal::Forbidden(format!("Origin {o:?} is not allowed")));
+        }
+        let presented = authorization
+            .and_then(|a| a.strip_prefix("Bearer "))
+            .map(str::trim)
+            .ok_or(Refusal::Unauthorized)?;
+        // Every token is compared, so the time taken says nothing about which one is close.
+        let mut found = None;
+        for (i, t) in self.tokens.iter().enumerate() {
+            if bool::from(t.secret.as_bytes().ct_eq(presented.as_bytes())) {
+                found = Some(i);
+            }
+        }
+        found.ok_or(Refusal::Unauthorized)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcpb_config::template::Template;
+
+    fn gate() -> Gate {
+        let http = HttpSettings {
+            listen: "127.0.0.1:9".into(),
+            path: "/mcp".into(),
+            tokens: vec![mcpb_config::http::HttpToken {
+                token: Template::parse("${TOK}").unwrap(),
+                profile: "p".into(),
+                max_sessions: 2,
+                max_in_flight: 2,
+            }],
+            allowed_origins: vec!["http://localhost:5173".into()],
+            allowed_hosts: vec!["broker.internal".into()],
+            session_idle_ms: 1000,
+        };
+        let env = |n: &str| (n == "TOK").then(|| "0123456789abcdef0123".to_string());
+        Gate::new(&http, 9, &env, std::path::Path::new("/nonexistent")).unwrap()
+    }
+
+    #[test]
+    fn host_origin_and_token_are_all_checked() {
+        let g = gate();
+        let ok = Some("Bearer 0123456789abcdef0123");
+        assert_eq!(g.admit(Some("127.0.0.1:9"), None, ok), Ok(0));
+        assert_eq!(
+            g.admit(Some("broker.internal"), Some("http://localhost:5173"), ok),
+            Ok(0)
+        );
+        assert!(matches!(
+            g.admit(Some("evil.example:9"), None, ok),
+            Err(Refusal::Forbidden(_))
+        ));
+        assert!(matches!(
+            g.admit(None, None, ok),
+            Err(Refusal::Forbidden(_))
+        ));
+        assert!(matches!(
+            g.admit(Some("localhost:9"), Some("http://evil.example"), ok),
+            Err(Refusal::Forbidden(_))
+        ));
+        assert_eq!(
+            g.admit(Some("localhost:9"), None, None),
+            Err(Refusal::Unauthorized)
+        );
+        assert_eq!(
+            g.admit(
+                Some("localhost:9"),
+                None,
+                Some("Bearer 0123456789abcdef012")
+            ),
+            Err(Refusal::Unauthorized)
+        );
+        assert_eq!(
+            g.admit(Some("localhost:9"), None, Some("Basic x")),
+            Err(Refusal::Unauthorized)
+        );
+    }
+
+    #[test]
+    fn short_or_unset_tokens_stop_the_start() {
+        let http = HttpSettings {
+            listen: "127.0.0.1:9".into(),
+            path: "/mcp".into(),
+            tokens: vec![mcpb_config::http::HttpToken {
+                token: Template::parse("${TOK}").unwrap(),
+                profile: "p".into(),
+                max_sessions: 1,
+                max_in_flight: 1,
+            }],
+            allowed_origins: vec![],
+            allowed_hosts: vec![],
+            session_idle_ms: 1000,
+        };
+        let unset = |_: &str| None;
+        assert!(Gate::new(&http, 9, &unset, std::path::Path::new("/x")).is_err());
+        let short = |_: &str| Some("abc".to_string());
+        let err = Gate::new(&http, 9, &short, std::path::Path::new("/x"))
+            .err()
+            .unwrap();
+        assert!(err.contains("at least 16"), "{err}");
+    }
+}

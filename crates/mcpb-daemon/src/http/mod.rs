@@ -1,0 +1,377 @@
+//! The streamable HTTP front: the same sessions, policy, pins and facade as the shim, behind a
+//! TCP listener (loopback by default). POST carries one JSON-RPC message; `initialize` opens a
+//! session whose id comes back in `Mcp-Session-Id`; GET opens the session's stream of server
+//! messages (SSE); DELETE ends it. A POST without a session is a stateless (2026-07-28) request,
+//! served by a session of its own. Every request passes the gate (Host, Origin, bearer token)
+//! before anything else.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming as Body};
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue, ORIGIN};
+use hyper::{Method, Request, Response, StatusCode};
+use mcpb_config::http::HttpSettings;
+use mcpb_protocol::message::{Incoming, IncomingKind};
+use parking_lot::Mutex;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::broker::Broker;
+
+mod bridge;
+mod gate;
+
+use bridge::Bridge;
+use gate::{Gate, Refusal};
+
+const SESSION_HEADER: &str = "mcp-session-id";
+/// How often an open stream gets a comment, so proxies keep it open.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+type Reply = Response<BoxBody<Bytes, Infallible>>;
+
+struct Front {
+    broker: Arc<Broker>,
+    path: String,
+    gate: Gate,
+    sessions: Mutex<HashMap<String, Arc<Bridge>>>,
+    idle: Duration,
+    max_body: usize,
+    shutdown: watch::Receiver<bool>,
+}
+
+fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Reply {
+    let mut r = Response::new(Full::new(body.into()).boxed());
+    *r.status_mut() = status;
+    if let Ok(v) = HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(CONTENT_TYPE, v);
+    }
+    r
+}
+
+/// A plain-text refusal: what happened, and what to do.
+fn refuse(status: StatusCode, text: &str) -> Reply {
+    let mut r = reply(status, "text/plain; charset=utf-8", format!("{text}\n"));
+    if status == StatusCode::UNAUTHORIZED
+        && let Ok(v) = HeaderValue::from_str("Bearer realm=\"mcp-broker\"")
+    {
+        r.headers_mut().insert(hyper::header::WWW_AUTHENTICATE, v);
+    }
+    r
+}
+
+fn header(req: &Request<Body>, name: impl hyper::header::AsHeaderName) -> Option<&str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Binds the listener now (a busy port stops the daemon's start with a clear error) and
+/// returns the task that serves it until shutdown.
+pub(crate) fn bind(
+    http: &HttpSettings,
+    broker: Arc<Broker>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<impl std::future::Future<Output = ()> + Send + 'static, String> {
+    let std_listener = std::net::TcpListener::bind(&http.listen)
+        .map_err(|e| format!("cannot listen on {} for HTTP: {e}", http.listen))?;
+    std_listener
+        .set_nonblocking(true)
+        .map_err(|e| e.to_string())?;
+    let port = std_listener.local_addr().map_err(|e| e.to_string())?.port();
+    let listener = TcpListener::from_std(std_listener).map_err(|e| e.to_string())?;
+    let settings = broker.config().settings.clone();
+    let env = |name: &str| std::env::var(name).ok();
+    let gate = Gate::new(http, port, &env, &settings.runtime.secrets_dir())?;
+    tracing::info!(listen = %http.listen, path = %http.path, tokens = gate.tokens.len(), "HTTP front listening");
+    let front = Arc::new(Front {
+        broker,
+        path: http.path.clone(),
+        gate,
+        sessions: Mutex::default(),
+        idle: Duration::from_millis(http.session_idle_ms),
+        max_body: settings.broker.max_frame_bytes,
+        shutdown,
+    });
+    Ok(serve(front, listener))
+}
+
+async fn serve(front: Arc<Front>, listener: TcpListener) {
+    let mut shutdown = front.shutdown.clone();
+    let sweeper = tokio::spawn(sweep(front.clone()));
+    loop {
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => { tracing::warn!(error = %e, "HTTP accept failed"); continue }
+            },
+            () = crate::session::until_set(&mut shutdown) => break,
+        };
+        let front = front.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let front = front.clone();
+                async move { Ok::<_, Infallible>(handle(&front, req).await) }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await;
+        });
+    }
+    sweeper.abort();
+    let all: Vec<Arc<Bridge>> = front.sessions.lock().drain().map(|(_, b)| b).collect();
+    for b in all {
+        b.close().await;
+    }
+}
+
+/// Closes sessions that have been idle (no request, no stream) longer than the limit.
+async fn sweep(front: Arc<Front>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(10));
+    loop {
+        tick.tick().await;
+        let stale: Vec<(String, Arc<Bridge>)> = front
+            .sessions
+            .lock()
+            .iter()
+            .filter(|(_, b)| !b.has_stream() && b.last_used.lock().elapsed() > front.idle)
+            .map(|(k, b)| (k.clone(), b.clone()))
+            .collect();
+        for (id, b) in stale {
+            front.sessions.lock().remove(&id);
+            b.close().await;
+            tracing::info!("HTTP session closed after being idle");
+        }
+    }
+}
+
+async fn handle(front: &Arc<Front>, req: Request<Body>) -> Reply {
+    if req.uri().path() != front.path {
+        return refuse(
+            StatusCode::NOT_FOUND,
+            &format!("no MCP endpoint here; it is {}", front.path),
+        );
+    }
+    let token = match front.gate.admit(
+        header(&req, HOST),
+        header(&req, ORIGIN),
+        header(&req, AUTHORIZATION),
+    ) {
+        Ok(t) => t,
+        Err(Refusal::Forbidden(why)) => return refuse(StatusCode::FORBIDDEN, &why),
+        Err(Refusal::Unauthorized) => {
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "a valid bearer token is needed (Authorization: Bearer ...)",
+            );
+        }
+    };
+    let session = header(&req, SESSION_HEADER).map(str::to_string);
+    match *req.method() {
+        Method::POST => post(front, token, session, req).await,
+        Method::GET => get(front, token, session, &req),
+        Method::DELETE => delete(front, token, session).await,
+        _ => refuse(StatusCode::METHOD_NOT_ALLOWED, "use POST, GET or DELETE"),
+    }
+}
+
+/// The session `id` opened with `token`; another token's session is as unknown as none.
+fn find(front: &Front, token: usize, id: &str) -> Option<Arc<Bridge>> {
+    front
+        .sessions
+        .lock()
+        .get(id)
+        .filter(|b| b.token == token)
+        .cloned()
+}
+
+fn open_session(
+    front: &Arc<Front>,
+    token: usize,
+    register: bool,
+) -> Result<(String, Arc<Bridge>), Box<Reply>> {
+    let t = &front.gate.tokens[token];
+    let Some(profile) = front.broker.profile(&t.profile) else {
+        return Err(Box::new(refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the token's profile is gone from the configuration",
+        )));
+    };
+    let Ok(mine) = t.sessions.clone().try_acquire_owned() else {
+        return Err(Box::new(refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            "this token has all its sessions open; close one (DELETE) or wait",
+        )));
+    };
+    let Ok(slot) = front.broker.session_slots.clone().try_acquire_owned() else {
+        return Err(Box::new(refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "mcp-broker serves broker.max_clients sessions already",
+        )));
+    };
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let gone = Arc::downgrade(front);
+    let key = id.clone();
+    let bridge = Bridge::start(
+        front.broker.clone(),
+        profile,
+        token,
+        (mine, slot),
+        front.shutdown.clone(),
+        move || {
+            if let Some(f) = gone.upgrade() {
+                f.sessions.lock().remove(&key);
+            }
+        },
+    );
+    if register {
+        front.sessions.lock().insert(id.clone(), bridge.clone());
+    }
+    Ok((id, bridge))
+}
+
+async fn post(
+    front: &Arc<Front>,
+    token: usize,
+    session: Option<String>,
+    req: Request<Body>,
+) -> Reply {
+    let body = match Limited::new(req.into_body(), front.max_body)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!(
+                    "the body is over broker.max_frame_bytes ({} bytes)",
+                    front.max_body
+                ),
+            );
+        }
+    };
+    let Ok(msg) = Incoming::parse(&body) else {
+        let err = mcpb_protocol::message::error_line(
+            None,
+            mcpb_protocol::RpcCode::ParseError,
+            "the body is not one JSON-RPC message",
+        );
+        return reply(StatusCode::BAD_REQUEST, "application/json", err);
+    };
+    let is_request = msg.kind() == IncomingKind::Request;
+    let id = msg.id.map(|i| i.get().to_string());
+    let initialize = msg.method() == "initialize";
+    let _in_flight = if is_request {
+        match front.gate.tokens[token]
+            .in_flight
+            .clone()
+            .try_acquire_owned()
+        {
+            Ok(p) => Some(p),
+            Err(_) => {
+                return refuse(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "this token has all its requests in flight; wait for one",
+                );
+            }
+        }
+    } else {
+        None
+    };
+    let (sid, bridge, one_shot) = match (session, initialize) {
+        (Some(sid), _) => match find(front, token, &sid) {
+            Some(b) => (sid, b, false),
+            None => {
+                return refuse(
+                    StatusCode::NOT_FOUND,
+                    "unknown or ended session; initialize a new one",
+                );
+            }
+        },
+        (None, true) => match open_session(front, token, true) {
+            Ok((sid, b)) => (sid, b, false),
+            Err(r) => return *r,
+        },
+        // A request without a session: stateless (2026-07-28), served by a session of its own.
+        (None, false) if is_request => match open_session(front, token, false) {
+            Ok((sid, b)) => (sid, b, true),
+            Err(r) => return *r,
+        },
+        (None, false) => return refuse(StatusCode::BAD_REQUEST, "Mcp-Session-Id is missing"),
+    };
+    let answer = match (is_request, id) {
+        (true, Some(id)) => bridge.request(&id, &body).await,
+        _ => {
+            return if bridge.send(&body).await {
+                reply(StatusCode::ACCEPTED, "text/plain", Bytes::new())
+            } else {
+                refuse(StatusCode::NOT_FOUND, "the session has ended")
+            };
+        }
+    };
+    if one_shot {
+        bridge.close().await;
+    }
+    let Some(answer) = answer else {
+        return refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the session ended before answering",
+        );
+    };
+    let mut r = reply(StatusCode::OK, "application/json", answer);
+    if initialize && let Ok(v) = HeaderValue::from_str(&sid) {
+        r.headers_mut().insert(SESSION_HEADER, v);
+    }
+    r
+}
+
+fn get(front: &Arc<Front>, token: usize, session: Option<String>, req: &Request<Body>) -> Reply {
+    let Some(sid) = session else {
+        return refuse(StatusCode::BAD_REQUEST, "Mcp-Session-Id is missing");
+    };
+    if !header(req, ACCEPT).is_some_and(|a| a.contains("text/event-stream")) {
+        return refuse(
+            StatusCode::NOT_ACCEPTABLE,
+            "a stream needs Accept: text/event-stream",
+        );
+    }
+    let Some(bridge) = find(front, token, &sid) else {
+        return refuse(
+            StatusCode::NOT_FOUND,
+            "unknown or ended session; initialize a new one",
+        );
+    };
+    let rx = bridge.open_stream();
+    let frames = futures_util::stream::unfold(rx, |mut rx| async move {
+        let item = tokio::select! {
+            m = rx.recv() => m?,
+            () = tokio::time::sleep(KEEPALIVE) => Bytes::from_static(b": keepalive\n\n"),
+        };
+        Some((Ok::<_, Infallible>(Frame::data(item)), rx))
+    });
+    let mut r = Response::new(BodyExt::boxed(StreamBody::new(frames)));
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    r.headers_mut().insert(
+        hyper::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-store"),
+    );
+    r
+}
+
+async fn delete(front: &Arc<Front>, token: usize, session: Option<String>) -> Reply {
+    let Some(sid) = session else {
+        return refuse(StatusCode::BAD_REQUEST, "Mcp-Session-Id is missing");
+    };
+    let Some(bridge) = find(front, token, &sid) else {
+        return refuse(StatusCode::NOT_FOUND, "unknown or ended session");
+    };
+    front.sessions.lock().remove(&sid);
+    bridge.close().await;
+    reply(StatusCode::OK, "text/plain", Bytes::new())
+}
