@@ -277,6 +277,11 @@ pub struct RawProfile {
     /// For clients with a server allowlist: the server names this profile's client may use.
     #[serde(default)]
     pub mcp_allowed_servers: Option<Vec<String>>,
+    /// Prefix tool and prompt names with their upstream's name (default true). false exposes
+    /// them as the upstream names them: only for a profile of exactly one upstream, so the
+    /// broker can stand in front of one server without renaming anything.
+    #[serde(default)]
+    pub namespace: Option<bool>,
     /// Code execution (broker.run_code and the exec_* tools) for this profile's clients.
     #[serde(default)]
     pub exec: Option<crate::exec::RawProfileExec>,

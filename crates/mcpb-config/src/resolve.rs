@@ -444,12 +444,24 @@ pub fn resolve(
                 result_budget_chars: p.result_budget_chars,
                 result_size_chars: p.result_size_chars.map(|n| n.min(500_000)),
                 mcp_allowed_servers: p.mcp_allowed_servers.clone(),
+                namespace: p.namespace.unwrap_or(true),
                 exec: p
                     .exec
                     .as_ref()
                     .and_then(|e| crate::exec::ProfileExec::resolve(e, &broker.exec)),
             },
         );
+        if p.namespace == Some(false) && profiles[n].upstreams.len() != 1 {
+            r.issue(
+                name,
+                format!("profiles.{n}.namespace"),
+                format!(
+                    "profile '{n}' has namespace: false but sees {} upstreams",
+                    profiles[n].upstreams.len()
+                ),
+                Some("unprefixed names are only unambiguous for one upstream: list exactly one in `upstreams`"),
+            );
+        }
         for (i, pinned) in p.pinned_tools.iter().enumerate() {
             let known = pinned
                 .split_once('.')

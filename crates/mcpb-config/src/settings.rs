@@ -215,6 +215,8 @@ pub struct ProfileSettings {
     pub result_budget_chars: Option<u64>,
     pub result_size_chars: Option<u64>,
     pub mcp_allowed_servers: Option<Vec<String>>,
+    /// false: names as the profile's one upstream writes them (transparent mode).
+    pub namespace: bool,
     /// None: code execution is off for this profile.
     pub exec: Option<crate::exec::ProfileExec>,
 }

@@ -109,6 +109,7 @@ upstreams:
 profiles:
   default: {{allow_mutating_upstreams: true}}
   narrow: {{upstreams: [example]}}
+  solo: {{upstreams: [one], namespace: false, allow_mutating_upstreams: true}}
 "#,
         b = bin.display()
     ))
@@ -224,4 +225,58 @@ fn python_sdk_client_subscribes_to_a_resource_and_hears_its_updates_and_log_mess
         "{out}"
     );
     assert_eq!(out["logs"][0]["logger"], "everything", "{out}");
+}
+
+#[test]
+fn a_transparent_profile_exposes_its_one_upstream_without_renaming_anything() {
+    let home = two_everythings();
+    let path = deps_path(&deps());
+    let mut shim = super::support::Shim::spawn({
+        let mut c = home.cmd(&["stdio", "--profile", "solo"]);
+        c.env("PATH", &path);
+        c
+    });
+    shim.initialize("2025-11-25");
+    let tools = shim.tool_names();
+    assert!(tools.contains(&"echo".to_string()), "{tools:?}");
+    assert!(tools.iter().all(|t| !t.starts_with("one.")), "{tools:?}");
+    let echo = shim.call("echo", json!({"message": "as it is"}));
+    assert!(
+        echo["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("as it is"),
+        "{echo}"
+    );
+    let prompts = shim.request("prompts/list", json!({}));
+    let names: Vec<&str> = prompts["result"]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(names.contains(&"args-prompt"), "{names:?}");
+    let got = shim.request(
+        "prompts/get",
+        json!({"name": "args-prompt", "arguments": {"city": "Oslo", "state": "Oslo"}}),
+    );
+    assert!(
+        got["result"]["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Oslo"),
+        "{got}"
+    );
+    let prefixed = shim.call("one.echo", json!({"message": "x"}));
+    assert!(
+        prefixed.get("error").is_some() || prefixed["result"]["isError"] == true,
+        "{prefixed}"
+    );
+    // The config refuses namespace: false over more than one upstream.
+    let bad = Home::with_config(
+        "schema_version: 1\nupstreams:\n  a: {command: x}\n  b: {command: y}\nprofiles:\n  p: {namespace: false}\n",
+    );
+    let out = bad.run(&["config", "validate"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("namespace: false but sees 2 upstreams"));
 }

@@ -302,14 +302,14 @@ impl ProfileView {
         &self,
         params: Option<&RawValue>,
     ) -> Result<Value, BrokerRpcError> {
-        let sep = self.sep();
         let mut out = Vec::new();
         for (up, prompts) in self.gather("prompts/list", "prompts").await {
             for mut p in prompts {
                 let Some(name) = p.get("name").and_then(Value::as_str) else {
                     continue;
                 };
-                p["name"] = Value::String(mcpb_catalog::names::exposed(sep, up.name(), name));
+                p["name"] =
+                    Value::String(super::tool::exposed_name(&self.profile, up.name(), name));
                 out.push(p);
             }
         }
@@ -319,30 +319,29 @@ impl ProfileView {
     /// The upstream of an exposed prompt name and the prompt's own name there.
     async fn prompt_owner(&self, exposed: &str) -> Result<(Arc<Upstream>, String), BrokerRpcError> {
         let unknown = || BrokerRpcError::UnknownPrompt(exposed.chars().take(300).collect());
+        let up = self.owner_of(exposed).ok_or_else(unknown)?;
+        let named = |n: &str| super::tool::exposed_name(&self.profile, up.name(), n) == exposed;
         let sep = self.sep();
-        let up_name = mcpb_catalog::names::upstream_of(sep, exposed).ok_or_else(unknown)?;
-        let up = self
-            .upstreams()
-            .into_iter()
-            .find(|u| u.name() == up_name)
-            .ok_or_else(unknown)?;
-        let own = exposed
-            .strip_prefix(up_name)
-            .and_then(|r| r.strip_prefix(sep))
-            .ok_or_else(unknown)?;
-        if mcpb_catalog::names::exposed(sep, up_name, own) == exposed {
-            return Ok((up, own.to_string()));
+        let own = if self.profile.namespace {
+            exposed
+                .strip_prefix(up.name())
+                .and_then(|r| r.strip_prefix(sep))
+                .ok_or_else(unknown)?
+        } else {
+            exposed
+        };
+        if named(own) {
+            return Ok((up.clone(), own.to_string()));
         }
         // A shortened name: only the upstream's list knows which prompt it stands for.
         let lists = self.gather("prompts/list", "prompts").await;
-        lists
+        let found = lists
             .into_iter()
-            .filter(|(u, _)| u.name() == up_name)
+            .filter(|(u, _)| u.name() == up.name())
             .flat_map(|(_, ps)| ps)
             .filter_map(|p| p.get("name").and_then(Value::as_str).map(str::to_string))
-            .find(|n| mcpb_catalog::names::exposed(sep, up_name, n) == exposed)
-            .map(|n| (up, n))
-            .ok_or_else(unknown)
+            .find(|n| named(n));
+        found.map(|n| (up.clone(), n)).ok_or_else(unknown)
     }
 
     /// `prompts/get`, routed to the prompt's upstream under its own name.

@@ -208,19 +208,24 @@ impl ProfileView {
         fresh: bool,
     ) -> Result<VisibleTool, BrokerRpcError> {
         let unknown = || BrokerRpcError::UnknownTool(exposed.to_string());
-        let sep = self.sep();
-        let up_name = mcpb_catalog::names::upstream_of(sep, exposed).ok_or_else(unknown)?;
-        let upstream = self
-            .upstreams()
-            .into_iter()
-            .find(|u| u.name() == up_name)
-            .ok_or_else(unknown)?;
+        let upstream = self.owner_of(exposed).ok_or_else(unknown)?;
         let entry = if fresh {
             self.fetch_entry(&upstream, true).await?
         } else {
             self.entry(&upstream).await?
         };
         VisibleTool::find(&self.profile, &upstream, &entry, exposed).ok_or_else(unknown)
+    }
+
+    /// The profile's upstream an exposed tool or prompt name belongs to: by its prefix, or the
+    /// profile's one upstream in transparent mode.
+    pub(crate) fn owner_of(&self, exposed: &str) -> Option<Arc<Upstream>> {
+        let ups = self.upstreams();
+        if !self.profile.namespace {
+            return ups.into_iter().next();
+        }
+        let up_name = tool::upstream_part(&self.profile, exposed)?;
+        ups.into_iter().find(|u| u.name() == up_name)
     }
 
     /// A raw `tools/call` in this view: the tool must be visible, and in a compact view pinned.

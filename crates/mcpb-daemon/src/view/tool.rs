@@ -18,6 +18,30 @@ pub(crate) struct VisibleTool {
     pub(crate) mutating: bool,
 }
 
+/// The name `profile` exposes `name` of `upstream` under: prefixed, or as it is in transparent
+/// mode. Tools and prompts both go through here.
+pub(crate) fn exposed_name(profile: &ProfileSettings, upstream: &str, name: &str) -> String {
+    if profile.namespace {
+        mcpb_catalog::names::exposed(profile.broker_tool_name_style.separator(), upstream, name)
+    } else {
+        name.to_string()
+    }
+}
+
+/// The upstream part of an exposed name, when the profile prefixes names.
+pub(crate) fn upstream_part<'a>(profile: &ProfileSettings, exposed: &'a str) -> Option<&'a str> {
+    mcpb_catalog::names::upstream_of(profile.broker_tool_name_style.separator(), exposed)
+}
+
+/// The upstream's own name for `exposed`, before a full scan for shortened names.
+fn own_part<'a>(profile: &ProfileSettings, upstream: &str, exposed: &'a str) -> Option<&'a str> {
+    if !profile.namespace {
+        return Some(exposed);
+    }
+    let sep = profile.broker_tool_name_style.separator();
+    exposed.strip_prefix(upstream)?.strip_prefix(sep)
+}
+
 /// Whether the profile may see tool `i` of `entry`: approved and allowed.
 fn sees(profile: &ProfileSettings, up: &UpstreamSettings, entry: &Entry, i: usize) -> bool {
     entry.approved(i) && mcpb_policy::allows(profile, up, &entry.tools()[i])
@@ -42,7 +66,6 @@ impl VisibleTool {
         entry: &Arc<Entry>,
     ) -> Vec<Self> {
         let up = upstream.settings();
-        let sep = profile.broker_tool_name_style.separator();
         entry
             .tools()
             .iter()
@@ -50,7 +73,7 @@ impl VisibleTool {
             .filter(|(i, _)| sees(profile, up, entry, *i))
             .filter_map(|(i, t)| {
                 let name = t.get("name").and_then(Value::as_str)?;
-                let exposed = mcpb_catalog::names::exposed(sep, &up.name, name);
+                let exposed = exposed_name(profile, &up.name, name);
                 Some(Self::new(upstream, entry, i, exposed))
             })
             .collect()
@@ -63,9 +86,8 @@ impl VisibleTool {
         entry: &Arc<Entry>,
         exposed: &str,
     ) -> Option<Self> {
-        let sep = profile.broker_tool_name_style.separator();
         let up_name = upstream.name();
-        let tool_part = exposed.strip_prefix(up_name)?.strip_prefix(sep)?;
+        let tool_part = own_part(profile, up_name, exposed)?;
         // A name at the length limit may be a shortened one: only the full scan finds those.
         let direct = entry
             .index_of(tool_part)
@@ -74,7 +96,7 @@ impl VisibleTool {
             entry.tools().iter().position(|t| {
                 t.get("name")
                     .and_then(Value::as_str)
-                    .is_some_and(|n| mcpb_catalog::names::exposed(sep, up_name, n) == exposed)
+                    .is_some_and(|n| exposed_name(profile, up_name, n) == exposed)
             })
         })?;
         if !sees(profile, upstream.settings(), entry, index) {
