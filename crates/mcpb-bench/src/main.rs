@@ -9,12 +9,14 @@
 //! tool-retrieval data sets beside a plain BM25 baseline, and search latency at 10,000 tools),
 //! `--many` (daemon memory in front of 40 fixture upstreams, ~840 tools; needs the release
 //! `mcpb-fixture`: `cargo build --release -p mcpb-testkit`), `--exec` (code runs: start to
-//! first SDK call, sandbox setup by layer, SDK call overhead, context saved).
+//! first SDK call, sandbox setup by layer, SDK call overhead, context saved), `--http` (the HTTP
+//! front against the shim: latency, and throughput with 8 and 32 callers).
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod exec;
 mod faults;
+mod http;
 mod load;
 mod many;
 mod retrieval;
@@ -27,6 +29,9 @@ fn main() -> anyhow::Result<()> {
     let everything = !args.iter().any(|a| a == "--no-everything");
     if args.iter().any(|a| a == "--retrieval") {
         return retrieval::run();
+    }
+    if args.iter().any(|a| a == "--http") {
+        return http::run(quick);
     }
     if args.iter().any(|a| a == "--exec") {
         return exec::run(quick);
