@@ -54,11 +54,18 @@ fn raw_bytes_exact_answers() {
         read_line(&mut r),
         "{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"result\":{}}\n"
     );
-    w.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"resources/list\"}\n")
+    w.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"nothing/here\"}\n")
         .unwrap();
     assert_eq!(
         read_line(&mut r),
-        "{\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32601,\"message\":\"method not found: resources/list\"}}\n"
+        "{\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32601,\"message\":\"method not found: nothing/here\"}}\n"
+    );
+    // Served now, and empty: the embedded default's upstream offers no resources.
+    w.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"resources/list\"}\n")
+        .unwrap();
+    assert_eq!(
+        read_line(&mut r),
+        "{\"jsonrpc\":\"2.0\",\"id\":8,\"result\":{\"resources\":[]}}\n"
     );
     // Notifications get no answer; the next request's answer comes next.
     w.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\"}\n").unwrap();
