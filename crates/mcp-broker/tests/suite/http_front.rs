@@ -210,3 +210,117 @@ fn bad_sessions_and_bodies_get_clear_answers_and_the_front_keeps_serving() {
     let (status, _, _) = post(port, &format!("{}\r\nMcp-Session-Id: {sid}", auth()), &list);
     assert_eq!(status, 404, "a deleted session is gone");
 }
+
+/// A daemon whose token allows only `max` sessions at once.
+fn small_front(max: u32) -> (Home, u16) {
+    let port = free_port();
+    let home = Home::with_config(&format!(
+        r#"schema_version: 1
+upstreams:
+  example: {{command: "{{broker.exe}}", args: [example-server], trust_annotations: true}}
+profiles:
+  default: {{allow_mutating_upstreams: true}}
+http:
+  listen: 127.0.0.1:{port}
+  tokens:
+    - {{token: "${{MCPB_TEST_HTTP_TOKEN}}", profile: default, max_sessions: {max}}}
+"#
+    ));
+    let out = home
+        .cmd(&["start"])
+        .env("MCPB_TEST_HTTP_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (home, port)
+}
+
+fn initialize(port: u16) -> (u16, Option<String>) {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    .to_string();
+    let (status, headers, _) = post(port, &auth(), &init);
+    let sid = headers
+        .lines()
+        .find_map(|l| l.strip_prefix("mcp-session-id: "))
+        .map(|s| s.trim().to_string());
+    (status, sid)
+}
+
+#[test]
+fn sessions_over_the_tokens_cap_are_refused_and_the_front_keeps_serving() {
+    let (_home, port) = small_front(8);
+    let results: Vec<(u16, Option<String>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..40).map(|_| s.spawn(|| initialize(port))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let opened: Vec<&String> = results
+        .iter()
+        .filter_map(|(st, sid)| (*st == 200).then_some(sid.as_ref()).flatten())
+        .collect();
+    let refused = results.iter().filter(|(st, _)| *st == 429).count();
+    assert_eq!(opened.len(), 8, "{results:?}");
+    assert_eq!(refused, 32, "{results:?}");
+    // Ending one makes room for one more.
+    let sid = opened[0];
+    let (status, _, _) = raw(
+        port,
+        &format!(
+            "DELETE /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}{}\r\nMcp-Session-Id: {sid}",
+            auth()
+        ),
+        "",
+    );
+    assert_eq!(status, 200);
+    let mut reopened = 0;
+    for _ in 0..50 {
+        if initialize(port).0 == 200 {
+            reopened += 1;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(reopened, 1);
+    // A request without a session is served on its own (stateless) and leaves nothing open.
+    let list = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}).to_string();
+    let (status, _, body) = post(port, &auth(), &list);
+    assert_eq!(
+        (status, body.contains("\"result\":{}")),
+        (200, true),
+        "{body}"
+    );
+}
+
+#[test]
+fn a_client_that_drops_its_stream_loses_nothing_but_the_stream() {
+    let (_home, port) = small_front(4);
+    let (status, sid) = initialize(port);
+    assert_eq!(status, 200);
+    let sid = sid.unwrap();
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let req = format!(
+            "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}{}\r\nMcp-Session-Id: {sid}\r\nAccept: text/event-stream\r\n\r\n",
+            auth()
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        let mut head = [0u8; 64];
+        let n = s.read(&mut head).unwrap();
+        assert!(
+            String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&head[..n])
+        );
+        drop(s); // gone mid-stream
+    }
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "example.echo", "arguments": {"message": "still here"}}})
+    .to_string();
+    let (status, _, body) = post(port, &format!("{}\r\nMcp-Session-Id: {sid}", auth()), &call);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("still here"), "{body}");
+}

@@ -27,8 +27,9 @@ pub(crate) struct Bridge {
     /// The session's GET stream, when one is open: SSE frames.
     stream: Mutex<Option<mpsc::Sender<Bytes>>>,
     pub(crate) last_used: Mutex<Instant>,
-    /// Held for the session's life: the token's session count and a client slot.
-    _permits: (OwnedSemaphorePermit, OwnedSemaphorePermit),
+    /// Held for the session's life: a client slot, and the token's session count for a
+    /// session that outlives its request.
+    _permits: Vec<OwnedSemaphorePermit>,
 }
 
 /// An SSE event carrying one JSON-RPC message.
@@ -43,7 +44,7 @@ impl Bridge {
         broker: Arc<Broker>,
         profile: mcpb_config::ProfileSettings,
         token: usize,
-        permits: (OwnedSemaphorePermit, OwnedSemaphorePermit),
+        permits: Vec<OwnedSemaphorePermit>,
         mut shutdown: watch::Receiver<bool>,
         ended: impl FnOnce() + Send + 'static,
     ) -> Arc<Self> {

@@ -201,18 +201,25 @@ fn open_session(
             "the token's profile is gone from the configuration",
         )));
     };
-    let Ok(mine) = t.sessions.clone().try_acquire_owned() else {
-        return Err(Box::new(refuse(
-            StatusCode::TOO_MANY_REQUESTS,
-            "this token has all its sessions open; close one (DELETE) or wait",
-        )));
-    };
+    let mut permits = Vec::with_capacity(2);
+    // A stateless request's session lives as long as the request: its in-flight permit
+    // bounds it, not the token's session count.
+    if register {
+        let Ok(mine) = t.sessions.clone().try_acquire_owned() else {
+            return Err(Box::new(refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                "this token has all its sessions open; close one (DELETE) or wait",
+            )));
+        };
+        permits.push(mine);
+    }
     let Ok(slot) = front.broker.session_slots.clone().try_acquire_owned() else {
         return Err(Box::new(refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             "mcp-broker serves broker.max_clients sessions already",
         )));
     };
+    permits.push(slot);
     let id = uuid::Uuid::new_v4().simple().to_string();
     let gone = Arc::downgrade(front);
     let key = id.clone();
@@ -220,7 +227,7 @@ fn open_session(
         front.broker.clone(),
         profile,
         token,
-        (mine, slot),
+        permits,
         front.shutdown.clone(),
         move || {
             if let Some(f) = gone.upgrade() {
