@@ -30,7 +30,8 @@ pub(crate) struct SessionLink {
     /// A 2026-07-28 client's open `subscriptions/listen` request, if it asked for tool list
     /// changes: their notifications carry its id.
     listen: Mutex<Option<Box<RawValue>>>,
-    /// The least severe log level the client asked for (`logging/setLevel`); none: no logs.
+    /// The least severe log level the client asked for (`logging/setLevel`); none: whatever
+    /// the upstreams send.
     log_level: Mutex<Option<u8>>,
 }
 

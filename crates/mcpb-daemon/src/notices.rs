@@ -1,7 +1,7 @@
 //! Upstream notifications for clients: which sessions hear of a resource update (those that
 //! subscribed to it, in the URI form they used), a changed resource or prompt list (those whose
-//! profile sees the upstream) and a log message (those that asked for its level or a lower one
-//! with `logging/setLevel`).
+//! profile sees the upstream) and a log message (those that see the upstream, once a session
+//! set a level with `logging/setLevel` only at that level and above).
 
 use std::collections::HashMap;
 
@@ -122,7 +122,7 @@ pub(crate) fn deliver(
             };
             let line = notification_line(method, Some(&raw));
             registry.each_seeing(upstream, |link| {
-                if link.log_level().is_some_and(|wanted| rank >= wanted) {
+                if link.log_level().is_none_or(|wanted| rank >= wanted) {
                     crate::link::notify(link, line.clone());
                 }
             });

@@ -506,7 +506,10 @@ impl Instance {
     pub(crate) async fn initialize(&self, timeout: Duration) -> Result<(), UpstreamError> {
         let params = serde_json::json!({
             "protocolVersion": revision::LATEST_HANDSHAKE,
-            "capabilities": {},
+            // What the broker relays to its clients (each request goes only to a client that
+            // declared it, and is refused otherwise): servers that check before asking need
+            // to see it here.
+            "capabilities": {"sampling": {}, "elicitation": {}, "roots": {}},
             "clientInfo": {"name": "mcp-broker", "version": env!("CARGO_PKG_VERSION")},
         });
         let handshake = |reason: String| UpstreamError::Handshake {

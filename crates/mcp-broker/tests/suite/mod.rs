@@ -1,4 +1,5 @@
 mod bad_input;
+mod conformance;
 mod content;
 mod context;
 mod daemon;

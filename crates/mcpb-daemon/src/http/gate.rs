@@ -84,6 +84,7 @@ impl Gate {
         }
         if let Some(o) = origin
             && !self.origins.iter().any(|a| a == o)
+            && !loopback_origin(o)
         {
             return Err(Refusal::Forbidden(format!("Origin {o:?} is not allowed")));
         }
@@ -100,6 +101,28 @@ impl Gate {
         }
         found.ok_or(Refusal::Unauthorized)
     }
+}
+
+/// A page served from this machine's loopback (a local tool's web UI): it still needs a token.
+fn loopback_origin(origin: &str) -> bool {
+    let Some(authority) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let host = if authority.starts_with('[') {
+        authority.split_inclusive(']').next().unwrap_or("")
+    } else {
+        authority.split(':').next().unwrap_or("")
+    };
+    let port_ok = authority[host.len()..]
+        .strip_prefix(':')
+        .is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    port_ok
+        && authority.len() >= host.len()
+        && matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+        && (authority.len() == host.len() || authority.as_bytes()[host.len()] == b':')
 }
 
 #[cfg(test)]
@@ -146,6 +169,28 @@ mod tests {
             g.admit(Some("localhost:9"), Some("http://evil.example"), ok),
             Err(Refusal::Forbidden(_))
         ));
+        for local in [
+            "http://localhost:3000",
+            "http://127.0.0.1",
+            "https://[::1]:8443",
+        ] {
+            assert_eq!(
+                g.admit(Some("localhost:9"), Some(local), ok),
+                Ok(0),
+                "{local}"
+            );
+        }
+        for foreign in [
+            "http://localhost.evil.example",
+            "http://127.0.0.1.nip.io:80",
+            "null",
+            "file://",
+        ] {
+            assert!(
+                g.admit(Some("localhost:9"), Some(foreign), ok).is_err(),
+                "{foreign}"
+            );
+        }
         assert_eq!(
             g.admit(Some("localhost:9"), None, None),
             Err(Refusal::Unauthorized)
