@@ -102,3 +102,44 @@ http:
     assert!(passed >= 39, "{summary}");
     assert!(total.ends_with(" 0 failed"), "{summary}");
 }
+
+/// The client scenarios that concern a client without OAuth: the broker's own upstream client
+/// (`mcpb-upstream`'s remote transport) is what the suite judges, through the wrapper
+/// `tests/conformance/client.py`, which starts a broker with the suite's server as its one
+/// remote upstream and drives a session through the shim.
+#[test]
+fn the_official_client_scenarios_judge_the_brokers_remote_client() {
+    let deps = deps();
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
+    let path = deps_path(&deps);
+    let command = format!(
+        "{} {}",
+        deps.join("venv/bin/python").display(),
+        here.join("client.py").display()
+    );
+    let work = tempfile::tempdir().unwrap();
+    for scenario in [
+        "initialize",
+        "tools_call",
+        "elicitation-sep1034-client-defaults",
+        "sse-retry",
+    ] {
+        let run = Command::new(deps.join("npm/node_modules/.bin/conformance"))
+            .args(["client", "--command", &command, "--scenario", scenario])
+            .arg("--expected-failures")
+            .arg(here.join("expected-failures.yml"))
+            .arg("-o")
+            .arg(work.path())
+            .env("PATH", &path)
+            .env("MCPB_BIN", super::support::bin())
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&run.stdout);
+        assert!(
+            run.status.success(),
+            "{scenario} regressed:\n{}\n{}",
+            out.lines().rev().take(15).collect::<Vec<_>>().join("\n"),
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+}
