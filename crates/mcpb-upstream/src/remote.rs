@@ -90,9 +90,25 @@ impl Remote {
 
     /// Reads an SSE body and handles each message it carries.
     async fn read_events(&self, resp: reqwest::Response) -> Result<(), String> {
+        self.read_events_from(resp, &mut Resume::default()).await
+    }
+
+    /// Reads an event stream, remembering the last event id and the server's `retry` so a
+    /// stream that closes before its answer can be resumed (SEP-1699).
+    async fn read_events_from(
+        &self,
+        resp: reqwest::Response,
+        resume: &mut Resume,
+    ) -> Result<(), String> {
         let mut events = SseByteStream::new(capped_events(resp, self.limit));
         while let Some(event) = events.next().await {
             let event = event.map_err(|e| e.to_string())?;
+            if let Some(id) = event.id.clone().filter(|i| !i.is_empty()) {
+                resume.last_id = Some(id);
+            }
+            if let Some(ms) = event.retry {
+                resume.retry = Some(Duration::from_millis(ms.min(60_000)));
+            }
             if event.event.as_deref().is_some_and(|e| e != "message") {
                 continue;
             }
@@ -159,10 +175,13 @@ impl Remote {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if is_stream {
-            if let Err(e) = self.read_events(resp).await {
+            let mut resume = Resume::default();
+            if let Err(e) = self.read_events_from(resp, &mut resume).await {
                 self.fail_request(&body, &format!("broke off its answer: {e}"))
                     .await;
+                return;
             }
+            self.resume_if_unanswered(&body, resume).await;
             return;
         }
         match read_capped(resp, self.limit).await {
@@ -189,6 +208,44 @@ impl Remote {
         }
     }
 
+    /// A POST's stream closed before its answer: after the server's `retry` the answer is
+    /// awaited on a GET stream that names the last event seen (`Last-Event-ID`), a few times.
+    async fn resume_if_unanswered(&self, body: &[u8], mut resume: Resume) {
+        let Some(id) = Incoming::parse(body)
+            .ok()
+            .filter(|m| m.kind() == IncomingKind::Request)
+            .and_then(|m| m.id.and_then(|i| i.get().parse::<u64>().ok()))
+        else {
+            return;
+        };
+        for _ in 0..3 {
+            if !self.ctx.pending.lock().contains_key(&id) {
+                return;
+            }
+            tokio::time::sleep(resume.retry.unwrap_or(Duration::from_secs(1))).await;
+            let mut get = self
+                .client
+                .get(self.url.clone())
+                .headers(self.headers())
+                .header(ACCEPT, "text/event-stream");
+            if let Some(last) = &resume.last_id {
+                get = get.header("last-event-id", last.as_str());
+            }
+            match get.send().await {
+                Ok(r) if r.status().is_success() => {
+                    if self.read_events_from(r, &mut resume).await.is_err() {
+                        break;
+                    }
+                }
+                _ => break,
+            }
+        }
+        if self.ctx.pending.lock().contains_key(&id) {
+            self.fail_request(body, "closed its answer's stream and did not resume it")
+                .await;
+        }
+    }
+
     /// The optional GET stream for messages the server sends on its own (list changes).
     async fn listen(self: Arc<Self>) {
         let resp = self
@@ -212,6 +269,13 @@ impl Remote {
             }
         }
     }
+}
+
+/// Where a closed event stream left off.
+#[derive(Default)]
+struct Resume {
+    last_id: Option<String>,
+    retry: Option<Duration>,
 }
 
 impl Instance {
