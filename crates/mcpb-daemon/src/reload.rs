@@ -62,10 +62,15 @@ pub(crate) fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
         log_max_bytes => "broker.log_max_bytes",
         max_clients => "broker.max_clients",
         shutdown_grace => "broker.shutdown_grace_ms",
+        exec => "broker.exec",
     ] {
         if changed {
             report.need_restart.push(key.to_string());
         }
+    }
+    // The HTTP front binds and resolves its tokens once, at start.
+    if current.settings.http != next.http {
+        report.need_restart.push("http".to_string());
     }
     let mut upstreams = std::collections::BTreeMap::new();
     let mut retire: Vec<Arc<Upstream>> = Vec::new();
