@@ -174,6 +174,7 @@ fn tools(
                 query,
                 server,
                 limit,
+                kind: None,
             }),
         ),
         ToolsCommand::Describe { names } => (

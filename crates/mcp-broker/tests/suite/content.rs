@@ -110,6 +110,7 @@ profiles:
   default: {{allow_mutating_upstreams: true}}
   narrow: {{upstreams: [example]}}
   solo: {{upstreams: [one], namespace: false, allow_mutating_upstreams: true}}
+  compact: {{upstreams: [one], compact_tools_enabled: true, allow_mutating_upstreams: true}}
 "#,
         b = bin.display()
     ))
@@ -279,4 +280,39 @@ fn a_transparent_profile_exposes_its_one_upstream_without_renaming_anything() {
     let out = bad.run(&["config", "validate"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("namespace: false but sees 2 upstreams"));
+}
+
+#[test]
+fn a_compact_profile_finds_resources_and_prompts_through_the_facade_search() {
+    let home = two_everythings();
+    let path = deps_path(&deps());
+    let mut shim = super::support::Shim::spawn({
+        let mut c = home.cmd(&["stdio", "--profile", "compact"]);
+        c.env("PATH", &path);
+        c
+    });
+    shim.initialize("2025-11-25");
+    let found = shim.call(
+        "broker.search_tools",
+        json!({"query": "architecture document", "kind": "resource"}),
+    );
+    let hits = &found["result"]["structuredContent"]["results"];
+    assert_eq!(
+        hits[0]["uri"], "demo://resource/static/document/architecture.md",
+        "{found}"
+    );
+    assert_eq!(hits[0]["server"], "one");
+    let found = shim.call(
+        "broker.search_tools",
+        json!({"query": "weather in a city", "kind": "prompt"}),
+    );
+    let hits = &found["result"]["structuredContent"]["results"];
+    assert_eq!(hits[0]["name"], "one.args-prompt", "{found}");
+    assert_eq!(hits[0]["required"], json!(["city"]), "{found}");
+    // Tools stay the default kind.
+    let found = shim.call("broker.search_tools", json!({"query": "echo a message"}));
+    assert_eq!(
+        found["result"]["structuredContent"]["results"][0]["name"], "one.echo",
+        "{found}"
+    );
 }

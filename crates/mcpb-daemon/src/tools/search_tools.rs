@@ -2,6 +2,7 @@
 
 use mcpb_facade::FacadeTool;
 pub(super) use mcpb_facade::tools::search_tools::Args;
+use mcpb_facade::tools::search_tools::Kind;
 use serde_json::{Value, json};
 
 use super::{tool_error, tool_result};
@@ -20,7 +21,89 @@ fn one_line(description: &str) -> String {
     out
 }
 
+/// Resources or prompts ranked like tools: the same index, built for this one search from the
+/// profile's live lists (they are short next to tool lists).
+async fn search_content(view: &ProfileView, args: &Args, kind: Kind) -> Value {
+    let items = match kind {
+        Kind::Resource => view.all_resources().await,
+        _ => view.all_prompts().await,
+    };
+    let server = args.server.as_deref().filter(|s| !s.is_empty());
+    let docs: Vec<mcpb_catalog::ToolDoc> = items
+        .iter()
+        .map(|(up, item)| {
+            // A resource's URI carries words too (file names, paths): they count as its name.
+            let mut def = item.clone();
+            if let Some(uri) = item.get("uri").and_then(Value::as_str) {
+                let named = item.get("name").and_then(Value::as_str).unwrap_or("");
+                def["name"] = Value::String(format!("{named} {uri}"));
+            }
+            if let Some(Value::Array(a)) = item.get("arguments") {
+                let props: serde_json::Map<String, Value> = a
+                    .iter()
+                    .filter_map(|arg| Some((arg.get("name")?.as_str()?.to_string(), arg.clone())))
+                    .collect();
+                def["inputSchema"] = json!({ "properties": props });
+            }
+            let id = item
+                .get("uri")
+                .or_else(|| item.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            mcpb_catalog::ToolDoc::from_definition(id, up, up, &def)
+        })
+        .collect();
+    let index = mcpb_catalog::Index::build(&docs, mcpb_catalog::Weights::broker());
+    let keep = |i: usize| server.is_none_or(|s| items[i].0 == s);
+    let query = args.query();
+    let picked: Vec<usize> = if query.trim().is_empty() {
+        (0..items.len())
+            .filter(|i| keep(*i))
+            .take(args.limit())
+            .collect()
+    } else {
+        index
+            .search(query, args.limit(), &keep)
+            .iter()
+            .map(|h| h.doc)
+            .collect()
+    };
+    let results: Vec<Value> = picked
+        .into_iter()
+        .map(|i| {
+            let (up, item) = &items[i];
+            let description =
+                one_line(item.get("description").and_then(Value::as_str).unwrap_or(""));
+            if kind == Kind::Resource {
+                return json!({"uri": item["uri"], "name": item["name"], "description": description,
+                    "server": up, "mimeType": item.get("mimeType")});
+            }
+            let required: Vec<Value> = item
+                .get("arguments")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter(|x| x.get("required") == Some(&Value::Bool(true)))
+                        .filter_map(|x| x.get("name").cloned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            json!({"name": item["name"], "description": description, "server": up, "required": required})
+        })
+        .collect();
+    let hint = match (results.is_empty(), kind) {
+        (true, _) => "no match; try other words",
+        (false, Kind::Resource) => "read one with resources/read",
+        (false, _) => "get one with prompts/get",
+    };
+    tool_result(json!({"results": results, "hint": hint}))
+}
+
 pub(super) async fn apply(view: &ProfileView, args: Args) -> Value {
+    match args.kind.unwrap_or_default() {
+        Kind::Tool => {}
+        kind => return search_content(view, &args, kind).await,
+    }
     let query = args.query();
     let limit = args.limit();
     let server = args.server.as_deref().filter(|s| !s.is_empty());

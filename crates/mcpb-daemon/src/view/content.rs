@@ -162,11 +162,9 @@ impl ProfileView {
         .await
     }
 
-    /// `resources/list`, merged; URIs two upstreams share are made unambiguous.
-    pub(crate) async fn list_resources(
-        &self,
-        params: Option<&RawValue>,
-    ) -> Result<Value, BrokerRpcError> {
+    /// Every resource of the profile as a client sees it (URIs made unambiguous), with the
+    /// upstream that serves it.
+    pub(crate) async fn all_resources(&self) -> Vec<(String, Value)> {
         let lists = self.gather("resources/list", "resources").await;
         let mut seen: HashMap<String, usize> = HashMap::new();
         for (_, items) in &lists {
@@ -186,9 +184,39 @@ impl ProfileView {
                 if seen.get(&uri).copied().unwrap_or(0) > 1 {
                     r["uri"] = Value::String(format!("{PREFIX}{}/{uri}", up.name()));
                 }
-                out.push(r);
+                out.push((up.name().to_string(), r));
             }
         }
+        out
+    }
+
+    /// Every prompt of the profile under its exposed name, with its upstream.
+    pub(crate) async fn all_prompts(&self) -> Vec<(String, Value)> {
+        let mut out = Vec::new();
+        for (up, prompts) in self.gather("prompts/list", "prompts").await {
+            for mut p in prompts {
+                let Some(name) = p.get("name").and_then(Value::as_str) else {
+                    continue;
+                };
+                p["name"] =
+                    Value::String(super::tool::exposed_name(&self.profile, up.name(), name));
+                out.push((up.name().to_string(), p));
+            }
+        }
+        out
+    }
+
+    /// `resources/list`, merged; URIs two upstreams share are made unambiguous.
+    pub(crate) async fn list_resources(
+        &self,
+        params: Option<&RawValue>,
+    ) -> Result<Value, BrokerRpcError> {
+        let out = self
+            .all_resources()
+            .await
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect();
         page(out, cursor_of(params).as_deref(), "resources")
     }
 
@@ -302,17 +330,12 @@ impl ProfileView {
         &self,
         params: Option<&RawValue>,
     ) -> Result<Value, BrokerRpcError> {
-        let mut out = Vec::new();
-        for (up, prompts) in self.gather("prompts/list", "prompts").await {
-            for mut p in prompts {
-                let Some(name) = p.get("name").and_then(Value::as_str) else {
-                    continue;
-                };
-                p["name"] =
-                    Value::String(super::tool::exposed_name(&self.profile, up.name(), name));
-                out.push(p);
-            }
-        }
+        let out = self
+            .all_prompts()
+            .await
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect();
         page(out, cursor_of(params).as_deref(), "prompts")
     }
 

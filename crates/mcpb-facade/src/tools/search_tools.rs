@@ -11,6 +11,16 @@ pub const MAX_LIMIT: usize = 50;
 /// Longest query searched; a longer one is cut, not refused.
 pub const MAX_QUERY_BYTES: usize = 1024;
 
+/// What a search looks for.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    #[default]
+    Tool,
+    Resource,
+    Prompt,
+}
+
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(transform = super::require_query)]
 pub struct Args {
@@ -24,6 +34,9 @@ pub struct Args {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = MAX_LIMIT))]
     pub limit: Option<usize>,
+    /// tool (default), resource or prompt
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Kind>,
 }
 
 impl Args {
