@@ -52,33 +52,33 @@ pub(crate) fn watch(path: PathBuf, max: u64) {
     let spawned = std::thread::Builder::new()
         .name("log-rotate".into())
         .spawn(move || {
+            // A failure (no fd left, a full disk) is retried at the next check, never the end
+            // of rotation: stderr must not stay on a rotated file for good.
+            let mut reopen = false;
             loop {
                 std::thread::sleep(CHECK_EVERY);
-                match rotate_if_large(&path, max) {
-                    Ok(false) => {}
-                    Ok(true) => {
-                        let fresh = fs::OpenOptions::new()
-                            .create(true)
-                            .append(true)
-                            .mode(0o600)
-                            .open(&path);
-                        match fresh {
-                            Ok(f) => {
-                                if let Err(e) = rustix::stdio::dup2_stderr(&f) {
-                                    tracing::error!(error = %e, "cannot switch to the new log file");
-                                    return;
-                                }
-                                tracing::info!(max_bytes = max, "log rotated");
-                            }
-                            Err(e) => {
-                                tracing::error!(error = %e, "cannot open a new log file");
-                                return;
-                            }
+                if !reopen {
+                    match rotate_if_large(&path, max) {
+                        Ok(false) => continue,
+                        Ok(true) => reopen = true,
+                        Err(e) => {
+                            tracing::error!(error = %e, "cannot rotate the log; trying again");
+                            continue;
                         }
                     }
-                    Err(e) => {
-                        tracing::error!(error = %e, "cannot rotate the log");
-                        return;
+                }
+                let fresh = fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .mode(0o600)
+                    .open(&path);
+                match fresh.map(|f| rustix::stdio::dup2_stderr(&f).map_err(std::io::Error::from)) {
+                    Ok(Ok(())) => {
+                        reopen = false;
+                        tracing::info!(max_bytes = max, "log rotated");
+                    }
+                    Ok(Err(e)) | Err(e) => {
+                        tracing::error!(error = %e, "cannot switch to a new log file; trying again");
                     }
                 }
             }

@@ -178,7 +178,12 @@ impl Listener {
             let stream = tokio::select! {
                 r = socket.accept() => match r {
                     Ok((s, _)) => s,
-                    Err(e) => { tracing::warn!(error = %e, "accept failed"); continue }
+                    Err(e) => {
+                        // Out of fds, most likely: wait for some to close instead of spinning.
+                        tracing::warn!(error = %e, "accept failed; pausing accepts for 100 ms");
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        continue;
+                    }
                 },
                 _ = self.signals.term.recv() => return,
                 _ = self.signals.int.recv() => return,

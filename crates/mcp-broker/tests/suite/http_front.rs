@@ -324,3 +324,66 @@ fn a_client_that_drops_its_stream_loses_nothing_but_the_stream() {
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("still here"), "{body}");
 }
+
+#[test]
+fn a_stateless_request_whose_client_leaves_mid_way_leaves_no_session_behind() {
+    let (home, port, _) = front();
+    let before = home.status()["daemon"]["sessions"].as_u64().unwrap();
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "everything.trigger-long-running-operation", "arguments": {"duration": 2, "steps": 2}}})
+    .to_string();
+    for _ in 0..12 {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let req = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{call}",
+            auth(),
+            call.len()
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        drop(s); // gone before the answer
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let now = home.status()["daemon"]["sessions"].as_u64().unwrap();
+        if now <= before {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{now} sessions left (was {before})"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn gate_headers_must_be_single_readable_and_agree_with_the_target() {
+    let (_home, port, _) = front();
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+    let (status, _, _) = post(port, &format!("{}\r\nHost: evil.example", auth()), &ping);
+    assert_eq!(status, 400, "a second Host");
+    let (status, _, _) = post(
+        port,
+        &format!(
+            "{}\r\nOrigin: http://localhost:1\r\nOrigin: http://evil.example",
+            auth()
+        ),
+        &ping,
+    );
+    assert_eq!(status, 400, "a second Origin");
+    let (status, _, _) = raw(
+        port,
+        &format!(
+            "POST http://evil.example/mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}{}\r\nContent-Type: application/json",
+            auth()
+        ),
+        &ping,
+    );
+    assert_eq!(status, 403, "an absolute-form target for another host");
+    let init = json!({"jsonrpc": "2.0", "method": "initialize", "params": {}}).to_string();
+    let (status, _, _) = post(port, &auth(), &init);
+    assert_eq!(status, 400, "initialize without an id opens nothing");
+    let (status, _, body) = post(port, &auth(), &ping);
+    assert_eq!(status, 200, "{body}");
+}

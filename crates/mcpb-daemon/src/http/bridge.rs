@@ -115,10 +115,25 @@ impl Bridge {
 
     /// Sends a request and returns its answer; None when the session ended first.
     pub(crate) async fn request(&self, id: &str, line: &[u8]) -> Option<Vec<u8>> {
+        let key = id_key(id);
         let (tx, rx) = oneshot::channel();
-        self.waiters.lock().insert(id_key(id), tx);
+        {
+            let mut waiters = self.waiters.lock();
+            // Two requests in flight under one id cannot both be answered.
+            if waiters.contains_key(&key) {
+                return None;
+            }
+            waiters.insert(key.clone(), tx);
+        }
+        // Whatever ends the wait (an answer, the client leaving), the entry goes.
+        struct Forget<'a>(&'a Bridge, String);
+        impl Drop for Forget<'_> {
+            fn drop(&mut self) {
+                self.0.waiters.lock().remove(&self.1);
+            }
+        }
+        let _forget = Forget(self, key);
         if !self.send(line).await {
-            self.waiters.lock().remove(&id_key(id));
             return None;
         }
         rx.await.ok()

@@ -32,6 +32,11 @@ use gate::{Gate, Refusal};
 const SESSION_HEADER: &str = "mcp-session-id";
 /// How often an open stream gets a comment, so proxies keep it open.
 const KEEPALIVE: Duration = Duration::from_secs(15);
+/// Connections served at once; more are closed at accept (each may hold a stream open).
+const MAX_CONNECTIONS: usize = 1024;
+/// How long a request's head, and then its body, may take to arrive.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 type Reply = Response<BoxBody<Bytes, Infallible>>;
 
@@ -102,22 +107,38 @@ pub(crate) fn bind(
 async fn serve(front: Arc<Front>, listener: TcpListener) {
     let mut shutdown = front.shutdown.clone();
     let sweeper = tokio::spawn(sweep(front.clone()));
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let stream = tokio::select! {
             r = listener.accept() => match r {
                 Ok((s, _)) => s,
-                Err(e) => { tracing::warn!(error = %e, "HTTP accept failed"); continue }
+                Err(e) => {
+                    // Out of fds, most likely: wait for some to close instead of spinning.
+                    tracing::warn!(error = %e, "HTTP accept failed; pausing accepts for 100 ms");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
             },
             () = crate::session::until_set(&mut shutdown) => break,
         };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            tracing::warn!(
+                max = MAX_CONNECTIONS,
+                "HTTP connection refused: too many open"
+            );
+            continue;
+        };
         let front = front.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let service = hyper::service::service_fn(move |req| {
                 let front = front.clone();
                 async move { Ok::<_, Infallible>(handle(&front, req).await) }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEAD_TIMEOUT)
                 .serve_connection(io, service)
                 .await;
         });
@@ -154,6 +175,25 @@ async fn handle(front: &Arc<Front>, req: Request<Body>) -> Reply {
         return refuse(
             StatusCode::NOT_FOUND,
             &format!("no MCP endpoint here; it is {}", front.path),
+        );
+    }
+    // A gate header sent twice, or not readable as text, is refused rather than half-read.
+    for name in [HOST, ORIGIN, AUTHORIZATION] {
+        let values: Vec<_> = req.headers().get_all(&name).iter().collect();
+        if values.len() > 1 || values.iter().any(|v| v.to_str().is_err()) {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                &format!("one readable {name} header at most"),
+            );
+        }
+    }
+    // An absolute-form target names the host it is for; it must be the Host header's.
+    if let Some(authority) = req.uri().authority()
+        && header(&req, HOST).is_none_or(|h| !h.eq_ignore_ascii_case(authority.as_str()))
+    {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "the request's target names another host",
         );
     }
     let token = match front.gate.admit(
@@ -247,12 +287,27 @@ async fn post(
     session: Option<String>,
     req: Request<Body>,
 ) -> Reply {
-    let body = match Limited::new(req.into_body(), front.max_body)
-        .collect()
-        .await
-    {
-        Ok(b) => b.to_bytes(),
+    // Held from before the body is read: bodies in transit count against the token too.
+    let Ok(_in_flight) = front.gate.tokens[token]
+        .in_flight
+        .clone()
+        .try_acquire_owned()
+    else {
+        return refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            "this token has all its requests in flight; wait for one",
+        );
+    };
+    let collect = Limited::new(req.into_body(), front.max_body).collect();
+    let body = match tokio::time::timeout(BODY_TIMEOUT, collect).await {
         Err(_) => {
+            return refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                "the body did not arrive in time",
+            );
+        }
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(_)) => {
             return refuse(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 &format!(
@@ -273,23 +328,12 @@ async fn post(
     let is_request = msg.kind() == IncomingKind::Request;
     let id = msg.id.map(|i| i.get().to_string());
     let initialize = msg.method() == "initialize";
-    let _in_flight = if is_request {
-        match front.gate.tokens[token]
-            .in_flight
-            .clone()
-            .try_acquire_owned()
-        {
-            Ok(p) => Some(p),
-            Err(_) => {
-                return refuse(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "this token has all its requests in flight; wait for one",
-                );
-            }
-        }
-    } else {
-        None
-    };
+    if initialize && !is_request {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "initialize must be a request (with an id)",
+        );
+    }
     let (sid, bridge, one_shot) = match (session, initialize) {
         (Some(sid), _) => match find(front, token, &sid) {
             Some(b) => (sid, b, false),
@@ -311,6 +355,9 @@ async fn post(
         },
         (None, false) => return refuse(StatusCode::BAD_REQUEST, "Mcp-Session-Id is missing"),
     };
+    // A one-shot session ends with its request, even when the client goes away mid-way and
+    // this future is dropped.
+    let _one_shot = one_shot.then(|| CloseOnDrop(bridge.clone()));
     let answer = match (is_request, id) {
         (true, Some(id)) => bridge.request(&id, &body).await,
         _ => {
@@ -321,9 +368,6 @@ async fn post(
             };
         }
     };
-    if one_shot {
-        bridge.close().await;
-    }
     let Some(answer) = answer else {
         return refuse(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -335,6 +379,16 @@ async fn post(
         r.headers_mut().insert(SESSION_HEADER, v);
     }
     r
+}
+
+/// Closes a session when dropped.
+struct CloseOnDrop(Arc<Bridge>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        let bridge = self.0.clone();
+        tokio::spawn(async move { bridge.close().await });
+    }
 }
 
 fn get(front: &Arc<Front>, token: usize, session: Option<String>, req: &Request<Body>) -> Reply {
