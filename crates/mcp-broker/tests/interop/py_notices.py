@@ -11,18 +11,7 @@ import json
 import sys
 
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-
-
-def _server(cfg):
-    """The shim over stdio, or the broker's HTTP front when the spec has a url and a token."""
-    if "url" in cfg:
-        from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
-
-        http = create_mcp_http_client(headers={"Authorization": "Bearer " + cfg["token"]})
-        return streamable_http_client(cfg["url"], http_client=http)
-    return StdioServerParameters(command=cfg["command"], args=cfg["args"], env=cfg.get("env"))
+from _broker import server as _server
 
 
 async def main() -> None:

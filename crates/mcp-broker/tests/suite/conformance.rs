@@ -42,17 +42,7 @@ http:
         f = fixture.display()
     ));
     let path = deps_path(&deps);
-    let out = home
-        .cmd(&["start"])
-        .env("MCPB_CONFORMANCE_TOKEN", TOKEN)
-        .env("PATH", &path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    home.start_with(&[("MCPB_CONFORMANCE_TOKEN", TOKEN), ("PATH", &path)]);
     let mut proxy = Command::new("python3")
         .arg(here.join("auth_proxy.py"))
         .args([proxied.to_string(), front.to_string(), TOKEN.to_string()])

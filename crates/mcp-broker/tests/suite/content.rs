@@ -4,22 +4,20 @@
 
 use serde_json::{Value, json};
 
-use super::interop::{py_driver, read_result, setup};
-use super::support::{Home, bin, deps, deps_path};
+use super::interop::{py_driver, read_result, setup, shim_spec};
+use super::support::{Home, deps, deps_path};
 
 #[test]
 fn python_sdk_client_lists_and_reads_resources_gets_prompts_and_completes_through_the_broker() {
     let (home, deps, path) = setup();
-    let spec = json!({
-        "command": bin(),
-        "args": ["stdio"],
-        "env": {
-            "MCP_BROKER_HOME": home.root(),
-            "MCP_BROKER_CONFIG": home.config.as_ref().unwrap(),
-            "PATH": path,
-        },
+    let spec = shim_spec(
+        &home,
+        &path,
+        &["stdio"],
+        json!({
         "prefix": "everything.",
-    });
+        }),
+    );
     let mut child = py_driver(&deps, &path, "py_content.py", &spec);
     let out = read_result(&mut child);
     let _ = child.wait();
@@ -97,6 +95,13 @@ fn python_sdk_client_lists_and_reads_resources_gets_prompts_and_completes_throug
     );
 }
 
+/// A shim session of `home` whose daemon finds the reference servers on its PATH.
+fn shim_on(home: &Home, path: &str, args: &[&str]) -> super::support::Shim {
+    let mut c = home.cmd(args);
+    c.env("PATH", path);
+    super::support::Shim::spawn(c)
+}
+
 fn two_everythings() -> Home {
     let deps = deps();
     let bin = deps.join("npm/node_modules/.bin/mcp-server-everything");
@@ -120,11 +125,7 @@ profiles:
 fn a_uri_two_upstreams_share_is_made_unambiguous_and_a_hidden_upstream_answers_as_unknown() {
     let home = two_everythings();
     let path = deps_path(&deps());
-    let mut shim = super::support::Shim::spawn({
-        let mut c = home.cmd(&["stdio"]);
-        c.env("PATH", &path);
-        c
-    });
+    let mut shim = shim_on(&home, &path, &["stdio"]);
     shim.initialize("2025-11-25");
     let list = shim.request("resources/list", json!({}));
     let uris: Vec<&str> = list["result"]["resources"]
@@ -166,11 +167,7 @@ fn a_uri_two_upstreams_share_is_made_unambiguous_and_a_hidden_upstream_answers_a
 
     // A profile that does not see the everything servers: their prompts and URIs are unknown,
     // exactly like made-up ones, and nothing of theirs is listed.
-    let mut narrow = super::support::Shim::spawn({
-        let mut c = home.cmd(&["stdio", "--profile", "narrow"]);
-        c.env("PATH", &path);
-        c
-    });
+    let mut narrow = shim_on(&home, &path, &["stdio", "--profile", "narrow"]);
     narrow.initialize("2025-11-25");
     let hidden = narrow.request(
         "prompts/get",
@@ -206,17 +203,15 @@ fn a_uri_two_upstreams_share_is_made_unambiguous_and_a_hidden_upstream_answers_a
 #[test]
 fn python_sdk_client_subscribes_to_a_resource_and_hears_its_updates_and_log_messages() {
     let (home, deps, path) = setup();
-    let spec = json!({
-        "command": bin(),
-        "args": ["stdio"],
-        "env": {
-            "MCP_BROKER_HOME": home.root(),
-            "MCP_BROKER_CONFIG": home.config.as_ref().unwrap(),
-            "PATH": path,
-        },
+    let spec = shim_spec(
+        &home,
+        &path,
+        &["stdio"],
+        json!({
         "prefix": "everything.",
         "uri": "demo://resource/static/document/architecture.md",
-    });
+        }),
+    );
     let mut child = py_driver(&deps, &path, "py_notices.py", &spec);
     let out = read_result(&mut child);
     let _ = child.wait();
@@ -232,11 +227,7 @@ fn python_sdk_client_subscribes_to_a_resource_and_hears_its_updates_and_log_mess
 fn a_transparent_profile_exposes_its_one_upstream_without_renaming_anything() {
     let home = two_everythings();
     let path = deps_path(&deps());
-    let mut shim = super::support::Shim::spawn({
-        let mut c = home.cmd(&["stdio", "--profile", "solo"]);
-        c.env("PATH", &path);
-        c
-    });
+    let mut shim = shim_on(&home, &path, &["stdio", "--profile", "solo"]);
     shim.initialize("2025-11-25");
     let tools = shim.tool_names();
     assert!(tools.contains(&"echo".to_string()), "{tools:?}");
@@ -286,11 +277,7 @@ fn a_transparent_profile_exposes_its_one_upstream_without_renaming_anything() {
 fn a_compact_profile_finds_resources_and_prompts_through_the_facade_search() {
     let home = two_everythings();
     let path = deps_path(&deps());
-    let mut shim = super::support::Shim::spawn({
-        let mut c = home.cmd(&["stdio", "--profile", "compact"]);
-        c.env("PATH", &path);
-        c
-    });
+    let mut shim = shim_on(&home, &path, &["stdio", "--profile", "compact"]);
     shim.initialize("2025-11-25");
     let found = shim.call(
         "broker.search_tools",

@@ -3,8 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::interop::{py_driver, read_result, setup};
-use super::support::bin;
+use super::interop::{py_driver, read_result, setup, shim_spec};
 
 const PYTHON_RUN: &str = r#"
 from mcp_sdk import call_tool, result
@@ -34,16 +33,14 @@ fn python_sdk_client_runs_code_that_reads_a_file_and_stores_a_summary_and_uses_t
     let data_lit = format!("{:?}", data.display().to_string());
     let code = PYTHON_RUN.replace("DATA", &data_lit);
     let js = JS_RUN.replace("DATA", &data_lit);
-    let spec = json!({
-        "command": bin(),
-        "args": ["stdio", "--profile", "code"],
-        "env": {
-            "MCP_BROKER_HOME": home.root(),
-            "MCP_BROKER_CONFIG": home.config.as_ref().unwrap(),
-            "PATH": path,
-        },
+    let spec = shim_spec(
+        &home,
+        &path,
+        &["stdio", "--profile", "code"],
+        json!({
         "runs": [{"language": "python", "code": code}, {"language": "javascript", "code": js}],
-    });
+        }),
+    );
     let mut child = py_driver(&deps, &path, "py_exec.py", &spec);
     let out = read_result(&mut child);
     let _ = child.wait();

@@ -40,17 +40,7 @@ http:
         e = everything.display()
     ));
     let path = deps_path(&deps());
-    let out = home
-        .cmd(&["start"])
-        .env("MCPB_TEST_HTTP_TOKEN", TOKEN)
-        .env("PATH", &path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    home.start_with(&[("MCPB_TEST_HTTP_TOKEN", TOKEN), ("PATH", &path)]);
     (home, port, path)
 }
 
@@ -226,16 +216,7 @@ http:
     - {{token: "${{MCPB_TEST_HTTP_TOKEN}}", profile: default, max_sessions: {max}}}
 "#
     ));
-    let out = home
-        .cmd(&["start"])
-        .env("MCPB_TEST_HTTP_TOKEN", TOKEN)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    home.start_with(&[("MCPB_TEST_HTTP_TOKEN", TOKEN)]);
     (home, port)
 }
 

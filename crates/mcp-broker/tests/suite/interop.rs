@@ -50,18 +50,30 @@ fn python_client(
     calls: Value,
     hold: bool,
 ) -> std::process::Child {
-    let spec = json!({
+    let spec = shim_spec(
+        home,
+        path,
+        &["stdio"],
+        json!({"calls": calls, "hold": hold}),
+    );
+    py_driver(deps, path, "py_client.py", &spec)
+}
+
+/// A driver script's spec: how to start the shim (`args`) against `home`, plus `extra`.
+pub(super) fn shim_spec(home: &Home, path: &str, args: &[&str], extra: Value) -> Value {
+    let mut spec = json!({
         "command": bin(),
-        "args": ["stdio"],
+        "args": args,
         "env": {
             "MCP_BROKER_HOME": home.root(),
             "MCP_BROKER_CONFIG": home.config.as_ref().unwrap(),
             "PATH": path,
         },
-        "calls": calls,
-        "hold": hold,
     });
-    py_driver(deps, path, "py_client.py", &spec)
+    if let (Some(s), Value::Object(e)) = (spec.as_object_mut(), extra) {
+        s.extend(e);
+    }
+    spec
 }
 
 /// One of the Python SDK driver scripts of `tests/interop/`, given its JSON spec.

@@ -6,8 +6,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use super::interop::{read_result, setup};
-use super::support::bin;
+use super::interop::{read_result, setup, shim_spec};
 
 #[test]
 fn python_client_with_a_compact_profile_searches_describes_and_calls_with_a_projection() {
@@ -15,18 +14,16 @@ fn python_client_with_a_compact_profile_searches_describes_and_calls_with_a_proj
     let data = home.root().join("data");
     std::fs::create_dir_all(data.join("docs")).unwrap();
     std::fs::write(data.join("docs/notes.md"), "# notes\n").unwrap();
-    let spec = json!({
-        "command": bin(),
-        "args": ["stdio", "--profile", "files"],
-        "env": {
-            "MCP_BROKER_HOME": home.root(),
-            "MCP_BROKER_CONFIG": home.config.as_ref().unwrap(),
-            "PATH": path,
-        },
+    let spec = shim_spec(
+        &home,
+        &path,
+        &["stdio", "--profile", "files"],
+        json!({
         "query": "show the directory tree of a folder as JSON",
         "arguments": {"path": data},
         "projection": {"paths": ["[].name"]},
-    });
+        }),
+    );
     let mut child = Command::new(deps.join("venv/bin/python"))
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/py_facade.py"))
         .arg(spec.to_string())

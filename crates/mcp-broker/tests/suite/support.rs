@@ -71,6 +71,21 @@ impl Home {
         Shim::spawn(self.cmd(&args))
     }
 
+    /// Starts the daemon with `vars` in its environment (an HTTP token, a PATH) and checks it
+    /// came up.
+    pub(super) fn start_with(&self, vars: &[(&str, &str)]) {
+        let mut cmd = self.cmd(&["start"]);
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     pub(super) fn status(&self) -> Value {
         let out = self.run(&["status", "--json"]);
         serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)

@@ -130,8 +130,8 @@ mod tests {
     use super::*;
     use mcpb_config::template::Template;
 
-    fn gate() -> Gate {
-        let http = HttpSettings {
+    fn settings(origins: &[&str], hosts: &[&str]) -> HttpSettings {
+        HttpSettings {
             listen: "127.0.0.1:9".into(),
             path: "/mcp".into(),
             tokens: vec![mcpb_config::http::HttpToken {
@@ -140,10 +140,14 @@ mod tests {
                 max_sessions: 2,
                 max_in_flight: 2,
             }],
-            allowed_origins: vec!["http://localhost:5173".into()],
-            allowed_hosts: vec!["broker.internal".into()],
+            allowed_origins: origins.iter().map(|o| o.to_string()).collect(),
+            allowed_hosts: hosts.iter().map(|h| h.to_string()).collect(),
             session_idle_ms: 1000,
-        };
+        }
+    }
+
+    fn gate() -> Gate {
+        let http = settings(&["http://localhost:5173"], &["broker.internal"]);
         let env = |n: &str| (n == "TOK").then(|| "0123456789abcdef0123".to_string());
         Gate::new(&http, 9, &env, std::path::Path::new("/nonexistent")).unwrap()
     }
@@ -211,19 +215,7 @@ mod tests {
 
     #[test]
     fn short_or_unset_tokens_stop_the_start() {
-        let http = HttpSettings {
-            listen: "127.0.0.1:9".into(),
-            path: "/mcp".into(),
-            tokens: vec![mcpb_config::http::HttpToken {
-                token: Template::parse("${TOK}").unwrap(),
-                profile: "p".into(),
-                max_sessions: 1,
-                max_in_flight: 1,
-            }],
-            allowed_origins: vec![],
-            allowed_hosts: vec![],
-            session_idle_ms: 1000,
-        };
+        let http = settings(&[], &[]);
         let unset = |_: &str| None;
         assert!(Gate::new(&http, 9, &unset, std::path::Path::new("/x")).is_err());
         let short = |_: &str| Some("abc".to_string());
