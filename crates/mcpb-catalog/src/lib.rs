@@ -21,4 +21,4 @@ pub use error::CatalogError;
 pub use pins::{Judged, PinMode, Pins, Quarantine, Verdict};
 pub use scan::Finding;
 pub use search::{Hit, Index, Weights};
-pub use store::{CachedList, ListStore};
+pub use store::{CachedContent, CachedList, ListStore};

@@ -1,5 +1,9 @@
 //! Each upstream's tool list on disk (`state/catalog/<upstream>.json`) with its hash and the time
-//! it was fetched, so search, describe and status answer while every upstream is stopped.
+//! it was fetched, so search, describe and status answer while every upstream is stopped; and
+//! beside it the upstream's resources, resource templates and prompts
+//! (`<upstream>.content.json`: upstream names never hold a dot), for the same reason.
+
+use std::collections::BTreeMap;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -74,6 +78,60 @@ impl ListStore {
     }
 }
 
+/// An upstream's last listings besides tools, by the key of their answer (`resources`,
+/// `resourceTemplates`, `prompts`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CachedContent {
+    pub upstream: String,
+    pub fetched_at_unix: u64,
+    pub lists: BTreeMap<String, Arc<Vec<Value>>>,
+}
+
+impl ListStore {
+    fn content_path(&self, upstream: &str) -> PathBuf {
+        self.dir.join(format!("{upstream}.content.json"))
+    }
+
+    /// The cached listings of one upstream; empty when none was ever written.
+    pub fn load_content(&self, upstream: &str) -> Result<CachedContent, CatalogError> {
+        let path = self.content_path(upstream);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(CachedContent {
+                    upstream: upstream.to_string(),
+                    ..CachedContent::default()
+                });
+            }
+            Err(e) => return Err(CatalogError::io(&path, e)),
+        };
+        let content: CachedContent =
+            serde_json::from_str(&text).map_err(|e| CatalogError::Corrupt {
+                path: path.clone(),
+                what: "cached resource and prompt lists",
+                reason: e.to_string(),
+            })?;
+        if content.upstream != upstream {
+            return Err(CatalogError::Corrupt {
+                path,
+                what: "cached resource and prompt lists",
+                reason: format!("written for upstream {:?}", content.upstream),
+            });
+        }
+        Ok(content)
+    }
+
+    pub fn save_content(&self, content: &CachedContent) -> Result<(), CatalogError> {
+        let path = self.content_path(&content.upstream);
+        let text = serde_json::to_vec(content).map_err(|e| CatalogError::Corrupt {
+            path: path.clone(),
+            what: "resource and prompt lists",
+            reason: e.to_string(),
+        })?;
+        write_atomic(&path, &text)
+    }
+}
+
 /// Write to a temporary file beside the target, then rename: a reader sees the old file or the
 /// new one, never half of one. Files are private to the user.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CatalogError> {
@@ -98,5 +156,33 @@ mod tests {
             store.load("git"),
             Err(CatalogError::Corrupt { .. })
         ));
+    }
+
+    #[test]
+    fn content_lives_beside_the_tool_list_and_names_its_upstream() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ListStore::new(dir.path().join("catalog"));
+        assert!(store.load_content("docs").unwrap().lists.is_empty());
+        let mut content = CachedContent {
+            upstream: "docs".into(),
+            fetched_at_unix: 7,
+            ..CachedContent::default()
+        };
+        content.lists.insert(
+            "prompts".into(),
+            Arc::new(vec![json!({"name": "summarize"})]),
+        );
+        store.save_content(&content).unwrap();
+        assert_eq!(store.load_content("docs").unwrap(), content);
+        assert!(
+            store.load("docs").unwrap().is_none(),
+            "the tool list is apart"
+        );
+        std::fs::rename(
+            dir.path().join("catalog/docs.content.json"),
+            dir.path().join("catalog/other.content.json"),
+        )
+        .unwrap();
+        assert!(store.load_content("other").is_err());
     }
 }

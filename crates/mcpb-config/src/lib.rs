@@ -25,7 +25,8 @@ pub use load::{EMBEDDED_DEFAULT, EXAMPLE, load, load_str, locate};
 pub use raw::{Lifecycle, NameStyle, PinModeSetting, Transport};
 pub use resolve::ResolveContext;
 pub use settings::{
-    BrokerSettings, ConfigSource, ProfileSettings, Settings, ToolFilter, UpstreamSettings,
+    BrokerSettings, ConfigSource, NameFilter, ProfileSettings, Settings, ToolFilter,
+    UpstreamSettings,
 };
 pub use template::Template;
 

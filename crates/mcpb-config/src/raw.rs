@@ -212,6 +212,15 @@ pub struct RawUpstream {
     /// `tools_allow` matches them.
     #[serde(default)]
     pub tools_deny: Vec<String>,
+    /// Only this upstream's resources whose URIs match one of these globs are listed, read,
+    /// subscribed to or completed (`*` runs over `/` too); a template is listed when its
+    /// `uriTemplate` text matches. Empty: every resource.
+    #[serde(default)]
+    pub resources_allow: Vec<String>,
+    /// This upstream's resources whose URIs match one of these globs are never offered, even
+    /// when `resources_allow` matches them.
+    #[serde(default)]
+    pub resources_deny: Vec<String>,
     /// A safe probe used by `profile validate`.
     #[serde(default)]
     pub smoke: Option<RawSmoke>,

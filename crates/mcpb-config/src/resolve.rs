@@ -234,6 +234,21 @@ impl Resolver<'_> {
                 crate::settings::ToolFilter::default()
             }
         };
+        let resource_filter = match crate::settings::NameFilter::resources(
+            &raw.resources_allow,
+            &raw.resources_deny,
+        ) {
+            Ok(f) => f,
+            Err((pattern, e)) => {
+                self.issue(
+                    name,
+                    format!("upstreams.{n}.resources_allow"),
+                    format!("'{pattern}' is not a URI glob: {e}"),
+                    Some("globs take * (any run of characters, '/' too), ? (one character) and [abc] (one of them)"),
+                );
+                crate::settings::NameFilter::default()
+            }
+        };
         if let Err(e) = check_name(n) {
             self.issue(name, format!("upstreams.{n}"), format!("invalid upstream name: {e}"),
                 Some("use letters, digits, '-' and single '_'; the name prefixes every tool as <upstream>.<tool>"));
@@ -287,6 +302,7 @@ impl Resolver<'_> {
             trust_annotations: raw.trust_annotations,
             read_only_tools: raw.read_only_tools.clone(),
             tool_filter,
+            resource_filter,
             smoke: raw.smoke.clone().map(SmokeSettings::from),
         }
     }

@@ -11,16 +11,38 @@ use crate::layout::RuntimeLayout;
 use crate::raw::{Lifecycle, NameStyle, PinModeSetting, RawSmoke, Transport};
 use crate::template::Template;
 
-/// Which of an upstream's tools it offers at all: name globs over the upstream's own tool names.
+/// Which of an upstream's tools (by their own names) or resources (by URI, or a template by its
+/// `uriTemplate`) it offers at all: globs, where `*` runs over `/` too.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ToolFilter {
+pub struct NameFilter {
     allow: Vec<glob::Pattern>,
     deny: Vec<glob::Pattern>,
+    /// The configuration keys the two lists came from, for `config show`.
+    keys: (&'static str, &'static str),
 }
 
-impl ToolFilter {
+/// `tools_allow` / `tools_deny`.
+pub type ToolFilter = NameFilter;
+
+impl NameFilter {
     /// Compiles both lists; the first pattern that is not a glob is the error.
     pub fn new(allow: &[String], deny: &[String]) -> Result<Self, (String, glob::PatternError)> {
+        Self::keyed(("tools_allow", "tools_deny"), allow, deny)
+    }
+
+    /// `resources_allow` / `resources_deny`.
+    pub fn resources(
+        allow: &[String],
+        deny: &[String],
+    ) -> Result<Self, (String, glob::PatternError)> {
+        Self::keyed(("resources_allow", "resources_deny"), allow, deny)
+    }
+
+    fn keyed(
+        keys: (&'static str, &'static str),
+        allow: &[String],
+        deny: &[String],
+    ) -> Result<Self, (String, glob::PatternError)> {
         let compile =
             |list: &[String]| -> Result<Vec<glob::Pattern>, (String, glob::PatternError)> {
                 list.iter()
@@ -30,6 +52,7 @@ impl ToolFilter {
         Ok(Self {
             allow: compile(allow)?,
             deny: compile(deny)?,
+            keys,
         })
     }
 
@@ -37,22 +60,22 @@ impl ToolFilter {
         self.allow.is_empty() && self.deny.is_empty()
     }
 
-    /// Whether the upstream offers its tool `name`.
+    /// Whether the upstream offers `name`.
     pub fn admits(&self, name: &str) -> bool {
         (self.allow.is_empty() || self.allow.iter().any(|p| p.matches(name)))
             && !self.deny.iter().any(|p| p.matches(name))
     }
 }
 
-impl Serialize for ToolFilter {
+impl Serialize for NameFilter {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         fn names(l: &[glob::Pattern]) -> Vec<&str> {
             l.iter().map(glob::Pattern::as_str).collect()
         }
         let mut m = s.serialize_map(Some(2))?;
-        m.serialize_entry("tools_allow", &names(&self.allow))?;
-        m.serialize_entry("tools_deny", &names(&self.deny))?;
+        m.serialize_entry(self.keys.0, &names(&self.allow))?;
+        m.serialize_entry(self.keys.1, &names(&self.deny))?;
         m.end()
     }
 }
@@ -167,8 +190,12 @@ pub struct UpstreamSettings {
     pub trust_annotations: bool,
     pub read_only_tools: Vec<String>,
     /// `tools_allow` / `tools_deny`, compiled.
-    #[serde(flatten, skip_serializing_if = "ToolFilter::is_empty")]
+    #[serde(flatten, skip_serializing_if = "NameFilter::is_empty")]
     pub tool_filter: ToolFilter,
+    /// `resources_allow` / `resources_deny`, compiled: URIs (and templates) the upstream's
+    /// resources may have; reads, subscriptions and completions of any other are unknown.
+    #[serde(flatten, skip_serializing_if = "NameFilter::is_empty")]
+    pub resource_filter: NameFilter,
     /// The safe probe `mcp-broker profile validate` is to run (search, describe, call) once
     /// the client-integration commands land; checked and kept, not read by anything yet.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -2,6 +2,8 @@
 //! through mcpb-catalog's list store) with the pin verdict and scan findings of each tool. Lists
 //! come from running upstreams; when an upstream is stopped the disk copy answers, so search,
 //! describe and status start nothing. The judging of a new list runs on a thread of its own.
+//! Resource, template and prompt lists are kept the same way (unjudged), so a search over them
+//! starts nothing either.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use mcpb_catalog::{CachedList, Finding, ListStore, PinMode, Pins, Verdict};
+use mcpb_catalog::{CachedContent, CachedList, Finding, ListStore, PinMode, Pins, Verdict};
 use serde_json::Value;
 
 pub(crate) struct Entry {
@@ -42,6 +44,9 @@ pub(crate) struct KnownLists {
     /// Bumped whenever a list or a verdict changes; search indexes are rebuilt on change.
     generation: AtomicU64,
     observing: Mutex<()>,
+    /// Resources, templates and prompts by upstream; an upstream read from disk once stays here
+    /// (empty when the disk had nothing).
+    content: Mutex<HashMap<String, CachedContent>>,
 }
 
 impl KnownLists {
@@ -60,6 +65,7 @@ impl KnownLists {
             entries: Mutex::default(),
             generation: AtomicU64::new(1),
             observing: Mutex::default(),
+            content: Mutex::default(),
         }
     }
 
@@ -201,6 +207,59 @@ impl KnownLists {
             .collect();
         for list in lists {
             self.install(list);
+        }
+    }
+
+    /// An upstream's last listing under `key` (`resources`, `resourceTemplates`, `prompts`):
+    /// memory, else the disk copy; `None` when it never listed them.
+    pub(crate) fn content(&self, upstream: &str, key: &str) -> Option<Arc<Vec<Value>>> {
+        let mut content = self.content.lock();
+        if !content.contains_key(upstream) {
+            let loaded = self.store.load_content(upstream).unwrap_or_else(|e| {
+                tracing::warn!(upstream, error = %e, "cached resource and prompt lists unreadable; ignored");
+                CachedContent {
+                    upstream: upstream.to_string(),
+                    ..CachedContent::default()
+                }
+            });
+            content.insert(upstream.to_string(), loaded);
+        }
+        content.get(upstream)?.lists.get(key).cloned()
+    }
+
+    /// A listing just received from a running upstream; what changed is written to disk (on
+    /// the catalog's thread).
+    pub(crate) async fn observe_content(
+        self: &Arc<Self>,
+        upstream: &str,
+        key: &str,
+        items: &[Value],
+    ) {
+        if self
+            .content(upstream, key)
+            .is_some_and(|known| known.as_slice() == items)
+        {
+            return;
+        }
+        {
+            let mut content = self.content.lock();
+            let Some(c) = content.get_mut(upstream) else {
+                return;
+            };
+            c.lists.insert(key.to_string(), Arc::new(items.to_vec()));
+            c.fetched_at_unix = mcpb_config::unix_now();
+        }
+        // The job copies what memory holds when it runs, so the last write is the newest.
+        let (me, name) = (self.clone(), upstream.to_string());
+        let saved = self
+            .worker
+            .run(move || {
+                let snapshot = me.content.lock().get(&name).cloned();
+                snapshot.map_or(Ok(()), |c| me.store.save_content(&c))
+            })
+            .await;
+        if let Some(Err(e)) = saved {
+            tracing::warn!(upstream, error = %e, "cannot cache the resource and prompt lists on disk");
         }
     }
 

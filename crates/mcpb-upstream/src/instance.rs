@@ -83,6 +83,8 @@ pub(crate) struct Instance {
     pub(crate) protocol_version: Arc<Mutex<String>>,
     /// The upstream speaks 2026-07-28: every request carries the broker's envelope in `_meta`.
     pub(crate) stateless: AtomicBool,
+    /// What the upstream said it offers (`capabilities` of its handshake or discovery).
+    capabilities: Mutex<Option<serde_json::Value>>,
     /// The client's own `_meta` keys that may travel on besides `progressToken`
     /// (`broker.forward_meta_keys`).
     forward_meta: Vec<String>,
@@ -253,6 +255,7 @@ impl Instance {
             last_used: Mutex::new(Instant::now()),
             protocol_version: w.protocol_version,
             stateless: AtomicBool::new(false),
+            capabilities: Mutex::default(),
             forward_meta: w.forward_meta,
         })
     }
@@ -267,6 +270,10 @@ impl Instance {
 
     pub(crate) fn protocol_version(&self) -> String {
         self.protocol_version.lock().clone()
+    }
+
+    pub(crate) fn capabilities(&self) -> Option<serde_json::Value> {
+        self.capabilities.lock().clone()
     }
 
     pub(crate) fn stderr_tail(&self) -> Vec<String> {
@@ -491,11 +498,15 @@ impl Instance {
         struct Discover {
             #[serde(rename = "supportedVersions", default)]
             supported: Vec<String>,
+            #[serde(default)]
+            capabilities: Option<serde_json::Value>,
         }
-        let modern = serde_json::from_str::<Discover>(result.get())
-            .map(|d| d.supported.iter().any(|v| revision::is_modern(v)))
-            .unwrap_or(false);
+        let discovered = serde_json::from_str::<Discover>(result.get()).ok();
+        let modern = discovered
+            .as_ref()
+            .is_some_and(|d| d.supported.iter().any(|v| revision::is_modern(v)));
         if modern {
+            *self.capabilities.lock() = discovered.and_then(|d| d.capabilities);
             self.stateless.store(true, Ordering::SeqCst);
             *self.protocol_version.lock() = mcpb_protocol::era::STATELESS_REVISION.to_string();
         }
@@ -534,6 +545,8 @@ impl Instance {
         struct InitResult {
             #[serde(rename = "protocolVersion")]
             protocol_version: String,
+            #[serde(default)]
+            capabilities: Option<serde_json::Value>,
         }
         let init: InitResult = serde_json::from_str(result.get())
             .map_err(|e| handshake(format!("unreadable initialize result: {e}")))?;
@@ -544,6 +557,7 @@ impl Instance {
             )));
         }
         *self.protocol_version.lock() = init.protocol_version;
+        *self.capabilities.lock() = init.capabilities;
         self.notify("notifications/initialized", None).await;
         Ok(())
     }

@@ -27,6 +27,9 @@ pub struct UpstreamStatus {
     /// Calls in flight on per-call instances.
     pub active_call_count: usize,
     pub protocol_version: Option<String>,
+    /// What the upstream said it offers at its last start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<serde_json::Value>,
     pub tool_count: Option<usize>,
     pub started_at_unix: Option<u64>,
     pub starts: u32,

@@ -108,6 +108,7 @@ impl Upstream {
             session_count: 0,
             active_call_count: 0,
             protocol_version: None,
+            capabilities: None,
             tool_count: None,
             started_at_unix: None,
             starts: 0,
@@ -301,6 +302,7 @@ impl Upstream {
                 // A stale error would blame a server that works now.
                 s.last_error = None;
                 s.protocol_version = Some(inst.protocol_version());
+                s.capabilities = inst.capabilities();
                 s.tool_count = Some(count);
                 s.rejected_tools = rejected;
                 s.started_at_unix = Some(unix_now());
@@ -608,6 +610,11 @@ impl Upstream {
                 cb(&up.settings.name);
             }
         });
+    }
+
+    /// What the upstream said it offers at its last start; `None` before any start.
+    pub fn capabilities(&self) -> Option<Value> {
+        self.state.lock().status.capabilities.clone()
     }
 
     /// Whether an instance serving `session` runs now (a shared one, or the session's own).

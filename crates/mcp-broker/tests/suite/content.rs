@@ -95,6 +95,18 @@ fn python_sdk_client_lists_and_reads_resources_gets_prompts_and_completes_throug
     );
 }
 
+/// `resources/list` and the URIs it lists.
+fn list_uris(shim: &mut super::support::Shim) -> (Value, Vec<String>) {
+    let list = shim.request("resources/list", json!({}));
+    let uris = list["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["uri"].as_str().map(str::to_string))
+        .collect();
+    (list, uris)
+}
+
 /// A shim session of `home` whose daemon finds the reference servers on its PATH.
 fn shim_on(home: &Home, path: &str, args: &[&str]) -> super::support::Shim {
     let mut c = home.cmd(args);
@@ -111,11 +123,16 @@ upstreams:
   one: {{command: "{b}"}}
   two: {{command: "{b}"}}
   example: {{command: "{{broker.exe}}", args: [example-server], trust_annotations: true}}
+  guarded:
+    command: "{b}"
+    resources_allow: ["demo://resource/static/document/*"]
+    resources_deny: ["*/architecture.md"]
 profiles:
   default: {{allow_mutating_upstreams: true}}
   narrow: {{upstreams: [example]}}
   solo: {{upstreams: [one], namespace: false, allow_mutating_upstreams: true}}
   compact: {{upstreams: [one], compact_tools_enabled: true, allow_mutating_upstreams: true}}
+  guarded: {{upstreams: [guarded]}}
 "#,
         b = bin.display()
     ))
@@ -127,13 +144,8 @@ fn a_uri_two_upstreams_share_is_made_unambiguous_and_a_hidden_upstream_answers_a
     let path = deps_path(&deps());
     let mut shim = shim_on(&home, &path, &["stdio"]);
     shim.initialize("2025-11-25");
-    let list = shim.request("resources/list", json!({}));
-    let uris: Vec<&str> = list["result"]["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|r| r["uri"].as_str())
-        .collect();
+    let (_, uris) = list_uris(&mut shim);
+    let uris: Vec<&str> = uris.iter().map(String::as_str).collect();
     let doc = "demo://resource/static/document/architecture.md";
     assert!(
         uris.contains(&format!("mcpb://one/{doc}").as_str()),
@@ -198,6 +210,70 @@ fn a_uri_two_upstreams_share_is_made_unambiguous_and_a_hidden_upstream_answers_a
     );
     let bad = narrow.request("resources/read", json!({}));
     assert_eq!(bad["error"]["code"], -32602, "{bad}");
+
+    // Capabilities are the union of what the profile's upstreams offer: before the example
+    // server ever started it may offer anything; once it said it has tools only, a new session
+    // is offered tools only.
+    let caps = |shim: &mut super::support::Shim| {
+        shim.initialize("2025-11-25")["result"]["capabilities"].clone()
+    };
+    let _ = narrow.tool_names();
+    let mut again = shim_on(&home, &path, &["stdio", "--profile", "narrow"]);
+    let offered = caps(&mut again);
+    assert!(offered.get("tools").is_some(), "{offered}");
+    for absent in ["resources", "prompts", "completions"] {
+        assert!(offered.get(absent).is_none(), "{absent}: {offered}");
+    }
+    let mut wide = shim_on(&home, &path, &["stdio"]);
+    let offered = caps(&mut wide);
+    assert_eq!(offered["resources"]["subscribe"], true, "{offered}");
+    assert!(offered.get("prompts").is_some(), "{offered}");
+}
+
+#[test]
+fn an_upstreams_resource_filter_hides_uris_on_every_path() {
+    let home = two_everythings();
+    let path = deps_path(&deps());
+    let mut shim = shim_on(&home, &path, &["stdio", "--profile", "guarded"]);
+    shim.initialize("2025-11-25");
+    let (list, uris) = list_uris(&mut shim);
+    let uris: Vec<&str> = uris.iter().map(String::as_str).collect();
+    assert!(!uris.is_empty(), "{list}");
+    assert!(
+        uris.iter()
+            .all(|u| u.starts_with("demo://resource/static/document/")
+                && !u.ends_with("/architecture.md")),
+        "{uris:?}"
+    );
+    let denied = "demo://resource/static/document/architecture.md";
+    let allowed = uris[0].to_string();
+    let read = shim.request("resources/read", json!({"uri": denied}));
+    assert_eq!(read["error"]["code"], -32002, "{read}");
+    let read = shim.request(
+        "resources/read",
+        json!({"uri": "demo://resource/dynamic/text/1"}),
+    );
+    assert_eq!(read["error"]["code"], -32002, "{read}");
+    let read = shim.request("resources/read", json!({"uri": allowed}));
+    assert_eq!(
+        read["result"]["contents"][0]["uri"],
+        allowed.as_str(),
+        "{read}"
+    );
+    let sub = shim.request("resources/subscribe", json!({"uri": denied}));
+    assert_eq!(sub["error"]["code"], -32002, "{sub}");
+    let templates = shim.request("resources/templates/list", json!({}));
+    assert_eq!(
+        templates["result"]["resourceTemplates"],
+        json!([]),
+        "{templates}"
+    );
+    let found = shim.call(
+        "broker.search_tools",
+        json!({"query": "architecture document", "kind": "resource"}),
+    );
+    let hits = found["result"]["structuredContent"]["results"].to_string();
+    assert!(!hits.contains("architecture.md"), "{hits}");
 }
 
 #[test]
@@ -302,4 +378,34 @@ fn a_compact_profile_finds_resources_and_prompts_through_the_facade_search() {
         found["result"]["structuredContent"]["results"][0]["name"], "one.echo",
         "{found}"
     );
+
+    // The lists are kept like tool lists: a daemon started afresh finds them without
+    // starting the upstream.
+    drop(shim);
+    assert!(home.run(&["stop"]).status.success());
+    let mut shim = shim_on(&home, &path, &["stdio", "--profile", "compact"]);
+    shim.initialize("2025-11-25");
+    for (query, kind, key, want) in [
+        (
+            "architecture document",
+            "resource",
+            "uri",
+            "demo://resource/static/document/architecture.md",
+        ),
+        ("weather in a city", "prompt", "name", "one.args-prompt"),
+    ] {
+        let found = shim.call("broker.search_tools", json!({"query": query, "kind": kind}));
+        assert_eq!(
+            found["result"]["structuredContent"]["results"][0][key], want,
+            "{found}"
+        );
+    }
+    let one = home.status()["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "one")
+        .cloned()
+        .unwrap();
+    assert_eq!(one["state"], "stopped", "{one}");
 }

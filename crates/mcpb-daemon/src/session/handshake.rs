@@ -24,7 +24,7 @@ impl Session {
         self.learn_client(params.get("clientInfo"), params.get("capabilities"));
         let result = json!({
             "protocolVersion": revision::negotiate(requested),
-            "capabilities": capabilities(),
+            "capabilities": self.capabilities(),
             "serverInfo": server_info(),
             "instructions": self.instructions(),
         });
@@ -54,7 +54,7 @@ impl Session {
         self.learn_client(meta.get(CLIENT_INFO_KEY), meta.get(CLIENT_CAPABILITIES_KEY));
         let result = json!({
             "supportedVersions": revision::all(),
-            "capabilities": capabilities(),
+            "capabilities": self.capabilities(),
             "instructions": self.instructions(),
             "_meta": {SERVER_INFO_KEY: server_info()},
         });
@@ -123,14 +123,36 @@ fn request_meta(params: Option<&RawValue>) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// What the broker serves: tools, and the resources, prompts and completions of the profile's
-/// upstreams (merged; an upstream without them contributes nothing).
-fn capabilities() -> Value {
-    json!({
-        "tools": {"listChanged": true},
-        "resources": {"subscribe": true, "listChanged": true},
-        "prompts": {"listChanged": true},
-        "completions": {},
-        "logging": {},
-    })
+impl Session {
+    /// What the broker serves: tools, and whatever else the profile's upstreams offer (the
+    /// union of their own capabilities). An upstream never started yet may offer anything, so
+    /// it counts as offering everything; what it turns out not to have lists as nothing.
+    fn capabilities(&self) -> Value {
+        let ups = self.broker.view(self.profile.clone(), 0).upstreams();
+        let known: Vec<Option<Value>> = ups.iter().map(|u| u.capabilities()).collect();
+        let offers = |key: &str, flag: Option<&str>| {
+            known.iter().any(|c| match c {
+                None => true,
+                Some(c) => c.get(key).is_some_and(|v| {
+                    flag.is_none_or(|f| v.get(f).and_then(Value::as_bool) == Some(true))
+                }),
+            })
+        };
+        let mut caps = json!({"tools": {"listChanged": true}});
+        if offers("resources", None) {
+            caps["resources"] = json!({
+                "subscribe": offers("resources", Some("subscribe")),
+                "listChanged": true,
+            });
+        }
+        if offers("prompts", None) {
+            caps["prompts"] = json!({"listChanged": true});
+        }
+        if offers("completions", None) {
+            caps["completions"] = json!({});
+        }
+        // `logging/setLevel` is the broker's own (a threshold per session): always there.
+        caps["logging"] = json!({});
+        caps
+    }
 }

@@ -6,7 +6,7 @@ use mcpb_facade::tools::search_tools::Kind;
 use serde_json::{Value, json};
 
 use super::{tool_error, tool_result};
-use crate::view::ProfileView;
+use crate::view::{ProfileView, Source};
 
 /// The first sentence of a description's first line, at most 200 characters.
 fn one_line(description: &str) -> String {
@@ -22,11 +22,12 @@ fn one_line(description: &str) -> String {
 }
 
 /// Resources or prompts ranked like tools: the same index, built for this one search from the
-/// profile's live lists (they are short next to tool lists).
+/// profile's lists (they are short next to tool lists): a running upstream's own, else the
+/// last one known, so a search starts only an upstream that never listed them.
 async fn search_content(view: &ProfileView, args: &Args, kind: Kind) -> Value {
     let items = match kind {
-        Kind::Resource => view.all_resources().await,
-        _ => view.all_prompts().await,
+        Kind::Resource => view.all_resources(Source::Known).await,
+        _ => view.all_prompts(Source::Known).await,
     };
     let server = args.server.as_deref().filter(|s| !s.is_empty());
     let docs: Vec<mcpb_catalog::ToolDoc> = items

@@ -24,6 +24,15 @@ const PAGE: usize = 500;
 const MAX_OWNERS: usize = 50_000;
 const PREFIX: &str = "mcpb://";
 
+/// Where a listing comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// From each upstream, started if need be (what a client's own listing gets).
+    Live,
+    /// From a running upstream, else its last listing (a search).
+    Known,
+}
+
 /// Which upstream listed which resource URI: a read finds its upstream without listing again.
 #[derive(Default)]
 pub(crate) struct ResourceOwners(Mutex<HashMap<String, String>>);
@@ -117,55 +126,100 @@ impl ProfileView {
         }
     }
 
-    /// `method` to every upstream of the profile, every page of `key` gathered. An upstream
-    /// whose last start failed is skipped (and retried in the background); one that does not
-    /// offer the method contributes nothing.
-    async fn gather(&self, method: &str, key: &str) -> Vec<(Arc<Upstream>, Vec<Value>)> {
+    /// `method` to every upstream of the profile, every page of `key` gathered, then held to
+    /// the upstream's resource filter. A complete listing is remembered (memory and disk).
+    /// `Known` answers from that memory for an upstream not running for the session (a
+    /// search starts nothing); an upstream whose last start failed answers from it too (and is
+    /// retried in the background); one that does not offer the method contributes nothing.
+    async fn gather(
+        &self,
+        method: &str,
+        key: &str,
+        source: Source,
+    ) -> Vec<(Arc<Upstream>, Vec<Value>)> {
         let ups = self.upstreams();
         futures_util::future::join_all(ups.into_iter().map(|up| async move {
-            let mut items = Vec::new();
-            if up.failing().is_some() {
+            let known = self.known.content(up.name(), key);
+            let items = if up.failing().is_some() {
                 up.retry_in_background();
-                return (up, items);
-            }
-            let opts = Self::options(&up, None);
-            let mut cursor: Option<String> = None;
-            for _ in 0..MAX_PAGES {
-                let params = cursor
-                    .as_ref()
-                    .and_then(|c| RawValue::from_string(json!({ "cursor": c }).to_string()).ok());
-                let outgoing = Outgoing::Request {
-                    method,
-                    params: params.as_deref(),
-                };
-                let result = match up.call(self.session, outgoing, &opts).await {
-                    Ok(Reply::Result(r)) => r,
-                    Ok(Reply::Error(_)) => break,
-                    Err(e) => {
-                        tracing::warn!(upstream = up.name(), method, error = %e, "left out of a listing");
-                        break;
+                known.map(|l| l.to_vec()).unwrap_or_default()
+            } else if let (Source::Known, Some(l), false) =
+                (source, &known, up.running_for(self.session))
+            {
+                l.to_vec()
+            } else {
+                match self.list_pages(&up, method, key).await {
+                    Some(items) => {
+                        self.known.observe_content(up.name(), key, &items).await;
+                        items
                     }
-                };
-                let Ok(mut v) = serde_json::from_str::<Value>(result.get()) else {
-                    break;
-                };
-                if let Some(Value::Array(list)) = v.get_mut(key).map(Value::take) {
-                    items.extend(list);
+                    None => known.map(|l| l.to_vec()).unwrap_or_default(),
                 }
-                cursor = v.get("nextCursor").and_then(Value::as_str).map(str::to_string);
-                if cursor.is_none() {
-                    break;
-                }
-            }
+            };
+            let filter = &up.settings().resource_filter;
+            let field = if key == "resourceTemplates" {
+                "uriTemplate"
+            } else {
+                "uri"
+            };
+            let items = if key == "prompts" || filter.is_empty() {
+                items
+            } else {
+                items
+                    .into_iter()
+                    .filter(|r| {
+                        r.get(field)
+                            .and_then(Value::as_str)
+                            .is_some_and(|u| filter.admits(u))
+                    })
+                    .collect()
+            };
             (up, items)
         }))
         .await
     }
 
+    /// Every page of one upstream's listing; `None` when it could not be had (an upstream that
+    /// answers with an error does not offer it: an empty listing).
+    async fn list_pages(&self, up: &Arc<Upstream>, method: &str, key: &str) -> Option<Vec<Value>> {
+        let opts = Self::options(up, None);
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let params = cursor
+                .as_ref()
+                .and_then(|c| RawValue::from_string(json!({ "cursor": c }).to_string()).ok());
+            let outgoing = Outgoing::Request {
+                method,
+                params: params.as_deref(),
+            };
+            let result = match up.call(self.session, outgoing, &opts).await {
+                Ok(Reply::Result(r)) => r,
+                Ok(Reply::Error(_)) => return Some(items),
+                Err(e) => {
+                    tracing::warn!(upstream = up.name(), method, error = %e, "left out of a listing");
+                    return None;
+                }
+            };
+            let mut v = serde_json::from_str::<Value>(result.get()).ok()?;
+            if let Some(Value::Array(list)) = v.get_mut(key).map(Value::take) {
+                items.extend(list);
+            }
+            cursor = v
+                .get("nextCursor")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            if cursor.is_none() {
+                break;
+            }
+        }
+        Some(items)
+    }
+
     /// Every resource of the profile as a client sees it (URIs made unambiguous), with the
     /// upstream that serves it.
-    pub(crate) async fn all_resources(&self) -> Vec<(String, Value)> {
-        let lists = self.gather("resources/list", "resources").await;
+    pub(crate) async fn all_resources(&self, source: Source) -> Vec<(String, Value)> {
+        let lists = self.gather("resources/list", "resources", source).await;
         let mut seen: HashMap<String, usize> = HashMap::new();
         for (_, items) in &lists {
             for r in items {
@@ -191,9 +245,9 @@ impl ProfileView {
     }
 
     /// Every prompt of the profile under its exposed name, with its upstream.
-    pub(crate) async fn all_prompts(&self) -> Vec<(String, Value)> {
+    pub(crate) async fn all_prompts(&self, source: Source) -> Vec<(String, Value)> {
         let mut out = Vec::new();
-        for (up, prompts) in self.gather("prompts/list", "prompts").await {
+        for (up, prompts) in self.gather("prompts/list", "prompts", source).await {
             for mut p in prompts {
                 let Some(name) = p.get("name").and_then(Value::as_str) else {
                     continue;
@@ -212,7 +266,7 @@ impl ProfileView {
         params: Option<&RawValue>,
     ) -> Result<Value, BrokerRpcError> {
         let out = self
-            .all_resources()
+            .all_resources(Source::Live)
             .await
             .into_iter()
             .map(|(_, r)| r)
@@ -226,14 +280,32 @@ impl ProfileView {
         params: Option<&RawValue>,
     ) -> Result<Value, BrokerRpcError> {
         let lists = self
-            .gather("resources/templates/list", "resourceTemplates")
+            .gather(
+                "resources/templates/list",
+                "resourceTemplates",
+                Source::Live,
+            )
             .await;
         let out = lists.into_iter().flat_map(|(_, items)| items).collect();
         page(out, cursor_of(params).as_deref(), "resourceTemplates")
     }
 
-    /// The upstream a resource URI belongs to, and the URI as that upstream knows it.
+    /// The upstream a resource URI belongs to, and the URI as that upstream knows it; a URI
+    /// its upstream's resource filter leaves out is unknown.
     async fn resource_owner(&self, uri: &str) -> Result<(Arc<Upstream>, String), BrokerRpcError> {
+        let (up, original) = self.find_resource_owner(uri).await?;
+        if !up.settings().resource_filter.admits(&original) {
+            return Err(BrokerRpcError::UnknownResource(
+                uri.chars().take(300).collect(),
+            ));
+        }
+        Ok((up, original))
+    }
+
+    async fn find_resource_owner(
+        &self,
+        uri: &str,
+    ) -> Result<(Arc<Upstream>, String), BrokerRpcError> {
         let unknown = || BrokerRpcError::UnknownResource(uri.chars().take(300).collect());
         let ups = self.upstreams();
         let named = |name: &str| ups.iter().find(|u| u.name() == name).cloned();
@@ -253,7 +325,11 @@ impl ProfileView {
             return Ok((up, uri.to_string()));
         }
         for (up, templates) in self
-            .gather("resources/templates/list", "resourceTemplates")
+            .gather(
+                "resources/templates/list",
+                "resourceTemplates",
+                Source::Live,
+            )
             .await
         {
             let hit = templates.iter().any(|t| {
@@ -331,7 +407,7 @@ impl ProfileView {
         params: Option<&RawValue>,
     ) -> Result<Value, BrokerRpcError> {
         let out = self
-            .all_prompts()
+            .all_prompts(Source::Live)
             .await
             .into_iter()
             .map(|(_, p)| p)
@@ -357,7 +433,7 @@ impl ProfileView {
             return Ok((up.clone(), own.to_string()));
         }
         // A shortened name: only the upstream's list knows which prompt it stands for.
-        let lists = self.gather("prompts/list", "prompts").await;
+        let lists = self.gather("prompts/list", "prompts", Source::Live).await;
         let found = lists
             .into_iter()
             .filter(|(u, _)| u.name() == up.name())

@@ -23,7 +23,7 @@ mod content;
 mod search;
 mod tool;
 
-pub(crate) use content::ResourceOwners;
+pub(crate) use content::{ResourceOwners, Source};
 
 pub(crate) use search::SearchCache;
 pub(crate) use tool::VisibleTool;
