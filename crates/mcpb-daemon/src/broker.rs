@@ -140,6 +140,44 @@ impl Broker {
 
     /// Stops the per-session instances of an ended session, in the background: the ladder may
     /// take seconds and the session's connection is already closing.
+    /// Tells each shared upstream still running about the resources an ended session was the
+    /// last subscriber of (a per-session instance stops with its session anyway; a stopped
+    /// upstream is not started for it).
+    pub(crate) fn unsubscribe_orphans(&self, session: u64, orphaned: Vec<(String, String)>) {
+        let generation = self.config();
+        for (name, uri) in orphaned {
+            let Some(up) = generation.upstreams.get(&name).cloned() else {
+                continue;
+            };
+            if up.settings().lifecycle != Lifecycle::Shared || !up.running_for(session) {
+                continue;
+            }
+            let subs = self.subscriptions.clone();
+            tokio::spawn(async move {
+                // A session that subscribed again meanwhile keeps the upstream's subscription.
+                if subs.has_subscribers(&name, &uri) {
+                    return;
+                }
+                let params = serde_json::json!({ "uri": uri }).to_string();
+                let Ok(raw) = serde_json::value::RawValue::from_string(params) else {
+                    return;
+                };
+                let opts = mcpb_upstream::CallOptions {
+                    idle_timeout: up.settings().call_timeout,
+                    max_time: up.settings().call_timeout,
+                    link: None,
+                };
+                let outgoing = mcpb_upstream::Outgoing::Request {
+                    method: "resources/unsubscribe",
+                    params: Some(&raw),
+                };
+                if let Err(e) = up.call(session, outgoing, &opts).await {
+                    tracing::debug!(upstream = up.name(), error = %e, "unsubscribe after a session ended failed");
+                }
+            });
+        }
+    }
+
     pub(crate) fn release_session(&self, session: u64) {
         for up in self.all_upstreams() {
             if up.settings().lifecycle == Lifecycle::PerSession {

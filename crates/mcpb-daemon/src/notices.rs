@@ -43,13 +43,24 @@ impl Subscriptions {
         last
     }
 
-    /// Forgets a session that ended.
-    pub(crate) fn drop_session(&self, session: u64) {
+    /// Forgets a session that ended; returns the (upstream, URI) it was the last subscriber
+    /// of, which the upstream is to be told about.
+    pub(crate) fn drop_session(&self, session: u64) -> Vec<(String, String)> {
         let mut map = self.0.lock();
-        map.retain(|_, subs| {
-            subs.remove(&session);
+        let mut last = Vec::new();
+        map.retain(|key, subs| {
+            if subs.remove(&session).is_some() && subs.is_empty() {
+                last.push(key.clone());
+            }
             !subs.is_empty()
         });
+        last
+    }
+
+    pub(crate) fn has_subscribers(&self, upstream: &str, uri: &str) -> bool {
+        self.0
+            .lock()
+            .contains_key(&(upstream.to_string(), uri.to_string()))
     }
 
     fn subscribers(&self, upstream: &str, uri: &str) -> Vec<(u64, String)> {
@@ -149,7 +160,13 @@ mod tests {
         assert!(!s.add(2, "up", "x://a", "x://a"));
         assert_eq!(s.subscribers("up", "x://a").len(), 2);
         assert!(!s.remove(1, "up", "x://a"));
-        s.drop_session(2);
+        assert!(s.add(3, "up", "x://b", "x://b"));
+        assert!(!s.add(4, "up", "x://b", "x://b"));
+        assert_eq!(s.drop_session(3), Vec::<(String, String)>::new());
+        assert_eq!(
+            s.drop_session(2),
+            vec![("up".to_string(), "x://a".to_string())]
+        );
         assert!(s.subscribers("up", "x://a").is_empty());
         assert!(!s.remove(2, "up", "x://a"));
     }

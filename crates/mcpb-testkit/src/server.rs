@@ -387,7 +387,8 @@ pub(crate) fn run(opts: Options) {
                     &shared.out,
                     &json!({"jsonrpc": "2.0", "id": id, "result": {
                         "protocolVersion": version,
-                        "capabilities": {"tools": {"listChanged": true}},
+                        "capabilities": {"tools": {"listChanged": true},
+                            "resources": {"subscribe": true}},
                         "serverInfo": {"name": opts.name, "version": "1.0.0"},
                     }}),
                 );
@@ -434,6 +435,20 @@ pub(crate) fn run(opts: Options) {
                     continue;
                 }
                 std::thread::spawn(move || call(&shared, id, &msg["params"]));
+            }
+            // One resource, and subscriptions said on stderr (the broker's log), so a test sees
+            // what the broker passes on.
+            (Some("resources/list"), Some(id)) => send(
+                &shared.out,
+                &json!({"jsonrpc": "2.0", "id": id, "result": {"resources": [
+                    {"uri": "fixture://note", "name": "note", "mimeType": "text/plain"}]}}),
+            ),
+            (Some(m @ ("resources/subscribe" | "resources/unsubscribe")), Some(id)) => {
+                eprintln!("fixture: {} {}", &m[10..], msg["params"]["uri"]);
+                send(
+                    &shared.out,
+                    &json!({"jsonrpc": "2.0", "id": id, "result": {}}),
+                );
             }
             (Some("ping"), Some(id)) => send(
                 &shared.out,

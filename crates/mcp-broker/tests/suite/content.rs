@@ -409,3 +409,35 @@ fn a_compact_profile_finds_resources_and_prompts_through_the_facade_search() {
         .unwrap();
     assert_eq!(one["state"], "stopped", "{one}");
 }
+
+#[test]
+fn the_upstream_hears_one_subscribe_and_one_unsubscribe_when_the_last_subscriber_ends() {
+    use super::support::{fixture_config, session, wait_until};
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let mut a = session(&home);
+    let mut b = session(&home);
+    for shim in [&mut a, &mut b] {
+        let r = shim.request("resources/subscribe", json!({"uri": "fixture://note"}));
+        assert_eq!(r["result"], json!({}), "{r}");
+    }
+    let said = |what: &str| home.log().matches(what).count();
+    assert!(wait_until(std::time::Duration::from_secs(2), || said(
+        "fixture: subscribe"
+    ) == 1));
+    drop(a);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        said("fixture: unsubscribe"),
+        0,
+        "another session still listens"
+    );
+    drop(b);
+    assert!(
+        wait_until(std::time::Duration::from_secs(3), || said(
+            "fixture: unsubscribe \"fixture://note\""
+        ) == 1),
+        "{}",
+        home.log()
+    );
+    assert_eq!(said("fixture: subscribe"), 1);
+}

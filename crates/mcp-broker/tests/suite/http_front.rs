@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::interop::{py_driver, read_result};
 use super::support::{Home, deps, deps_path};
 
-const TOKEN: &str = "test-token-0123456789abcdef";
+pub(super) const TOKEN: &str = "test-token-0123456789abcdef";
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -20,32 +20,52 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// A daemon with the HTTP front on a free loopback port, started with the token in its
-/// environment; the everything reference server and the built-in example behind it.
-fn front() -> (Home, u16, String) {
+/// A daemon with the HTTP front on a free loopback port (one token of the default profile,
+/// `max_sessions` at once), started with the token in its environment and `env`; `upstreams`
+/// are the config's upstream lines, `broker` its broker line (or nothing).
+pub(super) fn http_home(
+    upstreams: &str,
+    broker: &str,
+    max_sessions: u32,
+    env: &[(&str, &str)],
+) -> (Home, u16) {
     let port = free_port();
-    let everything = deps().join("npm/node_modules/.bin/mcp-server-everything");
     let home = Home::with_config(&format!(
         r#"schema_version: 1
+{broker}
 upstreams:
-  everything: {{command: "{e}"}}
-  example: {{command: "{{broker.exe}}", args: [example-server], trust_annotations: true}}
+{upstreams}
 profiles:
   default: {{allow_mutating_upstreams: true}}
 http:
   listen: 127.0.0.1:{port}
   tokens:
-    - {{token: "${{MCPB_TEST_HTTP_TOKEN}}", profile: default, max_sessions: 8}}
-"#,
-        e = everything.display()
+    - {{token: "${{MCPB_TEST_HTTP_TOKEN}}", profile: default, max_sessions: {max_sessions}}}
+"#
     ));
+    let mut all = vec![("MCPB_TEST_HTTP_TOKEN", TOKEN)];
+    all.extend_from_slice(env);
+    home.start_with(&all);
+    (home, port)
+}
+
+const EXAMPLE: &str =
+    r#"  example: {command: "{broker.exe}", args: [example-server], trust_annotations: true}"#;
+
+/// The HTTP front before the everything reference server and the built-in example.
+fn front() -> (Home, u16, String) {
+    let everything = deps().join("npm/node_modules/.bin/mcp-server-everything");
     let path = deps_path(&deps());
-    home.start_with(&[("MCPB_TEST_HTTP_TOKEN", TOKEN), ("PATH", &path)]);
+    let upstreams = format!(
+        "  everything: {{command: \"{}\"}}\n{EXAMPLE}",
+        everything.display()
+    );
+    let (home, port) = http_home(&upstreams, "", 8, &[("PATH", &path)]);
     (home, port, path)
 }
 
 /// One raw HTTP/1.1 exchange on loopback: status and body.
-fn raw(port: u16, head: &str, body: &str) -> (u16, String, String) {
+pub(super) fn raw(port: u16, head: &str, body: &str) -> (u16, String, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let req = format!(
         "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -63,7 +83,7 @@ fn raw(port: u16, head: &str, body: &str) -> (u16, String, String) {
     (status, headers.to_string(), body.to_string())
 }
 
-fn post(port: u16, extra: &str, body: &str) -> (u16, String, String) {
+pub(super) fn post(port: u16, extra: &str, body: &str) -> (u16, String, String) {
     raw(
         port,
         &format!(
@@ -73,7 +93,7 @@ fn post(port: u16, extra: &str, body: &str) -> (u16, String, String) {
     )
 }
 
-fn auth() -> String {
+pub(super) fn auth() -> String {
     format!("\r\nAuthorization: Bearer {TOKEN}")
 }
 
@@ -159,17 +179,9 @@ fn without_the_token_or_from_a_foreign_origin_nothing_reaches_an_upstream() {
 #[test]
 fn bad_sessions_and_bodies_get_clear_answers_and_the_front_keeps_serving() {
     let (_home, port, _) = front();
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
-    .to_string();
-    let (status, headers, body) = post(port, &auth(), &init);
-    assert_eq!(status, 200, "{body}");
-    let sid = headers
-        .lines()
-        .find_map(|l| l.strip_prefix("mcp-session-id: "))
-        .unwrap()
-        .trim()
-        .to_string();
+    let (status, sid) = initialize(port);
+    assert_eq!(status, 200);
+    let sid = sid.unwrap();
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
     let (status, _, _) = post(
         port,
@@ -203,26 +215,18 @@ fn bad_sessions_and_bodies_get_clear_answers_and_the_front_keeps_serving() {
 
 /// A daemon whose token allows only `max` sessions at once.
 fn small_front(max: u32) -> (Home, u16) {
-    let port = free_port();
-    let home = Home::with_config(&format!(
-        r#"schema_version: 1
-upstreams:
-  example: {{command: "{{broker.exe}}", args: [example-server], trust_annotations: true}}
-profiles:
-  default: {{allow_mutating_upstreams: true}}
-http:
-  listen: 127.0.0.1:{port}
-  tokens:
-    - {{token: "${{MCPB_TEST_HTTP_TOKEN}}", profile: default, max_sessions: {max}}}
-"#
-    ));
-    home.start_with(&[("MCPB_TEST_HTTP_TOKEN", TOKEN)]);
-    (home, port)
+    http_home(EXAMPLE, "", max, &[])
 }
 
 fn initialize(port: u16) -> (u16, Option<String>) {
+    initialize_with(port, &json!({}))
+}
+
+/// An `initialize` declaring `capabilities`: the status and the session id it got.
+pub(super) fn initialize_with(port: u16, capabilities: &Value) -> (u16, Option<String>) {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+        "protocolVersion": "2025-11-25", "capabilities": capabilities,
+        "clientInfo": {"name": "t", "version": "1"}}})
     .to_string();
     let (status, headers, _) = post(port, &auth(), &init);
     let sid = headers

@@ -9,6 +9,7 @@ mod exec_interop;
 mod faults;
 mod hardening;
 mod http_front;
+mod http_streams;
 mod interop;
 mod interop_facade;
 mod lifecycle;

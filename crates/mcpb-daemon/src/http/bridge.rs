@@ -2,8 +2,13 @@
 //! get runs over an in-memory pipe. Requests POSTed to the front are written into it as lines;
 //! its output is read line by line, each response handed to the POST waiting for its id, and
 //! everything else (notifications, the server's own requests) to the session's GET stream.
+//!
+//! Each stream event carries an id, unique in the session; the last events are kept, so a
+//! client whose stream broke reconnects with `Last-Event-ID` and misses nothing (what a slow
+//! reader could not take is kept the same way). A response nobody waits for any more is
+//! dropped, never put on the stream.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,23 +24,66 @@ use crate::session::{Session, SessionIo};
 
 /// Lines in flight inside one session's pipe.
 const PIPE: usize = 1 << 20;
+/// Stream events kept for a client that reconnects: this many, in this many bytes at most.
+const KEPT_EVENTS: usize = 512;
+const KEPT_BYTES: usize = 4 << 20;
+/// Events queued on an open stream beyond those replayed.
+const STREAM_QUEUE: usize = 256;
+
+/// The session's server-to-client events: the open stream, and the last events for a replay.
+#[derive(Default)]
+struct Outbound {
+    last_id: u64,
+    kept: VecDeque<(u64, Bytes)>,
+    kept_bytes: usize,
+    stream: Option<mpsc::Sender<Bytes>>,
+    /// A stream was opened once: the client reads the server's requests, if late.
+    ever_opened: bool,
+}
+
+impl Outbound {
+    fn push(&mut self, line: &[u8]) {
+        self.last_id += 1;
+        let event = sse_event(self.last_id, line);
+        self.kept_bytes += event.len();
+        self.kept.push_back((self.last_id, event.clone()));
+        while self.kept.len() > KEPT_EVENTS || self.kept_bytes > KEPT_BYTES {
+            match self.kept.pop_front() {
+                Some((_, e)) => self.kept_bytes -= e.len(),
+                None => break,
+            }
+        }
+        if let Some(tx) = &self.stream {
+            // A reader that is behind misses it live; a reconnect with its last id gets it.
+            let _ = tx.try_send(event);
+        }
+    }
+}
 
 pub(crate) struct Bridge {
     pub(crate) token: usize,
     input: tokio::sync::Mutex<WriteHalf<DuplexStream>>,
     waiters: Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>,
-    /// The session's GET stream, when one is open: SSE frames.
-    stream: Mutex<Option<mpsc::Sender<Bytes>>>,
+    outbound: Mutex<Outbound>,
     pub(crate) last_used: Mutex<Instant>,
     /// Held for the session's life: a client slot, and the token's session count for a
     /// session that outlives its request.
     _permits: Vec<OwnedSemaphorePermit>,
 }
 
-/// An SSE event carrying one JSON-RPC message.
-pub(crate) fn sse_event(line: &[u8]) -> Bytes {
+/// An SSE event of one JSON-RPC message without an id (a POST's own answer: not replayed).
+pub(crate) fn sse_message(line: &[u8]) -> Bytes {
     let text = String::from_utf8_lossy(line);
     Bytes::from(format!("event: message\ndata: {}\n\n", text.trim_end()))
+}
+
+/// An SSE event carrying one JSON-RPC message (one line: JSON never holds a raw newline).
+fn sse_event(id: u64, line: &[u8]) -> Bytes {
+    let text = String::from_utf8_lossy(line);
+    Bytes::from(format!(
+        "id: {id}\nevent: message\ndata: {}\n\n",
+        text.trim_end()
+    ))
 }
 
 impl Bridge {
@@ -55,7 +103,7 @@ impl Bridge {
             token,
             input: tokio::sync::Mutex::new(our_write),
             waiters: Mutex::default(),
-            stream: Mutex::default(),
+            outbound: Mutex::default(),
             last_used: Mutex::new(Instant::now()),
             _permits: permits,
         });
@@ -82,35 +130,66 @@ impl Bridge {
             let mut frames =
                 FrameReader::new(BufReader::new(our_read), max_frame.saturating_mul(2));
             while let Ok(Some(line)) = frames.next_frame().await {
-                pump.route(line);
+                if let Some(refusal) = pump.route(line) {
+                    let back = pump.clone();
+                    tokio::spawn(async move { back.send(&refusal).await });
+                }
             }
             // The session is over: whoever still waits gets nothing more.
             pump.waiters.lock().clear();
-            pump.stream.lock().take();
+            pump.outbound.lock().stream.take();
         });
         bridge
     }
 
     /// A line the session wrote: a response to its POST, anything else to the GET stream.
-    fn route(&self, line: &[u8]) {
+    /// A request of the server's while the client never opened a stream is refused at once
+    /// (the returned line goes back into the session) rather than left to time out.
+    fn route(&self, line: &[u8]) -> Option<Vec<u8>> {
         let mut owned = line.to_vec();
         owned.push(b'\n');
-        if let Ok(msg) = Incoming::parse(line)
-            && msg.kind() == IncomingKind::Response
-            && let Some(id) = msg.id
-            && let Some(waiter) = self.waiters.lock().remove(&id_key(id.get()))
-        {
-            let _ = waiter.send(owned);
-            return;
-        }
-        let stream = self.stream.lock().clone();
-        match stream {
-            // A client that does not read its stream loses notifications, never the session.
-            Some(tx) => {
-                let _ = tx.try_send(sse_event(&owned));
+        let msg = Incoming::parse(line).ok();
+        let kind = msg.as_ref().map(Incoming::kind);
+        if kind == Some(IncomingKind::Response) {
+            let id = msg.as_ref().and_then(|m| m.id).map(|i| id_key(i.get()));
+            match id.and_then(|id| self.waiters.lock().remove(&id)) {
+                Some(waiter) => {
+                    let _ = waiter.send(owned);
+                }
+                None => tracing::debug!("an HTTP answer nobody waits for was dropped"),
             }
-            None => tracing::debug!("HTTP session has no stream open; a notification was dropped"),
+            return None;
         }
+        let mut out = self.outbound.lock();
+        if kind == Some(IncomingKind::Request) && !out.ever_opened {
+            let id = msg.as_ref().and_then(|m| m.id)?;
+            let mut refusal = mcpb_protocol::message::error_line(
+                Some(id),
+                mcpb_protocol::RpcCode::InternalError,
+                "the HTTP client has no stream open (GET) to hear the server's requests",
+            );
+            refusal.retain(|b| *b != b'\n');
+            return Some(refusal);
+        }
+        out.push(&owned);
+        None
+    }
+
+    /// The client cancelled one of its requests (`notifications/cancelled`): its POST gets an
+    /// error now, since the session no longer answers it.
+    pub(crate) fn cancelled(&self, request_id: &str) {
+        let key = id_key(request_id);
+        let Some(waiter) = self.waiters.lock().remove(&key) else {
+            return;
+        };
+        let Ok(id) = serde_json::value::RawValue::from_string(request_id.to_string()) else {
+            return;
+        };
+        let _ = waiter.send(mcpb_protocol::message::error_line(
+            Some(&id),
+            mcpb_protocol::RpcCode::InternalError,
+            "the request was cancelled by the client (notifications/cancelled)",
+        ));
     }
 
     /// Sends a request and returns its answer; None when the session ended first.
@@ -146,20 +225,72 @@ impl Bridge {
         input.write_all(line).await.is_ok() && input.write_all(b"\n").await.is_ok()
     }
 
-    /// Opens the session's GET stream (a new one replaces the old).
-    pub(crate) fn open_stream(&self) -> mpsc::Receiver<Bytes> {
-        let (tx, rx) = mpsc::channel(256);
-        *self.stream.lock() = Some(tx);
+    /// Opens the session's GET stream (a new one replaces the old); after `last_event_id`,
+    /// the kept events that came later go first.
+    pub(crate) fn open_stream(&self, last_event_id: Option<u64>) -> mpsc::Receiver<Bytes> {
+        let (tx, rx) = mpsc::channel(KEPT_EVENTS + STREAM_QUEUE);
+        let mut out = self.outbound.lock();
+        if let Some(last) = last_event_id {
+            for (_, event) in out.kept.iter().filter(|(id, _)| *id > last) {
+                let _ = tx.try_send(event.clone());
+            }
+        }
+        out.ever_opened = true;
+        out.stream = Some(tx);
         rx
     }
 
     pub(crate) fn has_stream(&self) -> bool {
-        self.stream.lock().as_ref().is_some_and(|s| !s.is_closed())
+        self.outbound
+            .lock()
+            .stream
+            .as_ref()
+            .is_some_and(|s| !s.is_closed())
     }
 
     /// Ends the session: its input closes, the session sees the end of its client.
     pub(crate) async fn close(&self) {
         let _ = self.input.lock().await.shutdown().await;
-        self.stream.lock().take();
+        self.outbound.lock().stream.take();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(out: &Outbound) -> Vec<u64> {
+        out.kept.iter().map(|(id, _)| *id).collect()
+    }
+
+    #[test]
+    fn the_newest_events_are_kept_with_ids_in_order_and_a_stream_gets_them_live() {
+        let mut out = Outbound::default();
+        for _ in 0..(KEPT_EVENTS + 10) {
+            out.push(b"{\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n");
+        }
+        let kept = ids(&out);
+        assert_eq!(kept.len(), KEPT_EVENTS);
+        assert_eq!(kept[0], 11);
+        assert!(kept.windows(2).all(|w| w[1] == w[0] + 1));
+        let (tx, mut rx) = mpsc::channel(1);
+        out.stream = Some(tx);
+        out.push(b"{}\n");
+        out.push(b"{}\n"); // the stream is full: kept, not lost
+        let live = rx.try_recv().unwrap();
+        assert!(live.starts_with(format!("id: {}\n", KEPT_EVENTS + 11).as_bytes()));
+        assert_eq!(*ids(&out).last().unwrap(), (KEPT_EVENTS + 12) as u64);
+    }
+
+    #[test]
+    fn kept_events_stay_within_their_bytes() {
+        let mut out = Outbound::default();
+        let big = vec![b'x'; 1 << 20];
+        for _ in 0..10 {
+            out.push(&big);
+        }
+        assert!(out.kept_bytes <= KEPT_BYTES, "{}", out.kept_bytes);
+        assert_eq!(out.kept.len(), 3);
+        assert_eq!(out.last_id, 10);
     }
 }

@@ -76,18 +76,7 @@ impl Gate {
         origin: Option<&str>,
         authorization: Option<&str>,
     ) -> Result<usize, Refusal> {
-        let host = host.unwrap_or("");
-        if !self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
-            return Err(Refusal::Forbidden(format!(
-                "Host {host:?} is not served here"
-            )));
-        }
-        if let Some(o) = origin
-            && !self.origins.iter().any(|a| a == o)
-            && !loopback_origin(o)
-        {
-            return Err(Refusal::Forbidden(format!("Origin {o:?} is not allowed")));
-        }
+        self.place(host, origin)?;
         let presented = authorization
             .and_then(|a| a.strip_prefix("Bearer "))
             .map(str::trim)
@@ -100,6 +89,24 @@ impl Gate {
             }
         }
         found.ok_or(Refusal::Unauthorized)
+    }
+
+    /// Whether the Host names this listener and the Origin (when there is one) may call it:
+    /// all a browser's preflight is judged by, since it carries no token.
+    pub(crate) fn place(&self, host: Option<&str>, origin: Option<&str>) -> Result<(), Refusal> {
+        let host = host.unwrap_or("");
+        if !self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+            return Err(Refusal::Forbidden(format!(
+                "Host {host:?} is not served here"
+            )));
+        }
+        if let Some(o) = origin
+            && !self.origins.iter().any(|a| a == o)
+            && !loopback_origin(o)
+        {
+            return Err(Refusal::Forbidden(format!("Origin {o:?} is not allowed")));
+        }
+        Ok(())
     }
 }
 

@@ -196,6 +196,64 @@ async fn handle(front: &Arc<Front>, req: Request<Body>) -> Reply {
             "the request's target names another host",
         );
     }
+    let origin = header(&req, ORIGIN).map(str::to_string);
+    if req.method() == Method::OPTIONS {
+        return match front.gate.place(header(&req, HOST), origin.as_deref()) {
+            Ok(()) => preflight(origin.as_deref()),
+            Err(Refusal::Forbidden(why)) => refuse(StatusCode::FORBIDDEN, &why),
+            Err(Refusal::Unauthorized) => refuse(StatusCode::UNAUTHORIZED, "not allowed"),
+        };
+    }
+    let placed = front
+        .gate
+        .place(header(&req, HOST), origin.as_deref())
+        .is_ok();
+    let mut answer = admitted(front, req).await;
+    // A page of an allowed origin may read the answer (and the session id in it).
+    if let Some(o) = origin
+        .as_deref()
+        .filter(|_| placed)
+        .and_then(|o| HeaderValue::from_str(o).ok())
+    {
+        let h = answer.headers_mut();
+        h.insert(hyper::header::ACCESS_CONTROL_ALLOW_ORIGIN, o);
+        h.insert(
+            hyper::header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("mcp-session-id, www-authenticate"),
+        );
+        h.insert(hyper::header::VARY, HeaderValue::from_static("origin"));
+    }
+    answer
+}
+
+/// The answer to a browser's preflight from an origin the gate allows (or none): which methods
+/// and headers the endpoint takes. The real request still needs its token.
+fn preflight(origin: Option<&str>) -> Reply {
+    let mut r = reply(StatusCode::NO_CONTENT, "text/plain", Bytes::new());
+    let h = r.headers_mut();
+    if let Some(o) = origin.and_then(|o| HeaderValue::from_str(o).ok()) {
+        h.insert(hyper::header::ACCESS_CONTROL_ALLOW_ORIGIN, o);
+        h.insert(hyper::header::VARY, HeaderValue::from_static("origin"));
+    }
+    h.insert(
+        hyper::header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("POST, GET, DELETE"),
+    );
+    h.insert(
+        hyper::header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static(
+            "authorization, content-type, accept, mcp-session-id, mcp-protocol-version, last-event-id",
+        ),
+    );
+    h.insert(
+        hyper::header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("600"),
+    );
+    r
+}
+
+/// A request past the Host and Origin checks: its token, then its method.
+async fn admitted(front: &Arc<Front>, req: Request<Body>) -> Reply {
     let token = match front.gate.admit(
         header(&req, HOST),
         header(&req, ORIGIN),
@@ -215,7 +273,10 @@ async fn handle(front: &Arc<Front>, req: Request<Body>) -> Reply {
         Method::POST => post(front, token, session, req).await,
         Method::GET => get(front, token, session, &req),
         Method::DELETE => delete(front, token, session).await,
-        _ => refuse(StatusCode::METHOD_NOT_ALLOWED, "use POST, GET or DELETE"),
+        _ => refuse(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "use POST, GET or DELETE (or OPTIONS for a preflight)",
+        ),
     }
 }
 
@@ -357,7 +418,20 @@ async fn post(
     };
     // A one-shot session ends with its request, even when the client goes away mid-way and
     // this future is dropped.
-    let _one_shot = one_shot.then(|| CloseOnDrop(bridge.clone()));
+    let one_shot_guard = one_shot.then(|| CloseOnDrop(bridge.clone()));
+    if one_shot
+        && msg.method() == "subscriptions/listen"
+        && let Some(id) = id.clone()
+    {
+        return listen(bridge, id, body, one_shot_guard);
+    }
+    let _one_shot = one_shot_guard;
+    if msg.method() == "notifications/cancelled"
+        && let Some(params) = msg.params
+        && let Some(request_id) = mcpb_protocol::rewrite::member(params, "requestId")
+    {
+        bridge.cancelled(request_id.get());
+    }
     let answer = match (is_request, id) {
         (true, Some(id)) => bridge.request(&id, &body).await,
         _ => {
@@ -378,6 +452,53 @@ async fn post(
     if initialize && let Ok(v) = HeaderValue::from_str(&sid) {
         r.headers_mut().insert(SESSION_HEADER, v);
     }
+    r
+}
+
+/// A stateless client's `subscriptions/listen`: the answer is an SSE stream of what the
+/// session has to say (the acknowledgement, then list changes) that ends with the request's
+/// result (at shutdown) or when the client leaves, which ends the session too.
+fn listen(bridge: Arc<Bridge>, id: String, body: Bytes, guard: Option<CloseOnDrop>) -> Reply {
+    type Answer =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Option<Vec<u8>>> + Send + Sync>>;
+    struct Listening {
+        events: tokio::sync::mpsc::Receiver<Bytes>,
+        answer: Option<Answer>,
+        _guard: Option<CloseOnDrop>,
+    }
+    let events = bridge.open_stream(None);
+    let answer: Answer = Box::pin(async move { bridge.request(&id, &body).await });
+    let state = Listening {
+        events,
+        answer: Some(answer),
+        _guard: guard,
+    };
+    let frames = futures_util::stream::unfold(state, |mut st| async move {
+        let answer = st.answer.as_mut()?;
+        let item = tokio::select! {
+            m = st.events.recv() => m?,
+            a = answer => {
+                st.answer = None;
+                bridge::sse_message(&a?)
+            }
+            () = tokio::time::sleep(KEEPALIVE) => Bytes::from_static(b": keepalive\n\n"),
+        };
+        Some((Ok::<_, Infallible>(Frame::data(item)), st))
+    });
+    event_stream(frames)
+}
+
+/// A `text/event-stream` answer of `frames`.
+fn event_stream(
+    frames: impl futures_util::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send + Sync + 'static,
+) -> Reply {
+    let mut r = Response::new(BodyExt::boxed(StreamBody::new(frames)));
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    r.headers_mut().insert(
+        hyper::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-store"),
+    );
     r
 }
 
@@ -407,7 +528,9 @@ fn get(front: &Arc<Front>, token: usize, session: Option<String>, req: &Request<
             "unknown or ended session; initialize a new one",
         );
     };
-    let rx = bridge.open_stream();
+    // An id this session never gave out replays nothing, like a first GET.
+    let last = header(req, "last-event-id").and_then(|v| v.trim().parse::<u64>().ok());
+    let rx = bridge.open_stream(last);
     let frames = futures_util::stream::unfold(rx, |mut rx| async move {
         let item = tokio::select! {
             m = rx.recv() => m?,
@@ -415,14 +538,7 @@ fn get(front: &Arc<Front>, token: usize, session: Option<String>, req: &Request<
         };
         Some((Ok::<_, Infallible>(Frame::data(item)), rx))
     });
-    let mut r = Response::new(BodyExt::boxed(StreamBody::new(frames)));
-    r.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    r.headers_mut().insert(
-        hyper::header::CACHE_CONTROL,
-        HeaderValue::from_static("no-store"),
-    );
-    r
+    event_stream(frames)
 }
 
 async fn delete(front: &Arc<Front>, token: usize, session: Option<String>) -> Reply {

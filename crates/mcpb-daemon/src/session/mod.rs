@@ -235,7 +235,8 @@ impl Session {
             }
         }
         self.broker.registry.remove(link.session_id());
-        self.broker.subscriptions.drop_session(link.session_id());
+        let orphaned = self.broker.subscriptions.drop_session(link.session_id());
+        self.broker.unsubscribe_orphans(link.session_id(), orphaned);
         link.close();
         self.broker.release_session(link.session_id());
         self.link = None;
@@ -300,6 +301,11 @@ impl Session {
             }
         }
         let Some(id) = msg.id else { return };
+        // A 2026-07-28 client may open with its subscription stream (over HTTP, the stream is
+        // the POST's answer): the request's own `_meta` says which era it speaks.
+        if !self.initialized && msg.method() == "subscriptions/listen" {
+            self.adopt_request_meta(msg.params);
+        }
         let stateless = self.link.as_ref().is_some_and(|l| l.era().is_stateless());
         let line = match msg.method() {
             "initialize" => self.initialize(id, msg.params),
