@@ -91,6 +91,34 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: PinsCommand,
     },
+    /// OAuth sign-in to remote upstreams that ask for one.
+    Auth {
+        #[command(subcommand)]
+        command: AuthCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum AuthCommand {
+    /// Sign in to a remote upstream: prints the address to open, waits for the redirect, and
+    /// keeps the tokens under state/oauth/ (refreshed by the daemon).
+    Login {
+        /// The upstream's name in the configuration.
+        upstream: String,
+        /// A scope to ask for (repeatable); default: what the server says it needs.
+        #[arg(long = "scope")]
+        scopes: Vec<String>,
+        /// How long to wait for the sign-in to finish, in seconds.
+        #[arg(long, default_value_t = 300)]
+        timeout_s: u64,
+    },
+    /// Forget an upstream's sign-in.
+    Logout { upstream: String },
+    /// Which remote upstreams are signed in.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

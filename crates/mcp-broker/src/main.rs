@@ -1,6 +1,7 @@
 //! The mcp-broker binary: CLI, shim, daemon entry point, example server and demo.
 #![forbid(unsafe_code)]
 
+mod auth_cmd;
 mod cli;
 mod commands;
 mod daemon_client;
@@ -18,7 +19,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use mcpb_config::{ResolveContext, Settings};
 
-use crate::cli::{Cli, Command, ConfigCommand, PinsCommand, ToolsCommand};
+use crate::cli::{AuthCommand, Cli, Command, ConfigCommand, PinsCommand, ToolsCommand};
 
 /// One line saying what happened, then `hint:` lines saying what to do.
 pub fn fail(message: &str, hints: &[&str]) -> ExitCode {
@@ -150,6 +151,15 @@ fn main() -> ExitCode {
         Command::Pins { command } => with_settings(config, |s| match command {
             PinsCommand::List { json } => pins_cmd::list(s, json),
             PinsCommand::Approve { names, all, reset } => pins_cmd::approve(s, &names, all, reset),
+        }),
+        Command::Auth { command } => with_settings(config, |s| match command {
+            AuthCommand::Login {
+                upstream,
+                scopes,
+                timeout_s,
+            } => run_async(auth_cmd::login(s, &upstream, scopes, timeout_s)),
+            AuthCommand::Logout { upstream } => auth_cmd::logout(s, &upstream),
+            AuthCommand::Status { json } => auth_cmd::status(s, json),
         }),
     }
 }

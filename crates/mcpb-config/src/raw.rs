@@ -224,6 +224,41 @@ pub struct RawUpstream {
     /// A safe probe used by `profile validate`.
     #[serde(default)]
     pub smoke: Option<RawSmoke>,
+    /// OAuth for a remote upstream. Without it, a server that asks for sign-in still gets it
+    /// through `mcp-broker auth login NAME` (dynamic registration); this names a client
+    /// registered beforehand, the scopes, or the client-credentials grant.
+    #[serde(default)]
+    pub oauth: Option<RawOAuth>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawOAuth {
+    /// A client registered with the authorization server beforehand.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// Its secret, by reference (`${ENV}` or `${file:NAME}`), never written literally.
+    #[serde(default)]
+    pub client_secret: Option<Located<String>>,
+    /// An HTTPS URL of this client's metadata document, used as its id where the
+    /// authorization server takes one (client ID metadata documents).
+    #[serde(default)]
+    pub client_metadata_url: Option<String>,
+    /// Scopes to ask for; empty: what the server says it needs.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// `authorization_code` (a person signs in once with `auth login`; the default) or
+    /// `client_credentials` (no person: the daemon gets its token with the client's secret).
+    #[serde(default)]
+    pub grant: OAuthGrant,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OAuthGrant {
+    #[default]
+    AuthorizationCode,
+    ClientCredentials,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

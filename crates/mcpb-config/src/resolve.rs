@@ -115,6 +115,48 @@ impl Resolver<'_> {
         out
     }
 
+    fn oauth(
+        &mut self,
+        name: &Located<String>,
+        raw: &crate::raw::RawOAuth,
+    ) -> crate::settings::OAuthSettings {
+        let n = name.value.as_str();
+        let client_secret = raw.client_secret.as_ref().and_then(|secret| {
+            let path = format!("upstreams.{n}.oauth.client_secret");
+            match Template::parse(&self.placeholders(&secret.value)) {
+                Ok(t) if t.has_reference() => Some(t),
+                Ok(_) => {
+                    self.issue(secret, path, "the client secret is written literally".into(),
+                        Some("write it as a reference: ${ENV_NAME} or ${file:NAME} (a file in the secrets dir)"));
+                    None
+                }
+                Err(e) => {
+                    self.issue(secret, path, e.to_string(), None);
+                    None
+                }
+            }
+        });
+        let client_credentials = raw.grant == crate::raw::OAuthGrant::ClientCredentials;
+        if client_credentials && (raw.client_id.is_none() || raw.client_secret.is_none()) {
+            self.issue(name, format!("upstreams.{n}.oauth.grant"),
+                "the client_credentials grant needs a client_id and a client_secret".into(),
+                Some("add client_id: and client_secret: ${ENV_NAME} under oauth:"));
+        }
+        if let Some(u) = &raw.client_metadata_url
+            && !u.starts_with("https://")
+        {
+            self.issue(name, format!("upstreams.{n}.oauth.client_metadata_url"),
+                format!("'{u}' is not an https:// URL"), None);
+        }
+        crate::settings::OAuthSettings {
+            client_id: raw.client_id.clone(),
+            client_secret,
+            client_metadata_url: raw.client_metadata_url.clone(),
+            scopes: raw.scopes.clone(),
+            grant: raw.grant,
+        }
+    }
+
     fn templates(
         &mut self,
         upstream: &str,
@@ -276,6 +318,7 @@ impl Resolver<'_> {
         }
         let env = self.templates(n, "env", &raw.env);
         let headers = self.templates(n, "headers", &raw.headers);
+        let oauth = raw.oauth.as_ref().map(|o| self.oauth(name, o));
         let ms = Duration::from_millis;
         UpstreamSettings {
             name: n.to_string(),
@@ -303,6 +346,7 @@ impl Resolver<'_> {
             read_only_tools: raw.read_only_tools.clone(),
             tool_filter,
             resource_filter,
+            oauth,
             smoke: raw.smoke.clone().map(SmokeSettings::from),
         }
     }

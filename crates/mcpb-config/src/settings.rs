@@ -200,6 +200,19 @@ pub struct UpstreamSettings {
     /// the client-integration commands land; checked and kept, not read by anything yet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub smoke: Option<SmokeSettings>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthSettings>,
+}
+
+/// `upstreams.<name>.oauth`, checked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OAuthSettings {
+    pub client_id: Option<String>,
+    /// Kept as a reference; resolved only when it is used.
+    pub client_secret: Option<Template>,
+    pub client_metadata_url: Option<String>,
+    pub scopes: Vec<String>,
+    pub grant: crate::raw::OAuthGrant,
 }
 
 impl UpstreamSettings {

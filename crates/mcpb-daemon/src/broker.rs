@@ -58,6 +58,7 @@ impl Broker {
         let ctx = UpstreamContext {
             passthrough: settings.broker.env_passthrough.clone(),
             secrets_dir: settings.runtime.secrets_dir(),
+            state_dir: Some(settings.runtime.state_dir()),
             max_frame_bytes: settings.broker.max_frame_bytes,
             max_list_bytes: settings.broker.max_tool_list_bytes,
             max_list_tools: settings.broker.max_tools_per_list,

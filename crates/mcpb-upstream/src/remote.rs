@@ -31,6 +31,8 @@ pub(crate) struct RemoteLaunch<'a> {
     pub settings: &'a UpstreamSettings,
     /// Header values with their secret references already resolved.
     pub headers: BTreeMap<String, String>,
+    /// The upstream's OAuth sign-in, when there is one.
+    pub bearer: Option<Arc<mcpb_oauth::Bearer>>,
     pub max_frame_bytes: usize,
     pub on_list_changed: Option<ListChanged>,
     pub on_notice: Option<crate::inbound::Notice>,
@@ -47,6 +49,7 @@ struct Remote {
     version: Arc<Mutex<String>>,
     ctx: Arc<ReadCtx>,
     limit: usize,
+    bearer: Option<Arc<mcpb_oauth::Bearer>>,
 }
 
 fn unreachable_error(name: &str, reason: impl std::fmt::Display) -> UpstreamError {
@@ -88,6 +91,29 @@ impl Remote {
         h
     }
 
+    /// `req` with the sign-in's access token (refreshed first when `refresh`).
+    async fn signed(
+        &self,
+        req: reqwest::RequestBuilder,
+        refresh: bool,
+    ) -> Result<reqwest::RequestBuilder, String> {
+        let Some(bearer) = &self.bearer else {
+            return Ok(req);
+        };
+        let token = if refresh {
+            bearer.refresh().await
+        } else {
+            bearer.token().await
+        };
+        match token {
+            Ok(t) => Ok(req.bearer_auth(t)),
+            Err(e) => Err(format!(
+                "has no usable sign-in ({e})\nhint: run `mcp-broker auth login {}`",
+                self.ctx.name
+            )),
+        }
+    }
+
     /// Reads an SSE body and handles each message it carries.
     async fn read_events(&self, resp: reqwest::Response) -> Result<(), String> {
         self.read_events_from(resp, &mut Resume::default()).await
@@ -126,21 +152,33 @@ impl Remote {
     /// Streamable HTTP: one POST per message.
     async fn post(self: Arc<Self>, line: Vec<u8>) {
         let body = line.trim_ascii_end().to_vec();
-        let sent = self
-            .client
-            .post(self.url.clone())
-            .headers(self.headers())
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(body.clone())
-            .send()
-            .await;
-        let resp = match sent {
-            Ok(r) => r,
-            Err(e) => {
-                self.fail_request(&body, &format!("is unreachable: {}", with_causes(&e)))
-                    .await;
-                return;
+        let mut refresh = false;
+        let resp = loop {
+            let req = self
+                .client
+                .post(self.url.clone())
+                .headers(self.headers())
+                .header(ACCEPT, "application/json, text/event-stream")
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.clone());
+            let req = match self.signed(req, refresh).await {
+                Ok(r) => r,
+                Err(why) => return self.fail_request(&body, &why).await,
+            };
+            match req.send().await {
+                // A refused token is refreshed once, then the request goes again.
+                Ok(r) if r.status() == reqwest::StatusCode::UNAUTHORIZED
+                    && self.bearer.is_some()
+                    && !refresh =>
+                {
+                    refresh = true;
+                }
+                Ok(r) => break r,
+                Err(e) => {
+                    self.fail_request(&body, &format!("is unreachable: {}", with_causes(&e)))
+                        .await;
+                    return;
+                }
             }
         };
         if let Some(id) = resp
@@ -155,6 +193,19 @@ impl Remote {
         }
         let status = resp.status();
         if status == reqwest::StatusCode::ACCEPTED {
+            return;
+        }
+        if status == reqwest::StatusCode::UNAUTHORIZED {
+            let why = if self.bearer.is_some() {
+                "refused its sign-in (HTTP 401) even after a refresh"
+            } else {
+                "asks for a sign-in (HTTP 401)"
+            };
+            let hint = format!(
+                "{why}\nhint: run `mcp-broker auth login {}`",
+                self.ctx.name
+            );
+            self.fail_request(&body, &hint).await;
             return;
         }
         if !status.is_success() {
@@ -231,6 +282,9 @@ impl Remote {
             if let Some(last) = &resume.last_id {
                 get = get.header("last-event-id", last.as_str());
             }
+            let Ok(get) = self.signed(get, false).await else {
+                break;
+            };
             match get.send().await {
                 Ok(r) if r.status().is_success() => {
                     if self.read_events_from(r, &mut resume).await.is_err() {
@@ -248,13 +302,15 @@ impl Remote {
 
     /// The optional GET stream for messages the server sends on its own (list changes).
     async fn listen(self: Arc<Self>) {
-        let resp = self
+        let req = self
             .client
             .get(self.url.clone())
             .headers(self.headers())
-            .header(ACCEPT, "text/event-stream")
-            .send()
-            .await;
+            .header(ACCEPT, "text/event-stream");
+        let Ok(req) = self.signed(req, false).await else {
+            return;
+        };
+        let resp = req.send().await;
         match resp {
             Ok(r) if r.status().is_success() => {
                 if let Err(e) = self.read_events(r).await {
@@ -333,6 +389,7 @@ impl Instance {
             version: version.clone(),
             ctx,
             limit: launch.max_frame_bytes,
+            bearer: launch.bearer,
         });
 
         // Legacy SSE: the stream must be open, and name its POST endpoint, before anything is sent.

@@ -41,6 +41,8 @@ pub struct Shared {
 pub struct UpstreamContext {
     pub passthrough: Vec<String>,
     pub secrets_dir: std::path::PathBuf,
+    /// Where remote upstreams' sign-ins are kept (`state/`); `None`: no OAuth.
+    pub state_dir: Option<std::path::PathBuf>,
     pub max_frame_bytes: usize,
     /// `broker.max_tool_list_bytes`: all pages of one tool list together.
     pub max_list_bytes: usize,
@@ -434,9 +436,11 @@ impl Upstream {
                 })?;
             headers.insert(key.clone(), value);
         }
+        let bearer = self.bearer(&headers).await?;
         let inst = Instance::connect(RemoteLaunch {
             settings: &self.settings,
             headers,
+            bearer,
             max_frame_bytes: self.ctx.max_frame_bytes,
             on_list_changed: self.ctx.on_list_changed.clone(),
             on_notice: self.ctx.on_notice.clone(),
@@ -447,6 +451,53 @@ impl Upstream {
         .await?;
         tracing::info!(upstream = %self.settings.name, url = ?self.settings.url, "remote upstream connected");
         Ok(inst)
+    }
+
+    /// The sign-in a remote upstream's requests carry: none when a static `Authorization`
+    /// header is configured or nobody signed in; with the client-credentials grant, fetched
+    /// now when none is kept.
+    async fn bearer(
+        &self,
+        headers: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Option<Arc<mcpb_oauth::Bearer>>, UpstreamError> {
+        let lookup = |k: &str| std::env::var(k).ok();
+        let Some(dir) = &self.ctx.state_dir else {
+            return Ok(None);
+        };
+        if headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {
+            return Ok(None);
+        }
+        let name = &self.settings.name;
+        let url = self.settings.url.clone().unwrap_or_default();
+        let failed = |e: mcpb_oauth::OAuthError| UpstreamError::Connect {
+            upstream: name.clone(),
+            reason: e.to_string(),
+        };
+        let store = mcpb_oauth::FileStore::for_upstream(dir, name);
+        if let Some(o) = &self.settings.oauth
+            && o.grant == mcpb_config::OAuthGrant::ClientCredentials
+            && !store.exists()
+        {
+            let secret = o
+                .client_secret
+                .as_ref()
+                .map(|t| t.resolve(&lookup, &self.ctx.secrets_dir))
+                .transpose()
+                .map_err(|e| UpstreamError::Secret {
+                    upstream: name.clone(),
+                    key: "oauth.client_secret".into(),
+                    reason: e.to_string(),
+                })?
+                .unwrap_or_default();
+            let id = o.client_id.clone().unwrap_or_default();
+            mcpb_oauth::client_credentials(&url, store.clone(), &id, &secret, &o.scopes)
+                .await
+                .map_err(failed)?;
+        }
+        Ok(mcpb_oauth::Bearer::open(&url, store)
+            .await
+            .map_err(failed)?
+            .map(Arc::new))
     }
 
     fn record_failure(&self, error: String) {

@@ -20,6 +20,7 @@ fn upstream(lifecycle: &str) -> Arc<Upstream> {
     )
     .unwrap();
     let ctx = UpstreamContext {
+        state_dir: None,
         passthrough: Vec::new(),
         secrets_dir: std::env::temp_dir(),
         max_frame_bytes: 1 << 20,

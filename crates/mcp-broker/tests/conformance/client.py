@@ -5,6 +5,11 @@ The suite runs `client.py <server-url>` with MCP_CONFORMANCE_SCENARIO set. This 
 transparent mode, and drives a session through the shim with the official Python SDK client:
 list the tools and call each one. Elicitation requests are answered with the schema's defaults.
 What the suite checks is what the broker sent upstream.
+
+For the auth/* scenarios the broker first signs in: `mcp-broker auth login remote` prints the
+authorization address, which this script opens as a browser would (following the redirect to
+the broker's loopback listener); the client-credentials grant needs no sign-in. The scenario's
+context (MCP_CONFORMANCE_CONTEXT) gives a registered client where there is one.
 """
 
 import asyncio
@@ -13,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import urllib.request
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -28,8 +34,33 @@ async def elicit(_context, params):
     return ElicitResult(action="accept", content=content)
 
 
-async def drive(bin_path, home, config):
-    env = {"MCP_BROKER_HOME": home, "MCP_BROKER_CONFIG": config, "PATH": os.environ.get("PATH", "")}
+SECRET_VAR = "MCPB_CONFORMANCE_CLIENT_SECRET"
+
+
+def oauth_block(scenario, ctx):
+    """The upstream's oauth: settings for the scenario's registered client, if any."""
+    if "client_id" not in ctx:
+        return ""
+    grant = "client_credentials" if scenario.startswith("auth/client-credentials") else "authorization_code"
+    secret = f", client_secret: \"${{{SECRET_VAR}}}\"" if "client_secret" in ctx else ""
+    return f", oauth: {{client_id: {json.dumps(ctx['client_id'])}{secret}, grant: {grant}}}"
+
+
+def sign_in(bin_path, env):
+    """`auth login`, with this script as the browser: open the address it prints."""
+    login = subprocess.Popen([bin_path, "auth", "login", "remote", "--timeout-s", "20"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    address = login.stdout.readline().strip()
+    if address:
+        try:
+            urllib.request.urlopen(address, timeout=10).read()
+        except Exception as e:  # the scenario judges what the broker did
+            print(f"browser: {e}", file=sys.stderr)
+    _, err = login.communicate(timeout=30)
+    print(err, file=sys.stderr, end="")
+
+
+async def drive(bin_path, env):
     params = StdioServerParameters(command=bin_path, args=["stdio"], env=env)
     async with Client(params, mode="legacy", elicitation_callback=elicit) as client:
         tools = await client.list_tools()
@@ -43,19 +74,25 @@ async def drive(bin_path, home, config):
 def main():
     url = sys.argv[1]
     bin_path = os.environ["MCPB_BIN"]
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    ctx = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     with tempfile.TemporaryDirectory(prefix="mcpb-cc-", dir="/tmp") as home:
         config = os.path.join(home, "broker.yaml")
         with open(config, "w") as f:
             f.write(
                 "schema_version: 1\n"
-                f"upstreams:\n  remote: {{transport: streamable_http, url: {json.dumps(url)}}}\n"
+                f"upstreams:\n  remote: {{transport: streamable_http, url: {json.dumps(url)}{oauth_block(scenario, ctx)}}}\n"
                 "profiles:\n  default: {upstreams: [remote], namespace: false, allow_mutating_upstreams: true}\n"
             )
+        env = {"MCP_BROKER_HOME": home, "MCP_BROKER_CONFIG": config, "PATH": os.environ.get("PATH", "")}
+        if "client_secret" in ctx:
+            env[SECRET_VAR] = ctx["client_secret"]
         try:
-            asyncio.run(drive(bin_path, home, config))
+            if scenario.startswith("auth/") and not scenario.startswith("auth/client-credentials"):
+                sign_in(bin_path, env)
+            asyncio.run(drive(bin_path, env))
         finally:
-            subprocess.run([bin_path, "stop"], env={**os.environ, "MCP_BROKER_HOME": home, "MCP_BROKER_CONFIG": config},
-                           capture_output=True)
+            subprocess.run([bin_path, "stop"], env=env, capture_output=True)
 
 
 main()
