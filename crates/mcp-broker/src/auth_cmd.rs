@@ -58,7 +58,10 @@ pub(crate) async fn login(
         scopes = oauth.as_ref().map(|o| o.scopes.clone()).unwrap_or_default();
     }
     let store = store(settings, name);
-    if let Some(o) = oauth.as_ref().filter(|o| o.grant == OAuthGrant::ClientCredentials) {
+    if let Some(o) = oauth
+        .as_ref()
+        .filter(|o| o.grant == OAuthGrant::ClientCredentials)
+    {
         let id = o.client_id.clone().unwrap_or_default();
         mcpb_oauth::client_credentials(&url, store, &id, &secret.unwrap_or_default(), &scopes)
             .await?;
@@ -113,7 +116,11 @@ pub(crate) fn status(settings: &Settings, json: bool) -> ExitCode {
                 .headers
                 .keys()
                 .any(|k| k.eq_ignore_ascii_case("authorization"));
-            (u.name.clone(), store(settings, &u.name).exists(), static_auth)
+            (
+                u.name.clone(),
+                store(settings, &u.name).exists(),
+                static_auth,
+            )
         })
         .collect();
     if json {

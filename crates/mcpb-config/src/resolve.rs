@@ -138,15 +138,22 @@ impl Resolver<'_> {
         });
         let client_credentials = raw.grant == crate::raw::OAuthGrant::ClientCredentials;
         if client_credentials && (raw.client_id.is_none() || raw.client_secret.is_none()) {
-            self.issue(name, format!("upstreams.{n}.oauth.grant"),
+            self.issue(
+                name,
+                format!("upstreams.{n}.oauth.grant"),
                 "the client_credentials grant needs a client_id and a client_secret".into(),
-                Some("add client_id: and client_secret: ${ENV_NAME} under oauth:"));
+                Some("add client_id: and client_secret: ${ENV_NAME} under oauth:"),
+            );
         }
         if let Some(u) = &raw.client_metadata_url
             && !u.starts_with("https://")
         {
-            self.issue(name, format!("upstreams.{n}.oauth.client_metadata_url"),
-                format!("'{u}' is not an https:// URL"), None);
+            self.issue(
+                name,
+                format!("upstreams.{n}.oauth.client_metadata_url"),
+                format!("'{u}' is not an https:// URL"),
+                None,
+            );
         }
         crate::settings::OAuthSettings {
             client_id: raw.client_id.clone(),
@@ -319,6 +326,15 @@ impl Resolver<'_> {
         let env = self.templates(n, "env", &raw.env);
         let headers = self.templates(n, "headers", &raw.headers);
         let oauth = raw.oauth.as_ref().map(|o| self.oauth(name, o));
+        if oauth.is_some() && raw.transport == Transport::Stdio {
+            self.issue(
+                name,
+                format!("upstreams.{n}.oauth"),
+                "oauth is for remote upstreams; a local process gets its credentials in env:"
+                    .into(),
+                Some("remove oauth:, or set transport: streamable_http with a url:"),
+            );
+        }
         let ms = Duration::from_millis;
         UpstreamSettings {
             name: n.to_string(),

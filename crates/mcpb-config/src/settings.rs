@@ -300,7 +300,8 @@ impl Settings {
             }
         }
         for up in self.upstreams.values() {
-            for template in up.env.values().chain(up.headers.values()) {
+            let secret = up.oauth.as_ref().and_then(|o| o.client_secret.as_ref());
+            for template in up.env.values().chain(up.headers.values()).chain(secret) {
                 for part in template.parts() {
                     if let crate::template::Part::Env(name) = part {
                         names.insert(name.clone());

@@ -2,12 +2,12 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum OAuthError {
-    #[error("{url} asks for no sign-in: it answered without a token")]
-    NotNeeded { url: String },
     #[error("cannot reach {url}: {reason}")]
     Unreachable { url: String, reason: String },
+    /// Said whole in one line (the SDK's error is not kept as a source, or it would be said
+    /// twice).
     #[error("sign-in failed: {0}")]
-    Auth(#[from] rmcp::transport::auth::AuthError),
+    Auth(rmcp::transport::auth::AuthError),
     #[error("the sign-in was not finished within {secs} s")]
     TimedOut { secs: u64 },
     #[error("the authorization server refused: {0}")]
@@ -18,4 +18,10 @@ pub enum OAuthError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<rmcp::transport::auth::AuthError> for OAuthError {
+    fn from(e: rmcp::transport::auth::AuthError) -> Self {
+        OAuthError::Auth(e)
+    }
 }

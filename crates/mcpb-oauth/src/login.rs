@@ -25,8 +25,7 @@ pub struct LoginOptions {
     pub timeout: Duration,
 }
 
-/// The server's `WWW-Authenticate` challenge to an unauthenticated request, or `NotNeeded`
-/// when it answers without one.
+/// The server's `WWW-Authenticate` challenge to an unauthenticated `initialize`, if any.
 async fn challenge(url: &str) -> Result<Option<String>, OAuthError> {
     crate::tls();
     let unreachable = |e: reqwest::Error| OAuthError::Unreachable {
@@ -48,10 +47,10 @@ async fn challenge(url: &str) -> Result<Option<String>, OAuthError> {
         .send()
         .await
         .map_err(unreachable)?;
+    // A server may let `initialize` through and ask for a sign-in only later: a success
+    // carries no challenge, and discovery starts from the server's well-known addresses.
     if resp.status().is_success() {
-        return Err(OAuthError::NotNeeded {
-            url: url.to_string(),
-        });
+        return Ok(None);
     }
     Ok(resp
         .headers()
@@ -166,7 +165,9 @@ async fn redirected(listener: &TcpListener, port: u16) -> Result<String, OAuthEr
             .unwrap_or("");
         if !target.starts_with("/callback?") {
             let _ = conn
-                .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .write_all(
+                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                )
                 .await;
             continue;
         }
@@ -184,7 +185,10 @@ async fn redirected(listener: &TcpListener, port: u16) -> Result<String, OAuthEr
         if refused {
             let why = target
                 .split(['?', '&'])
-                .find_map(|kv| kv.strip_prefix("error_description=").or_else(|| kv.strip_prefix("error=")))
+                .find_map(|kv| {
+                    kv.strip_prefix("error_description=")
+                        .or_else(|| kv.strip_prefix("error="))
+                })
                 .unwrap_or("unknown");
             return Err(OAuthError::Refused(why.to_string()));
         }

@@ -4,10 +4,11 @@
 //! sign-in from the command line replaces the file under a running daemon.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
 
 #[derive(Clone)]
@@ -18,7 +19,9 @@ pub struct FileStore {
 
 impl std::fmt::Debug for FileStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FileStore").field("path", &self.path).finish()
+        f.debug_struct("FileStore")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -54,8 +57,7 @@ impl CredentialStore for FileStore {
             Err(e) => return Err(self.failed("cannot read", e)),
         };
         if let Some(m) = modified
-            && let Ok(read) = self.read.lock()
-            && let Some((at, creds)) = read.as_ref()
+            && let Some((at, creds)) = self.read.lock().as_ref()
             && *at == m
         {
             return Ok(Some(creds.clone()));
@@ -67,25 +69,22 @@ impl CredentialStore for FileStore {
         };
         let creds: StoredCredentials =
             serde_json::from_slice(&text).map_err(|e| self.failed("cannot parse", e))?;
-        if let (Some(m), Ok(mut read)) = (modified, self.read.lock()) {
-            *read = Some((m, creds.clone()));
+        if let Some(m) = modified {
+            *self.read.lock() = Some((m, creds.clone()));
         }
         Ok(Some(creds))
     }
 
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
-        let bytes = serde_json::to_vec(&credentials).map_err(|e| self.failed("cannot encode", e))?;
-        if let Ok(mut read) = self.read.lock() {
-            *read = None;
-        }
+        let bytes =
+            serde_json::to_vec(&credentials).map_err(|e| self.failed("cannot encode", e))?;
+        *self.read.lock() = None;
         mcpb_config::layout::write_private(&self.path, &bytes)
             .map_err(|e| self.failed("cannot write", e))
     }
 
     async fn clear(&self) -> Result<(), AuthError> {
-        if let Ok(mut read) = self.read.lock() {
-            *read = None;
-        }
+        *self.read.lock() = None;
         match std::fs::remove_file(&self.path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -109,7 +108,10 @@ mod tests {
         assert_eq!(back.client_id, "client-1");
         assert_eq!(back.granted_scopes, vec!["read".to_string()]);
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(store.path()).unwrap().permissions().mode();
+        let mode = std::fs::metadata(store.path())
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o077, 0, "{mode:o}");
         store.clear().await.unwrap();
         assert!(!store.exists());

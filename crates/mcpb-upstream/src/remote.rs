@@ -167,9 +167,10 @@ impl Remote {
             };
             match req.send().await {
                 // A refused token is refreshed once, then the request goes again.
-                Ok(r) if r.status() == reqwest::StatusCode::UNAUTHORIZED
-                    && self.bearer.is_some()
-                    && !refresh =>
+                Ok(r)
+                    if r.status() == reqwest::StatusCode::UNAUTHORIZED
+                        && self.bearer.is_some()
+                        && !refresh =>
                 {
                     refresh = true;
                 }
@@ -195,16 +196,27 @@ impl Remote {
         if status == reqwest::StatusCode::ACCEPTED {
             return;
         }
+        if status == reqwest::StatusCode::FORBIDDEN
+            && let Some(scope) = insufficient_scope(resp.headers())
+        {
+            let hint = format!(
+                "needs a sign-in with more scope ({scope})\nhint: run `mcp-broker auth login {} --scope {}`",
+                self.ctx.name,
+                scope
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" --scope ")
+            );
+            self.fail_request(&body, &hint).await;
+            return;
+        }
         if status == reqwest::StatusCode::UNAUTHORIZED {
             let why = if self.bearer.is_some() {
                 "refused its sign-in (HTTP 401) even after a refresh"
             } else {
                 "asks for a sign-in (HTTP 401)"
             };
-            let hint = format!(
-                "{why}\nhint: run `mcp-broker auth login {}`",
-                self.ctx.name
-            );
+            let hint = format!("{why}\nhint: run `mcp-broker auth login {}`", self.ctx.name);
             self.fail_request(&body, &hint).await;
             return;
         }
@@ -325,6 +337,18 @@ impl Remote {
             }
         }
     }
+}
+
+/// The scope a 403's `WWW-Authenticate: Bearer error="insufficient_scope", scope="..."` asks
+/// for.
+fn insufficient_scope(headers: &HeaderMap) -> Option<String> {
+    let challenge = headers.get("www-authenticate")?.to_str().ok()?;
+    if !challenge.contains("insufficient_scope") {
+        return None;
+    }
+    let rest = &challenge[challenge.find("scope=\"")? + 7..];
+    let scope: String = rest.chars().take_while(|c| *c != '"').take(500).collect();
+    (!scope.trim().is_empty()).then_some(scope)
 }
 
 /// Where a closed event stream left off.

@@ -464,7 +464,10 @@ impl Upstream {
         let Some(dir) = &self.ctx.state_dir else {
             return Ok(None);
         };
-        if headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {
+        if headers
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("authorization"))
+        {
             return Ok(None);
         }
         let name = &self.settings.name;

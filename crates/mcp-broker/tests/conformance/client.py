@@ -37,13 +37,27 @@ async def elicit(_context, params):
 SECRET_VAR = "MCPB_CONFORMANCE_CLIENT_SECRET"
 
 
+# The client metadata document URL the suite's authorization server knows this client by
+# (SEP-991): servers that take one see it as the client id; the others get a registration.
+# Nothing is fetched from it.
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
+
+
 def oauth_block(scenario, ctx):
-    """The upstream's oauth: settings for the scenario's registered client, if any."""
-    if "client_id" not in ctx:
+    """The upstream's oauth: settings: the scenario's registered client, if any."""
+    if scenario.startswith("auth/client-credentials"):
+        if "client_secret" not in ctx:
+            return ""
+        return (f", oauth: {{client_id: {json.dumps(ctx['client_id'])}, "
+                f"client_secret: \"${{{SECRET_VAR}}}\", grant: client_credentials}}")
+    if not scenario.startswith("auth/"):
         return ""
-    grant = "client_credentials" if scenario.startswith("auth/client-credentials") else "authorization_code"
-    secret = f", client_secret: \"${{{SECRET_VAR}}}\"" if "client_secret" in ctx else ""
-    return f", oauth: {{client_id: {json.dumps(ctx['client_id'])}{secret}, grant: {grant}}}"
+    fields = [f"client_metadata_url: {json.dumps(CLIENT_METADATA_URL)}"]
+    if "client_id" in ctx:
+        fields.append(f"client_id: {json.dumps(ctx['client_id'])}")
+    if "client_secret" in ctx:
+        fields.append(f"client_secret: \"${{{SECRET_VAR}}}\"")
+    return f", oauth: {{{', '.join(fields)}}}"
 
 
 def sign_in(bin_path, env):
@@ -93,6 +107,11 @@ def main():
             asyncio.run(drive(bin_path, env))
         finally:
             subprocess.run([bin_path, "stop"], env=env, capture_output=True)
+            # The daemon's log goes with the scenario's results, for when it fails.
+            log = os.path.join(home, "logs", "daemon.log")
+            if os.path.exists(log):
+                with open(log) as f:
+                    print(f.read()[-4000:], file=sys.stderr)
 
 
 main()

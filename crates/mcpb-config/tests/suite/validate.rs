@@ -88,3 +88,37 @@ fn a_tool_filter_that_is_not_a_glob_is_named_with_its_upstream() {
     let ok = "schema_version: 1\nupstreams:\n  gh:\n    command: npx\n    tools_allow: [\"get_*\", \"list_?\"]\n    tools_deny: [\"get_secret*\"]\n";
     assert_eq!(errors(ok), "ok");
 }
+
+#[test]
+fn oauth_settings_are_checked_where_they_are_written() {
+    let text = r#"schema_version: 1
+upstreams:
+  notes:
+    url: https://notes.example/mcp
+    transport: streamable_http
+    oauth: {client_id: app, client_secret: "literally-secret", grant: client_credentials, client_metadata_url: "http://x/doc.json"}
+  cc:
+    url: https://cc.example/mcp
+    transport: streamable_http
+    oauth: {grant: client_credentials}
+  local:
+    command: npx
+    oauth: {}
+"#;
+    let e = errors(text);
+    assert!(
+        e.contains("upstreams.notes.oauth.client_secret: the client secret is written literally"),
+        "{e}"
+    );
+    assert!(
+        e.contains("upstreams.notes.oauth.client_metadata_url"),
+        "{e}"
+    );
+    assert!(e.contains("upstreams.cc.oauth.grant: the client_credentials grant needs a client_id and a client_secret"), "{e}");
+    assert!(
+        e.contains("upstreams.local.oauth: oauth is for remote upstreams"),
+        "{e}"
+    );
+    let ok = "schema_version: 1\nupstreams:\n  notes:\n    url: https://notes.example/mcp\n    transport: streamable_http\n    oauth: {client_id: app, client_secret: \"${NOTES_SECRET}\", scopes: [read]}\n";
+    assert_eq!(errors(ok), "ok");
+}
