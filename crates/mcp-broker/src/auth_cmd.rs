@@ -1,6 +1,7 @@
 //! `mcp-broker auth login|logout|status`: signing in to remote upstreams that ask for OAuth.
 //! The authorization URL is the command's data (stdout); everything else goes to stderr.
 
+use crate::out::outln;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -77,7 +78,7 @@ pub(crate) async fn login(
     };
     mcpb_oauth::login(&url, store, &opts, |auth_url| {
         eprintln!("open this address in a browser to sign in to {name} (waiting {timeout_s} s):");
-        println!("{auth_url}");
+        outln!("{auth_url}");
     })
     .await?;
     eprintln!("signed in to {name}; the daemon uses it from the upstream's next start");
@@ -130,21 +131,21 @@ pub(crate) fn status(settings: &Settings, json: bool) -> ExitCode {
                 serde_json::json!({"upstream": n, "signed_in": signed, "authorization_header": header})
             })
             .collect();
-        println!("{}", serde_json::Value::Array(items));
+        outln!("{}", serde_json::Value::Array(items));
         return ExitCode::SUCCESS;
     }
     if rows.is_empty() {
         eprintln!("no remote upstreams in the configuration");
         return ExitCode::SUCCESS;
     }
-    println!("{:<24} SIGN-IN", "UPSTREAM");
+    outln!("{:<24} SIGN-IN", "UPSTREAM");
     for (name, signed, header) in rows {
         let state = match (signed, header) {
             (_, true) => "Authorization header from the config",
             (true, false) => "signed in",
             (false, false) => "none (mcp-broker auth login NAME, if it asks for one)",
         };
-        println!("{name:<24} {state}");
+        outln!("{name:<24} {state}");
     }
     ExitCode::SUCCESS
 }

@@ -91,6 +91,17 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: PinsCommand,
     },
+    /// The daemon's log, or one upstream's lines of it (its stderr, its starts and failures).
+    Logs {
+        /// Only this upstream's lines.
+        upstream: Option<String>,
+        /// How many of the last lines to print.
+        #[arg(short = 'n', long, default_value_t = 50)]
+        lines: usize,
+        /// Keep printing lines as they are written (Ctrl-C ends it).
+        #[arg(short, long)]
+        follow: bool,
+    },
     /// OAuth sign-in to remote upstreams that ask for one.
     Auth {
         #[command(subcommand)]

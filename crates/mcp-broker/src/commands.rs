@@ -1,5 +1,6 @@
 //! The daemon-management and config commands.
 
+use crate::out::{out, outln};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -35,7 +36,7 @@ pub(crate) fn daemon(settings: Settings) -> ExitCode {
 
 pub(crate) fn start(settings: &Settings) -> ExitCode {
     if let Ok(Some(reply)) = admin(settings, AdminCommand::Ping) {
-        println!(
+        outln!(
             "mcp-broker daemon already running (pid {})",
             reply.daemon_pid
         );
@@ -52,7 +53,7 @@ pub(crate) fn start(settings: &Settings) -> ExitCode {
     }
     match admin(settings, AdminCommand::Ping) {
         Ok(Some(reply)) => {
-            println!("mcp-broker daemon started (pid {})", reply.daemon_pid);
+            outln!("mcp-broker daemon started (pid {})", reply.daemon_pid);
             ExitCode::SUCCESS
         }
         _ => fail("mcp-broker: the daemon started but does not answer", &[]),
@@ -97,7 +98,7 @@ pub(crate) fn stop(settings: &Settings) -> ExitCode {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    println!("mcp-broker daemon stopped (pid {pid})");
+    outln!("mcp-broker daemon stopped (pid {pid})");
     ExitCode::SUCCESS
 }
 
@@ -120,18 +121,18 @@ pub(crate) fn status(settings: &Settings, json: bool) -> ExitCode {
     };
     let Some(data) = reply.and_then(|r| r.data) else {
         if json {
-            println!(
+            outln!(
                 "{}",
                 serde_json::json!({"running": false, "socket": settings.runtime.socket_path()})
             );
         } else {
-            println!(
+            outln!(
                 "daemon: not running (socket {})",
                 settings.runtime.socket_path().display()
             );
-            println!("config: {}", settings.source);
+            outln!("config: {}", settings.source);
             for up in settings.upstreams.values() {
-                println!(
+                outln!(
                     "  {:<20} {}",
                     up.name,
                     if up.enabled() { "stopped" } else { "disabled" }
@@ -141,13 +142,13 @@ pub(crate) fn status(settings: &Settings, json: bool) -> ExitCode {
         return ExitCode::from(3);
     };
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&data).unwrap_or_default()
         );
         return ExitCode::SUCCESS;
     }
-    print!("{}", render_status(&data));
+    out!("{}", render_status(&data));
     ExitCode::SUCCESS
 }
 
@@ -172,7 +173,7 @@ pub(crate) fn reload(settings: &Settings) -> ExitCode {
                     names.join(", ")
                 }
             };
-            println!(
+            outln!(
                 "reloaded: added {}; restarted {}; removed {}; unchanged {}",
                 list("added"),
                 list("restarted"),
@@ -212,56 +213,91 @@ pub(crate) fn reap(settings: &Settings) -> ExitCode {
     let reaped = ledger.reap(live);
     let killed: usize = reaped.iter().map(|r| r.killed).sum();
     for r in reaped.iter().filter(|r| r.killed > 0) {
-        println!(
+        outln!(
             "killed {} process(es) of upstream '{}' (process group {})",
-            r.killed, r.upstream, r.pgid
+            r.killed,
+            r.upstream,
+            r.pgid
         );
     }
-    println!(
+    outln!(
         "reaped {killed} leftover process(es) in {} process group(s)",
         reaped.iter().filter(|r| r.killed > 0).count()
     );
     ExitCode::SUCCESS
 }
 
+/// A duration for people: whole seconds, `2h 5m 3s`.
+pub(crate) fn human_ms(ms: u64) -> String {
+    humantime::format_duration(std::time::Duration::from_secs(ms / 1000)).to_string()
+}
+
+/// A table of `rows` under `header`, columns apart by spaces, no borders.
+pub(crate) fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::NOTHING)
+        .set_header(header.to_vec())
+        .add_rows(rows);
+    for col in t.column_iter_mut() {
+        col.set_padding((0, 2));
+    }
+    let text = t.to_string();
+    let mut out: String = text
+        .lines()
+        .map(|l| format!("{}\n", l.trim_end()))
+        .collect();
+    if out.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
 pub(crate) fn render_status(data: &Value) -> String {
     let d = &data["daemon"];
     let mut out = format!(
-        "daemon: running, pid {}, version {}, up {} s\nconfig: {}\nsocket: {}\nsessions: {} (max {}), calls in flight: {}\nupstreams:\n",
+        "daemon: running, pid {}, version {}, up {}\nconfig: {}\nsocket: {}\nlog: {}\nsessions: {} (max {}), calls in flight: {}\n\n",
         d["pid"],
         d["version"].as_str().unwrap_or(""),
-        d["uptime_ms"].as_u64().unwrap_or(0) / 1000,
+        human_ms(d["uptime_ms"].as_u64().unwrap_or(0)),
         d["config"].as_str().unwrap_or(""),
         d["socket"].as_str().unwrap_or(""),
+        d["log"].as_str().unwrap_or("-"),
         d["sessions"],
         d["max_clients"],
         d["inflight_calls"],
     );
-    for u in data["upstreams"].as_array().into_iter().flatten() {
-        let pid = u["pid"]
-            .as_u64()
-            .map(|p| format!("pid {p}"))
-            .unwrap_or_default();
-        let tools = u["tool_count"]
-            .as_u64()
-            .map(|n| format!("{n} tools"))
-            .unwrap_or_default();
-        let line = format!(
-            "  {:<20} {:<9} {:<11} {}",
-            u["name"].as_str().unwrap_or(""),
-            u["state"].as_str().unwrap_or(""),
-            pid,
-            tools
-        );
-        out.push_str(line.trim_end());
-        out.push('\n');
+    let ups: Vec<&Value> = data["upstreams"].as_array().into_iter().flatten().collect();
+    let dash = |v: &Value| v.as_u64().map_or("-".to_string(), |n| n.to_string());
+    let rows = ups
+        .iter()
+        .map(|u| {
+            vec![
+                u["name"].as_str().unwrap_or("").to_string(),
+                u["state"].as_str().unwrap_or("").to_string(),
+                dash(&u["pid"]),
+                dash(&u["tool_count"]),
+                dash(&u["starts"]),
+                dash(&u["failures"]),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["UPSTREAM", "STATE", "PID", "TOOLS", "STARTS", "FAILURES"],
+        rows,
+    ));
+    for u in &ups {
+        let name = u["name"].as_str().unwrap_or("");
         if let Some(err) = u["last_error"].as_str() {
-            out.push_str(&format!("  {:<20} last error: {err}\n", ""));
+            out.push_str(&format!("{name}: last error: {err}\n"));
+            // What the server itself said last, where the reason usually is.
+            for line in last_lines(&u["stderr_tail"], 3) {
+                out.push_str(&format!("{name}:   stderr: {line}\n"));
+            }
+            out.push_str(&format!("hint: more with `mcp-broker logs {name}`\n"));
         }
         for r in u["rejected_tools"].as_array().into_iter().flatten() {
             out.push_str(&format!(
-                "  {:<20} refused tool {}: {}\n",
-                "",
+                "{name}: refused tool {}: {}\n",
                 r["tool"].as_str().unwrap_or(""),
                 r["reason"].as_str().unwrap_or("")
             ));
@@ -295,16 +331,46 @@ pub(crate) fn render_status(data: &Value) -> String {
     crate::printable(&out)
 }
 
-pub(crate) fn config_init() -> ExitCode {
+/// The last `n` non-empty lines of a JSON array of strings.
+fn last_lines(v: &Value, n: usize) -> Vec<&str> {
+    let lines: Vec<&str> = v
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    lines[lines.len().saturating_sub(n)..].to_vec()
+}
+
+/// Writes the commented example to `--config` (or `MCP_BROKER_CONFIG`) when given, else to the
+/// runtime root; the JSON Schema goes beside it, where the example's first line points editors.
+pub(crate) fn config_init(config: Option<&std::path::Path>) -> ExitCode {
     let ctx = ResolveContext::from_env();
     let layout = mcpb_config::RuntimeLayout::new(ctx.runtime_root(None));
-    if let Err(e) = layout.ensure() {
+    let path = match mcpb_config::locate(config, &ctx) {
+        mcpb_config::ConfigSource::File(p) => p,
+        mcpb_config::ConfigSource::Embedded => layout.config_path(),
+    };
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    let made = if path == layout.config_path() {
+        layout.ensure()
+    } else {
+        std::fs::create_dir_all(dir)
+    };
+    if let Err(e) = made {
         return fail(
-            &format!("mcp-broker: cannot create {}: {e}", layout.root.display()),
+            &format!("mcp-broker: cannot create {}: {e}", dir.display()),
             &[],
         );
     }
-    let path = layout.config_path();
+    let schema = dir.join("broker.schema.json");
+    if let Err(e) = std::fs::write(&schema, mcpb_config::schema::json_schema()) {
+        return fail(
+            &format!("mcp-broker: cannot write {}: {e}", schema.display()),
+            &[],
+        );
+    }
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -317,7 +383,7 @@ pub(crate) fn config_init() -> ExitCode {
                     &[],
                 );
             }
-            println!("{}", path.display());
+            outln!("{}", path.display());
             ExitCode::SUCCESS
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => fail(
@@ -354,7 +420,7 @@ pub(crate) fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
                 }
                 return ExitCode::FAILURE;
             }
-            println!(
+            outln!(
                 "ok: {} ({} upstreams, {} profiles, {} clients)",
                 s.source,
                 s.upstreams.len(),
@@ -373,7 +439,7 @@ pub(crate) fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
 pub(crate) fn config_show(settings: &Settings) -> ExitCode {
     match render_settings(settings) {
         Ok(text) => {
-            print!("{text}");
+            out!("{text}");
             ExitCode::SUCCESS
         }
         Err(e) => fail(&format!("mcp-broker: cannot render the settings: {e}"), &[]),
@@ -394,11 +460,12 @@ mod tests {
     fn status_text() {
         let data = serde_json::json!({
             "daemon": {"pid": 4242, "version": "0.1.0", "uptime_ms": 93_500, "config": "/home/u/mcp/mcp-broker/broker.yaml",
-                "socket": "/home/u/mcp/mcp-broker/sockets/broker.sock", "sessions": 2, "max_clients": 256, "inflight_calls": 1},
+                "socket": "/home/u/mcp/mcp-broker/sockets/broker.sock", "log": "/home/u/mcp/mcp-broker/logs/daemon.log", "sessions": 2, "max_clients": 256, "inflight_calls": 1},
             "upstreams": [
-                {"name": "example", "state": "running", "pid": 4250, "tool_count": 4, "last_error": null},
+                {"name": "example", "state": "running", "pid": 4250, "tool_count": 4, "starts": 1, "failures": 0, "last_error": null},
                 {"name": "github", "state": "stopped", "pid": null, "tool_count": null, "last_error": null},
                 {"name": "broken", "state": "failed", "pid": null, "tool_count": null,
+                 "starts": 0, "failures": 3, "stderr_tail": ["", "Traceback (most recent call last):", "ModuleNotFoundError: No module named 'mcp'"],
                  "last_error": "upstream 'broken' could not start `/opt/none`: No such file or directory (os error 2)"}
             ],
             "catalog": {

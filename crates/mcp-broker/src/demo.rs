@@ -2,6 +2,7 @@
 //! temporary runtime dir so it never touches the user's own daemon: a shim starts the daemon, an
 //! MCP session lists tools and calls them, then the daemon stops and takes its upstream with it.
 
+use crate::out::{out, outln};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitCode, Stdio};
 use std::time::Instant;
@@ -63,7 +64,7 @@ fn text_of(result: &Value) -> String {
 fn demo() -> anyhow::Result<()> {
     let exe = std::env::current_exe()?;
     let home = tempdir()?;
-    println!("mcp-broker demo (runtime dir {})", home.display());
+    outln!("mcp-broker demo (runtime dir {})", home.display());
     let t0 = Instant::now();
     let mut c = open(&exe, &home, None)?;
 
@@ -74,7 +75,7 @@ fn demo() -> anyhow::Result<()> {
         "clientInfo": {"name": "mcp-broker-demo", "version": env!("CARGO_PKG_VERSION")}}),
     )?;
     c.notify("notifications/initialized")?;
-    println!(
+    outln!(
         "1. shim started the daemon and the session opened in {:.1} ms (protocol {})",
         t0.elapsed().as_secs_f64() * 1000.0,
         init["protocolVersion"].as_str().unwrap_or("?")
@@ -88,7 +89,7 @@ fn demo() -> anyhow::Result<()> {
         .flatten()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    println!(
+    outln!(
         "2. tools/list started upstream 'example' and returned {} tools in {:.1} ms: {}",
         names.len(),
         t.elapsed().as_secs_f64() * 1000.0,
@@ -100,7 +101,7 @@ fn demo() -> anyhow::Result<()> {
         "tools/call",
         json!({"name": "example.echo", "arguments": {"message": "hello through the broker"}}),
     )?;
-    println!(
+    outln!(
         "3. example.echo answered {:?} in {:.2} ms",
         text_of(&echo),
         t.elapsed().as_secs_f64() * 1000.0
@@ -109,7 +110,7 @@ fn demo() -> anyhow::Result<()> {
         "tools/call",
         json!({"name": "example.add", "arguments": {"a": 2, "b": 40}}),
     )?;
-    println!("4. example.add(2, 40) = {}", text_of(&sum));
+    outln!("4. example.add(2, 40) = {}", text_of(&sum));
     c.request(
         "tools/call",
         json!({"name": "example.append_note", "arguments": {"text": "first note"}}),
@@ -118,14 +119,14 @@ fn demo() -> anyhow::Result<()> {
         "tools/call",
         json!({"name": "example.list_notes", "arguments": {}}),
     )?;
-    println!(
+    outln!(
         "5. example.append_note then example.list_notes -> {:?}",
         text_of(&notes)
     );
 
     drop(c.stdin.take());
     let status = c.child.wait()?;
-    println!("6. client closed stdin; shim exited with {status}");
+    outln!("6. client closed stdin; shim exited with {status}");
 
     // The same upstream through the compact facade: search, then call.
     let mut c = open(&exe, &home, Some("compact"))?;
@@ -150,7 +151,7 @@ fn demo() -> anyhow::Result<()> {
         "tools/call",
         json!({"name": "broker.call_tool", "arguments": {"name": top, "arguments": {"a": 1, "b": 1}}}),
     )?;
-    println!(
+    outln!(
         "7. profile 'compact' lists {count} broker.* tools; broker.search_tools(\"add two numbers\") -> {top}; broker.call_tool({top}, 1, 1) = {}",
         text_of(&sum)
     );
@@ -177,7 +178,7 @@ fn demo() -> anyhow::Result<()> {
             .as_str()
             .map(|r| format!(" ({r})"))
             .unwrap_or_default();
-        println!(
+        outln!(
             "8. broker.run_code ({language}, sandboxed): {} {} after {} tool calls in {:.0} ms{reason}",
             data["status"].as_str().unwrap_or("?"),
             data["result"],
@@ -194,17 +195,18 @@ fn demo() -> anyhow::Result<()> {
         .env_remove("MCP_BROKER_CONFIG")
         .stdout(Stdio::piped())
         .output()?;
-    print!("9. {}", String::from_utf8_lossy(&stop.stdout));
+    out!("9. {}", String::from_utf8_lossy(&stop.stdout));
     let socket_gone = !home.join("sockets/broker.sock").exists();
-    println!(
-        "10. socket removed: {socket_gone}; log at {}",
-        home.join("logs/daemon.log").display()
-    );
-    let _ = std::fs::remove_dir_all(&home);
+    outln!("10. socket removed: {socket_gone}");
     if !stop.status.success() || !socket_gone {
-        bail!("the daemon did not stop cleanly");
+        // Kept for reading: the runtime dir and its log say what went wrong.
+        bail!(
+            "the daemon did not stop cleanly; its log is {}",
+            home.join("logs/daemon.log").display()
+        );
     }
-    println!("done in {:.0} ms", t0.elapsed().as_secs_f64() * 1000.0);
+    let _ = std::fs::remove_dir_all(&home);
+    outln!("done in {:.0} ms", t0.elapsed().as_secs_f64() * 1000.0);
     Ok(())
 }
 

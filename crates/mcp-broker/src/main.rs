@@ -1,6 +1,7 @@
 //! The mcp-broker binary: CLI, shim, daemon entry point, example server and demo.
 #![forbid(unsafe_code)]
 
+use crate::out::out;
 mod auth_cmd;
 mod cli;
 mod commands;
@@ -9,7 +10,9 @@ mod demo;
 mod example_server;
 mod exec_cmd;
 mod logfile;
+mod logs_cmd;
 mod measure;
+mod out;
 mod pins_cmd;
 mod shim;
 mod tools_cmd;
@@ -51,7 +54,9 @@ fn init_logging() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // Colours only for a person at a terminal who did not ask for none (no-color.org).
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let _ = tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
@@ -123,12 +128,12 @@ fn main() -> ExitCode {
         },
         Command::Demo => demo::run(),
         Command::Config { command } => match command {
-            ConfigCommand::Init => commands::config_init(),
+            ConfigCommand::Init => commands::config_init(config),
             ConfigCommand::Validate { path } => {
                 commands::config_validate(path.as_deref().or(config))
             }
             ConfigCommand::Schema => {
-                print!("{}", mcpb_config::schema::json_schema());
+                out!("{}", mcpb_config::schema::json_schema());
                 ExitCode::SUCCESS
             }
             ConfigCommand::Show => with_settings(config, commands::config_show),
@@ -151,6 +156,13 @@ fn main() -> ExitCode {
         Command::Pins { command } => with_settings(config, |s| match command {
             PinsCommand::List { json } => pins_cmd::list(s, json),
             PinsCommand::Approve { names, all, reset } => pins_cmd::approve(s, &names, all, reset),
+        }),
+        Command::Logs {
+            upstream,
+            lines,
+            follow,
+        } => with_settings(config, |s| {
+            logs_cmd::run(s, upstream.as_deref(), lines, follow)
         }),
         Command::Auth { command } => with_settings(config, |s| match command {
             AuthCommand::Login {

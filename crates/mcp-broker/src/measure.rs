@@ -2,6 +2,7 @@
 //! upstreams, as a client loading them directly would) and after (what the profile exposes), in
 //! tool definitions, serialized bytes and o200k_base tokens.
 
+use crate::out::{out, outln};
 use std::process::ExitCode;
 
 use mcpb_config::Settings;
@@ -140,10 +141,10 @@ pub(crate) fn run(settings: &Settings, profile: Option<&str>, json: bool) -> Exi
             "upstreams": ups,
             "after": {"tools": exposed.tools, "bytes": exposed.bytes, "tokens": exposed.tokens},
         });
-        println!("{out:#}");
+        outln!("{out:#}");
     } else {
-        println!("profile {}", data["profile"].as_str().unwrap_or("?"));
-        print!("{}", table(&upstreams, &exposed));
+        outln!("profile {}", data["profile"].as_str().unwrap_or("?"));
+        out!("{}", table(&upstreams, &exposed));
     }
     ExitCode::SUCCESS
 }

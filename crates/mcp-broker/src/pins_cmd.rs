@@ -2,6 +2,7 @@
 //! and what the description scan found. Works on the files under state/ (the cached tool lists
 //! and the pin store), so it needs no running upstream; a running daemon is told to re-read.
 
+use crate::out::{out, outln};
 use std::process::ExitCode;
 
 use mcpb_catalog::{ListStore, Pins, Quarantine};
@@ -71,7 +72,7 @@ pub(crate) fn list(settings: &Settings, json_out: bool) -> ExitCode {
             .iter()
             .map(|r| json!({"tool": name(r), "quarantine": r.verdict, "findings": r.findings}))
             .collect();
-        println!(
+        outln!(
             "{:#}",
             json!({"pin_store_error": pins.error(), "tools": items})
         );
@@ -82,16 +83,16 @@ pub(crate) fn list(settings: &Settings, json_out: bool) -> ExitCode {
         eprintln!("hint: fix the file, or start over with `mcp-broker pins approve --all --reset`");
     }
     if rows.is_empty() {
-        println!("no tool lists cached yet; they appear once an upstream has been listed");
+        outln!("no tool lists cached yet; they appear once an upstream has been listed");
     }
     for r in &rows {
         let state = match &r.verdict {
             None => "approved".to_string(),
             Some(q) => format!("QUARANTINED ({q})"),
         };
-        println!("{}  {state}", printable(&name(r)));
+        outln!("{}  {state}", printable(&name(r)));
         for f in &r.findings {
-            println!("    finding: {}: {}", f.kind, printable(&f.detail));
+            outln!("    finding: {}: {}", f.kind, printable(&f.detail));
         }
     }
     ExitCode::SUCCESS
@@ -149,10 +150,10 @@ pub(crate) fn approve(settings: &Settings, names: &[String], all: bool, reset: b
         }
         .and_then(|p| serde_json::from_str(p.definition.get()).ok())
         .unwrap_or(Value::Null);
-        println!("approving {} ({q})", printable(&n));
-        print!("{}", printable(&mcpb_catalog::pins::diff(&before, &r.tool)));
+        outln!("approving {} ({q})", printable(&n));
+        out!("{}", printable(&mcpb_catalog::pins::diff(&before, &r.tool)));
         for f in &r.findings {
-            println!("    finding: {}: {}", f.kind, printable(&f.detail));
+            outln!("    finding: {}: {}", f.kind, printable(&f.detail));
         }
         let from = match q {
             Quarantine::Renamed { from } => Some(from.as_str()),
@@ -173,7 +174,7 @@ pub(crate) fn approve(settings: &Settings, names: &[String], all: bool, reset: b
     if dirty && matches!(admin(settings, AdminCommand::PinsReload), Ok(Some(_))) {
         eprintln!("mcp-broker: the running daemon picked up the approvals");
     }
-    println!("{approved} tool(s) approved");
+    outln!("{approved} tool(s) approved");
     if !unknown.is_empty() {
         let list: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
         return fail(

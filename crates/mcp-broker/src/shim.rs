@@ -28,6 +28,24 @@ pub(crate) fn run(
     profile: Option<String>,
     client: Option<String>,
 ) -> ExitCode {
+    if let Some(c) = client.as_deref()
+        && profile.is_none()
+        && !settings.clients.contains_key(c)
+    {
+        // Said on stderr: the client shows it in its server log; the session still opens.
+        let known: Vec<&str> = settings.clients.keys().map(String::as_str).collect();
+        eprintln!(
+            "mcp-broker: client {c:?} has no profile in `clients:`; it gets the `default` profile"
+        );
+        eprintln!(
+            "hint: clients named in the config: {}; add `clients: {{{c}: PROFILE}}` or pass --profile",
+            if known.is_empty() {
+                "(none)".to_string()
+            } else {
+                known.join(", ")
+            }
+        );
+    }
     let stream = match connect_or_start(settings) {
         Ok(s) => s,
         Err(e) => {

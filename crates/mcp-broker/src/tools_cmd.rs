@@ -2,6 +2,7 @@
 //! an ordinary session with the chosen profile and calls the same broker_* tool a model would,
 //! so the answers, the policy and the errors are the ones a client gets.
 
+use crate::out::{out, outln};
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
@@ -79,26 +80,68 @@ pub(crate) fn call_facade(
     }
 }
 
-/// Prints a result: its JSON with `--json`, else its text content.
-pub(crate) fn print(result: &Value, json: bool) -> ExitCode {
-    if json {
-        println!("{result:#}");
-    } else {
-        for item in result["content"].as_array().into_iter().flatten() {
-            match item["text"].as_str() {
-                Some(t) => match serde_json::from_str::<Value>(t) {
-                    Ok(v) if v.is_object() || v.is_array() => println!("{v:#}"),
-                    _ => println!("{t}"),
-                },
-                None => println!("{item}"),
-            }
+/// The data of a result: its structured content, else its text read as JSON, else the text.
+fn data(result: &Value) -> Value {
+    if let Some(v) = result.get("structuredContent").filter(|v| !v.is_null()) {
+        return v.clone();
+    }
+    let texts: Vec<&str> = result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["text"].as_str())
+        .collect();
+    match texts.as_slice() {
+        [one] => serde_json::from_str(one).unwrap_or_else(|_| Value::String((*one).to_string())),
+        _ => result["content"].clone(),
+    }
+}
+
+/// Search results for people: a table, and what to run next.
+fn print_search(found: &Value) {
+    let rows: Vec<Vec<String>> = found["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let text = |k: &str| r[k].as_str().unwrap_or("").to_string();
+            let mut description = text("description");
+            mcpb_facade::projection::cut_chars(&mut description, 100);
+            vec![text("name"), text("server"), description]
+        })
+        .collect();
+    if rows.is_empty() {
+        eprintln!("no tool matches; try other words");
+        return;
+    }
+    out!(
+        "{}",
+        crate::commands::table(&["TOOL", "SERVER", "DESCRIPTION"], rows)
+    );
+    eprintln!(
+        "hint: `mcp-broker tools describe NAME` shows one's arguments; `mcp-broker tools call NAME --args '{{...}}'` runs it"
+    );
+}
+
+/// Prints a result: with `--json` its data (once), else for people. A tool's error goes to
+/// stderr and the exit code says it failed.
+pub(crate) fn print(tool: FacadeTool, result: &Value, json: bool) -> ExitCode {
+    let failed = result["isError"] == true;
+    let value = data(result);
+    if failed {
+        match &value {
+            Value::String(t) => eprintln!("mcp-broker: {t}"),
+            v => eprintln!("mcp-broker: {v}"),
         }
+        return ExitCode::FAILURE;
     }
-    if result["isError"] == true {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
+    match (json, tool, &value) {
+        (true, _, v) => outln!("{v:#}"),
+        (false, FacadeTool::SearchTools, v) if v.get("results").is_some() => print_search(v),
+        (false, _, Value::String(t)) => outln!("{t}"),
+        (false, _, v) => outln!("{v:#}"),
     }
+    ExitCode::SUCCESS
 }
 
 pub(crate) fn run(
@@ -109,7 +152,7 @@ pub(crate) fn run(
     json: bool,
 ) -> ExitCode {
     match call_facade(settings, profile, tool, arguments) {
-        Ok(r) => print(&r, json),
+        Ok(r) => print(tool, &r, json),
         Err(e) => fail(&format!("mcp-broker: {e:#}"), &[]),
     }
 }

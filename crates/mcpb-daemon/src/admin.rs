@@ -21,6 +21,8 @@ pub(crate) struct DaemonStatus {
     pub uptime_ms: u64,
     pub socket: String,
     pub config: String,
+    /// The daemon's log file.
+    pub log: String,
     pub sessions: usize,
     pub inflight_calls: usize,
     pub max_clients: usize,
@@ -84,6 +86,7 @@ pub(crate) fn status(broker: &Broker) -> StatusReport {
             uptime_ms: u64::try_from(broker.started.elapsed().as_millis()).unwrap_or(u64::MAX),
             socket: config.settings.runtime.socket_path().display().to_string(),
             config: config.settings.source.to_string(),
+            log: config.settings.runtime.log_path().display().to_string(),
             sessions: broker.sessions.load(Ordering::SeqCst),
             inflight_calls: broker.drain.inflight(),
             max_clients: config.settings.broker.max_clients,

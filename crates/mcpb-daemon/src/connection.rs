@@ -158,7 +158,7 @@ impl Handler {
                 };
                 let broker = self.broker.clone();
                 broker.sessions.fetch_add(1, Ordering::SeqCst);
-                tracing::info!(profile = %profile.name, client = ?client, pid = hello.pid, pass_fds, "session opened");
+                tracing::info!(profile = %profile.name, client = client.as_deref().unwrap_or("-"), pid = hello.pid, pass_fds, "session opened");
                 let mut session = Session::new(broker.clone(), profile, explicit, facade);
                 session.run(io, &mut self.shutdown).await;
                 broker.sessions.fetch_sub(1, Ordering::SeqCst);

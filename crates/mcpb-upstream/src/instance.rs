@@ -2,7 +2,6 @@
 //! by rewritten request id, a stderr task feeding the log, and a supervisor task that owns the
 //! child and runs the stop ladder.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -77,7 +76,6 @@ pub(crate) struct Instance {
     pub(crate) exit: watch::Receiver<Option<String>>,
     pub(crate) stop: Arc<Notify>,
     pub(crate) stopped_on_purpose: AtomicBool,
-    pub(crate) stderr_tail: Arc<Mutex<VecDeque<String>>>,
     /// When the instance last sent or answered a request, for idle timeouts.
     pub(crate) last_used: Mutex<Instant>,
     pub(crate) protocol_version: Arc<Mutex<String>>,
@@ -109,7 +107,6 @@ pub(crate) struct Wiring {
     pub alive: Arc<AtomicBool>,
     pub exit: watch::Receiver<Option<String>>,
     pub stop: Arc<Notify>,
-    pub stderr_tail: Arc<Mutex<VecDeque<String>>>,
     pub protocol_version: Arc<Mutex<String>>,
     pub forward_meta: Vec<String>,
 }
@@ -127,6 +124,9 @@ pub(crate) struct Launch<'a> {
     /// Capacity this process holds (instance and process caps), released when it exits.
     pub permits: Vec<tokio::sync::OwnedSemaphorePermit>,
     pub forward_meta: Vec<String>,
+    /// Where the process's last stderr lines go: the upstream's, so they outlive an instance
+    /// that failed to start or crashed (the status and the error show them).
+    pub stderr_tail: Arc<crate::stderr::StderrTail>,
 }
 
 /// Bad lines (not JSON-RPC, or over the frame cap) after which an upstream is stopped as
@@ -157,7 +157,8 @@ impl Instance {
         let (exit_tx, exit_rx) = watch::channel::<Option<String>>(None);
         let pending: Arc<Pending> = Arc::default();
         let alive = Arc::new(AtomicBool::new(true));
-        let stderr_tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+        let stderr_tail = launch.stderr_tail.clone();
+        stderr_tail.clear();
         let tools_stale = launch.tools_stale.clone();
         let permits = launch.permits;
 
@@ -233,7 +234,6 @@ impl Instance {
             alive,
             exit: exit_rx,
             stop,
-            stderr_tail,
             protocol_version: Arc::default(),
             forward_meta: launch.forward_meta,
         }))
@@ -251,7 +251,6 @@ impl Instance {
             exit: w.exit,
             stop: w.stop,
             stopped_on_purpose: AtomicBool::new(false),
-            stderr_tail: w.stderr_tail,
             last_used: Mutex::new(Instant::now()),
             protocol_version: w.protocol_version,
             stateless: AtomicBool::new(false),
@@ -274,10 +273,6 @@ impl Instance {
 
     pub(crate) fn capabilities(&self) -> Option<serde_json::Value> {
         self.capabilities.lock().clone()
-    }
-
-    pub(crate) fn stderr_tail(&self) -> Vec<String> {
-        self.stderr_tail.lock().iter().cloned().collect()
     }
 
     fn touch(&self) {

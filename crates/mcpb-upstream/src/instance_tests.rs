@@ -1,7 +1,6 @@
 //! An instance over an in-memory pipe pair instead of a child process: the same writer and
 //! reader tasks, pending map and timers, with the test playing the upstream.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -89,7 +88,6 @@ fn instance() -> (Arc<Instance>, Peer, Arc<AtomicBool>) {
         alive,
         exit: exit_rx,
         stop,
-        stderr_tail: Arc::new(Mutex::new(VecDeque::new())),
         protocol_version: Arc::default(),
         forward_meta: vec!["vendor/keep".into()],
     });

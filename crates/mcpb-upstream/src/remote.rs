@@ -487,7 +487,6 @@ impl Instance {
             alive,
             exit: exit_rx,
             stop,
-            stderr_tail: Arc::default(),
             protocol_version: version,
             forward_meta: launch.forward_meta,
         }))

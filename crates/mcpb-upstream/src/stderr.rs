@@ -4,6 +4,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 use mcpb_protocol::{FrameError, FrameReader};
 use tokio::io::BufReader;
 use tokio::process::ChildStderr;
+use tokio::sync::Notify;
 
 use crate::instance::STDERR_TAIL;
 
@@ -22,11 +24,63 @@ const STDERR_SHOWN: usize = 2048;
 /// Lines per second one upstream may add to the daemon's log; the rest are counted, not logged.
 const STDERR_LINES_PER_SEC: u32 = 50;
 
-pub(crate) async fn stderr_loop(
-    name: String,
-    stderr: ChildStderr,
-    tail: Arc<Mutex<VecDeque<String>>>,
-) {
+/// An upstream's last stderr lines, shared by its processes so they outlive one that failed,
+/// and how many readers are still at a pipe.
+#[derive(Default)]
+pub(crate) struct StderrTail {
+    lines: Mutex<VecDeque<String>>,
+    readers: AtomicUsize,
+    ended: Notify,
+}
+
+impl StderrTail {
+    pub(crate) fn lines(&self) -> Vec<String> {
+        self.lines.lock().iter().cloned().collect()
+    }
+
+    pub(crate) fn clear(&self) {
+        self.lines.lock().clear();
+    }
+
+    fn push(&self, text: String) {
+        let mut t = self.lines.lock();
+        if t.len() == STDERR_TAIL {
+            t.pop_front();
+        }
+        t.push_back(text);
+    }
+
+    /// Waits, at most `limit`, until every reader reached the end of its pipe: a process that
+    /// just failed has said all it will say, and its last words are what explains it.
+    pub(crate) async fn settled(&self, limit: Duration) {
+        let _ = tokio::time::timeout(limit, async {
+            loop {
+                let ended = self.ended.notified();
+                tokio::pin!(ended);
+                ended.as_mut().enable();
+                if self.readers.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                ended.await;
+            }
+        })
+        .await;
+    }
+}
+
+/// Counts a reader in, and out when it is dropped.
+struct Reading<'a>(&'a StderrTail);
+
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        self.0.readers.fetch_sub(1, Ordering::SeqCst);
+        self.0.ended.notify_waiters();
+    }
+}
+
+pub(crate) async fn stderr_loop(name: String, stderr: ChildStderr, tail: Arc<StderrTail>) {
+    tail.readers.fetch_add(1, Ordering::SeqCst);
+    let _reading = Reading(&tail);
     let mut frames = FrameReader::new(BufReader::new(stderr), STDERR_LINE);
     let mut budget = LogBudget::new(STDERR_LINES_PER_SEC);
     loop {
@@ -63,11 +117,7 @@ pub(crate) async fn stderr_loop(
             }
             LogTurn::Skip => {}
         }
-        let mut t = tail.lock();
-        if t.len() == STDERR_TAIL {
-            t.pop_front();
-        }
-        t.push_back(text);
+        tail.push(text);
     }
 }
 

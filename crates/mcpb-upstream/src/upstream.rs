@@ -61,6 +61,9 @@ pub struct UpstreamContext {
 /// `initialize` handshake.
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// How long a failure waits for the failed process's last stderr lines.
+const STDERR_SETTLE: Duration = Duration::from_millis(300);
+
 /// How long a listing waits for a refresh of a list the upstream announced as changed.
 pub(crate) const REFRESH_WAIT: Duration = Duration::from_secs(1);
 
@@ -71,6 +74,8 @@ pub struct Upstream {
     shared_gate: StartGate,
     /// Set by the instances' readers when the upstream announces a changed tool list.
     pub(crate) tools_stale: Arc<AtomicBool>,
+    /// The last stderr lines of the upstream's latest process, kept after it is gone.
+    stderr_tail: Arc<crate::stderr::StderrTail>,
     pub(crate) refreshed: tokio::sync::Notify,
     instances: Arc<Semaphore>,
     concurrency: Option<Arc<Semaphore>>,
@@ -142,6 +147,7 @@ impl Upstream {
             }),
             shared_gate: StartGate::default(),
             tools_stale: Arc::new(AtomicBool::new(false)),
+            stderr_tail: Arc::default(),
             refreshed: tokio::sync::Notify::new(),
             instances,
             concurrency,
@@ -169,17 +175,15 @@ impl Upstream {
             .collect();
         s.active_call_count = self.active_calls.load(Ordering::SeqCst);
         s.session_count = state.sessions.values().filter(|i| i.is_alive()).count();
+        s.stderr_tail = self.stderr_tail.lines();
         if self.settings.lifecycle == Lifecycle::Shared {
             match &state.shared {
-                Some(inst) => {
-                    s.stderr_tail = inst.stderr_tail();
-                    if !inst.is_alive() && s.state == UpstreamState::Running {
-                        s.state = UpstreamState::Failed;
-                        s.pid = None;
-                    }
+                Some(inst) if !inst.is_alive() && s.state == UpstreamState::Running => {
+                    s.state = UpstreamState::Failed;
+                    s.pid = None;
                 }
                 None if s.state == UpstreamState::Running => s.state = UpstreamState::Stopped,
-                None => {}
+                _ => {}
             }
         } else if s.state == UpstreamState::Running && running.is_empty() {
             s.state = UpstreamState::Stopped;
@@ -215,6 +219,7 @@ impl Upstream {
                 return Ok(inst);
             }
             if !inst.stopped_on_purpose() {
+                self.stderr_tail.settled(STDERR_SETTLE).await;
                 self.record_failure(format!("{} (pid {})", inst.exit_description(), inst.pid()));
             }
             self.state.lock().set_instance(lifecycle, session, None);
@@ -314,6 +319,8 @@ impl Upstream {
             }
             Err(e) => {
                 tracing::error!(upstream = %self.settings.name, error = %e, "upstream failed to start");
+                self.stderr_tail.settled(STDERR_SETTLE).await;
+                let e = self.with_last_words(e);
                 self.record_failure(e.to_string());
                 Err(e)
             }
@@ -421,6 +428,7 @@ impl Upstream {
                 tools_stale: self.tools_stale.clone(),
                 permits,
                 forward_meta: self.ctx.forward_meta.clone(),
+                stderr_tail: self.stderr_tail.clone(),
             })?;
             tracing::info!(upstream = %self.settings.name, pid = inst.pid(), "upstream process started");
             return Ok(inst);
@@ -449,7 +457,7 @@ impl Upstream {
             forward_meta: self.ctx.forward_meta.clone(),
         })
         .await?;
-        tracing::info!(upstream = %self.settings.name, url = ?self.settings.url, "remote upstream connected");
+        tracing::info!(upstream = %self.settings.name, url = self.settings.url.as_deref().unwrap_or(""), "remote upstream connected");
         Ok(inst)
     }
 
@@ -503,7 +511,50 @@ impl Upstream {
             .map(Arc::new))
     }
 
+    /// The server's last stderr line, which usually is the reason ("No module named ...").
+    fn last_words(&self) -> Option<String> {
+        self.stderr_tail
+            .lines()
+            .iter()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| {
+                format!(
+                    "; it said: {} (more: `mcp-broker logs {}`)",
+                    l.chars().take(200).collect::<String>(),
+                    self.settings.name
+                )
+            })
+    }
+
+    /// A failed start's error with the server's last words, for the client that asked.
+    fn with_last_words(&self, e: UpstreamError) -> UpstreamError {
+        let Some(said) = self.last_words() else {
+            return e;
+        };
+        match e {
+            UpstreamError::Exited { upstream, status } => UpstreamError::Exited {
+                upstream,
+                status: status + &said,
+            },
+            UpstreamError::Handshake { upstream, reason } => UpstreamError::Handshake {
+                upstream,
+                reason: reason + &said,
+            },
+            UpstreamError::Protocol { upstream, reason } => UpstreamError::Protocol {
+                upstream,
+                reason: reason + &said,
+            },
+            other => other,
+        }
+    }
+
     fn record_failure(&self, error: String) {
+        // A crash found later carries the server's last words to the status too.
+        let error = match self.last_words() {
+            Some(said) if !error.contains("; it said: ") => error + &said,
+            _ => error,
+        };
         let now = Instant::now();
         let mut state = self.state.lock();
         state.health.failed(now);

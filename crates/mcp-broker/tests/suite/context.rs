@@ -142,7 +142,9 @@ fn a_mutating_tool_in_a_read_only_profile_is_unknown_on_every_path() {
         "{\"store\": \"x\"}",
     ]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("Unknown tool: fx.wipe"));
+    // A tool's error is a diagnostic: stderr, never the data on stdout.
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Unknown tool: fx.wipe"));
+    assert!(out.stdout.is_empty());
 
     // Allowed by the profile or by the allowlist: visible and callable.
     let mut rw = home.shim(&["--profile", "rw"]);

@@ -1,4 +1,5 @@
 mod bad_input;
+mod cli_ux;
 mod conformance;
 mod content;
 mod context;

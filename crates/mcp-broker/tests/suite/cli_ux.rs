@@ -1,0 +1,137 @@
+//! The command line as people meet it: a closed pipe ends a command quietly, `config init`
+//! writes where it is told, an unknown client is told which profile it got, a failed upstream
+//! shows why (its last stderr lines) in `status`, in a client's error and in `logs`, and
+//! `tools search` prints a table (or its data once with `--json`) with errors on stderr.
+
+use std::process::Stdio;
+
+use serde_json::{Value, json};
+
+use super::support::{Home, fixture_config, session};
+
+#[test]
+fn a_reader_that_goes_away_ends_the_command_quietly() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let mut cmd = home.cmd(&["config", "schema"]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    drop(child.stdout.take()); // `| head` that already left
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?} {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn config_init_writes_where_it_is_told_with_the_schema_beside_it() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let target = home.root().join("elsewhere/team.yaml");
+    let out = home.run(&["--config", target.to_str().unwrap(), "config", "init"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&target).unwrap();
+    assert!(text.starts_with("# yaml-language-server: $schema=./broker.schema.json\n"));
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.root().join("elsewhere/broker.schema.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(schema.get("properties").is_some());
+    let again = home.run(&["--config", target.to_str().unwrap(), "config", "init"]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
+    let valid = home.run(&["config", "validate", target.to_str().unwrap()]);
+    assert!(
+        valid.status.success(),
+        "{}",
+        String::from_utf8_lossy(&valid.stderr)
+    );
+}
+
+#[test]
+fn an_unknown_client_is_told_which_profile_it_got() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let mut cmd = home.cmd(&["stdio", "--client", "no-such-client"]);
+    cmd.stdin(Stdio::null());
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("client \"no-such-client\" has no profile in `clients:`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: "), "{stderr}");
+}
+
+#[test]
+fn a_failed_upstream_says_why_in_status_in_the_error_and_in_its_logs() {
+    let home = Home::with_config(&fixture_config(
+        &[("fx", ""), ("broken", "\"--exit-at-start\", \"2\"")],
+        "",
+    ));
+    let mut shim = session(&home);
+    let r = shim.call("broken.echo", json!({"text": "x"}));
+    let message = r["error"]["message"].as_str().unwrap_or("").to_string()
+        + r["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(
+        message.contains("fixture: cannot start") && message.contains("mcp-broker logs broken"),
+        "{r}"
+    );
+    let st = home.status();
+    let broken = st["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "broken")
+        .unwrap()
+        .clone();
+    assert!(
+        broken["stderr_tail"]
+            .to_string()
+            .contains("fixture: cannot start"),
+        "{broken}"
+    );
+    let text = String::from_utf8_lossy(&home.run(&["status"]).stdout).to_string();
+    assert!(
+        text.contains("UPSTREAM") && text.contains("STATE"),
+        "{text}"
+    );
+    assert!(
+        text.contains("broken:   stderr: fixture: cannot start"),
+        "{text}"
+    );
+    assert!(
+        text.contains("hint: more with `mcp-broker logs broken`"),
+        "{text}"
+    );
+    let logs = home.run(&["logs", "broken"]);
+    let logs = String::from_utf8_lossy(&logs.stdout).to_string();
+    assert!(logs.contains("fixture: cannot start"), "{logs}");
+    assert!(
+        logs.lines().all(|l| l.contains("upstream=broken")),
+        "{logs}"
+    );
+    let unknown = home.run(&["logs", "nope"]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("upstreams: broken, fx"));
+}
+
+#[test]
+fn tools_search_prints_a_table_for_people_and_its_data_once_for_scripts() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let out = home.run(&["tools", "search", "echo some text"]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success());
+    assert!(stdout.starts_with("TOOL"), "{stdout}");
+    assert!(stdout.contains("fx.echo"), "{stdout}");
+    assert!(!stdout.contains("broker.describe_tool"), "{stdout}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("mcp-broker tools describe NAME"));
+    let out = home.run(&["tools", "--json", "search", "echo some text"]);
+    let data: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(data["results"][0]["name"], "fx.echo", "{data}");
+    assert!(
+        data.get("content").is_none(),
+        "the data, not the MCP envelope: {data}"
+    );
+}
