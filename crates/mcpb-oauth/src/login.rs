@@ -104,9 +104,13 @@ pub async fn login(
         request = request.with_client_metadata_url(u);
     }
     state.start_authorization(request).await?;
-    show(&state.get_authorization_url().await?);
+    let address = state.get_authorization_url().await?;
+    // The redirect must carry the state this address gave out; anything else on the port (a
+    // forged callback, a probe) is turned away and the wait goes on.
+    let expected = query_value(&address, "state").unwrap_or_default();
+    show(&address);
     let secs = opts.timeout.as_secs();
-    let callback = tokio::time::timeout(opts.timeout, redirected(&listener, port))
+    let callback = tokio::time::timeout(opts.timeout, redirected(&listener, port, expected))
         .await
         .map_err(|_| OAuthError::TimedOut { secs })??;
     state.handle_callback_url(&callback).await?;
@@ -140,58 +144,156 @@ pub async fn client_credentials(
 /// Bytes of a redirect request we read at most: a request line with a code and a state.
 const MAX_REQUEST: usize = 16 * 1024;
 
-/// Waits for the browser's redirect to `/callback` and answers it; the full URL it asked for.
-/// Anything else on the port (a favicon, a probe) gets a 404 and the wait goes on.
-async fn redirected(listener: &TcpListener, port: u16) -> Result<String, OAuthError> {
+/// The value of `key` in a URL's query, as written (still percent-encoded).
+fn query_value<'a>(url: &'a str, key: &str) -> Option<&'a str> {
+    url.split_once('?')?
+        .1
+        .split('&')
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// How long one connection to the redirect listener may take to send its request.
+const REQUEST_TIME: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Waits for the browser's redirect to `/callback` with the expected `state` and answers it;
+/// the full URL it asked for. Each connection is served on its own, so one that sends nothing
+/// holds nothing up; anything else on the port (a favicon, a probe, a callback with another
+/// state) gets a 4xx and the wait goes on. A refusal from the authorization server ends it.
+async fn redirected(
+    listener: &TcpListener,
+    port: u16,
+    expected_state: &str,
+) -> Result<String, OAuthError> {
+    let (done, mut outcome) = tokio::sync::mpsc::channel::<Result<String, OAuthError>>(1);
     loop {
-        let (mut conn, _) = listener.accept().await.map_err(|source| OAuthError::Io {
+        let conn = tokio::select! {
+            got = outcome.recv() => {
+                if let Some(result) = got {
+                    return result;
+                }
+                continue;
+            }
+            conn = listener.accept() => conn,
+        };
+        let (conn, _) = conn.map_err(|source| OAuthError::Io {
             what: "the redirect listener failed".into(),
             source,
         })?;
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 2048];
+        let (done, expected) = (done.clone(), expected_state.to_string());
+        tokio::spawn(async move {
+            if let Some(result) = serve(conn, port, &expected).await {
+                let _ = done.send(result).await;
+            }
+        });
+    }
+}
+
+/// One connection to the redirect listener: `Some` when it was the redirect.
+async fn serve(
+    mut conn: tokio::net::TcpStream,
+    port: u16,
+    expected_state: &str,
+) -> Option<Result<String, OAuthError>> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 2048];
+    let _ = tokio::time::timeout(REQUEST_TIME, async {
         while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < MAX_REQUEST {
             match conn.read(&mut chunk).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
             }
         }
-        let head = String::from_utf8_lossy(&buf);
-        let target = head
-            .lines()
-            .next()
-            .and_then(|l| l.strip_prefix("GET "))
-            .and_then(|l| l.split(' ').next())
-            .unwrap_or("");
-        if !target.starts_with("/callback?") {
-            let _ = conn
-                .write_all(
-                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                )
-                .await;
-            continue;
-        }
-        let refused = target.contains("error=");
-        let page = if refused {
-            "mcp-broker: the sign-in was refused; see the terminal.\n"
-        } else {
-            "mcp-broker: signed in; you can close this page.\n"
-        };
-        let answer = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
-            page.len()
+    })
+    .await;
+    let head = String::from_utf8_lossy(&buf);
+    let target = head
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("GET "))
+        .and_then(|l| l.split(' ').next())
+        .unwrap_or("");
+    let plain = |status: &str| {
+        format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    };
+    if !target.starts_with("/callback?") {
+        let _ = conn.write_all(plain("404 Not Found").as_bytes()).await;
+        return None;
+    }
+    if expected_state.is_empty() || query_value(target, "state") != Some(expected_state) {
+        let _ = conn.write_all(plain("400 Bad Request").as_bytes()).await;
+        return None;
+    }
+    let refused = query_value(target, "error").is_some();
+    let page = if refused {
+        "mcp-broker: the sign-in was refused; see the terminal.\n"
+    } else {
+        "mcp-broker: signed in; you can close this page.\n"
+    };
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+        page.len()
+    );
+    let _ = conn.write_all(answer.as_bytes()).await;
+    if refused {
+        let why = query_value(target, "error_description")
+            .or_else(|| query_value(target, "error"))
+            .unwrap_or("unknown");
+        return Some(Err(OAuthError::Refused(why.to_string())));
+    }
+    Some(Ok(format!("http://127.0.0.1:{port}{target}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn send(port: u16, target: &str) -> String {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        s.write_all(format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out).await;
+        out
+    }
+
+    #[tokio::test]
+    async fn only_the_redirect_with_its_state_ends_the_wait() {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let waiting = tokio::spawn(async move { redirected(&listener, port, "s3cr3t").await });
+        // An idle connection, a probe, a forged callback and one of another state are turned
+        // away; the wait goes on.
+        let _idle = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        assert!(send(port, "/favicon.ico").await.starts_with("HTTP/1.1 404"));
+        assert!(
+            send(port, "/callback?code=forged")
+                .await
+                .starts_with("HTTP/1.1 400")
         );
-        let _ = conn.write_all(answer.as_bytes()).await;
-        if refused {
-            let why = target
-                .split(['?', '&'])
-                .find_map(|kv| {
-                    kv.strip_prefix("error_description=")
-                        .or_else(|| kv.strip_prefix("error="))
-                })
-                .unwrap_or("unknown");
-            return Err(OAuthError::Refused(why.to_string()));
-        }
-        return Ok(format!("http://127.0.0.1:{port}{target}"));
+        assert!(
+            send(port, "/callback?code=x&state=other")
+                .await
+                .starts_with("HTTP/1.1 400")
+        );
+        assert!(!waiting.is_finished());
+        let ok = send(port, "/callback?code=real&state=s3cr3t").await;
+        assert!(ok.contains("signed in"), "{ok}");
+        let url = waiting.await.unwrap().unwrap();
+        assert_eq!(
+            url,
+            format!("http://127.0.0.1:{port}/callback?code=real&state=s3cr3t")
+        );
+    }
+
+    #[test]
+    fn query_values_are_found_by_their_whole_key() {
+        let u = "https://as/authorize?response_type=code&xstate=no&state=abc%3D&scope=a";
+        assert_eq!(query_value(u, "state"), Some("abc%3D"));
+        assert_eq!(query_value(u, "nope"), None);
     }
 }

@@ -80,7 +80,13 @@ impl CredentialStore for FileStore {
             serde_json::to_vec(&credentials).map_err(|e| self.failed("cannot encode", e))?;
         *self.read.lock() = None;
         mcpb_config::layout::write_private(&self.path, &bytes)
-            .map_err(|e| self.failed("cannot write", e))
+            .map_err(|e| self.failed("cannot write", e))?;
+        // The folder of sign-ins is the user's alone too.
+        if let Some(dir) = self.path.parent() {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        }
+        Ok(())
     }
 
     async fn clear(&self) -> Result<(), AuthError> {

@@ -260,6 +260,14 @@ fn an_upstreams_resource_filter_hides_uris_on_every_path() {
         allowed.as_str(),
         "{read}"
     );
+    // Forms that could name another resource once decoded or resolved are refused too.
+    for disguised in [
+        "mcpb://guarded/demo://resource/static/document/x/../architecture.md",
+        "demo://resource/static/document/..%2Farchitecture.md",
+    ] {
+        let read = shim.request("resources/read", json!({"uri": disguised}));
+        assert_eq!(read["error"]["code"], -32002, "{disguised}: {read}");
+    }
     let sub = shim.request("resources/subscribe", json!({"uri": denied}));
     assert_eq!(sub["error"]["code"], -32002, "{sub}");
     let templates = shim.request("resources/templates/list", json!({}));

@@ -258,12 +258,12 @@ fn a_browser_preflight_is_answered_for_allowed_origins_only() {
     );
 }
 
-#[test]
-fn a_stateless_client_listens_for_list_changes_on_a_post_stream() {
-    let (home, port) = fixture_front();
-    let before = home.status()["daemon"]["sessions"].as_u64().unwrap();
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {}});
+const MODERN: &str = r#"{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {}}"#;
+
+/// A stateless `subscriptions/listen` POST, its connection left open for its stream.
+fn listening(port: u16) -> TcpStream {
+    let meta: Value = serde_json::from_str(MODERN).unwrap();
     let listen = json!({"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen",
         "params": {"notifications": {"toolsListChanged": true}, "_meta": meta}})
     .to_string();
@@ -275,6 +275,44 @@ fn a_stateless_client_listens_for_list_changes_on_a_post_stream() {
     );
     s.write_all(req.as_bytes()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s
+}
+
+#[test]
+fn listening_streams_count_against_their_tokens_sessions() {
+    let fx = format!("  fx: {{command: \"{}\"}}", fixture().display());
+    let (home, port) = super::http_front::http_home(&fx, "", 2, &[]);
+    let mut open: Vec<TcpStream> = (0..2).map(|_| listening(port)).collect();
+    for s in &mut open {
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head).unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200");
+    }
+    let mut third = listening(port);
+    let mut head = [0u8; 12];
+    third.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 429", "the token's two sessions are taken");
+    assert!(home.status()["daemon"]["sessions"].as_u64().unwrap() <= 2);
+    drop(open);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut again = listening(port);
+        let mut head = [0u8; 12];
+        again.read_exact(&mut head).unwrap();
+        if &head == b"HTTP/1.1 200" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the seats never came back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_stateless_client_listens_for_list_changes_on_a_post_stream() {
+    let (home, port) = fixture_front();
+    let before = home.status()["daemon"]["sessions"].as_u64().unwrap();
+    let meta: Value = serde_json::from_str(MODERN).unwrap();
+    let mut s = listening(port);
     let mut seen = String::new();
     let mut read_until = |s: &mut TcpStream, what: &str| {
         let mut buf = [0u8; 8192];

@@ -10,6 +10,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -29,6 +30,50 @@ const KEPT_EVENTS: usize = 512;
 const KEPT_BYTES: usize = 4 << 20;
 /// Events queued on an open stream beyond those replayed.
 const STREAM_QUEUE: usize = 256;
+/// Bytes queued on an open stream: past them, a reader that is behind gets no more live events
+/// (they are kept for its reconnect), so a stalled reader costs the daemon this much at most.
+const STREAM_BYTES: usize = 8 << 20;
+
+/// The receiving end of a session's stream: what it takes off the queue frees room for more;
+/// when it goes (the client left), the session's idle clock starts again.
+pub(crate) struct StreamRx {
+    rx: mpsc::Receiver<Bytes>,
+    queued: Arc<AtomicUsize>,
+    touched: Arc<Mutex<Instant>>,
+}
+
+impl StreamRx {
+    pub(crate) async fn recv(&mut self) -> Option<Bytes> {
+        let event = self.rx.recv().await?;
+        self.queued.fetch_sub(event.len(), Ordering::SeqCst);
+        Some(event)
+    }
+}
+
+impl Drop for StreamRx {
+    fn drop(&mut self) {
+        *self.touched.lock() = Instant::now();
+    }
+}
+
+/// The sending end: events, and the bytes of them not yet taken.
+struct StreamTx {
+    tx: mpsc::Sender<Bytes>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl StreamTx {
+    /// Queues `event` unless the reader is too far behind (then it waits in the kept events).
+    fn offer(&self, event: Bytes) {
+        let len = event.len();
+        if self.queued.load(Ordering::SeqCst) + len > STREAM_BYTES {
+            return;
+        }
+        if self.tx.try_send(event).is_ok() {
+            self.queued.fetch_add(len, Ordering::SeqCst);
+        }
+    }
+}
 
 /// The session's server-to-client events: the open stream, and the last events for a replay.
 #[derive(Default)]
@@ -36,7 +81,7 @@ struct Outbound {
     last_id: u64,
     kept: VecDeque<(u64, Bytes)>,
     kept_bytes: usize,
-    stream: Option<mpsc::Sender<Bytes>>,
+    stream: Option<StreamTx>,
     /// A stream was opened once: the client reads the server's requests, if late.
     ever_opened: bool,
 }
@@ -55,7 +100,7 @@ impl Outbound {
         }
         if let Some(tx) = &self.stream {
             // A reader that is behind misses it live; a reconnect with its last id gets it.
-            let _ = tx.try_send(event);
+            tx.offer(event);
         }
     }
 }
@@ -65,7 +110,7 @@ pub(crate) struct Bridge {
     input: tokio::sync::Mutex<WriteHalf<DuplexStream>>,
     waiters: Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>,
     outbound: Mutex<Outbound>,
-    pub(crate) last_used: Mutex<Instant>,
+    last_used: Arc<Mutex<Instant>>,
     /// Held for the session's life: a client slot, and the token's session count for a
     /// session that outlives its request.
     _permits: Vec<OwnedSemaphorePermit>,
@@ -104,7 +149,7 @@ impl Bridge {
             input: tokio::sync::Mutex::new(our_write),
             waiters: Mutex::default(),
             outbound: Mutex::default(),
-            last_used: Mutex::new(Instant::now()),
+            last_used: Arc::new(Mutex::new(Instant::now())),
             _permits: permits,
         });
         let io = SessionIo {
@@ -209,6 +254,7 @@ impl Bridge {
         impl Drop for Forget<'_> {
             fn drop(&mut self) {
                 self.0.waiters.lock().remove(&self.1);
+                *self.0.last_used.lock() = Instant::now();
             }
         }
         let _forget = Forget(self, key);
@@ -227,25 +273,41 @@ impl Bridge {
 
     /// Opens the session's GET stream (a new one replaces the old); after `last_event_id`,
     /// the kept events that came later go first.
-    pub(crate) fn open_stream(&self, last_event_id: Option<u64>) -> mpsc::Receiver<Bytes> {
+    pub(crate) fn open_stream(&self, last_event_id: Option<u64>) -> StreamRx {
         let (tx, rx) = mpsc::channel(KEPT_EVENTS + STREAM_QUEUE);
+        let tx = StreamTx {
+            tx,
+            queued: Arc::default(),
+        };
         let mut out = self.outbound.lock();
         if let Some(last) = last_event_id {
             for (_, event) in out.kept.iter().filter(|(id, _)| *id > last) {
-                let _ = tx.try_send(event.clone());
+                tx.offer(event.clone());
             }
         }
+        let rx = StreamRx {
+            rx,
+            queued: tx.queued.clone(),
+            touched: self.last_used.clone(),
+        };
         out.ever_opened = true;
         out.stream = Some(tx);
+        *self.last_used.lock() = Instant::now();
         rx
     }
 
-    pub(crate) fn has_stream(&self) -> bool {
-        self.outbound
+    /// How long the session has had nothing going on: no stream open, no request waiting.
+    pub(crate) fn idle_for(&self) -> std::time::Duration {
+        let streaming = self
+            .outbound
             .lock()
             .stream
             .as_ref()
-            .is_some_and(|s| !s.is_closed())
+            .is_some_and(|s| !s.tx.is_closed());
+        if streaming || !self.waiters.lock().is_empty() {
+            return std::time::Duration::ZERO;
+        }
+        self.last_used.lock().elapsed()
     }
 
     /// Ends the session: its input closes, the session sees the end of its client.
@@ -274,12 +336,39 @@ mod tests {
         assert_eq!(kept[0], 11);
         assert!(kept.windows(2).all(|w| w[1] == w[0] + 1));
         let (tx, mut rx) = mpsc::channel(1);
-        out.stream = Some(tx);
+        out.stream = Some(StreamTx {
+            tx,
+            queued: Arc::default(),
+        });
         out.push(b"{}\n");
         out.push(b"{}\n"); // the stream is full: kept, not lost
         let live = rx.try_recv().unwrap();
         assert!(live.starts_with(format!("id: {}\n", KEPT_EVENTS + 11).as_bytes()));
         assert_eq!(*ids(&out).last().unwrap(), (KEPT_EVENTS + 12) as u64);
+    }
+
+    #[tokio::test]
+    async fn a_reader_that_is_behind_holds_at_most_its_byte_budget() {
+        let (tx, rx) = mpsc::channel(10_000);
+        let tx = StreamTx {
+            tx,
+            queued: Arc::default(),
+        };
+        let mut rx = StreamRx {
+            rx,
+            queued: tx.queued.clone(),
+            touched: Arc::new(Mutex::new(Instant::now())),
+        };
+        let big = Bytes::from(vec![b'x'; 1 << 20]);
+        for _ in 0..100 {
+            tx.offer(big.clone());
+        }
+        assert!(tx.queued.load(Ordering::SeqCst) <= STREAM_BYTES);
+        assert_eq!(tx.queued.load(Ordering::SeqCst), 8 << 20);
+        // What the reader takes makes room again.
+        rx.recv().await.unwrap();
+        tx.offer(big.clone());
+        assert_eq!(tx.queued.load(Ordering::SeqCst), 8 << 20);
     }
 
     #[test]

@@ -159,7 +159,7 @@ async fn sweep(front: Arc<Front>) {
             .sessions
             .lock()
             .iter()
-            .filter(|(_, b)| !b.has_stream() && b.last_used.lock().elapsed() > front.idle)
+            .filter(|(_, b)| b.idle_for() > front.idle)
             .map(|(k, b)| (k.clone(), b.clone()))
             .collect();
         for (id, b) in stale {
@@ -423,7 +423,18 @@ async fn post(
         && msg.method() == "subscriptions/listen"
         && let Some(id) = id.clone()
     {
-        return listen(bridge, id, body, one_shot_guard);
+        // A stream that stays open counts as one of the token's sessions for its whole life.
+        let Ok(seat) = front.gate.tokens[token]
+            .sessions
+            .clone()
+            .try_acquire_owned()
+        else {
+            return refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                "this token has all its sessions open; close one (DELETE) or wait",
+            );
+        };
+        return listen(bridge, id, body, (one_shot_guard, seat));
     }
     let _one_shot = one_shot_guard;
     if msg.method() == "notifications/cancelled"
@@ -458,13 +469,18 @@ async fn post(
 /// A stateless client's `subscriptions/listen`: the answer is an SSE stream of what the
 /// session has to say (the acknowledgement, then list changes) that ends with the request's
 /// result (at shutdown) or when the client leaves, which ends the session too.
-fn listen(bridge: Arc<Bridge>, id: String, body: Bytes, guard: Option<CloseOnDrop>) -> Reply {
+fn listen(
+    bridge: Arc<Bridge>,
+    id: String,
+    body: Bytes,
+    guard: (Option<CloseOnDrop>, tokio::sync::OwnedSemaphorePermit),
+) -> Reply {
     type Answer =
         std::pin::Pin<Box<dyn std::future::Future<Output = Option<Vec<u8>>> + Send + Sync>>;
     struct Listening {
-        events: tokio::sync::mpsc::Receiver<Bytes>,
+        events: bridge::StreamRx,
         answer: Option<Answer>,
-        _guard: Option<CloseOnDrop>,
+        _guard: (Option<CloseOnDrop>, tokio::sync::OwnedSemaphorePermit),
     }
     let events = bridge.open_stream(None);
     let answer: Answer = Box::pin(async move { bridge.request(&id, &body).await });

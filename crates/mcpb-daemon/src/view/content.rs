@@ -60,7 +60,7 @@ fn page(items: Vec<Value>, cursor: Option<&str>, key: &str) -> Result<Value, Bro
             .and_then(|n| n.parse::<usize>().ok())
             .ok_or_else(|| BrokerRpcError::InvalidParams(format!("unknown cursor {c:?}")))?,
     };
-    let end = (start + PAGE).min(items.len());
+    let end = start.saturating_add(PAGE).min(items.len());
     let mut out = Map::new();
     let more = end < items.len();
     out.insert(
@@ -82,6 +82,18 @@ fn page(items: Vec<Value>, cursor: Option<&str>, key: &str) -> Result<Value, Bro
 fn cursor_of(params: Option<&RawValue>) -> Option<String> {
     let v: Value = serde_json::from_str(params?.get()).ok()?;
     v.get("cursor").and_then(Value::as_str).map(str::to_string)
+}
+
+/// Whether a URI holds what could make it name another resource than its text shows: dot
+/// segments, escaped dots or separators, backslashes.
+fn disguised(uri: &str) -> bool {
+    let path = uri.split(['?', '#']).next().unwrap_or(uri);
+    let lower = path.to_ascii_lowercase();
+    path.split('/').any(|seg| seg == "." || seg == "..")
+        || path.contains('\\')
+        || ["%2e", "%2f", "%5c", "%00"]
+            .iter()
+            .any(|e| lower.contains(e))
 }
 
 /// Whether `uri` fits an RFC 6570 template at the level MCP servers use: literal text, and
@@ -294,7 +306,10 @@ impl ProfileView {
     /// its upstream's resource filter leaves out is unknown.
     async fn resource_owner(&self, uri: &str) -> Result<(Arc<Upstream>, String), BrokerRpcError> {
         let (up, original) = self.find_resource_owner(uri).await?;
-        if !up.settings().resource_filter.admits(&original) {
+        let filter = &up.settings().resource_filter;
+        // Globs judge the URI as written: one that could name another place once decoded or
+        // resolved (dot segments, escaped separators) is refused where a filter applies.
+        if (!filter.is_empty() && disguised(&original)) || !filter.admits(&original) {
             return Err(BrokerRpcError::UnknownResource(
                 uri.chars().take(300).collect(),
             ));
@@ -613,6 +628,21 @@ mod tests {
     }
 
     #[test]
+    fn uris_that_could_name_another_place_are_seen() {
+        use super::disguised;
+        assert!(disguised("file:///public/../secret/key.txt"));
+        assert!(disguised("file:///public/%2E%2E/secret"));
+        assert!(disguised("file:///public%2fsecret"));
+        assert!(disguised("file:///public/./a"));
+        assert!(disguised("file:///public\\..\\secret"));
+        assert!(!disguised("file:///public/a.txt"));
+        assert!(!disguised(
+            "demo://resource/static/document/architecture.md"
+        ));
+        assert!(!disguised("repo://x/issues?q=a..b"));
+    }
+
+    #[test]
     fn merged_lists_page_with_their_own_cursor() {
         let items: Vec<_> = (0..1200)
             .map(|i| json!({"uri": format!("x://{i}")}))
@@ -623,6 +653,8 @@ mod tests {
         let last = page(items.clone(), Some("o:1000"), "resources").unwrap();
         assert_eq!(last["resources"].as_array().unwrap().len(), 200);
         assert!(last.get("nextCursor").is_none());
-        assert!(page(items, Some("bogus"), "resources").is_err());
+        assert!(page(items.clone(), Some("bogus"), "resources").is_err());
+        let past = page(items, Some("o:18446744073709551615"), "resources").unwrap();
+        assert_eq!(past["resources"], json!([]));
     }
 }
