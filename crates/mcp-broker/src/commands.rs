@@ -427,6 +427,11 @@ pub(crate) fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
                 s.profiles.len(),
                 s.clients.len()
             );
+            // Valid, but what would still fail when it runs from here.
+            for f in crate::checks::run_time(&s) {
+                eprintln!("warning: {}", f.what);
+                eprintln!("  hint: {}", f.hint);
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {

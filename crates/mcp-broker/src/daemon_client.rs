@@ -95,6 +95,52 @@ pub(crate) fn connect_or_start(settings: &Settings) -> anyhow::Result<UnixStream
     wait_for_socket(settings, Duration::from_secs(15))
 }
 
+/// `connect_or_start` for a command a person ran: a daemon it starts is announced (it keeps
+/// running after the command), and a running daemon that serves another config file than the
+/// one this command read is said, since its answers come from that file.
+pub(crate) fn connect_or_start_for_cli(settings: &Settings) -> anyhow::Result<UnixStream> {
+    match connect(settings) {
+        Ok(s) => {
+            warn_if_other_config(settings);
+            return Ok(s);
+        }
+        Err(e) if is_absent(&e) => {}
+        Err(e) => return Err(e).context("cannot connect to the daemon"),
+    }
+    spawn_daemon(settings)?;
+    let stream = wait_for_socket(settings, Duration::from_secs(15))?;
+    eprintln!(
+        "mcp-broker: started the daemon for {}; it keeps running (`mcp-broker stop` ends it)",
+        settings.source
+    );
+    Ok(stream)
+}
+
+fn warn_if_other_config(settings: &Settings) {
+    let Ok(Some(reply)) = admin(settings, AdminCommand::Status) else {
+        return;
+    };
+    let serving = reply
+        .data
+        .as_ref()
+        .and_then(|d| d["daemon"]["config"].as_str())
+        .unwrap_or("")
+        .to_string();
+    let wanted = settings.source.to_string();
+    // The same file named two ways (relative, through a link) is the same config.
+    let same = |a: &str, b: &str| {
+        a == b
+            || matches!(
+                (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+                (Ok(x), Ok(y)) if x == y
+            )
+    };
+    if !serving.is_empty() && !same(&serving, &wanted) {
+        eprintln!("mcp-broker: the running daemon serves {serving}, not {wanted}");
+        eprintln!("hint: `mcp-broker stop`, then run this again to serve {wanted}");
+    }
+}
+
 pub(crate) fn wait_for_socket(settings: &Settings, limit: Duration) -> anyhow::Result<UnixStream> {
     let deadline = Instant::now() + limit;
     let mut pause = Duration::from_millis(1);

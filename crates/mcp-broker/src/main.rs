@@ -3,6 +3,7 @@
 
 use crate::out::out;
 mod auth_cmd;
+mod checks;
 mod cli;
 mod commands;
 mod daemon_client;

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use mcpb_protocol::AdminCommand;
 
-use crate::daemon_client::{admin_about, connect_or_start};
+use crate::daemon_client::{admin_about, connect_or_start_for_cli};
 use crate::fail;
 
 /// Definitions, bytes and tokens of one tool list, serialized as a client sends it to a model.
@@ -85,7 +85,7 @@ pub(crate) fn table(upstreams: &[(String, Size)], exposed: &Size) -> String {
 }
 
 pub(crate) fn run(settings: &Settings, profile: Option<&str>, json: bool) -> ExitCode {
-    if let Err(e) = connect_or_start(settings) {
+    if let Err(e) = connect_or_start_for_cli(settings) {
         return fail(&format!("mcp-broker: cannot reach the daemon: {e:#}"), &[]);
     }
     let reply = match admin_about(settings, AdminCommand::Measure, profile) {

@@ -12,7 +12,7 @@ use mcpb_facade::FacadeTool;
 use mcpb_protocol::HelloKind;
 use serde_json::{Value, json};
 
-use crate::daemon_client::{connect_or_start, handshake};
+use crate::daemon_client::{connect_or_start_for_cli, handshake};
 use crate::fail;
 
 /// One facade call in a fresh session; returns the `tools/call` result.
@@ -22,7 +22,7 @@ pub(crate) fn call_facade(
     tool: FacadeTool,
     arguments: Value,
 ) -> anyhow::Result<Value> {
-    let stream = connect_or_start(settings)?;
+    let stream = connect_or_start_for_cli(settings)?;
     let kind = HelloKind::Session {
         profile: profile.map(str::to_string),
         client: Some("mcp-broker-cli".into()),

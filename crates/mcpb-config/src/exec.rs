@@ -26,10 +26,20 @@ impl Language {
 #[serde(deny_unknown_fields)]
 pub struct ExecLimits {
     /// Whole run, start to end, in milliseconds. Default 30000.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::duration::ms"
+    )]
+    #[schemars(with = "Option<crate::duration::MsOrText>")]
     pub wall_clock_ms: Option<u64>,
     /// One SDK tool call, in milliseconds. Default 20000.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::duration::ms"
+    )]
+    #[schemars(with = "Option<crate::duration::MsOrText>")]
     pub per_call_ms: Option<u64>,
     /// SDK tool calls per run. Default 50.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -66,14 +66,19 @@ pub fn parse_raw(text: &str, label: &str) -> Result<RawConfig, ConfigError> {
     options.with_snippet = false;
     serde_saphyr::from_str_with_options(text, options).map_err(|e| {
         let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
-        let message = first_line_without_location(&e.to_string());
+        let mut message = first_line_without_location(&e.to_string());
+        let hint = hint_for(&message);
+        // The keys it would have taken go in the hint, not in one long line.
+        if let Some((field, _)) = unknown_field(&message) {
+            message = format!("unknown field `{field}`");
+        }
         ConfigError::Invalid {
             file: label.to_string(),
             issues: vec![ConfigIssue {
                 line,
                 column,
                 path: key_path_at(text, line, column),
-                hint: hint_for(&message),
+                hint,
                 message,
             }],
         }
@@ -109,10 +114,43 @@ fn first_line_without_location(msg: &str) -> String {
     }
 }
 
+/// `unknown field `X`, expected one of a, b, c` (or `expected a` / `expected a or b`): the
+/// field and the keys that would have been taken.
+fn unknown_field(message: &str) -> Option<(String, Vec<String>)> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (field, rest) = rest.split_once('`')?;
+    let expected = rest
+        .trim_start_matches(", ")
+        .trim_start_matches("expected one of ")
+        .trim_start_matches("expected ");
+    let keys = expected
+        .split([',', ' '])
+        .map(|k| k.trim().trim_matches('`'))
+        .filter(|k| !k.is_empty() && *k != "or")
+        .map(str::to_string)
+        .collect();
+    Some((field.to_string(), keys))
+}
+
+/// The key `field` was most likely meant to be: close in spelling, or the same words.
+fn closest(field: &str, keys: &[String]) -> Option<String> {
+    let field_lower = field.to_ascii_lowercase().replace('-', "_");
+    keys.iter()
+        .map(|k| (strsim::jaro_winkler(&field_lower, k), k))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k.clone())
+}
+
 fn hint_for(message: &str) -> Option<String> {
-    if message.contains("unknown field") {
-        Some("check the spelling against `mcp-broker config schema`".to_string())
-    } else if message.contains("duplicate") {
+    if let Some((field, keys)) = unknown_field(message) {
+        return Some(match closest(&field, &keys) {
+            Some(k) => format!("did you mean `{k}`?"),
+            None if keys.is_empty() => "this mapping takes no keys".to_string(),
+            None => format!("the keys here: {}", keys.join(", ")),
+        });
+    }
+    if message.contains("duplicate") {
         Some("each key may appear once in a mapping".to_string())
     } else {
         None

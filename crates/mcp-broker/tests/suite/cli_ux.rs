@@ -135,3 +135,60 @@ fn tools_search_prints_a_table_for_people_and_its_data_once_for_scripts() {
         "the data, not the MCP envelope: {data}"
     );
 }
+
+#[test]
+fn validate_warns_of_what_would_fail_at_run_time() {
+    let home = Home::with_config(
+        "schema_version: 1\nupstreams:\n  git:\n    command: no-such-server-binary\n    env: {GIT_TOKEN: \"${MCPB_TEST_SURELY_UNSET}\"}\n  notes:\n    command: sh\n    env: {KEY: \"${file:notes-key}\"}\n",
+    );
+    std::fs::create_dir_all(home.root().join("secrets")).unwrap();
+    let key = home.root().join("secrets/notes-key");
+    std::fs::write(&key, "k").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = home.run(&["config", "validate"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("upstreams.git.command: `no-such-server-binary` is not found on the PATH"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("upstreams.git.env.GIT_TOKEN: ${MCPB_TEST_SURELY_UNSET} is not set"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("is readable by others (mode 644)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: chmod 600"), "{stderr}");
+    assert!(
+        !stderr.contains("upstreams.notes.command"),
+        "sh is on the PATH: {stderr}"
+    );
+}
+
+#[test]
+fn a_command_says_when_it_starts_a_daemon_or_meets_one_serving_another_file() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let first = home.run(&["tools", "search", "echo"]);
+    assert!(
+        String::from_utf8_lossy(&first.stderr).contains("started the daemon"),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let again = home.run(&["tools", "search", "echo"]);
+    assert!(!String::from_utf8_lossy(&again.stderr).contains("started the daemon"));
+    let other = home.root().join("other.yaml");
+    std::fs::write(&other, fixture_config(&[("fx", "")], "")).unwrap();
+    let out = home.run(&[
+        "--config",
+        other.to_str().unwrap(),
+        "tools",
+        "search",
+        "echo",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the running daemon serves"), "{stderr}");
+    assert!(stderr.contains("hint: `mcp-broker stop`"), "{stderr}");
+}

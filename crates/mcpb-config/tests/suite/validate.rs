@@ -122,3 +122,29 @@ upstreams:
     let ok = "schema_version: 1\nupstreams:\n  notes:\n    url: https://notes.example/mcp\n    transport: streamable_http\n    oauth: {client_id: app, client_secret: \"${NOTES_SECRET}\", scopes: [read]}\n";
     assert_eq!(errors(ok), "ok");
 }
+
+#[test]
+fn durations_are_taken_as_people_write_them_and_a_wrong_one_says_how() {
+    let ok = "schema_version: 1\nbroker: {call_timeout_ms: \"30s\", max_call_ms: \"10m\"}\nupstreams:\n  gh: {command: npx, idle_timeout_ms: \"1 minute\", startup_timeout_ms: 5000}\n";
+    assert_eq!(errors(ok), "ok");
+    let ctx = mcpb_config::ResolveContext::default();
+    let s = mcpb_config::load_str(ok, "broker.yaml", mcpb_config::ConfigSource::Embedded, &ctx)
+        .unwrap();
+    assert_eq!(s.broker.call_timeout, std::time::Duration::from_secs(30));
+    assert_eq!(
+        s.upstreams["gh"].idle_timeout,
+        Some(std::time::Duration::from_secs(60))
+    );
+    let bad = "schema_version: 1\nbroker: {call_timeout_ms: \"a while\"}\n";
+    let e = errors(bad);
+    assert!(e.contains("\"a while\" is not a duration"), "{e}");
+    assert!(e.contains("\"30s\""), "{e}");
+}
+
+#[test]
+fn an_unknown_key_far_from_every_known_one_lists_them() {
+    let e = errors("schema_version: 1\nbroker: {zzzz: 1}\n");
+    assert!(e.contains("unknown field `zzzz`"), "{e}");
+    assert!(e.contains("hint: the keys here: "), "{e}");
+    assert!(e.contains("call_timeout_ms"), "{e}");
+}

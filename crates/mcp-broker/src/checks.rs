@@ -1,0 +1,137 @@
+//! What a valid configuration can still get wrong at run time, found before it runs: a command
+//! not on the PATH the daemon will see, a `${VAR}` not set in the environment it will start
+//! from, a `${file:NAME}` secret missing or readable by others. Each finding says what to do.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use mcpb_config::template::{Part, Template};
+use mcpb_config::{Settings, Transport};
+
+/// One thing that will fail: what, where, and the hint that fixes it.
+pub(crate) struct Finding {
+    pub what: String,
+    pub hint: String,
+}
+
+/// Whether `command` would be found and run: a path that is an executable file, or a name on
+/// `path` (a PATH value).
+fn runnable(command: &str, path: &str) -> bool {
+    let executable = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if command.contains('/') {
+        return executable(Path::new(command));
+    }
+    std::env::split_paths(path).any(|dir| executable(&dir.join(command)))
+}
+
+fn template_findings(
+    settings: &Settings,
+    key: &str,
+    template: &Template,
+    env: &dyn Fn(&str) -> Option<String>,
+    out: &mut Vec<Finding>,
+) {
+    for part in template.parts() {
+        match part {
+            Part::Env(name) if env(name).is_none() => out.push(Finding {
+                what: format!("{key}: ${{{name}}} is not set in this environment"),
+                hint: format!(
+                    "export {name}=... where the daemon starts (then `mcp-broker stop`; the next client starts it with the value), or use ${{file:NAME}} under {}",
+                    settings.runtime.secrets_dir().display()
+                ),
+            }),
+            Part::SecretFile(name) => {
+                let file = settings.runtime.secrets_dir().join(name);
+                match file.metadata() {
+                    Err(_) => out.push(Finding {
+                        what: format!("{key}: ${{file:{name}}} names {}, which does not exist", file.display()),
+                        hint: format!("write the secret there: install -m 600 /dev/stdin {}", file.display()),
+                    }),
+                    Ok(m) if m.permissions().mode() & 0o077 != 0 => out.push(Finding {
+                        what: format!("{key}: {} is readable by others (mode {:o})", file.display(), m.permissions().mode() & 0o777),
+                        hint: format!("chmod 600 {}", file.display()),
+                    }),
+                    Ok(_) => {}
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Everything in `settings` that would fail when it runs from this environment.
+pub(crate) fn run_time(settings: &Settings) -> Vec<Finding> {
+    let env = |k: &str| std::env::var(k).ok();
+    let path = std::env::var("PATH").unwrap_or_default();
+    let mut out = Vec::new();
+    for up in settings.upstreams.values().filter(|u| u.enabled()) {
+        let n = &up.name;
+        if up.transport == Transport::Stdio
+            && let Some(cmd) = &up.command
+            && !runnable(cmd, &path)
+        {
+            out.push(Finding {
+                what: format!(
+                    "upstreams.{n}.command: `{cmd}` is not found on the PATH the daemon will see"
+                ),
+                hint: "install it, or write its absolute path (`command -v NAME` prints it)".into(),
+            });
+        }
+        for (k, t) in &up.env {
+            template_findings(
+                settings,
+                &format!("upstreams.{n}.env.{k}"),
+                t,
+                &env,
+                &mut out,
+            );
+        }
+        for (k, t) in &up.headers {
+            template_findings(
+                settings,
+                &format!("upstreams.{n}.headers.{k}"),
+                t,
+                &env,
+                &mut out,
+            );
+        }
+        if let Some(t) = up.oauth.as_ref().and_then(|o| o.client_secret.as_ref()) {
+            template_findings(
+                settings,
+                &format!("upstreams.{n}.oauth.client_secret"),
+                t,
+                &env,
+                &mut out,
+            );
+        }
+    }
+    for (i, t) in settings
+        .http
+        .iter()
+        .flat_map(|h| h.tokens.iter())
+        .enumerate()
+    {
+        template_findings(
+            settings,
+            &format!("http.tokens[{i}].token"),
+            &t.token,
+            &env,
+            &mut out,
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn commands_are_found_on_the_path_or_by_their_own_path() {
+        assert!(super::runnable("sh", "/usr/bin:/bin"));
+        assert!(super::runnable("/bin/sh", ""));
+        assert!(!super::runnable("no-such-command-here", "/usr/bin:/bin"));
+        assert!(!super::runnable("/etc/hostname", ""));
+    }
+}

@@ -1,0 +1,99 @@
+//! Durations in the file: every `_ms` key takes milliseconds (`30000`) or a duration as people
+//! write it (`"30s"`, `"10m"`, `"1h 30m"`, `"1 minute"`).
+
+use schemars::JsonSchema;
+use serde::de::{self, Deserializer, Visitor};
+
+/// What the schema says an `_ms` key takes. Never built: only its schema is used.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub(crate) enum MsOrText {
+    /// Milliseconds.
+    Ms(u64),
+    /// A duration such as "30s", "10m" or "1h 30m".
+    Text(String),
+}
+
+/// Milliseconds in a duration as people write it; `None` when it is not one.
+pub fn parse_ms(text: &str) -> Option<u64> {
+    let t = text.trim();
+    // "1 minute" and "90 s": humantime wants the unit right after the number.
+    let joined: String = {
+        let mut out = String::new();
+        let mut last_digit = false;
+        for c in t.chars() {
+            if c == ' ' && last_digit {
+                continue;
+            }
+            last_digit = c.is_ascii_digit();
+            out.push(c);
+        }
+        out
+    };
+    let d = humantime::parse_duration(&joined).ok()?;
+    u64::try_from(d.as_millis()).ok()
+}
+
+struct Ms;
+
+impl<'de> Visitor<'de> for Ms {
+    type Value = Option<u64>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("milliseconds (30000) or a duration such as \"30s\", \"10m\" or \"1h 30m\"")
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Some(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        u64::try_from(v)
+            .map(Some)
+            .map_err(|_| E::custom("a duration cannot be negative"))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        if let Ok(n) = v.trim().parse::<u64>() {
+            return Ok(Some(n));
+        }
+        parse_ms(v).map(Some).ok_or_else(|| {
+            E::custom(format!(
+                "{v:?} is not a duration: write milliseconds (30000) or e.g. \"30s\", \"10m\", \"1h 30m\""
+            ))
+        })
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(Ms)
+    }
+}
+
+/// `deserialize_with` for an `Option<u64>` of milliseconds.
+pub(crate) fn ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    d.deserialize_option(Ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_ms;
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(parse_ms("30s"), Some(30_000));
+        assert_eq!(parse_ms("10m"), Some(600_000));
+        assert_eq!(parse_ms("1h 30m"), Some(5_400_000));
+        assert_eq!(parse_ms("1 minute"), Some(60_000));
+        assert_eq!(parse_ms("250ms"), Some(250));
+        assert_eq!(parse_ms("soon"), None);
+    }
+}
