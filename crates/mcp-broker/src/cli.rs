@@ -37,6 +37,9 @@ pub(crate) enum Command {
     Start,
     /// Stop the daemon (in-flight calls get the grace period) and every upstream it runs.
     Stop,
+    /// Stop the daemon if it runs, then start it from this shell: with this environment (new
+    /// `export`s) and this config file.
+    Restart,
     /// Re-read the config: changed upstreams restart, unchanged ones keep running; an invalid
     /// file is refused whole and the daemon keeps the old one (SIGHUP does the same).
     Reload,
@@ -216,6 +219,9 @@ pub(crate) enum PinsCommand {
         /// Move an unreadable pin store aside and start a new one.
         #[arg(long)]
         reset: bool,
+        /// Approve tools with description findings without asking.
+        #[arg(long)]
+        yes: bool,
     },
 }
 
@@ -230,6 +236,10 @@ pub(crate) enum ConfigCommand {
     },
     /// Print the JSON Schema of the config file.
     Schema,
-    /// Print the resolved settings (secrets stay references).
-    Show,
+    /// Print the resolved settings as YAML (secrets stay references).
+    Show {
+        /// JSON instead of YAML.
+        #[arg(long)]
+        json: bool,
+    },
 }

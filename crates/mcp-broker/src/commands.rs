@@ -74,6 +74,20 @@ fn refused(reply: &mcpb_protocol::HelloReply) -> ExitCode {
 }
 
 pub(crate) fn stop(settings: &Settings) -> ExitCode {
+    // Calls in flight get the grace period: said now, so the wait is not a silent one.
+    let inflight = admin(settings, AdminCommand::Status)
+        .ok()
+        .flatten()
+        .and_then(|r| r.data)
+        .and_then(|d| d["daemon"]["inflight_calls"].as_u64())
+        .unwrap_or(0);
+    if inflight > 0 {
+        eprintln!(
+            "mcp-broker: waiting for {inflight} call{} in flight, up to {} (broker.shutdown_grace_ms); their clients then get \"mcp-broker is shutting down\"",
+            if inflight == 1 { "" } else { "s" },
+            human_ms(u64::try_from(settings.broker.shutdown_grace.as_millis()).unwrap_or(0))
+        );
+    }
     let reply = match admin(settings, AdminCommand::Stop) {
         Ok(Some(r)) if !r.ok => return refused(&r),
         Ok(Some(r)) => r,
@@ -180,14 +194,27 @@ pub(crate) fn reload(settings: &Settings) -> ExitCode {
                 list("removed"),
                 list("unchanged")
             );
+            // A variable exported since the daemon started is not in its environment.
+            let exported: Vec<&str> = data["missing_env"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .filter(|n| std::env::var_os(n).is_some())
+                .collect();
+            if !exported.is_empty() {
+                eprintln!(
+                    "mcp-broker: {} set here but not in the daemon, which keeps the environment it started with",
+                    exported.join(", ")
+                );
+                eprintln!("hint: `mcp-broker restart` starts it again with this environment");
+            }
             if list("need_restart") != "-" {
                 eprintln!(
                     "mcp-broker: {} changed but take effect only when the daemon starts",
                     list("need_restart")
                 );
-                eprintln!(
-                    "hint: `mcp-broker stop`; the next client (or `mcp-broker start`) starts it with them"
-                );
+                eprintln!("hint: `mcp-broker restart`");
             }
             ExitCode::SUCCESS
         }
@@ -441,8 +468,8 @@ pub(crate) fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
     }
 }
 
-pub(crate) fn config_show(settings: &Settings) -> ExitCode {
-    match render_settings(settings) {
+pub(crate) fn config_show(settings: &Settings, json: bool) -> ExitCode {
+    match render_settings(settings, json) {
         Ok(text) => {
             out!("{text}");
             ExitCode::SUCCESS
@@ -451,10 +478,16 @@ pub(crate) fn config_show(settings: &Settings) -> ExitCode {
     }
 }
 
-fn render_settings(settings: &Settings) -> Result<String, String> {
+/// The resolved settings as YAML (for people, in the file's own language) or JSON.
+fn render_settings(settings: &Settings, json: bool) -> Result<String, String> {
     // Through JSON first so durations and paths render the same as in `status --json`.
     let value = serde_json::to_value(settings).map_err(|e| e.to_string())?;
-    serde_json::to_string_pretty(&value).map_err(|e| e.to_string())
+    if json {
+        return serde_json::to_string_pretty(&value)
+            .map(|t| t + "\n")
+            .map_err(|e| e.to_string());
+    }
+    serde_saphyr::to_string(&value).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

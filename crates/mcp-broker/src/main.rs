@@ -115,6 +115,16 @@ fn main() -> ExitCode {
             Ok(s) => commands::stop(&s),
             Err(code) => code,
         },
+        Command::Restart => match settings_for_socket(config, true) {
+            Ok(s) => {
+                let stopped = commands::stop(&s);
+                if stopped != ExitCode::SUCCESS {
+                    return stopped;
+                }
+                with_settings(config, commands::start)
+            }
+            Err(code) => code,
+        },
         Command::Status { json } => match settings_for_socket(config, true) {
             Ok(s) => commands::status(&s, json),
             Err(code) => code,
@@ -137,7 +147,9 @@ fn main() -> ExitCode {
                 out!("{}", mcpb_config::schema::json_schema());
                 ExitCode::SUCCESS
             }
-            ConfigCommand::Show => with_settings(config, commands::config_show),
+            ConfigCommand::Show { json } => {
+                with_settings(config, |s| commands::config_show(s, json))
+            }
         },
         Command::Measure { profile, json } => {
             with_settings(config, |s| measure::run(s, profile.as_deref(), json))
@@ -156,7 +168,12 @@ fn main() -> ExitCode {
         }),
         Command::Pins { command } => with_settings(config, |s| match command {
             PinsCommand::List { json } => pins_cmd::list(s, json),
-            PinsCommand::Approve { names, all, reset } => pins_cmd::approve(s, &names, all, reset),
+            PinsCommand::Approve {
+                names,
+                all,
+                reset,
+                yes,
+            } => pins_cmd::approve(s, &names, all, reset, yes),
         }),
         Command::Logs {
             upstream,

@@ -98,7 +98,30 @@ pub(crate) fn list(settings: &Settings, json_out: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub(crate) fn approve(settings: &Settings, names: &[String], all: bool, reset: bool) -> ExitCode {
+/// Whether the person at the terminal approves a tool whose description has findings; with
+/// no terminal to ask, only `--yes` approves it.
+fn confirmed(tool: &str, yes: bool) -> bool {
+    if yes {
+        return true;
+    }
+    if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        eprintln!("mcp-broker: {tool} has findings; not approved without a person to confirm");
+        eprintln!("hint: read them above, then run again with --yes to approve it anyway");
+        return false;
+    }
+    eprint!("approve {tool} despite its findings? [y/N] ");
+    let mut answer = String::new();
+    let _ = std::io::stdin().read_line(&mut answer);
+    matches!(answer.trim(), "y" | "Y" | "yes")
+}
+
+pub(crate) fn approve(
+    settings: &Settings,
+    names: &[String],
+    all: bool,
+    reset: bool,
+    yes: bool,
+) -> ExitCode {
     let mut pins = open(settings);
     if let Some(e) = pins.error() {
         if !reset {
@@ -134,7 +157,7 @@ pub(crate) fn approve(settings: &Settings, names: &[String], all: bool, reset: b
         );
     }
     let rows = rows(settings, &mut pins);
-    let mut approved = 0;
+    let (mut approved, mut declined) = (0, 0);
     for r in &rows {
         let Some(q) = &r.verdict else { continue };
         let n = name(r);
@@ -155,6 +178,10 @@ pub(crate) fn approve(settings: &Settings, names: &[String], all: bool, reset: b
         for f in &r.findings {
             outln!("    finding: {}: {}", f.kind, printable(&f.detail));
         }
+        if !r.findings.is_empty() && !confirmed(&printable(&n), yes) {
+            declined += 1;
+            continue;
+        }
         let from = match q {
             Quarantine::Renamed { from } => Some(from.as_str()),
             _ => None,
@@ -162,9 +189,15 @@ pub(crate) fn approve(settings: &Settings, names: &[String], all: bool, reset: b
         pins.approve(&r.upstream, &r.tool, from, mcpb_config::unix_now());
         approved += 1;
     }
+    // Approving what is approved already is done, not an error.
+    for n in names {
+        if rows.iter().any(|r| &name(r) == n && r.verdict.is_none()) {
+            eprintln!("mcp-broker: {} is approved already", printable(n));
+        }
+    }
     let unknown: Vec<&String> = names
         .iter()
-        .filter(|n| !rows.iter().any(|r| &name(r) == *n && r.verdict.is_some()))
+        .filter(|n| !rows.iter().any(|r| &name(r) == *n))
         .collect();
     // A reset store is written even when nothing was quarantined: first contact approved it.
     let dirty = approved > 0 || reset;
@@ -175,6 +208,9 @@ pub(crate) fn approve(settings: &Settings, names: &[String], all: bool, reset: b
         eprintln!("mcp-broker: the running daemon picked up the approvals");
     }
     outln!("{approved} tool(s) approved");
+    if declined > 0 {
+        return ExitCode::FAILURE;
+    }
     if !unknown.is_empty() {
         let list: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
         return fail(
@@ -182,7 +218,7 @@ pub(crate) fn approve(settings: &Settings, names: &[String], all: bool, reset: b
                 "mcp-broker: not quarantined or not known: {}",
                 list.join(", ")
             ),
-            &["names are <upstream>.<tool>; `mcp-broker pins list` shows them"],
+            &["names are <upstream>.<tool>; `mcp-broker pins list` shows the cached ones"],
         );
     }
     ExitCode::SUCCESS

@@ -355,31 +355,16 @@ pub fn diff(old: &Value, new: &Value) -> String {
             .map(str::to_string)
             .collect()
     };
-    let (a, b) = (pretty(old), pretty(new));
-    // Longest common subsequence; definitions are a few dozen lines.
-    let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for i in (0..a.len()).rev() {
-        for j in (0..b.len()).rev() {
-            lcs[i][j] = if a[i] == b[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
-        }
-    }
-    let (mut i, mut j, mut out) = (0, 0, String::new());
-    while i < a.len() || j < b.len() {
-        if i < a.len() && j < b.len() && a[i] == b[j] {
-            out.push_str(&format!("  {}\n", a[i]));
-            i += 1;
-            j += 1;
-        } else if j < b.len() && (i == a.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            out.push_str(&format!("+ {}\n", b[j]));
-            j += 1;
-        } else {
-            out.push_str(&format!("- {}\n", a[i]));
-            i += 1;
-        }
+    let (a, b) = (pretty(old).join("\n") + "\n", pretty(new).join("\n") + "\n");
+    let mut out = String::new();
+    // What went comes before what came, line by line as a reviewer reads a patch.
+    for change in similar::TextDiff::from_lines(&a, &b).iter_all_changes() {
+        out.push_str(match change.tag() {
+            similar::ChangeTag::Delete => "- ",
+            similar::ChangeTag::Insert => "+ ",
+            similar::ChangeTag::Equal => "  ",
+        });
+        out.push_str(change.value());
     }
     out
 }
@@ -549,5 +534,9 @@ mod tests {
         );
         assert!(d.contains("-   \"description\": \"Reads\""), "{d}");
         assert!(d.contains("+   \"description\": \"Reads all\""), "{d}");
+        assert!(
+            d.find("- ").unwrap() < d.find("+ ").unwrap(),
+            "old before new: {d}"
+        );
     }
 }

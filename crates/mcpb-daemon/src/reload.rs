@@ -20,6 +20,9 @@ pub(crate) struct ReloadReport {
     pub unchanged: Vec<String>,
     /// Broker settings that changed but are read once, when the daemon starts.
     pub need_restart: Vec<String>,
+    /// Variables the new config refers to that the daemon's environment (the one it started
+    /// with) does not have.
+    pub missing_env: Vec<String>,
 }
 
 /// How long a retired upstream may finish its calls before it is stopped anyway.
@@ -45,7 +48,14 @@ pub(crate) fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
     if !problems.is_empty() {
         return Err(problems.join("\n"));
     }
-    let mut report = ReloadReport::default();
+    let mut report = ReloadReport {
+        missing_env: next
+            .daemon_env_names()
+            .into_iter()
+            .filter(|n| std::env::var_os(n).is_none())
+            .collect(),
+        ..ReloadReport::default()
+    };
     let (was, now) = (&current.settings.broker, &next.broker);
     // Settings read once, when the daemon starts (the upstream context, the connection pools,
     // the log and the drain take their copies then).

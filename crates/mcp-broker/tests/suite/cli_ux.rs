@@ -192,3 +192,36 @@ fn a_command_says_when_it_starts_a_daemon_or_meets_one_serving_another_file() {
     assert!(stderr.contains("the running daemon serves"), "{stderr}");
     assert!(stderr.contains("hint: `mcp-broker stop`"), "{stderr}");
 }
+
+#[test]
+fn a_variable_exported_after_the_daemon_started_gets_a_restart_hint_and_restart_takes_it() {
+    let home = Home::with_config(&fixture_config(
+        &[("fx", "")],
+        ", env: {LATE: \"${MCPB_TEST_LATE_VALUE}\"}",
+    ));
+    assert!(home.run(&["start"]).status.success());
+    let reload = home
+        .cmd(&["reload"])
+        .env("MCPB_TEST_LATE_VALUE", "now-set")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&reload.stderr);
+    assert!(
+        stderr.contains("MCPB_TEST_LATE_VALUE set here but not in the daemon"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: `mcp-broker restart`"), "{stderr}");
+    let restart = home
+        .cmd(&["restart"])
+        .env("MCPB_TEST_LATE_VALUE", "now-set")
+        .output()
+        .unwrap();
+    assert!(
+        restart.status.success(),
+        "{}",
+        String::from_utf8_lossy(&restart.stderr)
+    );
+    let mut shim = session(&home);
+    let env = shim.call("fx.env", json!({}));
+    assert!(env.to_string().contains("now-set"), "{env}");
+}

@@ -252,7 +252,7 @@ fn changed_schema_only_description_only_and_renamed_tools_are_quarantined_until_
             vec![(name.to_string(), reason.to_string())],
             "{what}"
         );
-        let out = home.run(&["pins", "approve", name]);
+        let out = home.run(&["pins", "approve", "--yes", name]);
         let shown = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{what}: {shown}");
         assert!(

@@ -87,12 +87,20 @@ fn a_poisoned_tool_is_quarantined_on_first_contact_until_a_person_approves_it() 
         out.contains("fx.helper  QUARANTINED (the description scan flagged it"),
         "{out}"
     );
-    let approved = home.run(&["pins", "approve", "fx.helper"]);
+    // Findings need a person's yes: without a terminal to ask, only --yes approves.
+    let refused = home.run(&["pins", "approve", "fx.helper"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--yes"));
+    let approved = home.run(&["pins", "approve", "--yes", "fx.helper"]);
     let out = String::from_utf8_lossy(&approved.stdout);
     assert!(
         approved.status.success() && out.contains("finding: instruction"),
         "{out}"
     );
+    // Approving it again is done, not an error.
+    let again = home.run(&["pins", "approve", "fx.helper"]);
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("approved already"));
     assert!(wait_until(Duration::from_secs(5), || has(
         &shim.tool_names(),
         "fx.helper"
