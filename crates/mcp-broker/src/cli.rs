@@ -45,6 +45,7 @@ pub(crate) enum Command {
     Reload,
     /// Show the daemon and its upstreams. Never starts anything.
     Status {
+        /// Print the status as JSON (the same data, for scripts).
         #[arg(long)]
         json: bool,
     },
@@ -62,8 +63,10 @@ pub(crate) enum Command {
     /// What a profile puts into a model's context: tool definitions, bytes and o200k_base
     /// tokens of its upstreams' raw tools against what the profile exposes.
     Measure {
+        /// Profile whose view to use (default: the `default` profile).
         #[arg(long)]
         profile: Option<String>,
+        /// Print the data as JSON instead of a table or text.
         #[arg(long)]
         json: bool,
     },
@@ -72,7 +75,7 @@ pub(crate) enum Command {
         /// Profile to use (default: `default`).
         #[arg(long, global = true)]
         profile: Option<String>,
-        /// Print the whole result as JSON.
+        /// Print the data as JSON (once, without the MCP envelope).
         #[arg(long, global = true)]
         json: bool,
         #[command(subcommand)]
@@ -130,6 +133,7 @@ pub(crate) enum AuthCommand {
     Logout { upstream: String },
     /// Which remote upstreams are signed in.
     Status {
+        /// Print the sign-ins as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -139,19 +143,24 @@ pub(crate) enum AuthCommand {
 pub(crate) enum ToolsCommand {
     /// Ranked tools for a task, e.g. `tools search "read a file"`.
     Search {
+        /// What the tool should do, in words ("read a file", "open an issue").
         query: String,
+        /// Only tools of this upstream.
         #[arg(long)]
         server: Option<String>,
+        /// How many results at most (default 10).
         #[arg(long)]
         limit: Option<usize>,
     },
     /// Full definitions of tools by exposed name.
     Describe {
+        /// Exposed tool names, e.g. `example.echo`.
         #[arg(required = true)]
         names: Vec<String>,
     },
     /// Call a tool: `tools call fs.read_file --args '{"path": "/tmp/x"}'`.
     Call {
+        /// The tool's exposed name, e.g. `example.echo`.
         name: String,
         /// Arguments as a JSON object.
         #[arg(long)]
@@ -166,6 +175,7 @@ pub(crate) enum ToolsCommand {
 pub(crate) enum ExecCommand {
     /// Run FILE (`-` for stdin): `exec run job.py --allow 'example.*'`.
     Run {
+        /// The program to run (`.py` or `.js`).
         file: String,
         /// python or javascript (default: from the file's extension, else python).
         #[arg(long)]
@@ -194,7 +204,9 @@ pub(crate) enum ExecCommand {
     },
     /// Copy a local file into a workspace: `exec upload ID data.csv --as input/data.csv`.
     Upload {
+        /// The workspace's id (from `exec open`).
         exec_id: String,
+        /// The file to copy into the workspace.
         file: String,
         /// Path in the workspace (default: the file's name).
         #[arg(long = "as")]
@@ -208,12 +220,15 @@ pub(crate) enum ExecCommand {
 pub(crate) enum PinsCommand {
     /// Every cached tool: approved or quarantined (and why), with scan findings.
     List {
+        /// Print every cached tool as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Approve quarantined tools (shows each diff), by `<upstream>.<tool>` or all of them.
     Approve {
+        /// Tools to approve, as `<upstream>.<tool>`.
         names: Vec<String>,
+        /// Approve every quarantined tool.
         #[arg(long)]
         all: bool,
         /// Move an unreadable pin store aside and start a new one.

@@ -61,6 +61,17 @@ pub(crate) fn call_facade(
     ] {
         writeln!(w, "{msg}").context("the daemon closed the session")?;
     }
+    // A wait over ~300 ms (an upstream starting) is said once, so it is not silence.
+    let (answered, waiting) = std::sync::mpsc::channel::<()>();
+    let sayer = std::thread::spawn(move || {
+        if waiting
+            .recv_timeout(std::time::Duration::from_millis(300))
+            .is_err_and(|e| e == std::sync::mpsc::RecvTimeoutError::Timeout)
+        {
+            eprintln!("mcp-broker: waiting for the answer (an upstream may be starting)...");
+        }
+    });
+    let _said = SayOnDrop(Some(answered), Some(sayer));
     let mut line = String::new();
     loop {
         line.clear();
@@ -77,6 +88,23 @@ pub(crate) fn call_facade(
             bail!("{}", e["message"].as_str().unwrap_or("error"));
         }
         return Ok(msg["result"].clone());
+    }
+}
+
+/// Ends the "waiting" notice when the answer came (or the call failed).
+struct SayOnDrop(
+    Option<std::sync::mpsc::Sender<()>>,
+    Option<std::thread::JoinHandle<()>>,
+);
+
+impl Drop for SayOnDrop {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.1.take() {
+            let _ = t.join();
+        }
     }
 }
 
@@ -110,6 +138,15 @@ fn print_search(found: &Value) {
             vec![text("name"), text("server"), description]
         })
         .collect();
+    // An upstream that could not start is not searched: said, so "no match" is not the end.
+    for u in found["unavailable"].as_array().into_iter().flatten() {
+        let server = u["server"].as_str().unwrap_or("?");
+        eprintln!(
+            "mcp-broker: {server} is left out: {}",
+            u["error"].as_str().unwrap_or("it could not start")
+        );
+        eprintln!("hint: `mcp-broker logs {server}` says why");
+    }
     if rows.is_empty() {
         eprintln!("no tool matches; try other words");
         return;
@@ -123,16 +160,51 @@ fn print_search(found: &Value) {
     );
 }
 
+/// For the operator, an "unknown" tool that is in fact quarantined says so (a model is told
+/// nothing of it).
+fn quarantine_hint(settings: &Settings, message: &str) {
+    let Some(name) = message
+        .split("Unknown tool: ")
+        .nth(1)
+        .map(|n| n.split_whitespace().next().unwrap_or(n))
+    else {
+        return;
+    };
+    let Ok(Some(reply)) =
+        crate::daemon_client::admin(settings, mcpb_protocol::AdminCommand::Status)
+    else {
+        return;
+    };
+    let data = reply.data.unwrap_or_default();
+    for q in data["catalog"]["quarantined"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        if q["tool"].as_str() == Some(name) {
+            eprintln!(
+                "mcp-broker: {name} is quarantined ({}), so clients do not see it",
+                q["reason"].as_str().unwrap_or("")
+            );
+            eprintln!(
+                "hint: review it with `mcp-broker pins list`; `mcp-broker pins approve {name}` lets it through"
+            );
+        }
+    }
+}
+
 /// Prints a result: with `--json` its data (once), else for people. A tool's error goes to
 /// stderr and the exit code says it failed.
-pub(crate) fn print(tool: FacadeTool, result: &Value, json: bool) -> ExitCode {
+pub(crate) fn print(settings: &Settings, tool: FacadeTool, result: &Value, json: bool) -> ExitCode {
     let failed = result["isError"] == true;
     let value = data(result);
     if failed {
-        match &value {
-            Value::String(t) => eprintln!("mcp-broker: {t}"),
-            v => eprintln!("mcp-broker: {v}"),
-        }
+        let text = match &value {
+            Value::String(t) => t.clone(),
+            v => v.to_string(),
+        };
+        eprintln!("mcp-broker: {text}");
+        quarantine_hint(settings, &text);
         return ExitCode::FAILURE;
     }
     match (json, tool, &value) {
@@ -152,8 +224,13 @@ pub(crate) fn run(
     json: bool,
 ) -> ExitCode {
     match call_facade(settings, profile, tool, arguments) {
-        Ok(r) => print(tool, &r, json),
-        Err(e) => fail(&format!("mcp-broker: {e:#}"), &[]),
+        Ok(r) => print(settings, tool, &r, json),
+        Err(e) => {
+            let text = format!("{e:#}");
+            let code = fail(&format!("mcp-broker: {text}"), &[]);
+            quarantine_hint(settings, &text);
+            code
+        }
     }
 }
 

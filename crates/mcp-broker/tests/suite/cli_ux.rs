@@ -105,11 +105,15 @@ fn a_failed_upstream_says_why_in_status_in_the_error_and_in_its_logs() {
         text.contains("hint: more with `mcp-broker logs broken`"),
         "{text}"
     );
+    let search = home.run(&["tools", "search", "echo"]);
+    let said = String::from_utf8_lossy(&search.stderr);
+    assert!(said.contains("broken is left out"), "{said}");
     let logs = home.run(&["logs", "broken"]);
     let logs = String::from_utf8_lossy(&logs.stdout).to_string();
     assert!(logs.contains("fixture: cannot start"), "{logs}");
     assert!(
-        logs.lines().all(|l| l.contains("upstream=broken")),
+        logs.lines()
+            .all(|l| l.contains("upstream=broken") || l.contains("upstream=\"broken\"")),
         "{logs}"
     );
     let unknown = home.run(&["logs", "nope"]);
@@ -224,4 +228,19 @@ fn a_variable_exported_after_the_daemon_started_gets_a_restart_hint_and_restart_
     let mut shim = session(&home);
     let env = shim.call("fx.env", json!({}));
     assert!(env.to_string().contains("now-set"), "{env}");
+}
+
+#[test]
+fn a_slow_first_start_is_said_not_silent() {
+    let home = Home::with_config(&fixture_config(
+        &[("fx", "\"--slow-start-ms\", \"1200\"")],
+        "",
+    ));
+    let out = home.run(&["tools", "search", "echo"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("waiting for the answer"), "{stderr}");
+    // A quick answer says nothing of waiting.
+    let out = home.run(&["tools", "search", "echo"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("waiting"));
 }

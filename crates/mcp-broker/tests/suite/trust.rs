@@ -87,6 +87,11 @@ fn a_poisoned_tool_is_quarantined_on_first_contact_until_a_person_approves_it() 
         out.contains("fx.helper  QUARANTINED (the description scan flagged it"),
         "{out}"
     );
+    // The operator is told what a model is not: the tool is there, quarantined.
+    let call = home.run(&["tools", "call", "fx.helper", "--args", "{\"q\": \"x\"}"]);
+    let stderr = String::from_utf8_lossy(&call.stderr);
+    assert!(stderr.contains("fx.helper is quarantined"), "{stderr}");
+    assert!(stderr.contains("pins approve fx.helper"), "{stderr}");
     // Findings need a person's yes: without a terminal to ask, only --yes approves.
     let refused = home.run(&["pins", "approve", "fx.helper"]);
     assert!(!refused.status.success());
