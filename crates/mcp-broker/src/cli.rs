@@ -97,6 +97,13 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: PinsCommand,
     },
+    /// Check this machine: binary, config and what it needs at run time, runtime dir, daemon,
+    /// leftover processes, client entries; each problem with the command that fixes it.
+    Doctor {
+        /// Print the checks as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// The daemon's log, or one upstream's lines of it (its stderr, its starts and failures).
     Logs {
         /// Only this upstream's lines.

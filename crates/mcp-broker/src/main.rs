@@ -8,6 +8,7 @@ mod cli;
 mod commands;
 mod daemon_client;
 mod demo;
+mod doctor;
 mod example_server;
 mod exec_cmd;
 mod logfile;
@@ -175,6 +176,7 @@ fn main() -> ExitCode {
                 yes,
             } => pins_cmd::approve(s, &names, all, reset, yes),
         }),
+        Command::Doctor { json } => doctor::run(config, json),
         Command::Logs {
             upstream,
             lines,

@@ -244,3 +244,57 @@ fn a_slow_first_start_is_said_not_silent() {
     let out = home.run(&["tools", "search", "echo"]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("waiting"));
 }
+
+#[test]
+fn doctor_names_each_problem_with_its_fix_and_its_exit_code_says_so() {
+    let home = Home::with_config(
+        "schema_version: 1\nupstreams:\n  git: {command: no-such-server-binary}\n",
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(home.root(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let fake_home = home.root().join("user");
+    std::fs::create_dir_all(fake_home.join(".cursor")).unwrap();
+    std::fs::write(
+        fake_home.join(".cursor/mcp.json"),
+        r#"{"mcpServers": {"git": {"command": "uvx", "args": ["mcp-server-git"]}}}"#,
+    )
+    .unwrap();
+    let out = home
+        .cmd(&["doctor", "--json"])
+        .env("HOME", &fake_home)
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "a problem makes the exit code say so"
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let checks = report["checks"].as_array().unwrap();
+    let problem = checks
+        .iter()
+        .find(|c| c["level"] == "PROBLEM")
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-server-binary"),
+        "{problem}"
+    );
+    assert!(problem["fix"].is_string(), "{problem}");
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["area"] == "client" && c["detail"].as_str().unwrap().contains("cursor")),
+        "{report}"
+    );
+    let text = home
+        .cmd(&["doctor"])
+        .env("HOME", &fake_home)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout).to_string();
+    assert!(text.starts_with("AREA"), "{text}");
+    assert!(text.contains("what to do:"), "{text}");
+    assert!(text.contains("1 problem(s) found"), "{text}");
+}
