@@ -97,6 +97,41 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: PinsCommand,
     },
+    /// Add an upstream to the config (comments and order kept; validated before it is written;
+    /// a running daemon reloads): `add git -- uvx mcp-server-git`, `add notes --url URL`.
+    Add {
+        /// The upstream's name; its tools are named `<name>.<tool>`.
+        name: String,
+        /// A remote server's URL instead of a command.
+        #[arg(long)]
+        url: Option<String>,
+        /// How to reach --url.
+        #[arg(long, value_parser = ["streamable_http", "sse"])]
+        transport: Option<String>,
+        /// An HTTP header for --url, `KEY=VALUE` (secrets as `Authorization=Bearer ${TOKEN}`).
+        #[arg(long = "header")]
+        headers: Vec<String>,
+        /// An environment variable for the command, `KEY=VALUE` (secrets as `KEY=${NAME}`).
+        #[arg(long = "env")]
+        env: Vec<String>,
+        /// When processes start and stop.
+        #[arg(long, value_parser = ["shared", "per_session", "per_call", "disabled"])]
+        lifecycle: Option<String>,
+        /// The server's command and arguments, after `--`.
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Remove an upstream from the config (only its own lines go).
+    Remove {
+        /// The upstream's name.
+        name: String,
+    },
+    /// The configured upstreams: transport, lifecycle, state and tool count.
+    List {
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check this machine: binary, config and what it needs at run time, runtime dir, daemon,
     /// leftover processes, client entries; each problem with the command that fixes it.
     Doctor {

@@ -18,6 +18,8 @@ mod out;
 mod pins_cmd;
 mod shim;
 mod tools_cmd;
+mod upstreams_cmd;
+mod yaml_edit;
 
 use std::process::ExitCode;
 
@@ -177,6 +179,28 @@ fn main() -> ExitCode {
             } => pins_cmd::approve(s, &names, all, reset, yes),
         }),
         Command::Doctor { json } => doctor::run(config, json),
+        Command::Add {
+            name,
+            url,
+            transport,
+            headers,
+            env,
+            lifecycle,
+            command,
+        } => upstreams_cmd::add(
+            config,
+            &upstreams_cmd::NewUpstream {
+                name,
+                command,
+                url,
+                transport,
+                headers,
+                env,
+                lifecycle,
+            },
+        ),
+        Command::Remove { name } => upstreams_cmd::remove(config, &name),
+        Command::List { json } => with_settings(config, |s| upstreams_cmd::list(s, json)),
         Command::Logs {
             upstream,
             lines,

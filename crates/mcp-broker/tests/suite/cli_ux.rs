@@ -298,3 +298,51 @@ fn doctor_names_each_problem_with_its_fix_and_its_exit_code_says_so() {
     assert!(text.contains("what to do:"), "{text}");
     assert!(text.contains("1 problem(s) found"), "{text}");
 }
+
+#[test]
+fn upstreams_are_added_listed_and_removed_keeping_the_file_as_written() {
+    use super::support::fixture;
+    let original = "# team broker\nschema_version: 1\n\nupstreams:\n  # kept\n  example: {command: \"{broker.exe}\", args: [example-server], trust_annotations: true}\n\nprofiles:\n  default: {allow_mutating_upstreams: true}  # everything\n";
+    let home = Home::with_config(original);
+    let mut shim = session(&home); // a running daemon, told to reload by each change
+    let fx = fixture();
+    let add = home.run(&["add", "fx", "--", fx.to_str().unwrap(), "--name", "added"]);
+    assert!(
+        add.status.success(),
+        "{}",
+        String::from_utf8_lossy(&add.stderr)
+    );
+    assert!(String::from_utf8_lossy(&add.stderr).contains("the running daemon reloaded it"));
+    let text = std::fs::read_to_string(home.config_path()).unwrap();
+    assert!(
+        text.starts_with("# team broker\n") && text.contains("  # kept\n"),
+        "{text}"
+    );
+    assert!(text.contains("# everything\n"), "{text}");
+    let r = shim.call("fx.echo", json!({"text": "from the added one"}));
+    assert!(r.to_string().contains("from the added one"), "{r}");
+    let listed: Value = serde_json::from_slice(&home.run(&["list", "--json"]).stdout).unwrap();
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|u| u["name"].as_str())
+        .collect();
+    assert_eq!(names, ["example", "fx"]);
+    let again = home.run(&["add", "fx", "--", "x"]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("exists already"));
+    let removed = home.run(&["remove", "fx"]);
+    assert!(removed.status.success());
+    assert_eq!(
+        std::fs::read_to_string(home.config_path()).unwrap(),
+        original
+    );
+    let bad = home.run(&["add", "leaky", "--env", "API_TOKEN=plain-secret", "--", "x"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("nothing was written"));
+    assert_eq!(
+        std::fs::read_to_string(home.config_path()).unwrap(),
+        original
+    );
+}

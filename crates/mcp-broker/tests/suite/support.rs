@@ -40,6 +40,11 @@ impl Home {
         self.dir.path()
     }
 
+    /// The config file of a home made `with_config`.
+    pub(super) fn config_path(&self) -> &Path {
+        self.config.as_deref().unwrap_or(Path::new("/nonexistent"))
+    }
+
     pub(super) fn socket(&self) -> PathBuf {
         self.root().join("sockets/broker.sock")
     }

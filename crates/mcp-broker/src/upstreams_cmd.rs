@@ -1,0 +1,226 @@
+//! `mcp-broker add | remove | list`: upstreams managed from the command line. The file keeps
+//! the user's comments and order (see `yaml_edit`); a change is validated whole before it is
+//! written, written atomically, and a running daemon is told to reload.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use mcpb_config::{ConfigSource, ResolveContext, Settings, Transport};
+use mcpb_protocol::AdminCommand;
+
+use crate::daemon_client::admin;
+use crate::fail;
+use crate::out::out;
+use crate::yaml_edit;
+
+/// What `add` was told.
+pub(crate) struct NewUpstream {
+    pub name: String,
+    pub command: Vec<String>,
+    pub url: Option<String>,
+    pub transport: Option<String>,
+    pub headers: Vec<String>,
+    pub env: Vec<String>,
+    pub lifecycle: Option<String>,
+}
+
+/// A YAML scalar that reads back exactly as given (JSON strings are YAML).
+fn quoted(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// `K=V` pairs as a block mapping's lines; the first malformed one is the error.
+fn pairs(what: &str, items: &[String]) -> Result<Vec<String>, String> {
+    items
+        .iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok(format!("    {}: {}", k.trim(), quoted(v))),
+            _ => Err(format!("--{what} takes KEY=VALUE, not {kv:?}")),
+        })
+        .collect()
+}
+
+fn entry(new: &NewUpstream) -> Result<Vec<String>, String> {
+    let mut lines = vec![format!("{}:", new.name)];
+    match (&new.url, new.command.split_first()) {
+        (Some(url), None) => {
+            let transport = new.transport.as_deref().unwrap_or("streamable_http");
+            lines.push(format!("  transport: {transport}"));
+            lines.push(format!("  url: {}", quoted(url)));
+        }
+        (None, Some((cmd, args))) => {
+            lines.push(format!("  command: {}", quoted(cmd)));
+            if !args.is_empty() {
+                let args: Vec<String> = args.iter().map(|a| quoted(a)).collect();
+                lines.push(format!("  args: [{}]", args.join(", ")));
+            }
+        }
+        (Some(_), Some(_)) => return Err("give a command (after --) or --url, not both".into()),
+        (None, None) => {
+            return Err("give the server's command after `--`, or its --url".into());
+        }
+    }
+    if !new.env.is_empty() {
+        lines.push("  env:".into());
+        lines.extend(pairs("env", &new.env)?);
+    }
+    if !new.headers.is_empty() {
+        lines.push("  headers:".into());
+        lines.extend(pairs("header", &new.headers)?);
+    }
+    if let Some(l) = &new.lifecycle {
+        lines.push(format!("  lifecycle: {l}"));
+    }
+    Ok(lines)
+}
+
+/// The file to edit: the one in use, or a new one in the runtime root when the embedded
+/// default is in use (it is not a file to edit).
+fn file_to_edit(explicit: Option<&Path>) -> (PathBuf, String) {
+    let ctx = ResolveContext::from_env();
+    match mcpb_config::locate(explicit, &ctx) {
+        ConfigSource::File(p) => {
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            (p, text)
+        }
+        ConfigSource::Embedded => {
+            let root = ctx.runtime_root(None);
+            (
+                root.join("broker.yaml"),
+                "# yaml-language-server: $schema=./broker.schema.json\nschema_version: 1\n\nprofiles:\n  default: {allow_mutating_upstreams: true}\n".into(),
+            )
+        }
+    }
+}
+
+/// Validates `text`, writes it to `path` in one step, and tells a running daemon.
+fn commit(path: &Path, text: &str, done: &str) -> ExitCode {
+    let ctx = ResolveContext::from_env();
+    let source = ConfigSource::File(path.to_path_buf());
+    let settings = match mcpb_config::load_str(text, &path.display().to_string(), source, &ctx) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mcp-broker: the change would make the config invalid; nothing was written");
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = mcpb_config::layout::write_private(path, text.as_bytes()) {
+        return fail(
+            &format!("mcp-broker: cannot write {}: {e}", path.display()),
+            &[],
+        );
+    }
+    eprintln!("{done} ({})", path.display());
+    match admin(&settings, AdminCommand::Reload) {
+        Ok(Some(r)) if r.ok => eprintln!("mcp-broker: the running daemon reloaded it"),
+        Ok(Some(r)) => eprintln!(
+            "mcp-broker: the daemon did not take it: {}",
+            r.error.unwrap_or_default()
+        ),
+        _ => {}
+    }
+    ExitCode::SUCCESS
+}
+
+pub(crate) fn add(explicit: Option<&Path>, new: &NewUpstream) -> ExitCode {
+    let lines = match entry(new) {
+        Ok(l) => l,
+        Err(e) => {
+            return fail(
+                &format!("mcp-broker: {e}"),
+                &[
+                    "e.g. `mcp-broker add git -- uvx mcp-server-git`, or `mcp-broker add notes --url https://host/mcp`",
+                ],
+            );
+        }
+    };
+    let (path, text) = file_to_edit(explicit);
+    match yaml_edit::add_upstream(&text, &new.name, &lines) {
+        Ok(next) => commit(&path, &next, &format!("added upstream {}", new.name)),
+        Err(e) => fail(
+            &format!("mcp-broker: {e}"),
+            &[&format!(
+                "`mcp-broker remove {}` first, or pick another name",
+                new.name
+            )],
+        ),
+    }
+}
+
+pub(crate) fn remove(explicit: Option<&Path>, name: &str) -> ExitCode {
+    let (path, text) = file_to_edit(explicit);
+    match yaml_edit::remove_upstream(&text, name) {
+        Ok(next) => commit(&path, &next, &format!("removed upstream {name}")),
+        Err(e) => fail(
+            &format!("mcp-broker: {e}"),
+            &["`mcp-broker list` shows the upstreams"],
+        ),
+    }
+}
+
+pub(crate) fn list(settings: &Settings, json: bool) -> ExitCode {
+    let live = admin(settings, AdminCommand::Status)
+        .ok()
+        .flatten()
+        .and_then(|r| r.data);
+    let store = mcpb_catalog::ListStore::new(settings.runtime.catalog_dir());
+    let rows: Vec<serde_json::Value> = settings
+        .upstreams
+        .values()
+        .map(|u| {
+            let status = live.as_ref().and_then(|d| {
+                d["upstreams"]
+                    .as_array()?
+                    .iter()
+                    .find(|s| s["name"] == u.name.as_str())
+                    .cloned()
+            });
+            let state = status
+                .as_ref()
+                .and_then(|s| s["state"].as_str().map(str::to_string))
+                .unwrap_or_else(|| if u.enabled() { "stopped" } else { "disabled" }.into());
+            let tools = status
+                .as_ref()
+                .and_then(|s| s["tool_count"].as_u64())
+                .or_else(|| {
+                    store
+                        .load(&u.name)
+                        .ok()
+                        .flatten()
+                        .map(|l| l.tools.len() as u64)
+                });
+            let transport = match u.transport {
+                Transport::Stdio => "stdio",
+                Transport::StreamableHttp => "streamable_http",
+                Transport::Sse => "sse",
+            };
+            let lifecycle = serde_json::to_value(u.lifecycle).unwrap_or_default();
+            serde_json::json!({"name": u.name, "transport": transport,
+                "lifecycle": lifecycle, "state": state, "tools": tools})
+        })
+        .collect();
+    if json {
+        out!("{:#}\n", serde_json::Value::Array(rows));
+        return ExitCode::SUCCESS;
+    }
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "-".into(),
+        v => v.to_string(),
+    };
+    let table = rows
+        .iter()
+        .map(|r| {
+            ["name", "transport", "lifecycle", "state", "tools"]
+                .iter()
+                .map(|k| text(&r[*k]))
+                .collect()
+        })
+        .collect();
+    out!(
+        "{}",
+        crate::commands::table(&["NAME", "TRANSPORT", "LIFECYCLE", "STATE", "TOOLS"], table)
+    );
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,212 @@
+//! Edits of broker.yaml that keep the rest of the file as the user wrote it (comments, order,
+//! quoting): an upstream is added at the end of the block-style `upstreams:` mapping, or its
+//! lines are taken out. The caller validates the result before writing it.
+
+/// A problem with the file's shape that an edit cannot work around.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum EditError {
+    Exists(String),
+    Missing(String),
+    FlowStyle,
+}
+
+impl std::fmt::Display for EditError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EditError::Exists(n) => write!(f, "an upstream named {n} exists already"),
+            EditError::Missing(n) => write!(f, "no upstream named {n} in the file"),
+            EditError::FlowStyle => {
+                write!(
+                    f,
+                    "`upstreams:` is written in flow style ({{...}}); only a block mapping is edited"
+                )
+            }
+        }
+    }
+}
+
+fn indent_of(line: &str) -> usize {
+    line.len() - line.trim_start().len()
+}
+
+fn is_blank_or_comment(line: &str) -> bool {
+    let t = line.trim();
+    t.is_empty() || t.starts_with('#')
+}
+
+/// The line of `upstreams:` at the top level, and the lines of its block: (header, first, end)
+/// where `first..end` are the block's lines (end: the first line of the next top-level key, or
+/// of the comments right before it).
+fn upstreams_block(lines: &[&str]) -> Result<Option<(usize, usize)>, EditError> {
+    let Some(header) = lines.iter().position(|l| {
+        l.starts_with("upstreams:") && {
+            let rest = l["upstreams:".len()..].trim();
+            rest.is_empty() || rest.starts_with('#') || rest.starts_with('{')
+        }
+    }) else {
+        return Ok(None);
+    };
+    let rest = lines[header]["upstreams:".len()..].trim();
+    if rest.starts_with('{') && rest != "{}" {
+        return Err(EditError::FlowStyle);
+    }
+    // The block runs while lines are indented (or blank/comments followed by indented ones).
+    let mut end = header + 1;
+    let mut last_content = header;
+    while end < lines.len() {
+        let l = lines[end];
+        if is_blank_or_comment(l) {
+            end += 1;
+            continue;
+        }
+        if indent_of(l) == 0 {
+            break;
+        }
+        last_content = end;
+        end += 1;
+    }
+    Ok(Some((header, last_content + 1)))
+}
+
+/// The entry's name of a child line at `indent` (`  git:` or `  git: {...}`).
+fn child_name(line: &str, indent: usize) -> Option<&str> {
+    if indent_of(line) != indent || is_blank_or_comment(line) {
+        return None;
+    }
+    let body = line.trim_start();
+    let colon = body.find(':')?;
+    Some(body[..colon].trim().trim_matches('"').trim_matches('\''))
+}
+
+/// The indentation of the block's entries (2 when it has none yet).
+fn child_indent(lines: &[&str], first: usize, end: usize) -> usize {
+    lines[first..end]
+        .iter()
+        .find(|l| !is_blank_or_comment(l))
+        .map_or(2, |l| indent_of(l))
+}
+
+/// `text` with `entry` (the lines of one upstream, indented from column 0 as `name:` and its
+/// fields two deeper) added at the end of `upstreams:`.
+pub(crate) fn add_upstream(text: &str, name: &str, entry: &[String]) -> Result<String, EditError> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out: Vec<String> = lines.iter().map(|l| (*l).to_string()).collect();
+    let (header, end, indent) = match upstreams_block(&lines)? {
+        Some((header, end)) => {
+            let indent = child_indent(&lines, header + 1, end);
+            if (header + 1..end).any(|i| child_name(lines[i], indent) == Some(name)) {
+                return Err(EditError::Exists(name.to_string()));
+            }
+            (header, end, indent)
+        }
+        None => {
+            if !out.last().is_none_or(|l| l.trim().is_empty()) {
+                out.push(String::new());
+            }
+            out.push("upstreams:".into());
+            (out.len() - 1, out.len(), 2)
+        }
+    };
+    // `upstreams: {}` becomes a block.
+    if out[header]
+        .trim_start_matches("upstreams:")
+        .trim()
+        .starts_with("{}")
+    {
+        out[header] = "upstreams:".into();
+    }
+    let pad = " ".repeat(indent);
+    let new: Vec<String> = entry.iter().map(|l| format!("{pad}{l}")).collect();
+    out.splice(end..end, new);
+    let mut joined = out.join("\n");
+    joined.push('\n');
+    Ok(joined)
+}
+
+/// `text` without the lines of upstream `name` (its key line and everything indented under
+/// it); comments around it stay.
+pub(crate) fn remove_upstream(text: &str, name: &str) -> Result<String, EditError> {
+    let lines: Vec<&str> = text.lines().collect();
+    let missing = || EditError::Missing(name.to_string());
+    let (header, end) = upstreams_block(&lines)?.ok_or_else(missing)?;
+    let indent = child_indent(&lines, header + 1, end);
+    let start = (header + 1..end)
+        .find(|i| child_name(lines[*i], indent) == Some(name))
+        .ok_or_else(missing)?;
+    let mut stop = start + 1;
+    let mut last = start;
+    while stop < end {
+        let l = lines[stop];
+        if !is_blank_or_comment(l) {
+            if indent_of(l) <= indent {
+                break;
+            }
+            last = stop;
+        }
+        stop += 1;
+    }
+    let mut out: Vec<&str> = lines[..start].to_vec();
+    out.extend_from_slice(&lines[last + 1..]);
+    let mut joined = out.join("\n");
+    joined.push('\n');
+    Ok(joined)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = "# my broker\nschema_version: 1\n\nupstreams:\n    # the git one\n    git:\n        command: uvx   # keep\n        args: [mcp-server-git]\n\n    time: {command: uvx, args: [mcp-server-time]}\n\n# who sees what\nprofiles:\n  default: {}\n";
+
+    fn entry() -> Vec<String> {
+        vec!["fs:".into(), "  command: \"npx\"".into()]
+    }
+
+    #[test]
+    fn an_added_upstream_goes_last_in_the_block_at_its_indentation_and_nothing_else_moves() {
+        let out = add_upstream(FILE, "fs", &entry()).unwrap();
+        assert_eq!(
+            out,
+            "# my broker\nschema_version: 1\n\nupstreams:\n    # the git one\n    git:\n        command: uvx   # keep\n        args: [mcp-server-git]\n\n    time: {command: uvx, args: [mcp-server-time]}\n    fs:\n      command: \"npx\"\n\n# who sees what\nprofiles:\n  default: {}\n"
+        );
+        assert_eq!(
+            add_upstream(FILE, "git", &entry()),
+            Err(EditError::Exists("git".into()))
+        );
+    }
+
+    #[test]
+    fn a_file_without_upstreams_gets_the_block() {
+        let out = add_upstream("schema_version: 1\n", "fs", &entry()).unwrap();
+        assert_eq!(
+            out,
+            "schema_version: 1\n\nupstreams:\n  fs:\n    command: \"npx\"\n"
+        );
+        let out = add_upstream("schema_version: 1\nupstreams: {}\n", "fs", &entry()).unwrap();
+        assert_eq!(
+            out,
+            "schema_version: 1\nupstreams:\n  fs:\n    command: \"npx\"\n"
+        );
+        assert_eq!(
+            add_upstream("upstreams: {a: {command: x}}\n", "fs", &entry()),
+            Err(EditError::FlowStyle)
+        );
+    }
+
+    #[test]
+    fn a_removed_upstream_takes_only_its_own_lines() {
+        let out = remove_upstream(FILE, "git").unwrap();
+        assert_eq!(
+            out,
+            "# my broker\nschema_version: 1\n\nupstreams:\n    # the git one\n\n    time: {command: uvx, args: [mcp-server-time]}\n\n# who sees what\nprofiles:\n  default: {}\n"
+        );
+        let out = remove_upstream(FILE, "time").unwrap();
+        assert!(out.contains("    git:\n        command: uvx   # keep\n"));
+        assert!(!out.contains("time:"));
+        assert!(out.contains("# who sees what\nprofiles:"));
+        assert_eq!(
+            remove_upstream(FILE, "nope"),
+            Err(EditError::Missing("nope".into()))
+        );
+    }
+}
