@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(
     name = "mcp-broker",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("MCPB_COMMIT"), ")"),
     about = "One local daemon in front of all your MCP servers"
 )]
 pub(crate) struct Cli {
@@ -131,6 +131,11 @@ pub(crate) enum Command {
         /// Print them as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// A shell completion script: `mcp-broker completions bash > ~/.local/share/bash-completion/completions/mcp-broker`.
+    Completions {
+        /// The shell to write it for.
+        shell: clap_complete::Shell,
     },
     /// Check this machine: binary, config and what it needs at run time, runtime dir, daemon,
     /// leftover processes, client entries; each problem with the command that fixes it.

@@ -179,6 +179,13 @@ fn main() -> ExitCode {
             } => pins_cmd::approve(s, &names, all, reset, yes),
         }),
         Command::Doctor { json } => doctor::run(config, json),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "mcp-broker", &mut script);
+            out::write(format_args!("{}", String::from_utf8_lossy(&script)), false);
+            ExitCode::SUCCESS
+        }
         Command::Add {
             name,
             url,

@@ -346,3 +346,19 @@ fn upstreams_are_added_listed_and_removed_keeping_the_file_as_written() {
         original
     );
 }
+
+#[test]
+fn the_version_names_its_commit_and_completions_know_every_command() {
+    let home = Home::new();
+    let v = String::from_utf8_lossy(&home.run(&["--version"]).stdout).to_string();
+    assert!(v.starts_with("mcp-broker 0."), "{v}");
+    assert!(v.contains(" (") && v.trim_end().ends_with(')'), "{v}");
+    for shell in ["bash", "zsh", "fish"] {
+        let script = home.run(&["completions", shell]);
+        assert!(script.status.success());
+        let text = String::from_utf8_lossy(&script.stdout);
+        for cmd in ["doctor", "logs", "add", "remove", "restart", "auth"] {
+            assert!(text.contains(cmd), "{shell} lacks {cmd}");
+        }
+    }
+}
