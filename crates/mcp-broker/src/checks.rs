@@ -132,6 +132,9 @@ mod tests {
         assert!(super::runnable("sh", "/usr/bin:/bin"));
         assert!(super::runnable("/bin/sh", ""));
         assert!(!super::runnable("no-such-command-here", "/usr/bin:/bin"));
-        assert!(!super::runnable("/etc/hostname", ""));
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("notes.txt");
+        std::fs::write(&plain, "x").unwrap();
+        assert!(!super::runnable(plain.to_str().unwrap(), ""));
     }
 }

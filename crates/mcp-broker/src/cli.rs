@@ -97,6 +97,12 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: PinsCommand,
     },
+    /// The broker's entry in an AI client's own config file: a dry run (a diff), applying it
+    /// (after a backup, only what the dry run showed), rolling back, or each client's state.
+    Client {
+        #[command(subcommand)]
+        command: ClientCommand,
+    },
     /// Add an upstream to the config (comments and order kept; validated before it is written;
     /// a running daemon reloads): `add git -- uvx mcp-server-git`, `add notes --url URL`.
     Add {
@@ -160,6 +166,54 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: AuthCommand,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ClientCommand {
+    /// Show, as a unified diff, the entry `apply` would write; nothing is written.
+    Render {
+        #[command(flatten)]
+        target: ClientTarget,
+    },
+    /// Write what the last `render` showed (refused if the file changed since), after a backup.
+    Apply {
+        #[command(flatten)]
+        target: ClientTarget,
+    },
+    /// Put a client's file back as it was before the newest (or a named) backup.
+    Rollback {
+        /// The client: claude-desktop, claude-code, codex, gemini, cursor, vscode.
+        #[arg(long)]
+        client: String,
+        /// The backup's name (default: the newest).
+        #[arg(long)]
+        backup: Option<String>,
+    },
+    /// For each client (or one): its file, and whether the broker's entry is there.
+    Status {
+        /// Only this client.
+        #[arg(long)]
+        client: Option<String>,
+        /// The project's files (in this directory) instead of the user's.
+        #[arg(long)]
+        project: bool,
+        /// Print the states as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ClientTarget {
+    /// The client: claude-desktop, claude-code, codex, gemini, cursor, vscode.
+    #[arg(long)]
+    pub client: String,
+    /// The profile its entry names (default: the client's own from `clients:`, else `default`).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// The project's file (in this directory) instead of the user's.
+    #[arg(long)]
+    pub project: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -5,6 +5,7 @@ use crate::out::out;
 mod auth_cmd;
 mod checks;
 mod cli;
+mod client_cmd;
 mod commands;
 mod daemon_client;
 mod demo;
@@ -26,7 +27,9 @@ use std::process::ExitCode;
 use clap::Parser;
 use mcpb_config::{ResolveContext, Settings};
 
-use crate::cli::{AuthCommand, Cli, Command, ConfigCommand, PinsCommand, ToolsCommand};
+use crate::cli::{
+    AuthCommand, Cli, ClientCommand, Command, ConfigCommand, PinsCommand, ToolsCommand,
+};
 
 /// One line saying what happened, then `hint:` lines saying what to do.
 pub fn fail(message: &str, hints: &[&str]) -> ExitCode {
@@ -179,6 +182,20 @@ fn main() -> ExitCode {
             } => pins_cmd::approve(s, &names, all, reset, yes),
         }),
         Command::Doctor { json } => doctor::run(config, json),
+        Command::Client { command } => with_settings(config, |s| match &command {
+            ClientCommand::Render { target: t } => {
+                client_cmd::render(s, &client_cmd::Target::of(t))
+            }
+            ClientCommand::Apply { target: t } => client_cmd::apply(s, &client_cmd::Target::of(t)),
+            ClientCommand::Rollback { client, backup } => {
+                client_cmd::rollback(s, client, backup.as_deref())
+            }
+            ClientCommand::Status {
+                client,
+                project,
+                json,
+            } => client_cmd::status(s, client.as_deref(), *project, *json),
+        }),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             let mut script = Vec::new();

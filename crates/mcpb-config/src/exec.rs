@@ -31,7 +31,6 @@ pub struct ExecLimits {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "crate::duration::ms"
     )]
-    #[schemars(with = "Option<crate::duration::MsOrText>")]
     pub wall_clock_ms: Option<u64>,
     /// One SDK tool call, in milliseconds. Default 20000.
     #[serde(
@@ -39,7 +38,6 @@ pub struct ExecLimits {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "crate::duration::ms"
     )]
-    #[schemars(with = "Option<crate::duration::MsOrText>")]
     pub per_call_ms: Option<u64>,
     /// SDK tool calls per run. Default 50.
     #[serde(default, skip_serializing_if = "Option::is_none")]

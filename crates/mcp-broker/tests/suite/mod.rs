@@ -1,5 +1,6 @@
 mod bad_input;
 mod cli_ux;
+mod clients;
 mod conformance;
 mod content;
 mod context;

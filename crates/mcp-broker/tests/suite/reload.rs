@@ -134,5 +134,5 @@ fn broker_settings_read_at_start_are_named_when_a_reload_changes_them() {
         ),
         "{err}"
     );
-    assert!(err.contains("hint: `mcp-broker stop`"), "{err}");
+    assert!(err.contains("hint: `mcp-broker restart`"), "{err}");
 }

@@ -1,0 +1,366 @@
+//! `mcp-broker client render|apply|status|rollback --client C`: the broker's one entry in each
+//! client's own config file. `render` is the dry run (a unified diff, and a note of what it
+//! saw); `apply` writes exactly that, only if the file is still what the dry run saw, after a
+//! backup, and reads it back; `rollback` puts a backup back; `status` says for each client
+//! whether its entry is there and current.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use mcpb_clients::{Backups, Client, ClientsError, Entry, Scope};
+use mcpb_config::Settings;
+
+use crate::fail;
+use crate::out::{out, outln};
+
+/// What the command line names: the client, its scope and the profile for its entry.
+pub(crate) struct Target<'a> {
+    pub client: &'a str,
+    pub project: bool,
+    pub profile: Option<&'a str>,
+}
+
+impl<'a> Target<'a> {
+    pub(crate) fn of(t: &'a crate::cli::ClientTarget) -> Self {
+        Self {
+            client: &t.client,
+            project: t.project,
+            profile: t.profile.as_deref(),
+        }
+    }
+}
+
+struct Resolved {
+    client: Client,
+    scope: Scope,
+    path: PathBuf,
+    entry: Entry,
+}
+
+fn known_clients() -> String {
+    Client::ALL.map(Client::name).join(", ")
+}
+
+fn resolve(settings: &Settings, t: &Target<'_>) -> Result<Resolved, ExitCode> {
+    let Some(client) = Client::parse(t.client) else {
+        return Err(fail(
+            &format!("mcp-broker: no client named {:?}", t.client),
+            &[&format!("clients: {}", known_clients())],
+        ));
+    };
+    let scope = if t.project {
+        Scope::Project
+    } else {
+        Scope::User
+    };
+    if t.project && !client.has_project_scope() {
+        return Err(fail(
+            &format!("mcp-broker: {} has no project config", client.name()),
+            &["drop --project"],
+        ));
+    }
+    if let Some(p) = t.profile
+        && !settings.profiles.contains_key(p)
+    {
+        let names: Vec<&str> = settings.profiles.keys().map(String::as_str).collect();
+        return Err(fail(
+            &format!("mcp-broker: no profile named {p:?}"),
+            &[&format!("profiles: {}", names.join(", "))],
+        ));
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let exe = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .unwrap_or_else(|_| PathBuf::from("mcp-broker"));
+    Ok(Resolved {
+        client,
+        scope,
+        path: client.config_path(scope, &home, &cwd),
+        entry: Entry::for_client(&exe, client, t.profile),
+    })
+}
+
+fn read(path: &Path) -> Result<Option<String>, ExitCode> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(fail(
+            &format!("mcp-broker: cannot read {}: {e}", path.display()),
+            &[],
+        )),
+    }
+}
+
+fn refused(e: &ClientsError) -> ExitCode {
+    fail(
+        &format!("mcp-broker: {e}"),
+        &["the file was not touched; fix it (or move it away) and run this again"],
+    )
+}
+
+/// Where the dry run notes what it saw and what it would write.
+fn note_path(settings: &Settings, r: &Resolved) -> PathBuf {
+    let scope = if r.scope == Scope::Project {
+        "project"
+    } else {
+        "user"
+    };
+    settings
+        .runtime
+        .state_dir()
+        .join("renders")
+        .join(format!("{}-{scope}.json", r.client.name()))
+}
+
+fn flag(r: &Resolved, profile: Option<&str>) -> String {
+    let mut s = format!("--client {}", r.client.name());
+    if let Some(p) = profile {
+        s.push_str(&format!(" --profile {p}"));
+    }
+    if r.scope == Scope::Project {
+        s.push_str(" --project");
+    }
+    s
+}
+
+/// The client's file as it is, and as the entry would make it.
+fn prepare(
+    settings: &Settings,
+    t: &Target<'_>,
+) -> Result<(Resolved, Option<String>, String), ExitCode> {
+    let r = resolve(settings, t)?;
+    let before = read(&r.path)?;
+    let after = mcpb_clients::render(r.client, &r.path, before.as_deref(), &r.entry)
+        .map_err(|e| refused(&e))?;
+    Ok((r, before, after))
+}
+
+pub(crate) fn render(settings: &Settings, t: &Target<'_>) -> ExitCode {
+    let (r, before, after) = match prepare(settings, t) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let before_text = before.as_deref().unwrap_or("");
+    if before.as_deref() == Some(after.as_str()) {
+        eprintln!(
+            "{}: the entry is there and current; nothing to change",
+            r.path.display()
+        );
+        return ExitCode::SUCCESS;
+    }
+    out!("{}", mcpb_clients::diff(&r.path, before_text, &after));
+    let note = serde_json::json!({
+        "path": r.path,
+        "before": mcpb_clients::sha256(before_text.as_bytes()),
+        "existed": before.is_some(),
+        "after": mcpb_clients::sha256(after.as_bytes()),
+    });
+    let path = note_path(settings, &r);
+    if let Err(e) = mcpb_config::layout::write_private(&path, note.to_string().as_bytes()) {
+        return fail(
+            &format!(
+                "mcp-broker: cannot note the dry run in {}: {e}",
+                path.display()
+            ),
+            &[],
+        );
+    }
+    eprintln!("a dry run: nothing was written");
+    eprintln!(
+        "hint: `mcp-broker client apply {}` writes it",
+        flag(&r, t.profile)
+    );
+    ExitCode::SUCCESS
+}
+
+pub(crate) fn apply(settings: &Settings, t: &Target<'_>) -> ExitCode {
+    let (r, before, after) = match prepare(settings, t) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    if before.as_deref() == Some(after.as_str()) {
+        eprintln!(
+            "{}: the entry is there and current; nothing to change",
+            r.path.display()
+        );
+        return ExitCode::SUCCESS;
+    }
+    // Only what the dry run showed is written: the file and the change must be the same.
+    let note_file = note_path(settings, &r);
+    let note: serde_json::Value = std::fs::read_to_string(&note_file)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let before_text = before.as_deref().unwrap_or("");
+    let same = note["before"] == mcpb_clients::sha256(before_text.as_bytes()).as_str()
+        && note["existed"] == before.is_some()
+        && note["after"] == mcpb_clients::sha256(after.as_bytes()).as_str();
+    if !same {
+        return fail(
+            &format!(
+                "mcp-broker: {} changed since the dry run (or none was made); nothing was written",
+                r.path.display()
+            ),
+            &[&format!(
+                "`mcp-broker client render {}` shows the change; then apply",
+                flag(&r, t.profile)
+            )],
+        );
+    }
+    let backups = Backups::new(&settings.runtime.root.join("backups"), r.client);
+    let backup = match backups.take(
+        &r.path,
+        before.as_deref().map(str::as_bytes),
+        mcpb_config::unix_now(),
+    ) {
+        Ok(b) => b,
+        Err(e) => {
+            return fail(
+                &format!("mcp-broker: no backup could be taken, so nothing was written: {e}"),
+                &[],
+            );
+        }
+    };
+    if let Err(e) = mcpb_clients::write_keeping_mode(&r.path, after.as_bytes()) {
+        return fail(&format!("mcp-broker: {e}"), &["the file is as it was"]);
+    }
+    // Read back: the client will read what is on disk, not what was meant.
+    let back = std::fs::read_to_string(&r.path).unwrap_or_default();
+    let entry = mcpb_clients::current_entry(r.client, &r.path, &back)
+        .ok()
+        .flatten();
+    if back != after || entry != Some(mcpb_clients::entry_value(r.client, &r.entry)) {
+        let _ = backups.restore(Some(&backup.name), r.client.name());
+        return fail(
+            &format!(
+                "mcp-broker: {} did not read back as written; the backup was put back",
+                r.path.display()
+            ),
+            &[],
+        );
+    }
+    let _ = std::fs::remove_file(&note_file);
+    outln!(
+        "{}: the broker's entry is in (backup {})",
+        r.path.display(),
+        backup.name
+    );
+    eprintln!(
+        "hint: restart {} to use it; `mcp-broker client rollback --client {}` undoes this",
+        r.client.name(),
+        r.client.name()
+    );
+    ExitCode::SUCCESS
+}
+
+pub(crate) fn rollback(settings: &Settings, client: &str, backup: Option<&str>) -> ExitCode {
+    let Some(c) = Client::parse(client) else {
+        return fail(
+            &format!("mcp-broker: no client named {client:?}"),
+            &[&format!("clients: {}", known_clients())],
+        );
+    };
+    let backups = Backups::new(&settings.runtime.root.join("backups"), c);
+    match backups.restore(backup, c.name()) {
+        Ok(b) if b.existed => {
+            outln!(
+                "{}: put back as it was before backup {}",
+                b.path.display(),
+                b.name
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(b) => {
+            outln!(
+                "{}: removed (there was no file before backup {})",
+                b.path.display(),
+                b.name
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            let names: Vec<String> = backups.list().into_iter().map(|b| b.name).collect();
+            fail(
+                &format!("mcp-broker: {e}"),
+                &[&format!(
+                    "backups of {}: {}",
+                    c.name(),
+                    if names.is_empty() {
+                        "(none)".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                )],
+            )
+        }
+    }
+}
+
+/// Each client's entry, in its user-scope file (or the project's with `project`).
+pub(crate) fn status(
+    settings: &Settings,
+    only: Option<&str>,
+    project: bool,
+    json: bool,
+) -> ExitCode {
+    let clients: Vec<Client> = match only {
+        Some(n) => match Client::parse(n) {
+            Some(c) => vec![c],
+            None => {
+                return fail(
+                    &format!("mcp-broker: no client named {n:?}"),
+                    &[&format!("clients: {}", known_clients())],
+                );
+            }
+        },
+        None => Client::ALL.to_vec(),
+    };
+    let mut rows = Vec::new();
+    for c in clients {
+        if project && !c.has_project_scope() {
+            continue;
+        }
+        let t = Target {
+            client: c.name(),
+            project,
+            profile: None,
+        };
+        let Ok(r) = resolve(settings, &t) else {
+            continue;
+        };
+        let state = match std::fs::read_to_string(&r.path) {
+            Err(_) => "no file".to_string(),
+            Ok(text) => match mcpb_clients::current_entry(c, &r.path, &text) {
+                Err(_) => "broken file".to_string(),
+                Ok(None) => "no broker entry".to_string(),
+                Ok(Some(v)) => {
+                    // Current when it runs this binary's `stdio`, whatever profile it names.
+                    let runs_us = v["command"] == r.entry.command.as_str()
+                        && v["args"].get(0).and_then(|a| a.as_str()) == Some("stdio");
+                    if runs_us { "present" } else { "drifted" }.to_string()
+                }
+            },
+        };
+        rows.push(vec![
+            c.name().to_string(),
+            state,
+            r.path.display().to_string(),
+        ]);
+    }
+    if json {
+        let items: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| serde_json::json!({"client": r[0], "entry": r[1], "file": r[2]}))
+            .collect();
+        outln!("{}", serde_json::Value::Array(items));
+    } else {
+        out!(
+            "{}",
+            crate::commands::table(&["CLIENT", "ENTRY", "FILE"], rows)
+        );
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,162 @@
+//! `mcp-broker client`: a dry run before anything is written, apply only what it showed,
+//! rollback to the byte, status per client, and the rendered entries of Claude Code and Codex
+//! driven for real with the official Python SDK client.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::interop::{py_driver, read_result};
+use super::support::{Home, deps, deps_path};
+
+const CODEX: &str = "# my codex\nmodel = \"o4\"\n\n[mcp_servers.git]\ncommand = \"uvx\"  # git\nargs = [\"mcp-server-git\"]\n";
+
+fn home_with_example() -> Home {
+    Home::with_config(
+        "schema_version: 1\nupstreams:\n  example: {command: \"{broker.exe}\", args: [example-server], trust_annotations: true}\nprofiles:\n  default: {allow_mutating_upstreams: true}\n  codex: {broker_tool_name_style: double_underscore, allow_mutating_upstreams: true}\n",
+    )
+}
+
+fn client(home: &Home, user: &Path, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["client"];
+    all.extend_from_slice(args);
+    home.cmd(&all).env("HOME", user).output().unwrap()
+}
+
+#[test]
+fn apply_writes_only_what_the_dry_run_showed_and_rollback_gives_the_file_back() {
+    let home = home_with_example();
+    let user = home.root().join("user");
+    let file = user.join(".codex/config.toml");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, CODEX).unwrap();
+    let args = ["--client", "codex", "--profile", "codex"];
+
+    let early = client(&home, &user, &[&["apply"][..], &args].concat());
+    assert!(!early.status.success(), "no dry run yet");
+    assert!(
+        String::from_utf8_lossy(&early.stderr).contains("since the dry run (or none was made)")
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), CODEX);
+
+    let dry = client(&home, &user, &[&["render"][..], &args].concat());
+    let shown = String::from_utf8_lossy(&dry.stdout).to_string();
+    assert!(dry.status.success());
+    assert!(shown.contains("+[mcp_servers.mcp-broker]"), "{shown}");
+    assert!(shown.contains("\"--profile\", \"codex\""), "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        CODEX,
+        "a dry run writes nothing"
+    );
+
+    // The file changed after the dry run: apply refuses and asks for a new one.
+    std::fs::write(&file, format!("{CODEX}# edited\n")).unwrap();
+    let stale = client(&home, &user, &[&["apply"][..], &args].concat());
+    assert!(!stale.status.success());
+    std::fs::write(&file, CODEX).unwrap();
+    render_and_apply(&home, &user, &args);
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(written.starts_with("# my codex\n") && written.contains("command = \"uvx\"  # git"));
+    assert!(written.contains("[mcp_servers.mcp-broker]"), "{written}");
+
+    let status: Value =
+        serde_json::from_slice(&client(&home, &user, &["status", "--json"]).stdout).unwrap();
+    let codex = status
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["client"] == "codex")
+        .unwrap();
+    assert_eq!(codex["entry"], "present", "{status}");
+
+    let back = client(&home, &user, &["rollback", "--client", "codex"]);
+    assert!(
+        back.status.success(),
+        "{}",
+        String::from_utf8_lossy(&back.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        CODEX,
+        "byte for byte"
+    );
+
+    // A broken file is left alone, with the place it breaks.
+    std::fs::write(&file, "[mcp_servers.git\n").unwrap();
+    let broken = client(&home, &user, &[&["render"][..], &args].concat());
+    assert!(!broken.status.success());
+    assert!(String::from_utf8_lossy(&broken.stderr).contains("config.toml:1:"));
+    let unknown = client(&home, &user, &["render", "--client", "notepad"]);
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("clients: claude-desktop, claude-code")
+    );
+}
+
+/// A dry run, then applying it; both must succeed.
+fn render_and_apply(home: &Home, user: &Path, args: &[&str]) {
+    assert!(
+        client(home, user, &[&["render"][..], args].concat())
+            .status
+            .success()
+    );
+    let applied = client(home, user, &[&["apply"][..], args].concat());
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+}
+
+/// The entry the file holds, as the client will start it.
+fn spec_from(home: &Home, path: &str, client: mcpb_clients::Client, file: &Path) -> Value {
+    let text = std::fs::read_to_string(file).unwrap();
+    let entry = mcpb_clients::current_entry(client, file, &text)
+        .unwrap()
+        .unwrap();
+    json!({
+        "command": entry["command"],
+        "args": entry["args"],
+        "env": {
+            "MCP_BROKER_HOME": home.root(),
+            "MCP_BROKER_CONFIG": home.config_path(),
+            "PATH": path,
+            "HOME": home.root().join("user"),
+        },
+    })
+}
+
+#[test]
+fn the_rendered_claude_code_and_codex_entries_run_for_real() {
+    let home = home_with_example();
+    let user = home.root().join("user");
+    let deps = deps();
+    let path = deps_path(&deps);
+    for (name, c, file, tool) in [
+        (
+            "claude-code",
+            mcpb_clients::Client::ClaudeCode,
+            user.join(".claude.json"),
+            "example.echo",
+        ),
+        (
+            "codex",
+            mcpb_clients::Client::Codex,
+            user.join(".codex/config.toml"),
+            "example__echo",
+        ),
+    ] {
+        let profile = if name == "codex" { "codex" } else { "default" };
+        let args = ["--client", name, "--profile", profile];
+        render_and_apply(&home, &user, &args);
+        let mut spec = spec_from(&home, &path, c, &file);
+        spec["calls"] = json!([[tool, {"message": format!("via {name}")}]]);
+        let mut child = py_driver(&deps, &path, "py_client.py", &spec);
+        let out = read_result(&mut child);
+        let _ = child.wait();
+        assert!(
+            out.to_string().contains(&format!("via {name}")),
+            "{name}: {out}"
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! Backups of client files before the broker changes them: the old bytes (or the fact that
+//! there was no file) with a manifest line, in `backups/<client>/`, the newest N kept.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::ClientsError;
+
+/// Backups kept per client.
+const KEEP: usize = 10;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backup {
+    /// `<unix seconds>-<n>`: sorts by age.
+    pub name: String,
+    /// The client file it was taken of.
+    pub path: PathBuf,
+    /// Whether the file existed (a rollback of a new file removes it).
+    pub existed: bool,
+}
+
+pub struct Backups {
+    dir: PathBuf,
+}
+
+impl Backups {
+    /// Backups under `root` (the runtime's `backups/` dir) for `client`.
+    pub fn new(root: &Path, client: crate::Client) -> Self {
+        Self {
+            dir: root.join(client.name()),
+        }
+    }
+
+    /// Keeps `before` (the file's bytes, `None` when it does not exist) of `path`.
+    pub fn take(
+        &self,
+        path: &Path,
+        before: Option<&[u8]>,
+        now_unix: u64,
+    ) -> Result<Backup, ClientsError> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| ClientsError::io(&self.dir, e))?;
+        let mut n = 0;
+        let name = loop {
+            let name = format!("{now_unix:012}-{n}");
+            if !self.dir.join(format!("{name}.json")).exists() {
+                break name;
+            }
+            n += 1;
+        };
+        if let Some(bytes) = before {
+            let data = self.dir.join(format!("{name}.bak"));
+            mcpb_config::layout::write_private(&data, bytes)
+                .map_err(|e| ClientsError::io(&data, e))?;
+        }
+        let manifest =
+            json!({"path": path, "existed": before.is_some(), "taken_at_unix": now_unix});
+        let file = self.dir.join(format!("{name}.json"));
+        mcpb_config::layout::write_private(&file, manifest.to_string().as_bytes())
+            .map_err(|e| ClientsError::io(&file, e))?;
+        self.prune();
+        Ok(Backup {
+            name,
+            path: path.to_path_buf(),
+            existed: before.is_some(),
+        })
+    }
+
+    /// Every backup, oldest first.
+    pub fn list(&self) -> Vec<Backup> {
+        let Ok(dir) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut out: Vec<Backup> = dir
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_str()?.strip_suffix(".json")?.to_string();
+                let text = std::fs::read_to_string(e.path()).ok()?;
+                let m: serde_json::Value = serde_json::from_str(&text).ok()?;
+                Some(Backup {
+                    name,
+                    path: PathBuf::from(m["path"].as_str()?),
+                    existed: m["existed"].as_bool()?,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    fn prune(&self) {
+        let all = self.list();
+        for old in &all[..all.len().saturating_sub(KEEP)] {
+            let _ = std::fs::remove_file(self.dir.join(format!("{}.json", old.name)));
+            let _ = std::fs::remove_file(self.dir.join(format!("{}.bak", old.name)));
+        }
+    }
+
+    /// Puts a backup back (the newest when `name` is `None`): the old bytes, or no file when
+    /// there was none. Returns what was restored.
+    pub fn restore(&self, name: Option<&str>, client: &str) -> Result<Backup, ClientsError> {
+        let all = self.list();
+        let found = match name {
+            Some(n) => all.iter().find(|b| b.name == n),
+            None => all.last(),
+        };
+        let Some(b) = found.cloned() else {
+            return Err(ClientsError::NoBackup {
+                client: client.to_string(),
+                name: name.unwrap_or("(any)").to_string(),
+            });
+        };
+        if b.existed {
+            let data = self.dir.join(format!("{}.bak", b.name));
+            let bytes = std::fs::read(&data).map_err(|e| ClientsError::io(&data, e))?;
+            write_keeping_mode(&b.path, &bytes)?;
+        } else if b.path.exists() {
+            std::fs::remove_file(&b.path).map_err(|e| ClientsError::io(&b.path, e))?;
+        }
+        Ok(b)
+    }
+}
+
+/// Writes `bytes` to `path` in one step (a temporary file beside it, then a rename), keeping
+/// the file's permission bits when it exists (a new file is the user's alone).
+pub fn write_keeping_mode(path: &Path, bytes: &[u8]) -> Result<(), ClientsError> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| ClientsError::io(dir, e))?;
+    let mode = std::fs::metadata(path).map_or(0o600, |m| m.permissions().mode() & 0o7777);
+    let tmp = dir.join(format!(
+        ".{}.mcp-broker-{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
+        std::process::id()
+    ));
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(|e| ClientsError::io(path, e))
+}

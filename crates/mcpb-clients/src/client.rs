@@ -1,0 +1,127 @@
+//! The clients, where each keeps its servers, and the entry the broker puts there.
+
+use std::path::{Path, PathBuf};
+
+/// The name of the broker's entry in every client's server list.
+pub(crate) const ENTRY_NAME: &str = "mcp-broker";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Client {
+    ClaudeDesktop,
+    ClaudeCode,
+    Codex,
+    Gemini,
+    Cursor,
+    Vscode,
+}
+
+/// Whose file: the user's, or the project's (in the current directory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    User,
+    Project,
+}
+
+/// How a client's file holds its servers.
+pub(crate) enum Format {
+    /// A JSON (with comments) object of servers under `key`; `typed` entries say
+    /// `"type": "stdio"`.
+    Json { key: &'static str, typed: bool },
+    /// Codex's TOML: `[mcp_servers.<name>]` tables.
+    Toml,
+}
+
+/// What the client is to start: the broker's absolute path and its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub command: String,
+    pub args: Vec<String>,
+}
+
+impl Entry {
+    /// `<exe> stdio --client <client> [--profile P]`.
+    pub fn for_client(exe: &Path, client: Client, profile: Option<&str>) -> Self {
+        let mut args = vec!["stdio".to_string(), "--client".into(), client.name().into()];
+        if let Some(p) = profile {
+            args.extend(["--profile".to_string(), p.to_string()]);
+        }
+        Self {
+            command: exe.display().to_string(),
+            args,
+        }
+    }
+}
+
+impl Client {
+    pub const ALL: [Client; 6] = [
+        Client::ClaudeDesktop,
+        Client::ClaudeCode,
+        Client::Codex,
+        Client::Gemini,
+        Client::Cursor,
+        Client::Vscode,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Client::ClaudeDesktop => "claude-desktop",
+            Client::ClaudeCode => "claude-code",
+            Client::Codex => "codex",
+            Client::Gemini => "gemini",
+            Client::Cursor => "cursor",
+            Client::Vscode => "vscode",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Client> {
+        Client::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    pub(crate) fn format(self) -> Format {
+        match self {
+            Client::Codex => Format::Toml,
+            Client::Vscode => Format::Json {
+                key: "servers",
+                typed: true,
+            },
+            Client::ClaudeCode => Format::Json {
+                key: "mcpServers",
+                typed: true,
+            },
+            _ => Format::Json {
+                key: "mcpServers",
+                typed: false,
+            },
+        }
+    }
+
+    /// Whether the client has a project-scoped file.
+    pub fn has_project_scope(self) -> bool {
+        self != Client::ClaudeDesktop
+    }
+
+    /// The client's file for `scope`, under `home` (the user's) or `cwd` (the project's).
+    pub fn config_path(self, scope: Scope, home: &Path, cwd: &Path) -> PathBuf {
+        match (self, scope) {
+            (Client::ClaudeDesktop, _) => {
+                let mac =
+                    home.join("Library/Application Support/Claude/claude_desktop_config.json");
+                if cfg!(target_os = "macos") {
+                    mac
+                } else {
+                    home.join(".config/Claude/claude_desktop_config.json")
+                }
+            }
+            (Client::ClaudeCode, Scope::User) => home.join(".claude.json"),
+            (Client::ClaudeCode, Scope::Project) => cwd.join(".mcp.json"),
+            (Client::Codex, Scope::User) => home.join(".codex/config.toml"),
+            (Client::Codex, Scope::Project) => cwd.join(".codex/config.toml"),
+            (Client::Gemini, Scope::User) => home.join(".gemini/settings.json"),
+            (Client::Gemini, Scope::Project) => cwd.join(".gemini/settings.json"),
+            (Client::Cursor, Scope::User) => home.join(".cursor/mcp.json"),
+            (Client::Cursor, Scope::Project) => cwd.join(".cursor/mcp.json"),
+            (Client::Vscode, Scope::User) => home.join(".config/Code/User/mcp.json"),
+            (Client::Vscode, Scope::Project) => cwd.join(".vscode/mcp.json"),
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! The broker's entry written into a client's file, everything else kept as written: JSON with
+//! comments through a concrete syntax tree (jsonc-parser), TOML through toml_edit.
+
+use std::path::Path;
+
+use jsonc_parser::ParseOptions;
+use jsonc_parser::cst::{CstInputValue, CstRootNode};
+use serde_json::{Value, json};
+use sha2::Digest;
+
+use crate::client::{ENTRY_NAME, Format};
+use crate::{Client, ClientsError, Entry};
+
+/// `sha256:` of a file's bytes (what a dry run saw, checked again before applying).
+pub fn sha256(bytes: &[u8]) -> String {
+    let digest = sha2::Sha256::digest(bytes);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// The entry as the client's file holds it, as JSON (for TOML too), for comparisons.
+pub fn entry_value(client: Client, entry: &Entry) -> Value {
+    match client.format() {
+        Format::Json { typed: true, .. } => {
+            json!({"type": "stdio", "command": entry.command, "args": entry.args})
+        }
+        _ => json!({"command": entry.command, "args": entry.args}),
+    }
+}
+
+fn to_cst(v: &Value) -> CstInputValue {
+    match v {
+        Value::Null => CstInputValue::Null,
+        Value::Bool(b) => CstInputValue::Bool(*b),
+        Value::Number(n) => CstInputValue::Number(n.to_string()),
+        Value::String(s) => CstInputValue::String(s.clone()),
+        Value::Array(a) => CstInputValue::Array(a.iter().map(to_cst).collect()),
+        Value::Object(o) => {
+            CstInputValue::Object(o.iter().map(|(k, v)| (k.clone(), to_cst(v))).collect())
+        }
+    }
+}
+
+fn json_options() -> ParseOptions {
+    ParseOptions::default()
+}
+
+fn broken_json(path: &Path, e: &jsonc_parser::errors::ParseError, text: &str) -> ClientsError {
+    let at = e.range().start.min(text.len());
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    ClientsError::Broken {
+        path: path.to_path_buf(),
+        format: "JSON",
+        line,
+        column,
+        reason: e.kind().to_string(),
+    }
+}
+
+fn broken_toml(path: &Path, e: &toml_edit::TomlError, text: &str) -> ClientsError {
+    let at = e.span().map_or(0, |s| s.start).min(text.len());
+    let before = &text[..at];
+    ClientsError::Broken {
+        path: path.to_path_buf(),
+        format: "TOML",
+        line: before.matches('\n').count() + 1,
+        column: before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1,
+        reason: e.message().to_string(),
+    }
+}
+
+/// The file's text with the broker's entry set (added, or replaced when there is one);
+/// `existing` is the file's text, `None` when it does not exist.
+pub fn render(
+    client: Client,
+    path: &Path,
+    existing: Option<&str>,
+    entry: &Entry,
+) -> Result<String, ClientsError> {
+    let value = entry_value(client, entry);
+    match client.format() {
+        Format::Json { key, .. } => {
+            let text = existing.filter(|t| !t.trim().is_empty()).unwrap_or("{}\n");
+            let root = CstRootNode::parse(text, &json_options())
+                .map_err(|e| broken_json(path, &e, text))?;
+            if root.value().is_some() && root.object_value().is_none() {
+                return Err(ClientsError::Shape {
+                    path: path.to_path_buf(),
+                    what: "the top level is not an object".into(),
+                });
+            }
+            let servers = root.object_value_or_set().object_value_or_set(key);
+            match servers.get(ENTRY_NAME) {
+                Some(prop) => prop.set_value(to_cst(&value)),
+                None => {
+                    servers.append(ENTRY_NAME, to_cst(&value));
+                }
+            }
+            let mut out = root.to_string();
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+            Ok(out)
+        }
+        Format::Toml => {
+            let text = existing.unwrap_or("");
+            let mut doc: toml_edit::DocumentMut =
+                text.parse().map_err(|e| broken_toml(path, &e, text))?;
+            let servers = doc
+                .entry("mcp_servers")
+                .or_insert_with(|| {
+                    let mut t = toml_edit::Table::new();
+                    t.set_implicit(true);
+                    toml_edit::Item::Table(t)
+                })
+                .as_table_mut()
+                .ok_or_else(|| ClientsError::Shape {
+                    path: path.to_path_buf(),
+                    what: "mcp_servers is not a table".into(),
+                })?;
+            let mut table = toml_edit::Table::new();
+            table["command"] = toml_edit::value(entry.command.as_str());
+            let mut args = toml_edit::Array::new();
+            for a in &entry.args {
+                args.push(a.as_str());
+            }
+            table["args"] = toml_edit::value(args);
+            servers.insert(ENTRY_NAME, toml_edit::Item::Table(table));
+            Ok(doc.to_string())
+        }
+    }
+}
+
+/// The broker's entry in the file's text, as JSON; `None` when there is none.
+pub fn current_entry(
+    client: Client,
+    path: &Path,
+    text: &str,
+) -> Result<Option<Value>, ClientsError> {
+    match client.format() {
+        Format::Json { key, .. } => {
+            if text.trim().is_empty() {
+                return Ok(None);
+            }
+            let v: Value = jsonc_parser::parse_to_serde_value(text, &json_options())
+                .map_err(|e| broken_json(path, &e, text))?;
+            Ok(v.get(key).and_then(|s| s.get(ENTRY_NAME)).cloned())
+        }
+        Format::Toml => {
+            let doc: toml_edit::DocumentMut =
+                text.parse().map_err(|e| broken_toml(path, &e, text))?;
+            let Some(t) = doc
+                .get("mcp_servers")
+                .and_then(|s| s.get(ENTRY_NAME))
+                .and_then(toml_edit::Item::as_table_like)
+            else {
+                return Ok(None);
+            };
+            let command = t.get("command").and_then(|c| c.as_str()).unwrap_or("");
+            let args: Vec<&str> = t
+                .get("args")
+                .and_then(|a| a.as_array())
+                .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
+                .unwrap_or_default();
+            Ok(Some(json!({"command": command, "args": args})))
+        }
+    }
+}
+
+/// A unified diff of `before` (empty when the file does not exist) and `after`, labelled
+/// with the file's path.
+pub fn diff(path: &Path, before: &str, after: &str) -> String {
+    let label = path.display().to_string();
+    similar::TextDiff::from_lines(before, after)
+        .unified_diff()
+        .context_radius(3)
+        .header(&label, &label)
+        .to_string()
+}

@@ -1,0 +1,17 @@
+//! The AI clients' own config files: where each keeps its MCP servers, the broker's one entry
+//! rendered into that file in its own format (JSON with comments for most, TOML for Codex)
+//! keeping every other entry, comment and the order as written, a unified diff of the change,
+//! and timestamped backups to roll back to. It reads and writes client files only when told
+//! to; it never starts a client or the daemon.
+
+#![forbid(unsafe_code)]
+
+mod backup;
+mod client;
+mod edit;
+mod error;
+
+pub use backup::{Backup, Backups, write_keeping_mode};
+pub use client::{Client, Entry, Scope};
+pub use edit::{current_entry, diff, entry_value, render, sha256};
+pub use error::ClientsError;

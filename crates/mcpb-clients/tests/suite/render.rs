@@ -1,0 +1,132 @@
+//! Golden files: every client × (no file, a file with other servers and comments, a broken
+//! file), an entry replaced in place, and a backup round trip that gives the file back byte
+//! for byte.
+
+use std::path::Path;
+
+use mcpb_clients::{
+    Backups, Client, ClientsError, Entry, current_entry, diff, entry_value, render,
+};
+
+/// What a user already has, in each client's own format.
+fn theirs(client: Client) -> &'static str {
+    match client {
+        Client::Codex => {
+            "# my codex setup\nmodel = \"o4\"\n\n[mcp_servers.git]\ncommand = \"uvx\"   # the git server\nargs = [\"mcp-server-git\"]\n\n[profiles.fast]\nmodel = \"o4-mini\"\n"
+        }
+        Client::Vscode => {
+            "{\n  // my servers\n  \"servers\": {\n    \"git\": {\"type\": \"stdio\", \"command\": \"uvx\", \"args\": [\"mcp-server-git\"]}, // git\n  },\n  \"inputs\": []\n}\n"
+        }
+        _ => {
+            "{\n  // my servers\n  \"theme\": \"dark\",\n  \"mcpServers\": {\n    \"git\": {\"command\": \"uvx\", \"args\": [\"mcp-server-git\"]} // git\n  }\n}\n"
+        }
+    }
+}
+
+fn broken(client: Client) -> &'static str {
+    match client {
+        Client::Codex => "[mcp_servers.git\ncommand = \"uvx\"\n",
+        _ => "{\n  \"mcpServers\": {\n    \"git\": {\"command\": \"uvx\",,}\n",
+    }
+}
+
+fn entry(client: Client) -> Entry {
+    Entry::for_client(
+        Path::new("/home/u/.cargo/bin/mcp-broker"),
+        client,
+        Some("compact"),
+    )
+}
+
+#[test]
+fn every_client_gets_its_entry_in_its_own_format_and_keeps_the_rest() {
+    let path = Path::new("/home/u/client-file");
+    for client in Client::ALL {
+        let e = entry(client);
+        let fresh = render(client, path, None, &e).unwrap();
+        insta::assert_snapshot!(format!("{}-no-file", client.name()), fresh);
+        let mine = theirs(client);
+        let next = render(client, path, Some(mine), &e).unwrap();
+        insta::assert_snapshot!(
+            format!("{}-with-other-servers", client.name()),
+            diff(path, mine, &next)
+        );
+        // What was there stays: every line of theirs is still in the file (a comma may come
+        // after the last entry, now that it is not last).
+        let next_plain = next.replace(',', "");
+        for line in mine.lines().filter(|l| !l.trim().is_empty()) {
+            let kept = line.replace(',', "");
+            assert!(
+                next_plain.contains(kept.trim()),
+                "{}: lost {line:?}\n{next}",
+                client.name()
+            );
+        }
+        assert_eq!(
+            current_entry(client, path, &next).unwrap(),
+            Some(entry_value(client, &e)),
+            "{}",
+            client.name()
+        );
+        // Rendering again changes nothing; a new profile replaces the entry in place.
+        assert_eq!(render(client, path, Some(&next), &e).unwrap(), next);
+        let other = Entry::for_client(Path::new("/home/u/.cargo/bin/mcp-broker"), client, None);
+        let replaced = render(client, path, Some(&next), &other).unwrap();
+        assert_eq!(
+            current_entry(client, path, &replaced).unwrap(),
+            Some(entry_value(client, &other))
+        );
+        let entries = replaced.matches("\"mcp-broker\":").count()
+            + replaced.matches("[mcp_servers.mcp-broker]").count();
+        assert_eq!(entries, 1, "one entry, replaced in place: {replaced}");
+    }
+}
+
+#[test]
+fn a_broken_file_is_left_alone_and_said_where_it_breaks() {
+    let path = Path::new("/home/u/client-file");
+    for client in Client::ALL {
+        let err = render(client, path, Some(broken(client)), &entry(client)).unwrap_err();
+        match &err {
+            ClientsError::Broken { line, .. } => assert!(*line >= 1),
+            other => panic!("{}: {other}", client.name()),
+        }
+        insta::assert_snapshot!(format!("{}-broken", client.name()), err.to_string());
+    }
+}
+
+#[test]
+fn a_backup_round_trip_gives_the_file_back_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    for client in Client::ALL {
+        let file = dir.path().join(format!("{}.conf", client.name()));
+        let backups = Backups::new(&dir.path().join("backups"), client);
+        // A file that was there.
+        std::fs::write(&file, theirs(client)).unwrap();
+        let before = std::fs::read(&file).unwrap();
+        backups.take(&file, Some(&before), 1000).unwrap();
+        let next = render(client, &file, Some(theirs(client)), &entry(client)).unwrap();
+        mcpb_clients::write_keeping_mode(&file, next.as_bytes()).unwrap();
+        backups.restore(None, client.name()).unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), before, "{}", client.name());
+        // A file that was not: the rollback removes it.
+        std::fs::remove_file(&file).unwrap();
+        backups.take(&file, None, 1001).unwrap();
+        mcpb_clients::write_keeping_mode(&file, b"{}").unwrap();
+        backups.restore(None, client.name()).unwrap();
+        assert!(!file.exists());
+    }
+    // The newest ten are kept.
+    let backups = Backups::new(&dir.path().join("backups"), Client::Cursor);
+    let file = dir.path().join("cursor.conf");
+    for t in 0..15 {
+        backups.take(&file, Some(b"x"), 2000 + t).unwrap();
+    }
+    let kept = backups.list();
+    assert_eq!(kept.len(), 10);
+    assert!(kept[0].name.starts_with("000000002005"), "{:?}", kept[0]);
+    assert!(matches!(
+        backups.restore(Some("nope"), "cursor"),
+        Err(ClientsError::NoBackup { .. })
+    ));
+}
