@@ -180,14 +180,17 @@ pub(crate) enum ClientCommand {
         #[command(flatten)]
         target: ClientTarget,
     },
-    /// Put a client's file back as it was before the newest (or a named) backup.
+    /// Put a client's file back as it was before the newest (or a named) backup, if it is
+    /// still what the broker wrote.
     Rollback {
-        /// The client: claude-desktop, claude-code, codex, gemini, cursor, vscode.
-        #[arg(long)]
-        client: String,
+        #[command(flatten)]
+        target: ClientTarget,
         /// The backup's name (default: the newest).
         #[arg(long)]
         backup: Option<String>,
+        /// Put it back even though the file changed since the broker wrote it.
+        #[arg(long)]
+        force: bool,
     },
     /// For each client (or one): its file, and whether the broker's entry is there.
     Status {

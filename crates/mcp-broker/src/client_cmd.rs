@@ -68,9 +68,17 @@ fn resolve(settings: &Settings, t: &Target<'_>) -> Result<Resolved, ExitCode> {
             &[&format!("profiles: {}", names.join(", "))],
         ));
     }
+    // Without a HOME of its own the user's files cannot be found: never guess them relative
+    // to wherever the command runs.
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
-        .unwrap_or_default();
+        .filter(|h| h.is_absolute());
+    let Some(home) = home else {
+        return Err(fail(
+            "mcp-broker: HOME is not set to an absolute path, so the client's files cannot be found",
+            &["run it as the user whose clients these are (HOME=/home/you)"],
+        ));
+    };
     let cwd = std::env::current_dir().unwrap_or_default();
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
@@ -153,7 +161,7 @@ pub(crate) fn render(settings: &Settings, t: &Target<'_>) -> ExitCode {
     }
     out!("{}", mcpb_clients::diff(&r.path, before_text, &after));
     let note = serde_json::json!({
-        "path": r.path,
+        "path": r.path.display().to_string(),
         "before": mcpb_clients::sha256(before_text.as_bytes()),
         "existed": before.is_some(),
         "after": mcpb_clients::sha256(after.as_bytes()),
@@ -195,7 +203,8 @@ pub(crate) fn apply(settings: &Settings, t: &Target<'_>) -> ExitCode {
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
     let before_text = before.as_deref().unwrap_or("");
-    let same = note["before"] == mcpb_clients::sha256(before_text.as_bytes()).as_str()
+    let same = note["path"] == r.path.display().to_string().as_str()
+        && note["before"] == mcpb_clients::sha256(before_text.as_bytes()).as_str()
         && note["existed"] == before.is_some()
         && note["after"] == mcpb_clients::sha256(after.as_bytes()).as_str();
     if !same {
@@ -210,10 +219,26 @@ pub(crate) fn apply(settings: &Settings, t: &Target<'_>) -> ExitCode {
             )],
         );
     }
-    let backups = Backups::new(&settings.runtime.root.join("backups"), r.client);
+    if std::fs::metadata(&r.path).is_ok_and(|m| m.permissions().readonly()) {
+        return fail(
+            &format!(
+                "mcp-broker: {} is read-only; nothing was written",
+                r.path.display()
+            ),
+            &["make it writable (chmod u+w) if the broker may change it"],
+        );
+    }
+    if let Err(e) = settings.runtime.ensure() {
+        return fail(
+            &format!("mcp-broker: cannot make the runtime dir: {e}"),
+            &[],
+        );
+    }
+    let backups = Backups::new(&settings.runtime.root.join("backups"), r.client, &r.path);
     let backup = match backups.take(
         &r.path,
         before.as_deref().map(str::as_bytes),
+        &mcpb_clients::sha256(after.as_bytes()),
         mcpb_config::unix_now(),
     ) {
         Ok(b) => b,
@@ -232,8 +257,8 @@ pub(crate) fn apply(settings: &Settings, t: &Target<'_>) -> ExitCode {
     let entry = mcpb_clients::current_entry(r.client, &r.path, &back)
         .ok()
         .flatten();
-    if back != after || entry != Some(mcpb_clients::entry_value(r.client, &r.entry)) {
-        let _ = backups.restore(Some(&backup.name), r.client.name());
+    if back != after || !entry.is_some_and(|e| mcpb_clients::runs(r.client, &e, &r.entry)) {
+        let _ = backups.restore(Some(&backup.name), r.client.name(), true);
         return fail(
             &format!(
                 "mcp-broker: {} did not read back as written; the backup was put back",
@@ -256,15 +281,18 @@ pub(crate) fn apply(settings: &Settings, t: &Target<'_>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub(crate) fn rollback(settings: &Settings, client: &str, backup: Option<&str>) -> ExitCode {
-    let Some(c) = Client::parse(client) else {
-        return fail(
-            &format!("mcp-broker: no client named {client:?}"),
-            &[&format!("clients: {}", known_clients())],
-        );
+pub(crate) fn rollback(
+    settings: &Settings,
+    t: &Target<'_>,
+    backup: Option<&str>,
+    force: bool,
+) -> ExitCode {
+    let r = match resolve(settings, t) {
+        Ok(r) => r,
+        Err(code) => return code,
     };
-    let backups = Backups::new(&settings.runtime.root.join("backups"), c);
-    match backups.restore(backup, c.name()) {
+    let backups = Backups::new(&settings.runtime.root.join("backups"), r.client, &r.path);
+    match backups.restore(backup, r.client.name(), force) {
         Ok(b) if b.existed => {
             outln!(
                 "{}: put back as it was before backup {}",
@@ -281,19 +309,23 @@ pub(crate) fn rollback(settings: &Settings, client: &str, backup: Option<&str>) 
             );
             ExitCode::SUCCESS
         }
+        Err(e @ ClientsError::Changed { .. }) => fail(
+            &format!("mcp-broker: {e}; nothing was changed"),
+            &[
+                "`mcp-broker client render` shows how the file stands now",
+                "--force puts the backup back anyway",
+            ],
+        ),
         Err(e) => {
             let names: Vec<String> = backups.list().into_iter().map(|b| b.name).collect();
+            let names = if names.is_empty() {
+                "(none)".to_string()
+            } else {
+                names.join(", ")
+            };
             fail(
-                &format!("mcp-broker: {e}"),
-                &[&format!(
-                    "backups of {}: {}",
-                    c.name(),
-                    if names.is_empty() {
-                        "(none)".to_string()
-                    } else {
-                        names.join(", ")
-                    }
-                )],
+                &format!("mcp-broker: {e} ({})", r.path.display()),
+                &[&format!("backups of this file: {names}")],
             )
         }
     }
@@ -332,7 +364,8 @@ pub(crate) fn status(
             continue;
         };
         let state = match std::fs::read_to_string(&r.path) {
-            Err(_) => "no file".to_string(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "no file".to_string(),
+            Err(_) => "unreadable".to_string(),
             Ok(text) => match mcpb_clients::current_entry(c, &r.path, &text) {
                 Err(_) => "broken file".to_string(),
                 Ok(None) => "no broker entry".to_string(),

@@ -187,9 +187,11 @@ fn main() -> ExitCode {
                 client_cmd::render(s, &client_cmd::Target::of(t))
             }
             ClientCommand::Apply { target: t } => client_cmd::apply(s, &client_cmd::Target::of(t)),
-            ClientCommand::Rollback { client, backup } => {
-                client_cmd::rollback(s, client, backup.as_deref())
-            }
+            ClientCommand::Rollback {
+                target: t,
+                backup,
+                force,
+            } => client_cmd::rollback(s, &client_cmd::Target::of(t), backup.as_deref(), *force),
             ClientCommand::Status {
                 client,
                 project,

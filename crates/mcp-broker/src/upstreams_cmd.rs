@@ -29,18 +29,46 @@ fn quoted(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
-/// `K=V` pairs as a block mapping's lines; the first malformed one is the error.
+/// `K=V` pairs as a block mapping's lines; the first malformed one is the error. Keys are
+/// held to what they name (an environment variable, an HTTP header), so nothing but a key
+/// ever lands in the file where a key goes.
 fn pairs(what: &str, items: &[String]) -> Result<Vec<String>, String> {
+    let key_ok = |k: &str| {
+        !k.is_empty()
+            && if what == "env" {
+                k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                    && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            } else {
+                k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c))
+            }
+    };
     items
         .iter()
         .map(|kv| match kv.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => Ok(format!("    {}: {}", k.trim(), quoted(v))),
-            _ => Err(format!("--{what} takes KEY=VALUE, not {kv:?}")),
+            Some((k, v)) if key_ok(k.trim()) => Ok(format!("    {}: {}", k.trim(), quoted(v))),
+            Some((k, _)) => Err(format!("--{what}: {k:?} is not a valid name")),
+            None => Err(format!("--{what} takes KEY=VALUE, not {kv:?}")),
         })
         .collect()
 }
 
 fn entry(new: &NewUpstream) -> Result<Vec<String>, String> {
+    // The name goes into the file as a key: only the characters upstream names may have.
+    let name_ok = new.name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && new
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !name_ok {
+        return Err(format!(
+            "{:?} is not an upstream name (letters, digits, '-' and '_', starting with a letter or digit)",
+            new.name
+        ));
+    }
+    if new.transport.is_some() && new.url.is_none() {
+        return Err("--transport goes with --url".into());
+    }
     let mut lines = vec![format!("{}:", new.name)];
     match (&new.url, new.command.split_first()) {
         (Some(url), None) => {
@@ -74,21 +102,34 @@ fn entry(new: &NewUpstream) -> Result<Vec<String>, String> {
     Ok(lines)
 }
 
-/// The file to edit: the one in use, or a new one in the runtime root when the embedded
-/// default is in use (it is not a file to edit).
-fn file_to_edit(explicit: Option<&Path>) -> (PathBuf, String) {
+/// The file to edit: the one in use (a file not there yet starts empty; one that cannot be
+/// read is never replaced), or a new one in the runtime root when the embedded default is in
+/// use (it is not a file to edit).
+fn file_to_edit(explicit: Option<&Path>) -> Result<(PathBuf, String), ExitCode> {
     let ctx = ResolveContext::from_env();
     match mcpb_config::locate(explicit, &ctx) {
-        ConfigSource::File(p) => {
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            (p, text)
-        }
+        ConfigSource::File(p) => match std::fs::read_to_string(&p) {
+            Ok(text) => Ok((p, text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Ok((p, "schema_version: 1\n".into()))
+            }
+            Err(e) => Err(fail(
+                &format!("mcp-broker: cannot read {}: {e}", p.display()),
+                &["nothing was changed"],
+            )),
+        },
         ConfigSource::Embedded => {
             let root = ctx.runtime_root(None);
-            (
+            if let Err(e) = mcpb_config::RuntimeLayout::new(root.clone()).ensure() {
+                return Err(fail(
+                    &format!("mcp-broker: cannot make {}: {e}", root.display()),
+                    &[],
+                ));
+            }
+            Ok((
                 root.join("broker.yaml"),
                 "# yaml-language-server: $schema=./broker.schema.json\nschema_version: 1\n\nprofiles:\n  default: {allow_mutating_upstreams: true}\n".into(),
-            )
+            ))
         }
     }
 }
@@ -105,11 +146,9 @@ fn commit(path: &Path, text: &str, done: &str) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Err(e) = mcpb_config::layout::write_private(path, text.as_bytes()) {
-        return fail(
-            &format!("mcp-broker: cannot write {}: {e}", path.display()),
-            &[],
-        );
+    // Through a symlink to where it points, keeping the file's mode.
+    if let Err(e) = mcpb_clients::write_keeping_mode(path, text.as_bytes()) {
+        return fail(&format!("mcp-broker: cannot write: {e}"), &[]);
     }
     eprintln!("{done} ({})", path.display());
     match admin(&settings, AdminCommand::Reload) {
@@ -135,7 +174,10 @@ pub(crate) fn add(explicit: Option<&Path>, new: &NewUpstream) -> ExitCode {
             );
         }
     };
-    let (path, text) = file_to_edit(explicit);
+    let (path, text) = match file_to_edit(explicit) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
     match yaml_edit::add_upstream(&text, &new.name, &lines) {
         Ok(next) => commit(&path, &next, &format!("added upstream {}", new.name)),
         Err(e) => fail(
@@ -149,7 +191,10 @@ pub(crate) fn add(explicit: Option<&Path>, new: &NewUpstream) -> ExitCode {
 }
 
 pub(crate) fn remove(explicit: Option<&Path>, name: &str) -> ExitCode {
-    let (path, text) = file_to_edit(explicit);
+    let (path, text) = match file_to_edit(explicit) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
     match yaml_edit::remove_upstream(&text, name) {
         Ok(next) => commit(&path, &next, &format!("removed upstream {name}")),
         Err(e) => fail(

@@ -50,12 +50,26 @@ fn upstreams_block(lines: &[&str]) -> Result<Option<(usize, usize)>, EditError> 
     if rest.starts_with('{') && rest != "{}" {
         return Err(EditError::FlowStyle);
     }
-    // The block runs while lines are indented (or blank/comments followed by indented ones).
+    // The block runs while lines are indented. A `#` line deeper than the entries belongs to
+    // the entry above it (a comment inside it, or a line of a block scalar); one at the
+    // entries' own depth or less is a comment between entries, or before the next key.
+    let child = lines[header + 1..]
+        .iter()
+        .find(|l| !is_blank_or_comment(l))
+        .map(|l| indent_of(l))
+        .filter(|i| *i > 0);
     let mut end = header + 1;
     let mut last_content = header;
     while end < lines.len() {
         let l = lines[end];
+        if l.trim().is_empty() {
+            end += 1;
+            continue;
+        }
         if is_blank_or_comment(l) {
+            if child.is_some_and(|c| indent_of(l) > c) {
+                last_content = end;
+            }
             end += 1;
             continue;
         }
@@ -88,7 +102,13 @@ fn child_indent(lines: &[&str], first: usize, end: usize) -> usize {
 
 /// `text` with `entry` (the lines of one upstream, indented from column 0 as `name:` and its
 /// fields two deeper) added at the end of `upstreams:`.
+/// The file's own line ending: CRLF when it uses one, else LF.
+fn newline(text: &str) -> &'static str {
+    if text.contains("\r\n") { "\r\n" } else { "\n" }
+}
+
 pub(crate) fn add_upstream(text: &str, name: &str, entry: &[String]) -> Result<String, EditError> {
+    let nl = newline(text);
     let lines: Vec<&str> = text.lines().collect();
     let mut out: Vec<String> = lines.iter().map(|l| (*l).to_string()).collect();
     let (header, end, indent) = match upstreams_block(&lines)? {
@@ -118,14 +138,15 @@ pub(crate) fn add_upstream(text: &str, name: &str, entry: &[String]) -> Result<S
     let pad = " ".repeat(indent);
     let new: Vec<String> = entry.iter().map(|l| format!("{pad}{l}")).collect();
     out.splice(end..end, new);
-    let mut joined = out.join("\n");
-    joined.push('\n');
+    let mut joined = out.join(nl);
+    joined.push_str(nl);
     Ok(joined)
 }
 
 /// `text` without the lines of upstream `name` (its key line and everything indented under
 /// it); comments around it stay.
 pub(crate) fn remove_upstream(text: &str, name: &str) -> Result<String, EditError> {
+    let nl = newline(text);
     let lines: Vec<&str> = text.lines().collect();
     let missing = || EditError::Missing(name.to_string());
     let (header, end) = upstreams_block(&lines)?.ok_or_else(missing)?;
@@ -137,7 +158,7 @@ pub(crate) fn remove_upstream(text: &str, name: &str) -> Result<String, EditErro
     let mut last = start;
     while stop < end {
         let l = lines[stop];
-        if !is_blank_or_comment(l) {
+        if !l.trim().is_empty() {
             if indent_of(l) <= indent {
                 break;
             }
@@ -145,10 +166,17 @@ pub(crate) fn remove_upstream(text: &str, name: &str) -> Result<String, EditErro
         }
         stop += 1;
     }
-    let mut out: Vec<&str> = lines[..start].to_vec();
-    out.extend_from_slice(&lines[last + 1..]);
-    let mut joined = out.join("\n");
-    joined.push('\n');
+    let mut out: Vec<String> = lines[..start].iter().map(|l| (*l).to_string()).collect();
+    out.extend(lines[last + 1..].iter().map(|l| (*l).to_string()));
+    // The last one gone: an empty mapping, not a key without a value.
+    let refs: Vec<&str> = out.iter().map(String::as_str).collect();
+    if let Ok(Some((h, e))) = upstreams_block(&refs)
+        && !(h + 1..e).any(|i| child_name(refs[i], indent).is_some())
+    {
+        out[h] = "upstreams: {}".into();
+    }
+    let mut joined = out.join(nl);
+    joined.push_str(nl);
     Ok(joined)
 }
 
@@ -208,5 +236,28 @@ mod tests {
             remove_upstream(FILE, "nope"),
             Err(EditError::Missing("nope".into()))
         );
+    }
+
+    #[test]
+    fn the_last_upstream_gone_leaves_an_empty_mapping() {
+        let one = "upstreams:\n  a: {command: x}\nprofiles: {}\n";
+        assert_eq!(
+            remove_upstream(one, "a").unwrap(),
+            "upstreams: {}\nprofiles: {}\n"
+        );
+    }
+
+    #[test]
+    fn a_block_scalar_ending_in_hash_lines_stays_with_its_entry_and_crlf_stays() {
+        let text = "upstreams:\n  a:\n    command: sh\n    args:\n      - |\n        echo hi\n        # not a comment\nprofiles: {}\n";
+        let out = add_upstream(text, "fs", &entry()).unwrap();
+        assert!(out.contains("        # not a comment\n  fs:\n"), "{out}");
+        let crlf = "upstreams:\r\n  a: {command: x}\r\n";
+        let out = add_upstream(crlf, "fs", &entry()).unwrap();
+        assert_eq!(
+            out,
+            "upstreams:\r\n  a: {command: x}\r\n  fs:\r\n    command: \"npx\"\r\n"
+        );
+        assert_eq!(remove_upstream(&out, "fs").unwrap(), crlf);
     }
 }

@@ -1,5 +1,8 @@
 //! Backups of client files before the broker changes them: the old bytes (or the fact that
-//! there was no file) with a manifest line, in `backups/<client>/`, the newest N kept.
+//! there was no file) and what the broker wrote in their place, one list per file in
+//! `backups/<client>/<file id>/`, the newest N kept. A rollback puts the newest back only if
+//! the file is still what the broker wrote: later edits (the client's own, a person's) are
+//! never lost to it.
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +21,8 @@ pub struct Backup {
     pub path: PathBuf,
     /// Whether the file existed (a rollback of a new file removes it).
     pub existed: bool,
+    /// `sha256:` of what the broker wrote in its place.
+    pub after: String,
 }
 
 pub struct Backups {
@@ -25,36 +30,41 @@ pub struct Backups {
 }
 
 impl Backups {
-    /// Backups under `root` (the runtime's `backups/` dir) for `client`.
-    pub fn new(root: &Path, client: crate::Client) -> Self {
+    /// Backups under `root` (the runtime's `backups/` dir) of `client`'s file `path`.
+    pub fn new(root: &Path, client: crate::Client, path: &Path) -> Self {
+        let id = crate::sha256(path.as_os_str().as_encoded_bytes());
+        let id = id.trim_start_matches("sha256:");
         Self {
-            dir: root.join(client.name()),
+            dir: root.join(client.name()).join(&id[..16]),
         }
     }
 
-    /// Keeps `before` (the file's bytes, `None` when it does not exist) of `path`.
+    /// Keeps `before` (the file's bytes, `None` when it does not exist) of `path`, which the
+    /// broker is about to replace with bytes whose hash is `after`.
     pub fn take(
         &self,
         path: &Path,
         before: Option<&[u8]>,
+        after: &str,
         now_unix: u64,
     ) -> Result<Backup, ClientsError> {
         std::fs::create_dir_all(&self.dir).map_err(|e| ClientsError::io(&self.dir, e))?;
-        let mut n = 0;
-        let name = loop {
-            let name = format!("{now_unix:012}-{n}");
-            if !self.dir.join(format!("{name}.json")).exists() {
-                break name;
-            }
-            n += 1;
-        };
+        // After the newest of this second, never in a gap pruning left: names sort by age.
+        let second = format!("{now_unix:012}-");
+        let next = self
+            .list()
+            .iter()
+            .filter_map(|b| b.name.strip_prefix(&second)?.parse::<u32>().ok())
+            .max()
+            .map_or(0, |n| n + 1);
+        let name = format!("{second}{next:04}");
         if let Some(bytes) = before {
             let data = self.dir.join(format!("{name}.bak"));
             mcpb_config::layout::write_private(&data, bytes)
                 .map_err(|e| ClientsError::io(&data, e))?;
         }
-        let manifest =
-            json!({"path": path, "existed": before.is_some(), "taken_at_unix": now_unix});
+        let manifest = json!({"path": path, "existed": before.is_some(), "after": after,
+            "taken_at_unix": now_unix});
         let file = self.dir.join(format!("{name}.json"));
         mcpb_config::layout::write_private(&file, manifest.to_string().as_bytes())
             .map_err(|e| ClientsError::io(&file, e))?;
@@ -63,6 +73,7 @@ impl Backups {
             name,
             path: path.to_path_buf(),
             existed: before.is_some(),
+            after: after.to_string(),
         })
     }
 
@@ -81,6 +92,7 @@ impl Backups {
                     name,
                     path: PathBuf::from(m["path"].as_str()?),
                     existed: m["existed"].as_bool()?,
+                    after: m["after"].as_str().unwrap_or("").to_string(),
                 })
             })
             .collect();
@@ -97,8 +109,14 @@ impl Backups {
     }
 
     /// Puts a backup back (the newest when `name` is `None`): the old bytes, or no file when
-    /// there was none. Returns what was restored.
-    pub fn restore(&self, name: Option<&str>, client: &str) -> Result<Backup, ClientsError> {
+    /// there was none; the backup is used up. Refused when the file is no longer what the
+    /// broker wrote, unless `force`.
+    pub fn restore(
+        &self,
+        name: Option<&str>,
+        client: &str,
+        force: bool,
+    ) -> Result<Backup, ClientsError> {
         let all = self.list();
         let found = match name {
             Some(n) => all.iter().find(|b| b.name == n),
@@ -110,6 +128,17 @@ impl Backups {
                 name: name.unwrap_or("(any)").to_string(),
             });
         };
+        let now = match std::fs::read(&b.path) {
+            Ok(bytes) => Some(crate::sha256(&bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(ClientsError::io(&b.path, e)),
+        };
+        if !force && now.as_deref() != Some(b.after.as_str()) {
+            return Err(ClientsError::Changed {
+                path: b.path.clone(),
+                backup: b.name.clone(),
+            });
+        }
         if b.existed {
             let data = self.dir.join(format!("{}.bak", b.name));
             let bytes = std::fs::read(&data).map_err(|e| ClientsError::io(&data, e))?;
@@ -117,6 +146,8 @@ impl Backups {
         } else if b.path.exists() {
             std::fs::remove_file(&b.path).map_err(|e| ClientsError::io(&b.path, e))?;
         }
+        let _ = std::fs::remove_file(self.dir.join(format!("{}.json", b.name)));
+        let _ = std::fs::remove_file(self.dir.join(format!("{}.bak", b.name)));
         Ok(b)
     }
 }
@@ -126,6 +157,14 @@ impl Backups {
 pub fn write_keeping_mode(path: &Path, bytes: &[u8]) -> Result<(), ClientsError> {
     use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
+    // A symlinked file (dotfiles kept elsewhere) is written where it points, so the link stays.
+    let target;
+    let path = if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        target = std::fs::canonicalize(path).map_err(|e| ClientsError::io(path, e))?;
+        target.as_path()
+    } else {
+        path
+    };
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| ClientsError::io(dir, e))?;
     let mode = std::fs::metadata(path).map_or(0o600, |m| m.permissions().mode() & 0o7777);

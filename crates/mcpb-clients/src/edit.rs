@@ -91,8 +91,30 @@ pub fn render(
                     what: "the top level is not an object".into(),
                 });
             }
-            let servers = root.object_value_or_set().object_value_or_set(key);
+            let top = root.object_value_or_set();
+            if let Some(prop) = top.get(key)
+                && prop.object_value().is_none()
+            {
+                return Err(ClientsError::Shape {
+                    path: path.to_path_buf(),
+                    what: format!("`{key}` is not an object; fix it by hand first"),
+                });
+            }
+            let servers = top.object_value_or_set(key);
             match servers.get(ENTRY_NAME) {
+                // The user's own keys on the entry (env, disabled, ...) stay; ours are set.
+                Some(prop) if prop.object_value().is_some() => {
+                    if let (Some(obj), Value::Object(fields)) = (prop.object_value(), &value) {
+                        for (k, v) in fields {
+                            match obj.get(k) {
+                                Some(existing) => existing.set_value(to_cst(v)),
+                                None => {
+                                    obj.append(k, to_cst(v));
+                                }
+                            }
+                        }
+                    }
+                }
                 Some(prop) => prop.set_value(to_cst(&value)),
                 None => {
                     servers.append(ENTRY_NAME, to_cst(&value));
@@ -120,14 +142,26 @@ pub fn render(
                     path: path.to_path_buf(),
                     what: "mcp_servers is not a table".into(),
                 })?;
-            let mut table = toml_edit::Table::new();
-            table["command"] = toml_edit::value(entry.command.as_str());
             let mut args = toml_edit::Array::new();
             for a in &entry.args {
                 args.push(a.as_str());
             }
-            table["args"] = toml_edit::value(args);
-            servers.insert(ENTRY_NAME, toml_edit::Item::Table(table));
+            // An entry there already keeps the user's own keys (env, timeouts, comments).
+            match servers
+                .get_mut(ENTRY_NAME)
+                .and_then(toml_edit::Item::as_table_like_mut)
+            {
+                Some(t) => {
+                    t.insert("command", toml_edit::value(entry.command.as_str()));
+                    t.insert("args", toml_edit::value(args));
+                }
+                None => {
+                    let mut table = toml_edit::Table::new();
+                    table["command"] = toml_edit::value(entry.command.as_str());
+                    table["args"] = toml_edit::value(args);
+                    servers.insert(ENTRY_NAME, toml_edit::Item::Table(table));
+                }
+            }
             Ok(doc.to_string())
         }
     }
@@ -167,6 +201,14 @@ pub fn current_entry(
             Ok(Some(json!({"command": command, "args": args})))
         }
     }
+}
+
+/// Whether the entry the file holds (`current_entry`) starts what `entry` says: its command,
+/// arguments and type, whatever other keys the user gave it.
+pub fn runs(client: Client, held: &Value, entry: &Entry) -> bool {
+    let want = entry_value(client, entry);
+    want.as_object()
+        .is_some_and(|w| w.iter().all(|(k, v)| held.get(k) == Some(v)))
 }
 
 /// A unified diff of `before` (empty when the file does not exist) and `after`, labelled

@@ -22,6 +22,10 @@ pub enum ClientsError {
     },
     #[error("no backup {name} of {client}")]
     NoBackup { client: String, name: String },
+    #[error(
+        "{path} changed since the broker wrote it; putting back backup {backup} would lose those changes"
+    )]
+    Changed { path: PathBuf, backup: String },
 }
 
 impl ClientsError {

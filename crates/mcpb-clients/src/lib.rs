@@ -13,5 +13,5 @@ mod error;
 
 pub use backup::{Backup, Backups, write_keeping_mode};
 pub use client::{Client, Entry, Scope};
-pub use edit::{current_entry, diff, entry_value, render, sha256};
+pub use edit::{current_entry, diff, entry_value, render, runs, sha256};
 pub use error::ClientsError;

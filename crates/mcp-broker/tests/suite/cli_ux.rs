@@ -362,3 +362,34 @@ fn the_version_names_its_commit_and_completions_know_every_command() {
         }
     }
 }
+
+#[test]
+fn add_takes_only_names_and_keys_that_cannot_reach_into_the_file() {
+    let original = "schema_version: 1\nupstreams:\n  a: {command: x}\nprofiles:\n  default: {}\n";
+    let home = Home::with_config(original);
+    for args in [
+        vec!["add", "x\n  evil: {command: sh}", "--", "true"],
+        vec!["add", "ok", "--env", "A: 1\n  B=2", "--", "true"],
+        vec!["add", "ok", "--transport", "sse", "--", "true"],
+    ] {
+        let out = home.run(&args);
+        assert!(!out.status.success(), "{args:?}");
+        assert_eq!(
+            std::fs::read_to_string(home.config_path()).unwrap(),
+            original,
+            "{args:?}"
+        );
+    }
+    // Removing the last one leaves an empty mapping that still loads.
+    let out = home.run(&["remove", "a"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        std::fs::read_to_string(home.config_path())
+            .unwrap()
+            .contains("upstreams: {}")
+    );
+}

@@ -160,3 +160,50 @@ fn the_rendered_claude_code_and_codex_entries_run_for_real() {
         );
     }
 }
+
+#[test]
+fn rollback_keeps_later_edits_home_must_be_set_and_a_symlink_stays_a_symlink() {
+    let home = home_with_example();
+    let user = home.root().join("user");
+    let dotfiles = home.root().join("dotfiles");
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    std::fs::create_dir_all(user.join(".cursor")).unwrap();
+    let real = dotfiles.join("cursor-mcp.json");
+    std::fs::write(&real, "{\"mcpServers\": {}}\n").unwrap();
+    let link = user.join(".cursor/mcp.json");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    render_and_apply(&home, &user, &["--client", "cursor"]);
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(
+        std::fs::read_to_string(&real)
+            .unwrap()
+            .contains("mcp-broker")
+    );
+
+    // The client (or a person) changed the file after the broker wrote it.
+    let edited = std::fs::read_to_string(&real)
+        .unwrap()
+        .replacen('{', "{\"x\": 1, ", 1);
+    std::fs::write(&real, &edited).unwrap();
+    let refused = client(&home, &user, &["rollback", "--client", "cursor"]);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("changed since the broker wrote it"), "{said}");
+    assert!(said.contains("--force"), "{said}");
+    assert_eq!(std::fs::read_to_string(&real).unwrap(), edited);
+
+    let homeless = home
+        .cmd(&["client", "render", "--client", "cursor"])
+        .env_remove("HOME")
+        .current_dir(&user)
+        .output()
+        .unwrap();
+    assert!(!homeless.status.success());
+    assert!(String::from_utf8_lossy(&homeless.stderr).contains("HOME is not set"));
+    assert!(!user.join(".claude.json").exists());
+}

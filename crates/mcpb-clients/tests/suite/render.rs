@@ -98,35 +98,118 @@ fn a_broken_file_is_left_alone_and_said_where_it_breaks() {
 #[test]
 fn a_backup_round_trip_gives_the_file_back_byte_for_byte() {
     let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("backups");
     for client in Client::ALL {
         let file = dir.path().join(format!("{}.conf", client.name()));
-        let backups = Backups::new(&dir.path().join("backups"), client);
+        let backups = Backups::new(&root, client, &file);
         // A file that was there.
         std::fs::write(&file, theirs(client)).unwrap();
         let before = std::fs::read(&file).unwrap();
-        backups.take(&file, Some(&before), 1000).unwrap();
         let next = render(client, &file, Some(theirs(client)), &entry(client)).unwrap();
+        backups
+            .take(
+                &file,
+                Some(&before),
+                &mcpb_clients::sha256(next.as_bytes()),
+                1000,
+            )
+            .unwrap();
         mcpb_clients::write_keeping_mode(&file, next.as_bytes()).unwrap();
-        backups.restore(None, client.name()).unwrap();
+        backups.restore(None, client.name(), false).unwrap();
         assert_eq!(std::fs::read(&file).unwrap(), before, "{}", client.name());
         // A file that was not: the rollback removes it.
         std::fs::remove_file(&file).unwrap();
-        backups.take(&file, None, 1001).unwrap();
+        backups
+            .take(&file, None, &mcpb_clients::sha256(b"{}"), 1001)
+            .unwrap();
         mcpb_clients::write_keeping_mode(&file, b"{}").unwrap();
-        backups.restore(None, client.name()).unwrap();
+        backups.restore(None, client.name(), false).unwrap();
         assert!(!file.exists());
     }
-    // The newest ten are kept.
-    let backups = Backups::new(&dir.path().join("backups"), Client::Cursor);
+}
+
+#[test]
+fn a_rollback_never_loses_what_came_after_the_broker_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("claude.json");
+    let backups = Backups::new(&dir.path().join("backups"), Client::ClaudeCode, &file);
+    std::fs::write(&file, "{}\n").unwrap();
+    let ours = "{\"mcpServers\": {}}\n";
+    backups
+        .take(
+            &file,
+            Some(b"{}\n"),
+            &mcpb_clients::sha256(ours.as_bytes()),
+            1,
+        )
+        .unwrap();
+    // The client rewrote the file after the broker did.
+    std::fs::write(&file, "{\"mcpServers\": {}, \"projects\": 1}\n").unwrap();
+    let refused = backups.restore(None, "claude-code", false).unwrap_err();
+    assert!(matches!(refused, ClientsError::Changed { .. }), "{refused}");
+    assert!(std::fs::read_to_string(&file).unwrap().contains("projects"));
+    // Asked to on purpose, it does; and a backup is used once.
+    backups.restore(None, "claude-code", true).unwrap();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "{}\n");
+    assert!(matches!(
+        backups.restore(None, "claude-code", false),
+        Err(ClientsError::NoBackup { .. })
+    ));
+    // Another file of the same client has backups of its own.
+    let other = dir.path().join("project.mcp.json");
+    assert!(
+        Backups::new(&dir.path().join("backups"), Client::ClaudeCode, &other)
+            .list()
+            .is_empty()
+    );
+}
+
+#[test]
+fn the_newest_ten_backups_are_kept_in_order_within_one_second() {
+    let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cursor.conf");
-    for t in 0..15 {
-        backups.take(&file, Some(b"x"), 2000 + t).unwrap();
+    let backups = Backups::new(&dir.path().join("backups"), Client::Cursor, &file);
+    for _ in 0..15 {
+        backups.take(&file, Some(b"x"), "sha256:x", 2000).unwrap();
     }
     let kept = backups.list();
     assert_eq!(kept.len(), 10);
-    assert!(kept[0].name.starts_with("000000002005"), "{:?}", kept[0]);
+    assert_eq!(kept[0].name, "000000002000-0005");
+    assert_eq!(kept[9].name, "000000002000-0014");
     assert!(matches!(
-        backups.restore(Some("nope"), "cursor"),
+        backups.restore(Some("nope"), "cursor", false),
         Err(ClientsError::NoBackup { .. })
     ));
+}
+
+#[test]
+fn an_entry_keeps_the_users_own_keys_and_a_servers_value_that_is_no_object_is_refused() {
+    let path = Path::new("/home/u/client-file");
+    let mine = "{\"mcpServers\": {\"mcp-broker\": {\"command\": \"old\", \"env\": {\"MCP_BROKER_HOME\": \"/x\"}, \"disabled\": false}}}\n";
+    let next = render(Client::Cursor, path, Some(mine), &entry(Client::Cursor)).unwrap();
+    assert!(
+        next.contains("\"MCP_BROKER_HOME\": \"/x\"") && next.contains("\"disabled\": false"),
+        "{next}"
+    );
+    let held = current_entry(Client::Cursor, path, &next).unwrap().unwrap();
+    assert!(mcpb_clients::runs(
+        Client::Cursor,
+        &held,
+        &entry(Client::Cursor)
+    ));
+    let codex =
+        "[mcp_servers.mcp-broker]\ncommand = \"old\"\nstartup_timeout_sec = 30 # slow disk\n";
+    let next = render(Client::Codex, path, Some(codex), &entry(Client::Codex)).unwrap();
+    assert!(
+        next.contains("startup_timeout_sec = 30 # slow disk"),
+        "{next}"
+    );
+    for odd in [
+        "{\"mcpServers\": []}",
+        "{\"mcpServers\": \"x\"}",
+        "{\"mcpServers\": null}",
+    ] {
+        let err = render(Client::Cursor, path, Some(odd), &entry(Client::Cursor)).unwrap_err();
+        assert!(matches!(err, ClientsError::Shape { .. }), "{odd}: {err}");
+    }
 }
