@@ -69,9 +69,16 @@ pub(crate) fn run_time(settings: &Settings) -> Vec<Finding> {
     let mut out = Vec::new();
     for up in settings.upstreams.values().filter(|u| u.enabled()) {
         let n = &up.name;
+        // A relative path runs from the upstream's cwd when it has one.
+        let in_cwd = |cmd: &str| match &up.cwd {
+            Some(dir) if cmd.contains('/') && !cmd.starts_with('/') => {
+                dir.join(cmd).display().to_string()
+            }
+            _ => cmd.to_string(),
+        };
         if up.transport == Transport::Stdio
             && let Some(cmd) = &up.command
-            && !runnable(cmd, &path)
+            && !runnable(&in_cwd(cmd), &path)
         {
             out.push(Finding {
                 what: format!(

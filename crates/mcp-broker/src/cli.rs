@@ -195,7 +195,7 @@ pub(crate) enum ClientCommand {
     /// For each client (or one): its file, and whether the broker's entry is there.
     Status {
         /// Only this client.
-        #[arg(long)]
+        #[arg(long, value_parser = ["claude-desktop", "claude-code", "codex", "gemini", "cursor", "vscode"])]
         client: Option<String>,
         /// The project's files (in this directory) instead of the user's.
         #[arg(long)]
@@ -208,8 +208,8 @@ pub(crate) enum ClientCommand {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ClientTarget {
-    /// The client: claude-desktop, claude-code, codex, gemini, cursor, vscode.
-    #[arg(long)]
+    /// The client.
+    #[arg(long, value_parser = ["claude-desktop", "claude-code", "codex", "gemini", "cursor", "vscode"])]
     pub client: String,
     /// The profile its entry names (default: the client's own from `clients:`, else `default`).
     #[arg(long)]

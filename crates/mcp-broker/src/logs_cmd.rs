@@ -51,6 +51,8 @@ pub(crate) fn run(
             );
         }
     };
+    // Where to follow from: the bytes read, not the length of their lossy text.
+    let read_bytes = text.len() as u64;
     let text = String::from_utf8_lossy(&text);
     let wanted: Vec<&str> = text.lines().filter(|l| keep(l)).collect();
     for line in &wanted[wanted.len().saturating_sub(lines)..] {
@@ -59,7 +61,7 @@ pub(crate) fn run(
     if !follow {
         return ExitCode::SUCCESS;
     }
-    let mut offset = text.len() as u64;
+    let mut offset = read_bytes;
     let mut inode = std::fs::metadata(&path).map(|m| m.ino()).unwrap_or(0);
     let mut partial = String::new();
     loop {

@@ -89,7 +89,8 @@ fn apply_writes_only_what_the_dry_run_showed_and_rollback_gives_the_file_back() 
     assert!(String::from_utf8_lossy(&broken.stderr).contains("config.toml:1:"));
     let unknown = client(&home, &user, &["render", "--client", "notepad"]);
     assert!(
-        String::from_utf8_lossy(&unknown.stderr).contains("clients: claude-desktop, claude-code")
+        String::from_utf8_lossy(&unknown.stderr)
+            .contains("possible values: claude-desktop, claude-code")
     );
 }
 
