@@ -192,6 +192,22 @@ pub(crate) enum ClientCommand {
         #[arg(long)]
         force: bool,
     },
+    /// Move a client's own servers into the broker: they become upstreams, and the client's
+    /// file keeps only the broker's entry. A dry run (two diffs) unless --apply.
+    Import {
+        /// The client.
+        #[arg(long, value_parser = ["claude-desktop", "claude-code", "codex", "gemini", "cursor", "vscode"])]
+        client: String,
+        /// The profile the client's entry names.
+        #[arg(long)]
+        profile: Option<String>,
+        /// The project's file (in this directory) instead of the user's.
+        #[arg(long)]
+        project: bool,
+        /// Write what the last dry run showed (after a backup of the client's file).
+        #[arg(long)]
+        apply: bool,
+    },
     /// For each client (or one): its file, and whether the broker's entry is there.
     Status {
         /// Only this client.

@@ -30,18 +30,18 @@ impl<'a> Target<'a> {
     }
 }
 
-struct Resolved {
-    client: Client,
-    scope: Scope,
-    path: PathBuf,
-    entry: Entry,
+pub(crate) struct Resolved {
+    pub(crate) client: Client,
+    pub(crate) scope: Scope,
+    pub(crate) path: PathBuf,
+    pub(crate) entry: Entry,
 }
 
 fn known_clients() -> String {
     Client::ALL.map(Client::name).join(", ")
 }
 
-fn resolve(settings: &Settings, t: &Target<'_>) -> Result<Resolved, ExitCode> {
+pub(crate) fn resolve(settings: &Settings, t: &Target<'_>) -> Result<Resolved, ExitCode> {
     let Some(client) = Client::parse(t.client) else {
         return Err(fail(
             &format!("mcp-broker: no client named {:?}", t.client),
@@ -91,7 +91,7 @@ fn resolve(settings: &Settings, t: &Target<'_>) -> Result<Resolved, ExitCode> {
     })
 }
 
-fn read(path: &Path) -> Result<Option<String>, ExitCode> {
+pub(crate) fn read(path: &Path) -> Result<Option<String>, ExitCode> {
     match std::fs::read_to_string(path) {
         Ok(t) => Ok(Some(t)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -102,7 +102,7 @@ fn read(path: &Path) -> Result<Option<String>, ExitCode> {
     }
 }
 
-fn refused(e: &ClientsError) -> ExitCode {
+pub(crate) fn refused(e: &ClientsError) -> ExitCode {
     fail(
         &format!("mcp-broker: {e}"),
         &["the file was not touched; fix it (or move it away) and run this again"],
@@ -235,19 +235,9 @@ pub(crate) fn apply(settings: &Settings, t: &Target<'_>) -> ExitCode {
         );
     }
     let backups = Backups::new(&settings.runtime.root.join("backups"), r.client, &r.path);
-    let backup = match backups.take(
-        &r.path,
-        before.as_deref().map(str::as_bytes),
-        &mcpb_clients::sha256(after.as_bytes()),
-        mcpb_config::unix_now(),
-    ) {
+    let backup = match back_up(&backups, &r, before.as_deref().map(str::as_bytes), &after) {
         Ok(b) => b,
-        Err(e) => {
-            return fail(
-                &format!("mcp-broker: no backup could be taken, so nothing was written: {e}"),
-                &[],
-            );
-        }
+        Err(code) => return code,
     };
     if let Err(e) = mcpb_clients::write_keeping_mode(&r.path, after.as_bytes()) {
         return fail(&format!("mcp-broker: {e}"), &["the file is as it was"]);
@@ -279,6 +269,28 @@ pub(crate) fn apply(settings: &Settings, t: &Target<'_>) -> ExitCode {
         r.client.name()
     );
     ExitCode::SUCCESS
+}
+
+/// Keeps the client file's `before` bytes, which `after` is about to replace.
+pub(crate) fn back_up(
+    backups: &Backups,
+    r: &Resolved,
+    before: Option<&[u8]>,
+    after: &str,
+) -> Result<mcpb_clients::Backup, ExitCode> {
+    backups
+        .take(
+            &r.path,
+            before,
+            &mcpb_clients::sha256(after.as_bytes()),
+            mcpb_config::unix_now(),
+        )
+        .map_err(|e| {
+            fail(
+                &format!("mcp-broker: no backup could be taken, so nothing was written: {e}"),
+                &[],
+            )
+        })
 }
 
 pub(crate) fn rollback(

@@ -12,6 +12,7 @@ mod demo;
 mod doctor;
 mod example_server;
 mod exec_cmd;
+mod import_cmd;
 mod logfile;
 mod logs_cmd;
 mod measure;
@@ -197,6 +198,21 @@ fn main() -> ExitCode {
                 project,
                 json,
             } => client_cmd::status(s, client.as_deref(), *project, *json),
+            ClientCommand::Import {
+                client,
+                profile,
+                project,
+                apply,
+            } => import_cmd::import(
+                s,
+                &client_cmd::Target {
+                    client,
+                    project: *project,
+                    profile: profile.as_deref(),
+                },
+                config,
+                *apply,
+            ),
         }),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();

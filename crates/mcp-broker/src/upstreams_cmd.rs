@@ -53,7 +53,7 @@ fn pairs(what: &str, items: &[String]) -> Result<Vec<String>, String> {
         .collect()
 }
 
-fn entry(new: &NewUpstream) -> Result<Vec<String>, String> {
+pub(crate) fn entry(new: &NewUpstream) -> Result<Vec<String>, String> {
     // The name goes into the file as a key: only the characters upstream names may have.
     let name_ok = new.name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && new
@@ -105,7 +105,7 @@ fn entry(new: &NewUpstream) -> Result<Vec<String>, String> {
 /// The file to edit: the one in use (a file not there yet starts empty; one that cannot be
 /// read is never replaced), or a new one in the runtime root when the embedded default is in
 /// use (it is not a file to edit).
-fn file_to_edit(explicit: Option<&Path>) -> Result<(PathBuf, String), ExitCode> {
+pub(crate) fn file_to_edit(explicit: Option<&Path>) -> Result<(PathBuf, String), ExitCode> {
     let ctx = ResolveContext::from_env();
     match mcpb_config::locate(explicit, &ctx) {
         ConfigSource::File(p) => match std::fs::read_to_string(&p) {
@@ -135,16 +135,21 @@ fn file_to_edit(explicit: Option<&Path>) -> Result<(PathBuf, String), ExitCode> 
 }
 
 /// Validates `text`, writes it to `path` in one step, and tells a running daemon.
-fn commit(path: &Path, text: &str, done: &str) -> ExitCode {
+/// The settings `text` would give as the file at `path`, or the errors, said.
+pub(crate) fn validate(path: &Path, text: &str) -> Result<Settings, ExitCode> {
     let ctx = ResolveContext::from_env();
     let source = ConfigSource::File(path.to_path_buf());
-    let settings = match mcpb_config::load_str(text, &path.display().to_string(), source, &ctx) {
+    mcpb_config::load_str(text, &path.display().to_string(), source, &ctx).map_err(|e| {
+        eprintln!("mcp-broker: the change would make the config invalid; nothing was written");
+        eprintln!("{e}");
+        ExitCode::FAILURE
+    })
+}
+
+pub(crate) fn commit(path: &Path, text: &str, done: &str) -> ExitCode {
+    let settings = match validate(path, text) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("mcp-broker: the change would make the config invalid; nothing was written");
-            eprintln!("{e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     // Through a symlink to where it points, keeping the file's mode.
     if let Err(e) = mcpb_clients::write_keeping_mode(path, text.as_bytes()) {

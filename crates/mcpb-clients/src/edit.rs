@@ -45,7 +45,11 @@ fn json_options() -> ParseOptions {
     ParseOptions::default()
 }
 
-fn broken_json(path: &Path, e: &jsonc_parser::errors::ParseError, text: &str) -> ClientsError {
+pub(crate) fn broken_json(
+    path: &Path,
+    e: &jsonc_parser::errors::ParseError,
+    text: &str,
+) -> ClientsError {
     let at = e.range().start.min(text.len());
     let before = &text[..at];
     let line = before.matches('\n').count() + 1;
@@ -59,7 +63,7 @@ fn broken_json(path: &Path, e: &jsonc_parser::errors::ParseError, text: &str) ->
     }
 }
 
-fn broken_toml(path: &Path, e: &toml_edit::TomlError, text: &str) -> ClientsError {
+pub(crate) fn broken_toml(path: &Path, e: &toml_edit::TomlError, text: &str) -> ClientsError {
     let at = e.span().map_or(0, |s| s.start).min(text.len());
     let before = &text[..at];
     ClientsError::Broken {
@@ -164,6 +168,70 @@ pub fn render(
             }
             Ok(doc.to_string())
         }
+    }
+}
+
+/// The whole file as JSON (TOML turned into JSON too); `None` for an empty JSON file.
+pub(crate) fn parsed(
+    client: Client,
+    path: &Path,
+    text: &str,
+) -> Result<Option<Value>, ClientsError> {
+    match client.format() {
+        Format::Json { .. } => {
+            if text.trim().is_empty() {
+                return Ok(None);
+            }
+            jsonc_parser::parse_to_serde_value(text, &json_options())
+                .map(Some)
+                .map_err(|e| broken_json(path, &e, text))
+        }
+        Format::Toml => {
+            let doc: toml_edit::DocumentMut =
+                text.parse().map_err(|e| broken_toml(path, &e, text))?;
+            Ok(Some(toml_to_json(doc.as_item())))
+        }
+    }
+}
+
+fn toml_to_json(item: &toml_edit::Item) -> Value {
+    use toml_edit::Item;
+    match item {
+        Item::None => Value::Null,
+        Item::Value(v) => toml_value(v),
+        Item::Table(t) => Value::Object(
+            t.iter()
+                .map(|(k, v)| (k.to_string(), toml_to_json(v)))
+                .collect(),
+        ),
+        Item::ArrayOfTables(a) => Value::Array(
+            a.iter()
+                .map(|t| {
+                    Value::Object(
+                        t.iter()
+                            .map(|(k, v)| (k.to_string(), toml_to_json(v)))
+                            .collect(),
+                    )
+                })
+                .collect(),
+        ),
+    }
+}
+
+fn toml_value(v: &toml_edit::Value) -> Value {
+    use toml_edit::Value as T;
+    match v {
+        T::String(s) => Value::String(s.value().clone()),
+        T::Integer(i) => json!(i.value()),
+        T::Float(f) => json!(f.value()),
+        T::Boolean(b) => Value::Bool(*b.value()),
+        T::Datetime(d) => Value::String(d.value().to_string()),
+        T::Array(a) => Value::Array(a.iter().map(toml_value).collect()),
+        T::InlineTable(t) => Value::Object(
+            t.iter()
+                .map(|(k, v)| (k.to_string(), toml_value(v)))
+                .collect(),
+        ),
     }
 }
 

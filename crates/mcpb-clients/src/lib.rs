@@ -10,8 +10,10 @@ mod backup;
 mod client;
 mod edit;
 mod error;
+mod import;
 
 pub use backup::{Backup, Backups, write_keeping_mode};
 pub use client::{Client, Entry, Scope};
 pub use edit::{current_entry, diff, entry_value, render, runs, sha256};
 pub use error::ClientsError;
+pub use import::{Server, servers, without};

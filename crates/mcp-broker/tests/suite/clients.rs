@@ -70,17 +70,7 @@ fn apply_writes_only_what_the_dry_run_showed_and_rollback_gives_the_file_back() 
         .unwrap();
     assert_eq!(codex["entry"], "present", "{status}");
 
-    let back = client(&home, &user, &["rollback", "--client", "codex"]);
-    assert!(
-        back.status.success(),
-        "{}",
-        String::from_utf8_lossy(&back.stderr)
-    );
-    assert_eq!(
-        std::fs::read_to_string(&file).unwrap(),
-        CODEX,
-        "byte for byte"
-    );
+    rolls_back_to(&home, &user, "codex", &file, CODEX);
 
     // A broken file is left alone, with the place it breaks.
     std::fs::write(&file, "[mcp_servers.git\n").unwrap();
@@ -92,6 +82,17 @@ fn apply_writes_only_what_the_dry_run_showed_and_rollback_gives_the_file_back() 
         String::from_utf8_lossy(&unknown.stderr)
             .contains("possible values: claude-desktop, claude-code")
     );
+}
+
+/// `client rollback` succeeds and gives `file` back as `was`, byte for byte.
+fn rolls_back_to(home: &Home, user: &Path, name: &str, file: &Path, was: &str) {
+    let back = client(home, user, &["rollback", "--client", name]);
+    assert!(
+        back.status.success(),
+        "{}",
+        String::from_utf8_lossy(&back.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(file).unwrap(), was, "byte for byte");
 }
 
 /// A dry run, then applying it; both must succeed.
@@ -207,4 +208,60 @@ fn rollback_keeps_later_edits_home_must_be_set_and_a_symlink_stays_a_symlink() {
     assert!(!homeless.status.success());
     assert!(String::from_utf8_lossy(&homeless.stderr).contains("HOME is not set"));
     assert!(!user.join(".claude.json").exists());
+}
+
+#[test]
+fn import_moves_a_clients_servers_into_the_broker_without_copying_secrets_and_rolls_back() {
+    let home = Home::with_config(
+        "schema_version: 1\nupstreams: {}\nprofiles:\n  default: {allow_mutating_upstreams: true}\n",
+    );
+    let user = home.root().join("user");
+    let file = user.join(".cursor/mcp.json");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let theirs = format!(
+        "{{\n  // mine\n  \"mcpServers\": {{\n    \"Notes Server\": {{\"command\": \"{}\", \"args\": [\"example-server\"], \"env\": {{\"NOTES_API_KEY\": \"sk-live-0123456789abcdef\"}}}}\n  }}\n}}\n",
+        super::support::bin()
+    );
+    std::fs::write(&file, &theirs).unwrap();
+    let early = client(&home, &user, &["import", "--client", "cursor", "--apply"]);
+    assert!(!early.status.success(), "no dry run yet");
+    let dry = client(&home, &user, &["import", "--client", "cursor"]);
+    let shown = String::from_utf8_lossy(&dry.stdout).to_string();
+    assert!(
+        dry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    assert!(shown.contains("+  notes-server:"), "{shown}");
+    assert!(
+        shown.contains("NOTES_API_KEY: \"${NOTES_API_KEY}\""),
+        "{shown}"
+    );
+    assert!(String::from_utf8_lossy(&dry.stderr).contains("NOTES_API_KEY"));
+    let applied = client(&home, &user, &["import", "--client", "cursor", "--apply"]);
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let config = std::fs::read_to_string(home.config_path()).unwrap();
+    assert!(config.contains("notes-server:"), "{config}");
+    assert!(!config.contains("sk-live"), "a secret was copied: {config}");
+    let now = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        now.contains("// mine") && now.contains("\"mcp-broker\""),
+        "{now}"
+    );
+    assert!(!now.contains("Notes Server"), "{now}");
+    // The client's new entry reaches the moved server through the broker.
+    let deps = deps();
+    let path = deps_path(&deps);
+    let mut spec = spec_from(&home, &path, mcpb_clients::Client::Cursor, &file);
+    spec["env"]["NOTES_API_KEY"] = json!("sk-live-0123456789abcdef");
+    spec["calls"] = json!([["notes-server.echo", {"message": "moved"}]]);
+    let mut child = py_driver(&deps, &path, "py_client.py", &spec);
+    let out = read_result(&mut child);
+    let _ = child.wait();
+    assert!(out.to_string().contains("moved"), "{out}");
+    rolls_back_to(&home, &user, "cursor", &file, &theirs);
 }
