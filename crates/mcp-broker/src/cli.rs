@@ -143,6 +143,14 @@ pub(crate) enum Command {
         /// The shell to write it for.
         shell: clap_complete::Shell,
     },
+    /// The daemon as a user service (systemd, or launchd on macOS): a dry run unless --apply.
+    Service {
+        #[command(subcommand)]
+        command: ServiceCommand,
+        /// The service manager (default: systemd; launchd on macOS).
+        #[arg(long, global = true, value_parser = ["systemd", "launchd"])]
+        manager: Option<String>,
+    },
     /// Check this machine: binary, config and what it needs at run time, runtime dir, daemon,
     /// leftover processes, client entries; each problem with the command that fixes it.
     Doctor {
@@ -233,6 +241,25 @@ pub(crate) struct ClientTarget {
     /// The project's file (in this directory) instead of the user's.
     #[arg(long)]
     pub project: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ServiceCommand {
+    /// Write the user unit (or LaunchAgent) and its environment file (PATH and the variables
+    /// the config refers to, from this shell).
+    Install {
+        /// Write them (default: print them).
+        #[arg(long)]
+        apply: bool,
+    },
+    /// Remove the unit (the environment file stays).
+    Uninstall {
+        /// Remove it (default: say what would go).
+        #[arg(long)]
+        apply: bool,
+    },
+    /// Whether the unit is installed and current.
+    Status,
 }
 
 #[derive(Debug, Subcommand)]

@@ -18,6 +18,7 @@ mod logs_cmd;
 mod measure;
 mod out;
 mod pins_cmd;
+mod service_cmd;
 mod shim;
 mod tools_cmd;
 mod upstreams_cmd;
@@ -29,7 +30,8 @@ use clap::Parser;
 use mcpb_config::{ResolveContext, Settings};
 
 use crate::cli::{
-    AuthCommand, Cli, ClientCommand, Command, ConfigCommand, PinsCommand, ToolsCommand,
+    AuthCommand, Cli, ClientCommand, Command, ConfigCommand, PinsCommand, ServiceCommand,
+    ToolsCommand,
 };
 
 /// One line saying what happened, then `hint:` lines saying what to do.
@@ -183,6 +185,14 @@ fn main() -> ExitCode {
             } => pins_cmd::approve(s, &names, all, reset, yes),
         }),
         Command::Doctor { json } => doctor::run(config, json),
+        Command::Service { command, manager } => with_settings(config, |s| {
+            let m = service_cmd::Manager::parse(manager.as_deref());
+            match command {
+                ServiceCommand::Install { apply } => service_cmd::install(s, m, apply),
+                ServiceCommand::Uninstall { apply } => service_cmd::uninstall(s, m, apply),
+                ServiceCommand::Status => service_cmd::status(s, m),
+            }
+        }),
         Command::Client { command } => with_settings(config, |s| match &command {
             ClientCommand::Render { target: t } => {
                 client_cmd::render(s, &client_cmd::Target::of(t))

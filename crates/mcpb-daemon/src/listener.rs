@@ -154,6 +154,7 @@ impl Listener {
             upstreams = broker.config().upstreams.len(),
             "daemon listening"
         );
+        notify_ready();
         Ok(Self {
             socket: Some(socket),
             socket_path,
@@ -327,5 +328,29 @@ fn on_hangup(broker: &Arc<Broker>) {
         tracing::error!(
             "SIGHUP: the new configuration is invalid; keeping the current one\n{errors}"
         );
+    }
+}
+
+/// Tells systemd the daemon is ready (`Type=notify`) once its socket answers, when it runs
+/// under systemd; elsewhere there is no NOTIFY_SOCKET and nothing to do.
+fn notify_ready() {
+    use std::os::unix::net::UnixDatagram;
+    let Some(socket) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let Ok(sender) = UnixDatagram::unbound() else {
+        return;
+    };
+    let path = std::path::PathBuf::from(&socket);
+    let sent = match path.to_str().and_then(|p| p.strip_prefix('@')) {
+        Some(name) => {
+            use std::os::linux::net::SocketAddrExt;
+            std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
+                .and_then(|addr| sender.send_to_addr(b"READY=1", &addr))
+        }
+        None => sender.send_to(b"READY=1", &path),
+    };
+    if let Err(e) = sent {
+        tracing::warn!(error = %e, "could not tell systemd the daemon is ready");
     }
 }

@@ -393,3 +393,79 @@ fn add_takes_only_names_and_keys_that_cannot_reach_into_the_file() {
             .contains("upstreams: {}")
     );
 }
+
+#[test]
+fn the_service_unit_is_shown_then_written_verified_and_the_daemon_says_ready() {
+    let home = Home::with_config(&fixture_config(
+        &[("fx", "")],
+        ", env: {TOK: \"${MCPB_TEST_SVC_TOKEN}\"}",
+    ));
+    let user = home.root().join("user");
+    std::fs::create_dir_all(&user).unwrap();
+    let run = |args: &[&str]| {
+        home.cmd(args)
+            .env("HOME", &user)
+            .env("MCPB_TEST_SVC_TOKEN", "tok-value")
+            .output()
+            .unwrap()
+    };
+    let dry = run(&["service", "install"]);
+    let shown = String::from_utf8_lossy(&dry.stdout).to_string();
+    assert!(
+        shown.contains("Type=notify") && shown.contains(" daemon\n"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("tok-value"),
+        "a dry run shows no values: {shown}"
+    );
+    let unit = user.join(".config/systemd/user/mcp-broker.service");
+    assert!(!unit.exists());
+    assert!(run(&["service", "install", "--apply"]).status.success());
+    let env = std::fs::read_to_string(home.root().join("service.env")).unwrap();
+    assert!(env.contains("MCPB_TEST_SVC_TOKEN=\"tok-value\""), "{env}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(home.root().join("service.env"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0);
+    if std::path::Path::new("/usr/bin/systemd-analyze").exists() {
+        let verify = std::process::Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&unit)
+            .output()
+            .unwrap();
+        assert!(
+            verify.status.success(),
+            "{}",
+            String::from_utf8_lossy(&verify.stderr)
+        );
+    }
+    let status = run(&["service", "status"]);
+    assert!(String::from_utf8_lossy(&status.stdout).contains("installed, current"));
+    assert!(run(&["service", "uninstall", "--apply"]).status.success());
+    assert!(!unit.exists());
+
+    // Under systemd (Type=notify) the daemon says READY=1 once its socket answers.
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("notify");
+    let listener = std::os::unix::net::UnixDatagram::bind(&sock).unwrap();
+    listener
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut daemon = home
+        .cmd(&["daemon"])
+        .env("NOTIFY_SOCKET", &sock)
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let n = listener.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"READY=1");
+    assert!(
+        home.run(&["status"]).status.success(),
+        "it answers once it said so"
+    );
+    assert!(home.run(&["stop"]).status.success());
+    let _ = daemon.wait();
+}

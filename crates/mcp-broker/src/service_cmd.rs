@@ -1,0 +1,253 @@
+//! `mcp-broker service install|uninstall|status [--manager systemd|launchd] [--apply]`: the
+//! daemon as a user service. The default is a dry run that prints what would be written. The
+//! unit (or LaunchAgent) starts `mcp-broker daemon` with the config in use; an environment
+//! file beside it holds the PATH and the variables the config refers to, taken from this
+//! shell, for the user to edit (mode 0600: it may hold secrets).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use mcpb_config::{ConfigSource, Settings};
+
+use crate::fail;
+use crate::out::{out, outln};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Manager {
+    Systemd,
+    Launchd,
+}
+
+impl Manager {
+    pub(crate) fn parse(name: Option<&str>) -> Self {
+        match name {
+            Some("launchd") => Manager::Launchd,
+            Some(_) => Manager::Systemd,
+            None if cfg!(target_os = "macos") => Manager::Launchd,
+            None => Manager::Systemd,
+        }
+    }
+}
+
+struct Files {
+    unit: PathBuf,
+    unit_text: String,
+    env: PathBuf,
+    env_text: String,
+    /// The names in the environment file, and whether each had a value here.
+    vars: Vec<(String, bool)>,
+}
+
+/// A value for a systemd environment file: quoted, with `\` and `"` escaped.
+fn env_value(v: &str) -> String {
+    format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+fn xml(v: &str) -> String {
+    v.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn files(settings: &Settings, manager: Manager, home: &Path) -> Result<Files, String> {
+    let exe = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| format!("cannot find this binary: {e}"))?;
+    let mut args = Vec::new();
+    if let ConfigSource::File(p) = &settings.source {
+        let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+        args.extend(["--config".to_string(), p.display().to_string()]);
+    }
+    args.push("daemon".into());
+    let env = settings.runtime.root.join("service.env");
+    let mut names = vec!["PATH".to_string(), "MCP_BROKER_HOME".into()];
+    names.extend(settings.daemon_env_names());
+    names.dedup();
+    let mut vars = Vec::new();
+    let mut env_text = String::from(
+        "# The daemon's environment when it runs as a service: edit the values, then restart it.\n",
+    );
+    for n in &names {
+        let value = match n.as_str() {
+            "MCP_BROKER_HOME" => Some(settings.runtime.root.display().to_string()),
+            _ => std::env::var(n).ok(),
+        };
+        vars.push((n.clone(), value.is_some()));
+        match value {
+            Some(v) => env_text.push_str(&format!("{n}={}\n", env_value(&v))),
+            None => env_text.push_str(&format!("# {n}= (not set where this was written)\n")),
+        }
+    }
+    let quoted: Vec<String> = std::iter::once(exe.display().to_string())
+        .chain(args.iter().cloned())
+        .map(|a| {
+            if a.contains(' ') {
+                format!("\"{a}\"")
+            } else {
+                a
+            }
+        })
+        .collect();
+    Ok(match manager {
+        Manager::Systemd => Files {
+            unit: home.join(".config/systemd/user/mcp-broker.service"),
+            unit_text: format!(
+                "[Unit]\nDescription=mcp-broker: one local daemon in front of all your MCP servers\n\n[Service]\nType=notify\nEnvironmentFile=-{}\nExecStart={}\nRestart=on-failure\nRestartSec=2\n\n[Install]\nWantedBy=default.target\n",
+                env.display(),
+                quoted.join(" ")
+            ),
+            env,
+            env_text,
+            vars,
+        },
+        Manager::Launchd => {
+            let mut program = format!("    <string>{}</string>\n", xml(&exe.display().to_string()));
+            for a in &args {
+                program.push_str(&format!("    <string>{}</string>\n", xml(a)));
+            }
+            let mut envs = String::new();
+            for line in env_text.lines().filter(|l| !l.starts_with('#')) {
+                if let Some((k, v)) = line.split_once('=') {
+                    let v = v
+                        .trim_matches('"')
+                        .replace("\\\"", "\"")
+                        .replace("\\\\", "\\");
+                    envs.push_str(&format!(
+                        "    <key>{}</key><string>{}</string>\n",
+                        xml(k),
+                        xml(&v)
+                    ));
+                }
+            }
+            Files {
+                unit: home.join("Library/LaunchAgents/dev.mcp-broker.plist"),
+                unit_text: format!(
+                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" \"http://www.apple.com/DTDs/PropertyList-1.0.dtd\">\n<plist version=\"1.0\">\n<dict>\n  <key>Label</key><string>dev.mcp-broker</string>\n  <key>ProgramArguments</key>\n  <array>\n{program}  </array>\n  <key>EnvironmentVariables</key>\n  <dict>\n{envs}  </dict>\n  <key>RunAtLoad</key><true/>\n  <key>KeepAlive</key><dict><key>SuccessfulExit</key><false/></dict>\n</dict>\n</plist>\n"
+                ),
+                env,
+                env_text,
+                vars,
+            }
+        }
+    })
+}
+
+/// The files for this user, or why they cannot be made.
+fn prepare(settings: &Settings, manager: Manager) -> Result<Files, ExitCode> {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .ok_or_else(|| fail("mcp-broker: HOME is not set to an absolute path", &[]))?;
+    files(settings, manager, &home).map_err(|e| fail(&format!("mcp-broker: {e}"), &[]))
+}
+
+pub(crate) fn install(settings: &Settings, manager: Manager, apply: bool) -> ExitCode {
+    let f = match prepare(settings, manager) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    if !apply {
+        outln!("# {}", f.unit.display());
+        out!("{}", f.unit_text);
+        outln!();
+        outln!("# {} (mode 0600; values not shown here)", f.env.display());
+        for (n, set) in &f.vars {
+            outln!(
+                "{n}={}",
+                if *set {
+                    "<as set in this shell>"
+                } else {
+                    "<not set>"
+                }
+            );
+        }
+        eprintln!("a dry run: nothing was written");
+        eprintln!("hint: `mcp-broker service install --apply` writes both");
+        return ExitCode::SUCCESS;
+    }
+    if let Err(e) = settings.runtime.ensure() {
+        return fail(
+            &format!("mcp-broker: cannot make the runtime dir: {e}"),
+            &[],
+        );
+    }
+    if let Err(e) = mcpb_config::layout::write_private(&f.env, f.env_text.as_bytes()) {
+        return fail(
+            &format!("mcp-broker: cannot write {}: {e}", f.env.display()),
+            &[],
+        );
+    }
+    if let Err(e) = mcpb_clients::write_keeping_mode(&f.unit, f.unit_text.as_bytes()) {
+        return fail(&format!("mcp-broker: {e}"), &[]);
+    }
+    outln!("wrote {} and {}", f.unit.display(), f.env.display());
+    let missing: Vec<&str> = f
+        .vars
+        .iter()
+        .filter(|(_, s)| !s)
+        .map(|(n, _)| n.as_str())
+        .collect();
+    if !missing.is_empty() {
+        eprintln!(
+            "mcp-broker: not set here, so not in the service's environment: {}",
+            missing.join(", ")
+        );
+        eprintln!("hint: add them to {}", f.env.display());
+    }
+    match manager {
+        Manager::Systemd => eprintln!(
+            "hint: `mcp-broker stop; systemctl --user daemon-reload; systemctl --user enable --now mcp-broker`"
+        ),
+        Manager::Launchd => eprintln!(
+            "hint: `mcp-broker stop; launchctl load -w {}`",
+            f.unit.display()
+        ),
+    }
+    ExitCode::SUCCESS
+}
+
+pub(crate) fn uninstall(settings: &Settings, manager: Manager, apply: bool) -> ExitCode {
+    let f = match prepare(settings, manager) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    if !f.unit.exists() {
+        eprintln!("{} is not installed", f.unit.display());
+        return ExitCode::SUCCESS;
+    }
+    if !apply {
+        outln!(
+            "would remove {} (the environment file {} stays)",
+            f.unit.display(),
+            f.env.display()
+        );
+        eprintln!(
+            "hint: stop it first (`systemctl --user disable --now mcp-broker`), then `mcp-broker service uninstall --apply`"
+        );
+        return ExitCode::SUCCESS;
+    }
+    match std::fs::remove_file(&f.unit) {
+        Ok(()) => {
+            outln!("removed {}", f.unit.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(
+            &format!("mcp-broker: cannot remove {}: {e}", f.unit.display()),
+            &[],
+        ),
+    }
+}
+
+pub(crate) fn status(settings: &Settings, manager: Manager) -> ExitCode {
+    let f = match prepare(settings, manager) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let state = match std::fs::read_to_string(&f.unit) {
+        Err(_) => "not installed".to_string(),
+        Ok(t) if t == f.unit_text => "installed, current".to_string(),
+        Ok(_) => "installed, differs from what `service install` writes now".to_string(),
+    };
+    outln!("{}: {state}", f.unit.display());
+    ExitCode::SUCCESS
+}
