@@ -75,7 +75,7 @@ pub struct Upstream {
     /// Set by the instances' readers when the upstream announces a changed tool list.
     pub(crate) tools_stale: Arc<AtomicBool>,
     /// The last stderr lines of the upstream's latest process, kept after it is gone.
-    stderr_tail: Arc<crate::stderr::StderrTail>,
+    pub(crate) stderr_tail: Arc<crate::stderr::StderrTail>,
     pub(crate) refreshed: tokio::sync::Notify,
     instances: Arc<Semaphore>,
     concurrency: Option<Arc<Semaphore>>,
@@ -459,94 +459,6 @@ impl Upstream {
         .await?;
         tracing::info!(upstream = %self.settings.name, url = self.settings.url.as_deref().unwrap_or(""), "remote upstream connected");
         Ok(inst)
-    }
-
-    /// The sign-in a remote upstream's requests carry: none when a static `Authorization`
-    /// header is configured or nobody signed in; with the client-credentials grant, fetched
-    /// now when none is kept.
-    async fn bearer(
-        &self,
-        headers: &std::collections::BTreeMap<String, String>,
-    ) -> Result<Option<Arc<mcpb_oauth::Bearer>>, UpstreamError> {
-        let lookup = |k: &str| std::env::var(k).ok();
-        let Some(dir) = &self.ctx.state_dir else {
-            return Ok(None);
-        };
-        if headers
-            .keys()
-            .any(|k| k.eq_ignore_ascii_case("authorization"))
-        {
-            return Ok(None);
-        }
-        let name = &self.settings.name;
-        let url = self.settings.url.clone().unwrap_or_default();
-        let failed = |e: mcpb_oauth::OAuthError| UpstreamError::Connect {
-            upstream: name.clone(),
-            reason: e.to_string(),
-        };
-        let store = mcpb_oauth::FileStore::for_upstream(dir, name);
-        if let Some(o) = &self.settings.oauth
-            && o.grant == mcpb_config::OAuthGrant::ClientCredentials
-            && !store.exists()
-        {
-            let secret = o
-                .client_secret
-                .as_ref()
-                .map(|t| t.resolve(&lookup, &self.ctx.secrets_dir))
-                .transpose()
-                .map_err(|e| UpstreamError::Secret {
-                    upstream: name.clone(),
-                    key: "oauth.client_secret".into(),
-                    reason: e.to_string(),
-                })?
-                .unwrap_or_default();
-            let id = o.client_id.clone().unwrap_or_default();
-            mcpb_oauth::client_credentials(&url, store.clone(), &id, &secret, &o.scopes)
-                .await
-                .map_err(failed)?;
-        }
-        Ok(mcpb_oauth::Bearer::open(&url, store)
-            .await
-            .map_err(failed)?
-            .map(Arc::new))
-    }
-
-    /// The server's last stderr line, which usually is the reason ("No module named ...").
-    fn last_words(&self) -> Option<String> {
-        self.stderr_tail
-            .lines()
-            .iter()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .map(|l| {
-                format!(
-                    "; it said: {} (more: `mcp-broker logs {}`)",
-                    l.chars().take(200).collect::<String>(),
-                    self.settings.name
-                )
-            })
-    }
-
-    /// A failed start's error with the server's last words, for the client that asked.
-    fn with_last_words(&self, e: UpstreamError) -> UpstreamError {
-        let Some(said) = self.last_words() else {
-            return e;
-        };
-        match e {
-            UpstreamError::Exited { upstream, status } => UpstreamError::Exited {
-                upstream,
-                status: status + &said,
-            },
-            UpstreamError::Handshake { upstream, reason } => UpstreamError::Handshake {
-                upstream,
-                reason: reason + &said,
-            },
-            UpstreamError::Protocol { upstream, reason } => UpstreamError::Protocol {
-                upstream,
-                reason: reason + &said,
-            },
-            other => other,
-        }
     }
 
     fn record_failure(&self, error: String) {
