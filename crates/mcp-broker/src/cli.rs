@@ -158,6 +158,9 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The daemon's state in the Prometheus text format (sessions, calls in flight, each
+    /// upstream's state, starts, failures, tools, processes); starts nothing.
+    Metrics,
     /// The daemon's log, or one upstream's lines of it (its stderr, its starts and failures).
     Logs {
         /// Only this upstream's lines.

@@ -16,6 +16,7 @@ mod import_cmd;
 mod logfile;
 mod logs_cmd;
 mod measure;
+mod metrics_cmd;
 mod out;
 mod pins_cmd;
 mod service_cmd;
@@ -185,6 +186,10 @@ fn main() -> ExitCode {
             } => pins_cmd::approve(s, &names, all, reset, yes),
         }),
         Command::Doctor { json } => doctor::run(config, json),
+        Command::Metrics => match settings_for_socket(config, true) {
+            Ok(s) => metrics_cmd::run(&s),
+            Err(code) => code,
+        },
         Command::Service { command, manager } => with_settings(config, |s| {
             let m = service_cmd::Manager::parse(manager.as_deref());
             match command {

@@ -469,3 +469,27 @@ fn the_service_unit_is_shown_then_written_verified_and_the_daemon_says_ready() {
     assert!(home.run(&["stop"]).status.success());
     let _ = daemon.wait();
 }
+
+#[test]
+fn metrics_say_the_daemons_state_and_a_stopped_one_reads_as_down() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let down = home.run(&["metrics"]);
+    assert!(down.status.success());
+    assert!(String::from_utf8_lossy(&down.stdout).contains("\nmcp_broker_up 0\n"));
+    let mut shim = session(&home);
+    shim.call("fx.echo", json!({"text": "x"}));
+    let text = String::from_utf8_lossy(&home.run(&["metrics"]).stdout).to_string();
+    assert!(text.contains("\nmcp_broker_up 1\n"), "{text}");
+    assert!(
+        text.contains("mcp_broker_upstream_up{upstream=\"fx\",state=\"running\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("mcp_broker_upstream_starts_total{upstream=\"fx\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE mcp_broker_upstream_failures_total counter"),
+        "{text}"
+    );
+}
