@@ -158,6 +158,11 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Profiles: `validate P` runs each upstream's smoke probe through P's view.
+    Profile {
+        #[command(subcommand)]
+        command: ProfileCommand,
+    },
     /// The daemon's state in the Prometheus text format (sessions, calls in flight, each
     /// upstream's state, starts, failures, tools, processes); starts nothing.
     Metrics,
@@ -387,6 +392,16 @@ pub(crate) enum PinsCommand {
         /// Approve tools with description findings without asking.
         #[arg(long)]
         yes: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ProfileCommand {
+    /// Each upstream's `smoke` probe (search, describe, and a call with `call: true`) through
+    /// the profile's view, as a pass/fail table; fails when a step fails.
+    Validate {
+        /// The profile.
+        profile: String,
     },
 }
 

@@ -19,6 +19,7 @@ mod measure;
 mod metrics_cmd;
 mod out;
 mod pins_cmd;
+mod profile_cmd;
 mod service_cmd;
 mod shim;
 mod tools_cmd;
@@ -31,8 +32,8 @@ use clap::Parser;
 use mcpb_config::{ResolveContext, Settings};
 
 use crate::cli::{
-    AuthCommand, Cli, ClientCommand, Command, ConfigCommand, PinsCommand, ServiceCommand,
-    ToolsCommand,
+    AuthCommand, Cli, ClientCommand, Command, ConfigCommand, PinsCommand, ProfileCommand,
+    ServiceCommand, ToolsCommand,
 };
 
 /// One line saying what happened, then `hint:` lines saying what to do.
@@ -186,6 +187,9 @@ fn main() -> ExitCode {
             } => pins_cmd::approve(s, &names, all, reset, yes),
         }),
         Command::Doctor { json } => doctor::run(config, json),
+        Command::Profile {
+            command: ProfileCommand::Validate { profile },
+        } => with_settings(config, |s| profile_cmd::validate(s, &profile)),
         Command::Metrics => match settings_for_socket(config, true) {
             Ok(s) => metrics_cmd::run(&s),
             Err(code) => code,

@@ -196,8 +196,8 @@ pub struct UpstreamSettings {
     /// resources may have; reads, subscriptions and completions of any other are unknown.
     #[serde(flatten, skip_serializing_if = "NameFilter::is_empty")]
     pub resource_filter: NameFilter,
-    /// The safe probe `mcp-broker profile validate` is to run (search, describe, call) once
-    /// the client-integration commands land; checked and kept, not read by anything yet.
+    /// The safe probe `mcp-broker profile validate` runs (search, describe, and a call when
+    /// `call: true`) through a profile's view.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub smoke: Option<SmokeSettings>,
     #[serde(skip_serializing_if = "Option::is_none")]

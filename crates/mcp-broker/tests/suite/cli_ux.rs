@@ -493,3 +493,31 @@ fn metrics_say_the_daemons_state_and_a_stopped_one_reads_as_down() {
         "{text}"
     );
 }
+
+#[test]
+fn profile_validate_runs_each_smoke_probe_through_the_profiles_view() {
+    let fx = super::support::fixture();
+    let home = Home::with_config(&format!(
+        "schema_version: 1\nupstreams:\n  fx:\n    command: \"{f}\"\n    trust_annotations: true\n    smoke: {{query: \"echo some text\", tool: echo, arguments: {{text: hi}}, call: true}}\n  other:\n    command: \"{f}\"\n    trust_annotations: true\n    smoke: {{query: \"echo\", tool: no_such_tool}}\n  bare: {{command: \"{f}\"}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
+        f = fx.display()
+    ));
+    let out = home.run(&["profile", "validate", "default"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        !out.status.success(),
+        "a failed probe fails the command: {text}"
+    );
+    let line = |up: &str, step: &str| {
+        text.lines()
+            .find(|l| l.starts_with(up) && l.split_whitespace().nth(1) == Some(step))
+            .unwrap_or_else(|| panic!("{up} {step}: {text}"))
+            .to_string()
+    };
+    assert!(line("fx", "search").contains("pass"), "{text}");
+    assert!(line("fx", "describe").contains("pass"), "{text}");
+    assert!(line("fx", "call").contains("pass"), "{text}");
+    assert!(line("other", "search").contains("FAIL"), "{text}");
+    assert!(line("bare", "-").contains("no smoke probe"), "{text}");
+    let unknown = home.run(&["profile", "validate", "nope"]);
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("profiles: default"));
+}

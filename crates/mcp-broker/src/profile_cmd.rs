@@ -1,0 +1,165 @@
+//! `mcp-broker profile validate P`: each upstream's `smoke` probe run through the same view a
+//! client of profile P gets (search, then describe, then a call when `call: true`), as a
+//! pass/fail table. The exit code says whether every probe passed.
+
+use std::process::ExitCode;
+
+use mcpb_config::Settings;
+use mcpb_facade::FacadeTool;
+use mcpb_facade::tools::{call_tool, describe_tool, search_tools};
+use serde_json::Value;
+
+use crate::fail;
+use crate::out::out;
+use crate::tools_cmd::call_facade;
+
+/// One step's outcome: passed, and what it saw.
+fn step(
+    result: anyhow::Result<Value>,
+    judge: impl Fn(&Value) -> Result<String, String>,
+) -> (bool, String) {
+    match result {
+        Err(e) => (false, format!("{e:#}")),
+        Ok(r) if r["isError"] == true => {
+            let text = r["content"][0]["text"]
+                .as_str()
+                .unwrap_or("the tool failed")
+                .to_string();
+            (false, text)
+        }
+        Ok(r) => match judge(&r) {
+            Ok(seen) => (true, seen),
+            Err(why) => (false, why),
+        },
+    }
+}
+
+fn data(r: &Value) -> Value {
+    r.get("structuredContent").cloned().unwrap_or(Value::Null)
+}
+
+pub(crate) fn validate(settings: &Settings, profile: &str) -> ExitCode {
+    let Some(p) = settings.profiles.get(profile) else {
+        let names: Vec<&str> = settings.profiles.keys().map(String::as_str).collect();
+        return fail(
+            &format!("mcp-broker: no profile named {profile:?}"),
+            &[&format!("profiles: {}", names.join(", "))],
+        );
+    };
+    let sep = p.broker_tool_name_style.separator();
+    let mut rows = Vec::new();
+    let mut failed = 0;
+    let mut row = |up: &str, what: &str, (ok, detail): (bool, String)| {
+        if !ok {
+            failed += 1;
+        }
+        let mut detail = crate::printable(&detail);
+        mcpb_facade::projection::cut_chars(&mut detail, 120);
+        let result = match (ok, what) {
+            (_, "-") => "none",
+            (true, _) => "pass",
+            (false, _) => "FAIL",
+        };
+        rows.push(vec![
+            up.to_string(),
+            what.to_string(),
+            result.into(),
+            detail,
+        ]);
+    };
+    for name in &p.upstreams {
+        let Some(up) = settings.upstreams.get(name) else {
+            continue;
+        };
+        let Some(smoke) = &up.smoke else {
+            row(name, "-", (true, "no smoke probe in the config".into()));
+            continue;
+        };
+        let exposed = smoke.tool.as_ref().map(|t| {
+            if p.namespace {
+                format!("{name}{sep}{t}")
+            } else {
+                t.clone()
+            }
+        });
+        if let Some(q) = &smoke.query {
+            let args = search_tools::Args {
+                query: q.clone(),
+                server: Some(name.clone()),
+                limit: Some(10),
+                kind: None,
+            };
+            let want = exposed.clone();
+            let got = call_facade(
+                settings,
+                Some(profile),
+                FacadeTool::SearchTools,
+                serde_json::to_value(args).unwrap_or_default(),
+            );
+            row(
+                name,
+                "search",
+                step(got, |r| {
+                    let names: Vec<String> = data(r)["results"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|x| x["name"].as_str().map(str::to_string))
+                        .collect();
+                    match &want {
+                        Some(w) if !names.contains(w) => {
+                            Err(format!("{w} not among {}", names.join(", ")))
+                        }
+                        _ if names.is_empty() => Err("no results".into()),
+                        _ => Ok(format!("{} result(s), first {}", names.len(), names[0])),
+                    }
+                }),
+            );
+        }
+        let Some(tool) = exposed else {
+            continue;
+        };
+        let args = describe_tool::Args {
+            name: None,
+            names: vec![tool.clone()],
+        };
+        let got = call_facade(
+            settings,
+            Some(profile),
+            FacadeTool::DescribeTool,
+            serde_json::to_value(args).unwrap_or_default(),
+        );
+        row(
+            name,
+            "describe",
+            step(got, |_| Ok(format!("{tool} described"))),
+        );
+        if smoke.call {
+            let arguments = smoke
+                .arguments
+                .as_ref()
+                .and_then(|a| serde_json::value::to_raw_value(a).ok());
+            let args = call_tool::Args {
+                name: tool.clone(),
+                arguments,
+                projection: None,
+            };
+            let got = call_facade(
+                settings,
+                Some(profile),
+                FacadeTool::CallTool,
+                serde_json::to_value(args).unwrap_or_default(),
+            );
+            row(name, "call", step(got, |_| Ok(format!("{tool} answered"))));
+        }
+    }
+    out!(
+        "{}",
+        crate::commands::table(&["UPSTREAM", "STEP", "RESULT", "DETAIL"], rows)
+    );
+    if failed > 0 {
+        eprintln!("{failed} probe step(s) failed");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
