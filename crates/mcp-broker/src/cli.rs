@@ -15,6 +15,10 @@ pub(crate) struct Cli {
     /// embedded default).
     #[arg(long, global = true, value_name = "PATH")]
     pub config: Option<PathBuf>,
+    /// Colours in what is written to a terminal (the daemon's log when it runs in one):
+    /// `auto` uses them at a terminal unless NO_COLOR is set.
+    #[arg(long, global = true, value_enum, default_value_t = clap::ColorChoice::Auto)]
+    pub color: clap::ColorChoice,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -48,6 +52,16 @@ pub(crate) enum Command {
         /// Print the status as JSON (the same data, for scripts).
         #[arg(long)]
         json: bool,
+    },
+    /// A live view of the daemon: sessions, calls in flight, and per upstream its state,
+    /// processes, calls per second, errors and latency percentiles. Ctrl-C ends it.
+    Top {
+        /// Time between redraws ("500ms", "2s").
+        #[arg(long, default_value = "1s")]
+        interval: humantime::Duration,
+        /// Draw this many frames, then exit (for scripts).
+        #[arg(long)]
+        count: Option<u64>,
     },
     /// Kill upstream processes left behind by a daemon that died (it does this itself on start).
     Reap,
@@ -163,6 +177,18 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: ProfileCommand,
     },
+    /// Whether two profiles discover the same tools (compared by upstream and tool, whatever
+    /// their name styles or facade), and the top results of each upstream's smoke query in
+    /// both; exits 1 when they differ. Starts upstreams whose tool lists are unknown.
+    Parity {
+        /// The first profile.
+        first: String,
+        /// The second profile.
+        second: String,
+        /// Print the comparison as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// The daemon's state in the Prometheus text format (sessions, calls in flight, each
     /// upstream's state, starts, failures, tools, processes); starts nothing.
     Metrics,
@@ -212,7 +238,7 @@ pub(crate) enum ClientCommand {
     /// file keeps only the broker's entry. A dry run (two diffs) unless --apply.
     Import {
         /// The client.
-        #[arg(long, value_parser = ["claude-desktop", "claude-code", "codex", "gemini", "cursor", "vscode"])]
+        #[arg(long, value_parser = ["claude-desktop", "claude-code", "codex", "gemini", "cursor", "vscode", "agy"])]
         client: String,
         /// The profile the client's entry names.
         #[arg(long)]
@@ -227,7 +253,7 @@ pub(crate) enum ClientCommand {
     /// For each client (or one): its file, and whether the broker's entry is there.
     Status {
         /// Only this client.
-        #[arg(long, value_parser = ["claude-desktop", "claude-code", "codex", "gemini", "cursor", "vscode"])]
+        #[arg(long, value_parser = ["claude-desktop", "claude-code", "codex", "gemini", "cursor", "vscode", "agy"])]
         client: Option<String>,
         /// The project's files (in this directory) instead of the user's.
         #[arg(long)]
@@ -241,7 +267,7 @@ pub(crate) enum ClientCommand {
 #[derive(Debug, clap::Args)]
 pub(crate) struct ClientTarget {
     /// The client.
-    #[arg(long, value_parser = ["claude-desktop", "claude-code", "codex", "gemini", "cursor", "vscode"])]
+    #[arg(long, value_parser = ["claude-desktop", "claude-code", "codex", "gemini", "cursor", "vscode", "agy"])]
     pub client: String,
     /// The profile its entry names (default: the client's own from `clients:`, else `default`).
     #[arg(long)]

@@ -298,18 +298,25 @@ pub(crate) fn render_status(data: &Value) -> String {
     let rows = ups
         .iter()
         .map(|u| {
+            let name = u["name"].as_str().unwrap_or("");
+            let calls = &data["calls"]["upstreams"][name];
             vec![
-                u["name"].as_str().unwrap_or("").to_string(),
+                name.to_string(),
                 u["state"].as_str().unwrap_or("").to_string(),
                 dash(&u["pid"]),
                 dash(&u["tool_count"]),
                 dash(&u["starts"]),
                 dash(&u["failures"]),
+                dash(&calls["calls"]),
+                dash(&calls["errors"]),
+                latency(&calls["p50_ms"]),
             ]
         })
         .collect();
     out.push_str(&table(
-        &["UPSTREAM", "STATE", "PID", "TOOLS", "STARTS", "FAILURES"],
+        &[
+            "UPSTREAM", "STATE", "PID", "TOOLS", "STARTS", "FAILURES", "CALLS", "ERRORS", "P50",
+        ],
         rows,
     ));
     for u in &ups {
@@ -359,7 +366,17 @@ pub(crate) fn render_status(data: &Value) -> String {
 }
 
 /// The last `n` non-empty lines of a JSON array of strings.
-fn last_lines(v: &Value, n: usize) -> Vec<&str> {
+/// A latency in milliseconds as people read it: `0.21 ms`, `35 ms`, `1.2 s`; `-` when none.
+pub(crate) fn latency(v: &Value) -> String {
+    match v.as_f64() {
+        None => "-".into(),
+        Some(ms) if ms >= 1000.0 => format!("{:.1} s", ms / 1000.0),
+        Some(ms) if ms >= 10.0 => format!("{ms:.0} ms"),
+        Some(ms) => format!("{ms:.2} ms"),
+    }
+}
+
+pub(crate) fn last_lines(v: &Value, n: usize) -> Vec<&str> {
     let lines: Vec<&str> = v
         .as_array()
         .into_iter()
@@ -506,6 +523,7 @@ mod tests {
                  "starts": 0, "failures": 3, "stderr_tail": ["", "Traceback (most recent call last):", "ModuleNotFoundError: No module named 'mcp'"],
                  "last_error": "upstream 'broken' could not start `/opt/none`: No such file or directory (os error 2)"}
             ],
+            "calls": {"total": 12, "errors": 1, "upstreams": {"example": {"calls": 12, "errors": 1, "p50_ms": 0.31}}},
             "catalog": {
                 "quarantined": [{"tool": "github.create_issue", "reason": "definition changed since it was approved"}],
                 "findings": [{"tool": "github.create_issue", "kind": "instruction", "detail": "contains \"ignore previous\""}]

@@ -250,6 +250,7 @@ fn client_files(home: &Path) -> Vec<(&'static str, Vec<PathBuf>)> {
                 h("Library/Application Support/Code/User/mcp.json"),
             ],
         ),
+        ("agy", vec![h(".gemini/config/mcp_config.json")]),
     ]
 }
 

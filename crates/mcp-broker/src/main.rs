@@ -18,11 +18,13 @@ mod logs_cmd;
 mod measure;
 mod metrics_cmd;
 mod out;
+mod parity_cmd;
 mod pins_cmd;
 mod profile_cmd;
 mod service_cmd;
 mod shim;
 mod tools_cmd;
+mod top_cmd;
 mod upstreams_cmd;
 mod yaml_edit;
 
@@ -59,7 +61,7 @@ pub fn printable(text: &str) -> String {
         .collect()
 }
 
-fn init_logging() {
+fn init_logging(color: clap::ColorChoice) {
     use tracing_subscriber::filter::Targets;
     use tracing_subscriber::prelude::*;
     let filter: Targets = std::env::var("MCP_BROKER_LOG")
@@ -67,8 +69,14 @@ fn init_logging() {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO));
     // Colours only for a person at a terminal who did not ask for none (no-color.org).
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let ansi = match color {
+        clap::ColorChoice::Always => true,
+        clap::ColorChoice::Never => false,
+        clap::ColorChoice::Auto => {
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        }
+    };
     let _ = tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
@@ -115,7 +123,7 @@ fn main() -> ExitCode {
         },
         Command::ExampleServer => run_async(example_server::run()),
         Command::Daemon => {
-            init_logging();
+            init_logging(cli.color);
             match load_settings(config) {
                 Ok(s) => commands::daemon(s),
                 Err(code) => code,
@@ -138,6 +146,10 @@ fn main() -> ExitCode {
         },
         Command::Status { json } => match settings_for_socket(config, true) {
             Ok(s) => commands::status(&s, json),
+            Err(code) => code,
+        },
+        Command::Top { interval, count } => match settings_for_socket(config, true) {
+            Ok(s) => top_cmd::top(&s, interval.into(), count),
             Err(code) => code,
         },
         Command::Reload => match settings_for_socket(config, false) {
@@ -190,6 +202,11 @@ fn main() -> ExitCode {
         Command::Profile {
             command: ProfileCommand::Validate { profile },
         } => with_settings(config, |s| profile_cmd::validate(s, &profile)),
+        Command::Parity {
+            first,
+            second,
+            json,
+        } => with_settings(config, |s| parity_cmd::run(s, &first, &second, json)),
         Command::Metrics => match settings_for_socket(config, true) {
             Ok(s) => metrics_cmd::run(&s),
             Err(code) => code,

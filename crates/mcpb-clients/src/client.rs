@@ -13,6 +13,8 @@ pub enum Client {
     Gemini,
     Cursor,
     Vscode,
+    /// Antigravity's `agy`, which keeps its servers apart from Gemini CLI's.
+    Agy,
 }
 
 /// Whose file: the user's, or the project's (in the current directory).
@@ -53,13 +55,14 @@ impl Entry {
 }
 
 impl Client {
-    pub const ALL: [Client; 6] = [
+    pub const ALL: [Client; 7] = [
         Client::ClaudeDesktop,
         Client::ClaudeCode,
         Client::Codex,
         Client::Gemini,
         Client::Cursor,
         Client::Vscode,
+        Client::Agy,
     ];
 
     pub fn name(self) -> &'static str {
@@ -70,6 +73,7 @@ impl Client {
             Client::Gemini => "gemini",
             Client::Cursor => "cursor",
             Client::Vscode => "vscode",
+            Client::Agy => "agy",
         }
     }
 
@@ -97,7 +101,7 @@ impl Client {
 
     /// Whether the client has a project-scoped file.
     pub fn has_project_scope(self) -> bool {
-        self != Client::ClaudeDesktop
+        !matches!(self, Client::ClaudeDesktop | Client::Agy)
     }
 
     /// The client's file for `scope`, under `home` (the user's) or `cwd` (the project's).
@@ -122,6 +126,7 @@ impl Client {
             (Client::Cursor, Scope::Project) => cwd.join(".cursor/mcp.json"),
             (Client::Vscode, Scope::User) => home.join(".config/Code/User/mcp.json"),
             (Client::Vscode, Scope::Project) => cwd.join(".vscode/mcp.json"),
+            (Client::Agy, _) => home.join(".gemini/config/mcp_config.json"),
         }
     }
 }

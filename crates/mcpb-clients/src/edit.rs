@@ -124,6 +124,25 @@ pub fn render(
                     servers.append(ENTRY_NAME, to_cst(&value));
                 }
             }
+            // Gemini CLI starts only the servers its `mcp.allowed` names, when the user keeps
+            // such a list: the broker's entry joins it, or it would never start.
+            if client == Client::Gemini
+                && let Some(allowed) = top
+                    .get("mcp")
+                    .and_then(|m| m.object_value())
+                    .and_then(|m| m.get("allowed"))
+                    .and_then(|a| a.array_value())
+            {
+                let listed =
+                    jsonc_parser::parse_to_serde_value(&allowed.to_string(), &json_options())
+                        .ok()
+                        .flatten()
+                        .and_then(|v: Value| v.as_array().cloned())
+                        .unwrap_or_default();
+                if !listed.iter().any(|v| v == ENTRY_NAME) {
+                    allowed.append(CstInputValue::String(ENTRY_NAME.to_string()));
+                }
+            }
             let mut out = root.to_string();
             if !out.ends_with('\n') {
                 out.push('\n');

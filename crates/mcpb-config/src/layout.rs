@@ -76,6 +76,10 @@ impl RuntimeLayout {
     pub fn log_path(&self) -> PathBuf {
         self.logs_dir().join("daemon.log")
     }
+    /// One JSON line per tool call.
+    pub fn audit_path(&self) -> PathBuf {
+        self.logs_dir().join("audit.jsonl")
+    }
     pub fn config_path(&self) -> PathBuf {
         self.root.join("broker.yaml")
     }

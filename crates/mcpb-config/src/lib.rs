@@ -26,7 +26,7 @@ pub use load::{EMBEDDED_DEFAULT, EXAMPLE, load, load_str, locate};
 pub use raw::{Lifecycle, NameStyle, OAuthGrant, PinModeSetting, Transport};
 pub use resolve::ResolveContext;
 pub use settings::{
-    BrokerSettings, ConfigSource, NameFilter, ProfileSettings, Settings, ToolFilter,
+    AuditSettings, BrokerSettings, ConfigSource, NameFilter, ProfileSettings, Settings, ToolFilter,
     UpstreamSettings,
 };
 pub use template::Template;

@@ -60,29 +60,158 @@ pub fn load_str(
 
 /// Parses YAML into the raw contract. YAML 1.1 booleans are off (`command: NO` stays a string)
 /// and duplicate keys are errors.
+///
+/// The parser stops at its first error; to report every error of the file in one pass, the
+/// entry holding an error is blanked out (its lines kept as empty lines, so later line numbers
+/// hold) and the file parsed again, until it parses or an error cannot be set aside.
 pub fn parse_raw(text: &str, label: &str) -> Result<RawConfig, ConfigError> {
+    let mut issues: Vec<ConfigIssue> = Vec::new();
+    let mut current = text.to_string();
+    loop {
+        let issue = match parse_once(&current) {
+            Ok(raw) if issues.is_empty() => return Ok(raw),
+            Ok(_) => break,
+            Err(issue) => issue,
+        };
+        let repeated = issues
+            .iter()
+            .any(|i| i.line == issue.line && i.message == issue.message);
+        if repeated || !has_content(&current) {
+            break;
+        }
+        // A mapping whose only entries were set aside is empty now: its error is ours, not the
+        // user's; set it aside too without a word.
+        if emptied_by_masking(text, &current, issue.line) {
+            match mask_entry(&current, issue.line) {
+                Some(next) if next != current => {
+                    current = next;
+                    continue;
+                }
+                _ => break,
+            }
+        }
+        let masked = (issues.len() < MAX_ISSUES)
+            .then(|| mask_entry(&current, issue.line))
+            .flatten();
+        // Key paths come from the user's own text, not the masked one.
+        issues.push(ConfigIssue {
+            path: key_path_at(text, issue.line, issue.column),
+            ..issue
+        });
+        match masked {
+            Some(next) if next != current => current = next,
+            _ => break,
+        }
+    }
+    Err(ConfigError::Invalid {
+        file: label.to_string(),
+        issues,
+    })
+}
+
+fn content_line(l: &str) -> bool {
+    let t = l.trim();
+    !t.is_empty() && !t.starts_with('#')
+}
+
+fn has_content(text: &str) -> bool {
+    text.lines().any(content_line)
+}
+
+/// Whether `line` is a key whose block held entries in the user's `text` and holds none in
+/// `current` (after masking).
+fn emptied_by_masking(text: &str, current: &str, line: u64) -> bool {
+    let Some(idx) = usize::try_from(line).ok().and_then(|l| l.checked_sub(1)) else {
+        return false;
+    };
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let block_has_entries = |t: &str| -> bool {
+        let lines: Vec<&str> = t.lines().collect();
+        let Some(key) = lines.get(idx).filter(|l| content_line(l)) else {
+            return false;
+        };
+        let level = indent(key);
+        lines[idx + 1..]
+            .iter()
+            .find(|l| content_line(l))
+            .is_some_and(|next| indent(next) > level)
+    };
+    block_has_entries(text) && !block_has_entries(current)
+}
+
+/// Past this many errors the rest of the file is not looked at.
+const MAX_ISSUES: usize = 50;
+
+fn parse_once(text: &str) -> Result<RawConfig, ConfigIssue> {
     let mut options = serde_saphyr::Options::default();
     options.strict_booleans = true;
     options.with_snippet = false;
     serde_saphyr::from_str_with_options(text, options).map_err(|e| {
         let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
         let mut message = first_line_without_location(&e.to_string());
-        let hint = hint_for(&message);
+        let mut hint = hint_for(&message);
+        // A client's JSON pasted whole (`{"mcpServers": ...}`) is what people try first.
+        if text.trim_start().starts_with('{') && text.contains("\"mcpServers\"") {
+            hint = Some("this looks like an AI client's own config: `mcp-broker client import --client C` moves its servers into broker.yaml".into());
+        }
         // The keys it would have taken go in the hint, not in one long line.
         if let Some((field, _)) = unknown_field(&message) {
             message = format!("unknown field `{field}`");
         }
-        ConfigError::Invalid {
-            file: label.to_string(),
-            issues: vec![ConfigIssue {
-                line,
-                column,
-                path: key_path_at(text, line, column),
-                hint,
-                message,
-            }],
+        ConfigIssue {
+            line,
+            column,
+            path: String::new(),
+            hint,
+            message,
         }
     })
+}
+
+/// `text` with the block-style entry holding `line` made empty: the key at the second level
+/// (an upstream, a profile, a broker setting) when there is one, else the top-level key. Every
+/// line stays, blank, so the next parse's line numbers are the file's. `None` when `line` is
+/// in no block entry (a flow-style file, a line 0).
+fn mask_entry(text: &str, line: u64) -> Option<String> {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let idx = usize::try_from(line).ok()?.checked_sub(1)?;
+    if idx >= lines.len() {
+        return None;
+    }
+    let indent = |l: &str| -> Option<usize> {
+        let body = l.trim_start_matches(' ');
+        let t = body.trim_end();
+        (!t.is_empty() && !t.starts_with('#')).then(|| l.len() - body.len())
+    };
+    // The top-level key above (or at) the line, then the first entry under it.
+    let top = (0..=idx).rev().find(|&i| indent(lines[i]) == Some(0))?;
+    let child = lines[top + 1..=idx]
+        .iter()
+        .filter_map(|l| indent(l))
+        .find(|&n| n > 0);
+    let start = match child {
+        Some(level) => (top + 1..=idx)
+            .rev()
+            .find(|&i| indent(lines[i]).is_some_and(|n| n <= level))
+            .filter(|&i| indent(lines[i]) == Some(level))
+            .unwrap_or(top),
+        None => top,
+    };
+    let level = indent(lines[start])?;
+    let end = (start + 1..lines.len())
+        .find(|&i| indent(lines[i]).is_some_and(|n| n <= level))
+        .unwrap_or(lines.len());
+    let mut out = String::with_capacity(text.len());
+    for (i, l) in lines.iter().enumerate() {
+        if (start..end).contains(&i) {
+            if l.ends_with('\n') {
+                out.push('\n');
+            }
+        } else {
+            out.push_str(l);
+        }
+    }
+    Some(out)
 }
 
 /// `runtime.root` from a file that may be invalid otherwise, to find the daemon it belongs to.
@@ -152,6 +281,12 @@ fn hint_for(message: &str) -> Option<String> {
     }
     if message.contains("duplicate") {
         Some("each key may appear once in a mapping".to_string())
+    } else if message.starts_with("invalid u") || message.starts_with("invalid i") {
+        Some("a whole number here, e.g. 256".to_string())
+    } else if message.contains("expected sequence start") {
+        Some("a list here: `[a, b]`, or one `- item` per line below the key".to_string())
+    } else if message.contains("expected mapping start") {
+        Some("a mapping here: `{key: value}`, or `key: value` lines indented below it".to_string())
     } else {
         None
     }
@@ -175,7 +310,8 @@ pub fn key_path_at(text: &str, line: u64, column: u64) -> String {
             body = rest.trim_start();
             extra = l.len() - body.len() - indent;
         }
-        if body.starts_with('#') || body.is_empty() {
+        // A comment, or a flow-style line (a pasted JSON file): no block key here.
+        if body.starts_with('#') || body.is_empty() || body.starts_with(['{', '[']) {
             return None;
         }
         let colon = body.find(':')?;
@@ -226,6 +362,55 @@ pub fn key_path_at(text: &str, line: u64, column: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_entry_with_an_error_is_reported_in_one_pass() {
+        let text = "schema_version: 1\nbroker:\n  max_clients: many\n  call_timeout_ms: 5s\nupstreams:\n  a:\n    command: x\n    comand: y\n  b:\n    command: z\n  c:\n    command: w\n    lifecycle: forever\nprofiles:\n  p:\n    upstreams: a\n";
+        let Err(ConfigError::Invalid { issues, .. }) = parse_raw(text, "f.yaml") else {
+            panic!("expected errors");
+        };
+        let at: Vec<(u64, &str)> = issues.iter().map(|i| (i.line, i.path.as_str())).collect();
+        assert_eq!(
+            at,
+            vec![
+                (3, "broker.max_clients"),
+                (8, "upstreams.a.comand"),
+                (13, "upstreams.c.lifecycle"),
+                (16, "profiles.p.upstreams"),
+            ],
+            "{issues:?}"
+        );
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_set_aside_reports_its_first_error() {
+        let json = "{\"mcpServers\": {\"git\": {\"command\": \"uvx\"}}}\n";
+        let Err(ConfigError::Invalid { issues, .. }) = parse_raw(json, "f.yaml") else {
+            panic!("expected errors");
+        };
+        assert_eq!(issues.len(), 1, "{issues:?}");
+        assert_eq!(issues[0].path, "mcpServers");
+        assert!(
+            issues[0].hint.as_deref().unwrap().contains("client import"),
+            "{issues:?}"
+        );
+        let tabs = "schema_version: 1\nupstreams:\n\ta:\n\t\tcommand: x\n";
+        let Err(ConfigError::Invalid { issues, .. }) = parse_raw(tabs, "f.yaml") else {
+            panic!("expected errors");
+        };
+        assert!(!issues.is_empty() && issues.len() <= 2, "{issues:?}");
+    }
+
+    #[test]
+    fn masking_keeps_line_numbers() {
+        let text = "a: 1\nb:\n  x:\n    y: 2\n  z: 3\nc: 4\n";
+        let masked = mask_entry(text, 4).unwrap();
+        assert_eq!(masked, "a: 1\nb:\n\n\n  z: 3\nc: 4\n");
+        assert_eq!(
+            mask_entry(text, 1).unwrap(),
+            "\nb:\n  x:\n    y: 2\n  z: 3\nc: 4\n"
+        );
+    }
 
     #[test]
     fn key_paths_follow_indentation() {

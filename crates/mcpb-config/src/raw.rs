@@ -132,6 +132,21 @@ pub struct RawBroker {
     /// Code execution for every profile: ceilings, the Python interpreter.
     #[serde(default)]
     pub exec: crate::exec::RawBrokerExec,
+    /// The audit log of tool calls (logs/audit.jsonl, rotated like the daemon's log).
+    #[serde(default)]
+    pub audit: RawAudit,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawAudit {
+    /// Write a JSON line per tool call (time, session, client, profile, tool, duration,
+    /// outcome, result size). Default true.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Also write each call's argument values (they may hold personal data). Default false.
+    #[serde(default)]
+    pub arguments: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]

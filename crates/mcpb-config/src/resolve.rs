@@ -446,6 +446,10 @@ pub fn resolve(
         artifact_ttl: b.artifact_ttl_ms.map_or(defaults.artifact_ttl, ms),
         artifact_max_bytes: b.artifact_max_bytes.unwrap_or(defaults.artifact_max_bytes),
         exec: crate::exec::BrokerExec::resolve(&b.exec),
+        audit: crate::settings::AuditSettings {
+            enabled: b.audit.enabled.unwrap_or(defaults.audit.enabled),
+            arguments: b.audit.arguments.unwrap_or(defaults.audit.arguments),
+        },
     };
 
     let mut upstreams = BTreeMap::new();

@@ -135,6 +135,23 @@ pub struct BrokerSettings {
     pub artifact_ttl: Duration,
     pub artifact_max_bytes: u64,
     pub exec: crate::exec::BrokerExec,
+    pub audit: AuditSettings,
+}
+
+/// The audit log of tool calls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditSettings {
+    pub enabled: bool,
+    pub arguments: bool,
+}
+
+impl Default for AuditSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            arguments: false,
+        }
+    }
 }
 
 impl Default for BrokerSettings {
@@ -157,6 +174,7 @@ impl Default for BrokerSettings {
             artifact_ttl: Duration::from_millis(3_600_000),
             artifact_max_bytes: 256 * 1024 * 1024,
             exec: crate::exec::BrokerExec::default(),
+            audit: AuditSettings::default(),
         }
     }
 }

@@ -35,6 +35,8 @@ pub(crate) struct StatusReport {
     pub upstreams: Vec<UpstreamStatus>,
     /// Quarantined tools and description findings, from the catalog (nothing is started).
     pub catalog: CatalogStatus,
+    /// Tool calls since the daemon started, per upstream with recent latencies.
+    pub calls: crate::calls::CallsReport,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -94,6 +96,7 @@ pub(crate) fn status(broker: &Broker) -> StatusReport {
         },
         upstreams: config.upstreams.values().map(|u| u.status()).collect(),
         catalog: catalog_status(broker),
+        calls: broker.calls.report(),
     }
 }
 
@@ -120,10 +123,22 @@ async fn measure(broker: &Arc<Broker>, profile: mcpb_config::ProfileSettings) ->
         .list(View::choose(&view.profile, false))
         .await
         .unwrap_or_else(|e| serde_json::json!({"error": e.to_string()}));
+    // Every tool the profile reaches (raw, through the facade or a code run), by its owner's
+    // name: what `parity` compares across profiles whatever their name styles.
+    let reachable: Vec<serde_json::Value> = view
+        .tools(false)
+        .await
+        .iter()
+        .map(|t| {
+            serde_json::json!({"upstream": t.upstream.name(), "tool": t.tool_name(),
+                "name": t.exposed, "mutating": t.mutating})
+        })
+        .collect();
     for up in view.upstreams() {
         up.release_session(MEASURE_SESSION).await;
     }
-    serde_json::json!({"profile": view.profile.name, "upstreams": upstreams, "exposed": exposed})
+    serde_json::json!({"profile": view.profile.name, "upstreams": upstreams, "exposed": exposed,
+        "reachable": reachable})
 }
 
 /// Answers one admin command. `stop` only requests the shutdown; the listener carries it out.

@@ -41,6 +41,8 @@ pub(crate) struct Broker {
     owners: Arc<crate::view::ResourceOwners>,
     /// Which sessions subscribed to which resource.
     pub(crate) subscriptions: Arc<crate::notices::Subscriptions>,
+    /// Tool calls counted, and written to the audit log.
+    pub(crate) calls: Arc<crate::calls::Calls>,
 }
 
 impl Broker {
@@ -84,7 +86,14 @@ impl Broker {
             .collect();
         let known = Arc::new(KnownLists::new(&settings));
         let exec = Arc::new(crate::exec::Exec::new(&settings));
+        let audit = &settings.broker.audit;
+        let calls = Arc::new(crate::calls::Calls::new(
+            audit.enabled.then(|| settings.runtime.audit_path()),
+            settings.broker.log_max_bytes,
+            audit.arguments,
+        ));
         Self {
+            calls,
             known,
             exec,
             owners: Arc::default(),
@@ -123,8 +132,10 @@ impl Broker {
             exec: self.exec.clone(),
             owners: self.owners.clone(),
             subscriptions: self.subscriptions.clone(),
+            calls: self.calls.clone(),
             profile,
             session,
+            client: None,
         }
     }
 

@@ -159,7 +159,8 @@ impl Handler {
                 let broker = self.broker.clone();
                 broker.sessions.fetch_add(1, Ordering::SeqCst);
                 tracing::info!(profile = %profile.name, client = client.as_deref().unwrap_or("-"), pid = hello.pid, pass_fds, "session opened");
-                let mut session = Session::new(broker.clone(), profile, explicit, facade);
+                let mut session = Session::new(broker.clone(), profile, explicit, facade)
+                    .with_client(client.as_deref());
                 session.run(io, &mut self.shutdown).await;
                 broker.sessions.fetch_sub(1, Ordering::SeqCst);
                 tracing::info!(profile = %session.profile_name(), "session closed");

@@ -31,6 +31,7 @@
 
 mod admin;
 mod broker;
+mod calls;
 mod connection;
 mod drain;
 mod error;

@@ -96,7 +96,10 @@ async fn dispatch(
         return crate::tools::apply(tool, view, members.arguments, members.meta, link).await;
     }
     let tool = view.resolve_raw(&call.name, kind).await?;
-    Ok(Answer::Upstream(view.call(&tool, params, link).await?))
+    Ok(Answer::Upstream(
+        view.call(&tool, params, link, crate::calls::Via::Raw)
+            .await?,
+    ))
 }
 
 /// The requests a session hands to a task of its own.

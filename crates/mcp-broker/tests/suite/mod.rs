@@ -15,6 +15,7 @@ mod http_streams;
 mod interop;
 mod interop_facade;
 mod lifecycle;
+mod operations;
 mod reload;
 mod routing;
 mod session;

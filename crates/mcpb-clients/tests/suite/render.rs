@@ -213,3 +213,33 @@ fn an_entry_keeps_the_users_own_keys_and_a_servers_value_that_is_no_object_is_re
         assert!(matches!(err, ClientsError::Shape { .. }), "{odd}: {err}");
     }
 }
+
+#[test]
+fn gemini_allowed_servers_list_gets_the_broker() {
+    let path = Path::new("/home/u/.gemini/settings.json");
+    let mine = "{\n  \"mcp\": {\"allowed\": [\"git\"]},\n  \"mcpServers\": {\"git\": {\"command\": \"uvx\"}}\n}\n";
+    let e = entry(Client::Gemini);
+    let next = render(Client::Gemini, path, Some(mine), &e).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&next).unwrap();
+    assert_eq!(
+        v["mcp"]["allowed"],
+        serde_json::json!(["git", "mcp-broker"])
+    );
+    // Once is enough: rendering again changes nothing.
+    assert_eq!(render(Client::Gemini, path, Some(&next), &e).unwrap(), next);
+    // Without such a list nothing is added, and other clients never get one.
+    let plain = render(Client::Gemini, path, None, &e).unwrap();
+    assert!(!plain.contains("allowed"), "{plain}");
+    let cursor = render(Client::Cursor, path, Some(mine), &entry(Client::Cursor)).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&cursor).unwrap();
+    assert_eq!(v["mcp"]["allowed"], serde_json::json!(["git"]));
+}
+
+#[test]
+fn agy_keeps_its_servers_in_its_own_file() {
+    let home = Path::new("/home/u");
+    let file = Client::Agy.config_path(mcpb_clients::Scope::User, home, Path::new("/w"));
+    assert_eq!(file, home.join(".gemini/config/mcp_config.json"));
+    assert!(!Client::Agy.has_project_scope());
+    assert_eq!(Client::parse("agy"), Some(Client::Agy));
+}

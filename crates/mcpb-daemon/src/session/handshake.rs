@@ -91,10 +91,13 @@ impl Session {
         if let (Some(link), Some(caps)) = (&self.link, capabilities) {
             link.set_capabilities(caps.clone());
         }
+        let client = info.and_then(|c| c.get("name")).and_then(Value::as_str);
+        if self.client.is_none() {
+            self.client = client.map(std::sync::Arc::from);
+        }
         if self.explicit || self.client_seen {
             return;
         }
-        let client = info.and_then(|c| c.get("name")).and_then(Value::as_str);
         let Some(client) = client else { return };
         self.client_seen = true;
         let profile = self.broker.config().settings.clients.get(client).cloned();

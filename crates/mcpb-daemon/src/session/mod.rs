@@ -97,6 +97,8 @@ pub(crate) struct Session {
     explicit: bool,
     /// The client's name was looked up once already.
     client_seen: bool,
+    /// The client's name: `--client` of the shim, else `clientInfo.name`.
+    client: Option<Arc<str>>,
     /// The client completed `initialize`: its requests carry no envelope to read.
     initialized: bool,
     /// The configuration generation the profile was last taken from.
@@ -120,9 +122,16 @@ impl Session {
             facade_asked,
             explicit,
             client_seen: false,
+            client: None,
             initialized: false,
             running: Arc::default(),
         }
+    }
+
+    /// Names the client (the shim's `--client`), before `clientInfo.name` could.
+    pub(crate) fn with_client(mut self, client: Option<&str>) -> Self {
+        self.client = client.map(Arc::from);
+        self
     }
 
     pub(crate) fn profile_name(&self) -> &str {
@@ -377,7 +386,10 @@ impl Session {
             return;
         };
         let sid = link.session_id();
-        let view = self.broker.view(self.profile.clone(), sid);
+        let view = self
+            .broker
+            .view(self.profile.clone(), sid)
+            .with_client(self.client.clone());
         let kind = self.view;
         let era = link.era();
         let out = out.clone();

@@ -52,7 +52,9 @@ pub(super) async fn apply(
     };
     let params = forwarded(tool.tool_name(), args.arguments.as_deref(), meta)
         .map_err(|e| BrokerRpcError::Internal(e.to_string()))?;
-    let reply = view.call(&tool, &params, link).await?;
+    let reply = view
+        .call(&tool, &params, link, crate::calls::Via::Facade)
+        .await?;
     let Reply::Result(result) = reply else {
         return Ok(Answer::Upstream(reply));
     };

@@ -50,7 +50,11 @@ impl ToolHost for ViewHost<'_> {
             let Ok(params) = RawValue::from_string(params.to_string()) else {
                 return CallOutcome::Failed("the arguments could not be encoded".into());
             };
-            match self.view.call(&tool, &params, self.link.clone()).await {
+            match self
+                .view
+                .call(&tool, &params, self.link.clone(), crate::calls::Via::Exec)
+                .await
+            {
                 Ok(Reply::Result(raw)) => match serde_json::from_str::<Value>(raw.get()) {
                     Ok(v) if mcpb_protocol::era::needs_input(&raw) => {
                         let _ = v;

@@ -15,6 +15,7 @@ use mcpb_upstream::{CallOptions, ClientLink, Outgoing, Reply, Upstream};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::calls::{CallRecord, Outcome, Via};
 use crate::error::rpc_error;
 use crate::generation::Generation;
 use crate::known::{Entry, KnownLists};
@@ -64,11 +65,19 @@ pub(crate) struct ProfileView {
     pub(crate) exec: Arc<crate::exec::Exec>,
     pub(crate) owners: Arc<ResourceOwners>,
     pub(crate) subscriptions: Arc<crate::notices::Subscriptions>,
+    pub(crate) calls: Arc<crate::calls::Calls>,
     pub(crate) profile: Arc<ProfileSettings>,
     pub(crate) session: u64,
+    /// The client's name (`--client` or `clientInfo.name`), for the audit log.
+    pub(crate) client: Option<Arc<str>>,
 }
 
 impl ProfileView {
+    pub(crate) fn with_client(mut self, client: Option<Arc<str>>) -> Self {
+        self.client = client;
+        self
+    }
+
     pub(crate) fn sep(&self) -> &'static str {
         self.profile.broker_tool_name_style.separator()
     }
@@ -248,6 +257,19 @@ impl ProfileView {
         tool: &VisibleTool,
         params: &RawValue,
         link: Arc<dyn ClientLink>,
+        via: Via,
+    ) -> Result<Reply, BrokerRpcError> {
+        let started = std::time::Instant::now();
+        let answer = self.call_upstream(tool, params, link).await;
+        self.audit(tool, params, via, started.elapsed(), &answer);
+        answer
+    }
+
+    async fn call_upstream(
+        &self,
+        tool: &VisibleTool,
+        params: &RawValue,
+        link: Arc<dyn ClientLink>,
     ) -> Result<Reply, BrokerRpcError> {
         let budget = self.profile.result_budget_chars.map(|b| b.to_string());
         let meta: Vec<(&str, &str)> = budget
@@ -270,6 +292,66 @@ impl ProfileView {
             .call(self.session, outgoing, &opts)
             .await
             .map_err(rpc_error)
+    }
+
+    fn audit(
+        &self,
+        tool: &VisibleTool,
+        params: &RawValue,
+        via: Via,
+        took: std::time::Duration,
+        answer: &Result<Reply, BrokerRpcError>,
+    ) {
+        /// Only `isError` of a result is read; the rest is skipped unparsed.
+        #[derive(serde::Deserialize)]
+        struct Flag {
+            #[serde(default, rename = "isError")]
+            is_error: bool,
+        }
+        #[derive(serde::Deserialize)]
+        struct Args<'a> {
+            #[serde(borrow, default)]
+            arguments: Option<&'a RawValue>,
+        }
+        let (outcome, error, bytes) = match answer {
+            Ok(Reply::Result(r)) => {
+                let failed = serde_json::from_str::<Flag>(r.get()).is_ok_and(|f| f.is_error);
+                let outcome = if failed {
+                    Outcome::ToolError
+                } else {
+                    Outcome::Ok
+                };
+                (outcome, None, r.get().len())
+            }
+            Ok(Reply::Error(e)) => {
+                let msg = serde_json::from_str::<Value>(e.get())
+                    .ok()
+                    .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string));
+                (Outcome::Error, msg, e.get().len())
+            }
+            Err(e) => (Outcome::Error, Some(e.to_string()), 0),
+        };
+        let args = if self.calls.wants_arguments() {
+            serde_json::from_str::<Args>(params.get())
+                .ok()
+                .and_then(|a| a.arguments)
+        } else {
+            None
+        };
+        self.calls.record(&CallRecord {
+            ts: crate::calls::now_stamp(),
+            session: self.session,
+            client: self.client.as_deref(),
+            profile: &self.profile.name,
+            upstream: tool.upstream.name(),
+            tool: &tool.exposed,
+            via,
+            ms: crate::calls::millis(took),
+            outcome,
+            error,
+            result_bytes: bytes,
+            arguments: args,
+        });
     }
 
     /// Closest visible names; never a hidden one.

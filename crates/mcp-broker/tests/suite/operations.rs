@@ -1,0 +1,202 @@
+//! Running the broker as a service: the audit log records every call (raw, facade, failed) with
+//! who made it and no argument values unless asked, `top` draws a live view in a terminal, and
+//! `parity` tells whether two profiles discover the same tools.
+
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::support::{Home, fixture_config, session, wait_until};
+
+fn audit_lines(home: &Home) -> Vec<Value> {
+    std::fs::read_to_string(home.root().join("logs/audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn every_call_is_audited_with_who_and_how_it_ended_without_argument_values() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let mut shim = session(&home);
+    let r = shim.call("fx.echo", json!({"text": "a secret value"}));
+    assert_eq!(r["result"]["content"][0]["text"], "a secret value", "{r}");
+    let r = shim.call("fx.crash", json!({"code": 3}));
+    assert!(
+        r["error"].is_object() || r["result"]["isError"] == true,
+        "{r}"
+    );
+    let out = home.run(&[
+        "tools",
+        "call",
+        "fx.echo",
+        "--args",
+        r#"{"text": "via the facade"}"#,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || audit_lines(&home).len() >= 3),
+        "{:?}",
+        audit_lines(&home)
+    );
+    let lines = audit_lines(&home);
+    let raw = &lines[0];
+    assert_eq!(raw["tool"], "fx.echo");
+    assert_eq!(raw["upstream"], "fx");
+    assert_eq!(raw["via"], "raw");
+    assert_eq!(raw["client"], "test-client");
+    assert_eq!(raw["profile"], "default");
+    assert_eq!(raw["outcome"], "ok");
+    assert!(raw["ms"].as_f64().unwrap() >= 0.0 && raw["result_bytes"].as_u64().unwrap() > 0);
+    assert!(raw["ts"].as_str().unwrap().ends_with('Z'), "{raw}");
+    assert_eq!(lines[1]["tool"], "fx.crash");
+    assert_eq!(lines[1]["outcome"], "error");
+    assert!(lines[1]["error"].as_str().is_some(), "{}", lines[1]);
+    assert_eq!(lines[2]["via"], "facade");
+    assert_eq!(lines[2]["client"], "mcp-broker-cli");
+    let text = std::fs::read_to_string(home.root().join("logs/audit.jsonl")).unwrap();
+    assert!(
+        !text.contains("a secret value") && !text.contains("arguments"),
+        "{text}"
+    );
+    // Status counts the same calls.
+    let status = home.status();
+    assert_eq!(status["calls"]["upstreams"]["fx"]["calls"], 3, "{status}");
+    assert_eq!(status["calls"]["upstreams"]["fx"]["errors"], 1, "{status}");
+    assert!(
+        status["calls"]["upstreams"]["fx"]["p50_ms"]
+            .as_f64()
+            .is_some()
+    );
+}
+
+#[test]
+fn argument_values_are_audited_only_when_configured_and_the_log_can_be_turned_off() {
+    let yaml = fixture_config(&[("fx", "")], "")
+        .replace("broker: {", "broker: {audit: {arguments: true}, ");
+    let home = Home::with_config(&yaml);
+    let mut shim = session(&home);
+    shim.call("fx.echo", json!({"text": "kept on purpose"}));
+    assert!(wait_until(Duration::from_secs(5), || !audit_lines(&home).is_empty()));
+    assert_eq!(
+        audit_lines(&home)[0]["arguments"],
+        json!({"text": "kept on purpose"})
+    );
+
+    let yaml = fixture_config(&[("fx", "")], "")
+        .replace("broker: {", "broker: {audit: {enabled: false}, ");
+    let off = Home::with_config(&yaml);
+    let mut shim = session(&off);
+    shim.call("fx.echo", json!({"text": "x"}));
+    assert_eq!(off.status()["calls"]["total"], 1);
+    assert!(!off.root().join("logs/audit.jsonl").exists());
+}
+
+/// A pseudo-terminal pair: the child gets the terminal side as its stdio.
+fn pty() -> (std::fs::File, OwnedFd) {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let name = ptsname(&master, Vec::new()).unwrap();
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(name.to_str().unwrap())
+        .unwrap();
+    (std::fs::File::from(master), OwnedFd::from(slave))
+}
+
+#[test]
+fn top_redraws_a_live_view_in_a_terminal() {
+    let home = Home::with_config(&fixture_config(&[("fx", ""), ("other", "")], ""));
+    let mut shim = session(&home);
+    for _ in 0..3 {
+        shim.call("fx.echo", json!({"text": "x"}));
+    }
+    let (mut master, slave) = pty();
+    let mut cmd = home.cmd(&["top", "--interval", "200ms"]);
+    cmd.stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave));
+    let mut child = cmd.spawn().unwrap();
+    drop(cmd);
+    // Read the screen until a frame after the fourth call shows it.
+    let reader = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&seen);
+            if text.matches("\x1b[2J").count() >= 3 && text.contains("4 call(s)") {
+                break;
+            }
+        }
+        String::from_utf8_lossy(&seen).into_owned()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    shim.call("fx.echo", json!({"text": "x"}));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !reader.is_finished() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let screen = reader.join().unwrap();
+    // Each frame clears the screen and draws the header and a row per upstream.
+    assert!(screen.matches("\x1b[H\x1b[2J").count() >= 3, "{screen}");
+    assert!(
+        screen.contains("CALLS/S") && screen.contains("P99"),
+        "{screen}"
+    );
+    let last = screen.rsplit("\x1b[2J").next().unwrap();
+    assert!(last.contains("4 call(s)"), "{last}");
+    let fx = last.lines().find(|l| l.starts_with("fx ")).unwrap_or("");
+    assert!(
+        fx.contains("running") && fx.split_whitespace().nth(4) == Some("4"),
+        "{last}"
+    );
+    let other = last.lines().find(|l| l.starts_with("other ")).unwrap_or("");
+    assert!(other.contains("stopped"), "{last}");
+}
+
+#[test]
+fn parity_compares_what_two_profiles_discover() {
+    let yaml = fixture_config(&[("fx", "")], "").replace(
+        "profiles:\n  default: {allow_mutating_upstreams: true}\n",
+        "profiles:\n  default: {allow_mutating_upstreams: true}\n  \
+         compact: {upstreams: [fx], compact_tools_enabled: true, allow_mutating_upstreams: true, broker_tool_name_style: double_underscore}\n  \
+         careful: {upstreams: [fx]}\n",
+    );
+    let home = Home::with_config(&yaml);
+    let same = home.run(&["parity", "default", "compact"]);
+    let stderr = String::from_utf8_lossy(&same.stderr);
+    assert!(same.status.success(), "{stderr}");
+    assert!(stderr.contains("discover the same tools"), "{stderr}");
+
+    let differ = home.run(&["parity", "default", "careful", "--json"]);
+    assert_eq!(differ.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&differ.stdout).unwrap();
+    assert_eq!(v["same"], false);
+    let fx = &v["upstreams"][0];
+    let only: Vec<&str> = fx["only_in_first"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(only.contains(&"crash") && only.contains(&"hang"), "{v}");
+    assert!(!only.contains(&"echo"), "{v}");
+    assert_eq!(fx["only_in_second"], json!([]));
+}

@@ -1,0 +1,352 @@
+//! What became of each tool call that reached an upstream, on every path (raw, the facade's
+//! call_tool, a code run's SDK): counted per upstream with recent latencies for `status` and
+//! `top`, and written as one JSON line to logs/audit.jsonl (who, profile, tool, duration,
+//! outcome, result size; argument values only when `broker.audit.arguments` says so).
+//!
+//! The file is written by a thread of its own through a bounded queue: a slow disk never stalls
+//! the daemon's event loop, and a full queue drops lines (counted in `status`) instead of
+//! growing.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+use std::time::{Duration, SystemTime};
+
+use parking_lot::Mutex;
+use serde::Serialize;
+
+/// Latencies kept per upstream for the percentiles.
+const RECENT: usize = 512;
+/// Lines waiting for the writer thread; past this they are dropped and counted.
+const QUEUE: usize = 4096;
+/// Rotated files kept beside the live one.
+const KEEP: u32 = 3;
+
+/// Which door a call came through.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Via {
+    /// A raw `tools/call` of an exposed tool.
+    Raw,
+    /// `broker.call_tool`.
+    Facade,
+    /// A code run's `call_tool`.
+    Exec,
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Outcome {
+    Ok,
+    /// The tool answered with `isError: true`.
+    ToolError,
+    /// A JSON-RPC error: from the upstream, or the broker's (timeout, crash, cancelled).
+    Error,
+}
+
+/// One call, as the audit log shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct CallRecord<'a> {
+    pub(crate) ts: String,
+    pub(crate) session: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) client: Option<&'a str>,
+    pub(crate) profile: &'a str,
+    pub(crate) upstream: &'a str,
+    pub(crate) tool: &'a str,
+    pub(crate) via: Via,
+    pub(crate) ms: f64,
+    pub(crate) outcome: Outcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) error: Option<String>,
+    pub(crate) result_bytes: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) arguments: Option<&'a serde_json::value::RawValue>,
+}
+
+/// Calls of one upstream since the daemon started.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct UpstreamCalls {
+    pub(crate) calls: u64,
+    pub(crate) errors: u64,
+    pub(crate) p50_ms: Option<f64>,
+    pub(crate) p99_ms: Option<f64>,
+}
+
+/// What `status` shows of the calls.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct CallsReport {
+    pub(crate) total: u64,
+    pub(crate) errors: u64,
+    pub(crate) upstreams: HashMap<String, UpstreamCalls>,
+    /// The audit log's path, when it is written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) audit_log: Option<String>,
+    /// Audit lines dropped because the writer fell behind.
+    pub(crate) audit_dropped: u64,
+}
+
+#[derive(Default)]
+struct Counts {
+    calls: u64,
+    errors: u64,
+    recent: VecDeque<f64>,
+}
+
+#[derive(Default)]
+struct State {
+    total: u64,
+    errors: u64,
+    dropped: u64,
+    upstreams: HashMap<String, Counts>,
+}
+
+/// The daemon's record of calls: counts in memory, lines to the audit log.
+pub(crate) struct Calls {
+    state: Mutex<State>,
+    audit: Option<(PathBuf, SyncSender<Vec<u8>>)>,
+    arguments: bool,
+}
+
+impl Default for Calls {
+    fn default() -> Self {
+        Self::new(None, 0, false)
+    }
+}
+
+impl Calls {
+    /// Counts only, or also an audit log at `path` rotated past `max_bytes`.
+    pub(crate) fn new(path: Option<PathBuf>, max_bytes: u64, arguments: bool) -> Self {
+        let audit = path.and_then(|p| {
+            let (tx, rx) = sync_channel::<Vec<u8>>(QUEUE);
+            let at = p.clone();
+            let spawned = std::thread::Builder::new()
+                .name("audit".into())
+                .spawn(move || write_lines(&at, max_bytes, rx.iter()));
+            match spawned {
+                Ok(_) => Some((p, tx)),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot start the audit log's writer; calls are not audited");
+                    None
+                }
+            }
+        });
+        Self {
+            state: Mutex::default(),
+            audit,
+            arguments,
+        }
+    }
+
+    /// Whether the audit log wants argument values (so the caller hands them over).
+    pub(crate) fn wants_arguments(&self) -> bool {
+        self.arguments && self.audit.is_some()
+    }
+
+    pub(crate) fn record(&self, rec: &CallRecord<'_>) {
+        let mut line = self
+            .audit
+            .as_ref()
+            .and_then(|_| serde_json::to_vec(rec).ok());
+        if let Some(l) = line.as_mut() {
+            l.push(b'\n');
+        }
+        let mut s = self.state.lock();
+        s.total += 1;
+        let failed = rec.outcome != Outcome::Ok;
+        if failed {
+            s.errors += 1;
+        }
+        let counts = match s.upstreams.get_mut(rec.upstream) {
+            Some(c) => c,
+            None => s.upstreams.entry(rec.upstream.to_string()).or_default(),
+        };
+        counts.calls += 1;
+        if failed {
+            counts.errors += 1;
+        }
+        if counts.recent.len() == RECENT {
+            counts.recent.pop_front();
+        }
+        counts.recent.push_back(rec.ms);
+        if let (Some((_, tx)), Some(line)) = (&self.audit, line) {
+            match tx.try_send(line) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => s.dropped += 1,
+            }
+        }
+    }
+
+    pub(crate) fn report(&self) -> CallsReport {
+        let s = self.state.lock();
+        CallsReport {
+            total: s.total,
+            errors: s.errors,
+            upstreams: s
+                .upstreams
+                .iter()
+                .map(|(name, c)| {
+                    let mut sorted: Vec<f64> = c.recent.iter().copied().collect();
+                    sorted.sort_by(f64::total_cmp);
+                    let at = |q: f64| {
+                        let last = sorted.len().checked_sub(1)?;
+                        // Nearest rank: the value at or above the q-th fraction of the sample.
+                        let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, last + 1) - 1;
+                        sorted.get(i).map(|v| (v * 1000.0).round() / 1000.0)
+                    };
+                    let calls = UpstreamCalls {
+                        calls: c.calls,
+                        errors: c.errors,
+                        p50_ms: at(0.5),
+                        p99_ms: at(0.99),
+                    };
+                    (name.clone(), calls)
+                })
+                .collect(),
+            audit_log: self.audit.as_ref().map(|(p, _)| p.display().to_string()),
+            audit_dropped: s.dropped,
+        }
+    }
+}
+
+/// A record's time stamp: RFC 3339 in UTC, milliseconds.
+pub(crate) fn now_stamp() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+pub(crate) fn millis(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
+}
+
+fn numbered(path: &Path, n: u32) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
+}
+
+fn open(path: &Path) -> std::io::Result<fs::File> {
+    fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// Moves the log to `.1` (older ones up to `.3`) once it is past `max` bytes.
+fn rotate(path: &Path) -> std::io::Result<()> {
+    for n in (1..KEEP).rev() {
+        let from = numbered(path, n);
+        if from.exists() {
+            fs::rename(&from, numbered(path, n + 1))?;
+        }
+    }
+    fs::rename(path, numbered(path, 1))
+}
+
+/// The writer thread: appends each line, rotating past `max` bytes. A write that fails is said
+/// once in the daemon's log and retried with the next line (a full disk may get room again).
+fn write_lines(path: &Path, max: u64, lines: impl Iterator<Item = Vec<u8>>) {
+    let mut file: Option<fs::File> = None;
+    let mut size = fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let mut failing = false;
+    for line in lines {
+        if size > max && max > 0 {
+            file = None;
+            match rotate(path) {
+                Ok(()) => size = 0,
+                Err(e) => tracing::warn!(error = %e, "cannot rotate the audit log"),
+            }
+        }
+        if file.is_none() {
+            file = open(path).ok();
+        }
+        let written = file.as_mut().map(|f| f.write_all(&line));
+        match written {
+            Some(Ok(())) => {
+                size += line.len() as u64;
+                failing = false;
+            }
+            Some(Err(e)) if !failing => {
+                failing = true;
+                file = None;
+                tracing::error!(error = %e, path = %path.display(), "cannot write the audit log");
+            }
+            None if !failing => {
+                failing = true;
+                tracing::error!(path = %path.display(), "cannot open the audit log");
+            }
+            _ => file = None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec<'a>(upstream: &'a str, ms: f64, outcome: Outcome) -> CallRecord<'a> {
+        CallRecord {
+            ts: now_stamp(),
+            session: 1,
+            client: Some("codex"),
+            profile: "default",
+            upstream,
+            tool: "t",
+            via: Via::Raw,
+            ms,
+            outcome,
+            error: None,
+            result_bytes: 10,
+            arguments: None,
+        }
+    }
+
+    #[test]
+    fn counts_and_percentiles_per_upstream() {
+        let calls = Calls::default();
+        for i in 1..=100 {
+            calls.record(&rec("a", f64::from(i), Outcome::Ok));
+        }
+        calls.record(&rec("b", 5.0, Outcome::Error));
+        let r = calls.report();
+        assert_eq!((r.total, r.errors), (101, 1));
+        let a = &r.upstreams["a"];
+        assert_eq!((a.calls, a.errors), (100, 0));
+        assert_eq!(a.p50_ms, Some(50.0));
+        assert_eq!(a.p99_ms, Some(99.0));
+        assert_eq!(r.upstreams["b"].errors, 1);
+        assert!(r.audit_log.is_none());
+    }
+
+    #[test]
+    fn keeps_only_recent_latencies() {
+        let calls = Calls::default();
+        for _ in 0..RECENT {
+            calls.record(&rec("a", 1000.0, Outcome::Ok));
+        }
+        for _ in 0..RECENT {
+            calls.record(&rec("a", 1.0, Outcome::Ok));
+        }
+        assert_eq!(calls.report().upstreams["a"].p99_ms, Some(1.0));
+    }
+
+    #[test]
+    fn writes_json_lines_and_rotates() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let lines = (0..50).map(|i| format!("{{\"n\":{i}}}\n").into_bytes());
+        write_lines(&path, 100, lines);
+        let live = fs::read_to_string(&path).unwrap();
+        assert!(live.len() <= 100 + 10, "{live}");
+        assert!(live.ends_with("{\"n\":49}\n"));
+        assert!(numbered(&path, 1).exists() && numbered(&path, 3).exists());
+        assert!(!numbered(&path, 4).exists());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+}
