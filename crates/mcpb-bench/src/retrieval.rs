@@ -116,6 +116,15 @@ fn evaluate(tools: &[ToolDoc], queries: &[Query], weights: Weights) -> Metrics {
     }
 }
 
+/// The weight of the static embeddings in the hybrid rows (`MCPB_DENSE` to explore), until the
+/// broker's own ranking turns them on.
+fn hybrid_dense() -> f32 {
+    std::env::var("MCPB_DENSE")
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(0.6)
+}
+
 /// Where the tool-retrieval data sets live (`MCPB_RETRIEVAL_DATA` or `../shared/data`).
 pub(crate) fn data_root() -> PathBuf {
     std::env::var_os("MCPB_RETRIEVAL_DATA")
@@ -158,7 +167,18 @@ pub(crate) fn run() -> anyhow::Result<()> {
                 tuned.b[1] = v[7];
             }
         }
-        for (label, weights) in [("plain BM25", Weights::plain_bm25()), ("mcp-broker", tuned)] {
+        tuned.dense = hybrid_dense();
+        let words_only = Weights {
+            dense: 0.0,
+            ..tuned.clone()
+        };
+        let rows = [
+            ("plain BM25", Weights::plain_bm25()),
+            ("BM25F alone", words_only),
+            ("static embeddings alone", Weights::static_only()),
+            ("hybrid (BM25F + static, 0.6)", tuned),
+        ];
+        for (label, weights) in rows {
             let m = evaluate(&tools, &queries, weights);
             println!(
                 "| {set} ({} queries) | {label} | {:.3} | {:.3} | {:.3} | {:.3} |",
@@ -190,37 +210,45 @@ pub(crate) fn run() -> anyhow::Result<()> {
         }
         copy += 1;
     }
-    let mut builds = Vec::new();
-    let mut index = Index::build(&catalog, Weights::broker());
-    for _ in 0..5 {
-        let t = Instant::now();
-        index = Index::build(&catalog, Weights::broker());
-        builds.push(t.elapsed());
-    }
-    builds.sort();
-    let build = builds[builds.len() / 2];
-    let mut times = Vec::new();
-    for _ in 0..3 {
-        for q in &all_queries {
-            let t = Instant::now();
-            let hits = index.search(q, 10, &|_| true);
-            times.push(t.elapsed());
-            std::hint::black_box(hits);
-        }
-    }
-    times.sort();
-    let pct = |p: f64| times[((times.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e6;
     println!();
-    println!("| catalog | index build (median of 5) | search p50 | search p99 | queries |");
-    println!("|---|---|---|---|---|");
     println!(
-        "| {} tools | {:.1} ms | {:.0} µs | {:.0} µs | {} |",
-        index.len(),
-        build.as_secs_f64() * 1000.0,
-        pct(0.5),
-        pct(0.99),
-        times.len()
+        "| catalog | ranking | index build (median of 5) | search p50 | search p99 | queries |"
     );
+    println!("|---|---|---|---|---|---|");
+    let hybrid = Weights {
+        dense: hybrid_dense(),
+        ..Weights::broker()
+    };
+    for (label, weights) in [("BM25F alone", Weights::broker()), ("hybrid", hybrid)] {
+        let mut builds = Vec::new();
+        let mut index = Index::build(&catalog, weights.clone());
+        for _ in 0..5 {
+            let t = Instant::now();
+            index = Index::build(&catalog, weights.clone());
+            builds.push(t.elapsed());
+        }
+        builds.sort();
+        let build = builds[builds.len() / 2];
+        let mut times = Vec::new();
+        for _ in 0..3 {
+            for q in &all_queries {
+                let t = Instant::now();
+                let hits = index.search(q, 10, &|_| true);
+                times.push(t.elapsed());
+                std::hint::black_box(hits);
+            }
+        }
+        times.sort();
+        let pct = |p: f64| times[((times.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e6;
+        println!(
+            "| {} tools | {label} | {:.1} ms | {:.0} µs | {:.0} µs | {} |",
+            index.len(),
+            build.as_secs_f64() * 1000.0,
+            pct(0.5),
+            pct(0.99),
+            times.len()
+        );
+    }
     context(&root)
 }
 

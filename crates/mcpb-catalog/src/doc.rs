@@ -18,6 +18,15 @@ pub struct ToolDoc {
 }
 
 impl ToolDoc {
+    /// What the static embedding of the tool reads: its name in words, then its description.
+    pub fn embed_text(&self) -> String {
+        format!(
+            "{}. {}",
+            crate::text::words(&self.name).join(" "),
+            self.description
+        )
+    }
+
     /// From a tool definition as an upstream lists it.
     pub fn from_definition(id: &str, server: &str, server_text: &str, tool: &Value) -> Self {
         let props = tool

@@ -8,6 +8,7 @@
 
 pub mod canonical;
 pub mod doc;
+pub mod embed;
 mod error;
 pub mod names;
 pub mod pins;

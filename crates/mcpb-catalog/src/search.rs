@@ -56,6 +56,9 @@ pub struct Weights {
     pub sibling: f32,
     /// Weight of words implied by paths and URLs in the request (see `text::implied`).
     pub implied: f32,
+    /// Weight of the cosine between the request's and a tool's static embeddings (see
+    /// `embed`), added to the BM25F score scaled to the request's best; 0 turns it off.
+    pub dense: f32,
 }
 
 impl Weights {
@@ -70,6 +73,17 @@ impl Weights {
             related: 0.5,
             sibling: 0.25,
             implied: 1.5,
+            dense: 0.0,
+        }
+    }
+
+    /// The static embeddings alone (no word matching), as a reference.
+    pub fn static_only() -> Self {
+        Self {
+            field: [0.0; FIELDS],
+            sibling: 0.0,
+            dense: 1.0,
+            ..Self::broker()
         }
     }
 
@@ -84,6 +98,7 @@ impl Weights {
             related: 0.0,
             sibling: 0.0,
             implied: 0.0,
+            dense: 0.0,
         }
     }
 }
@@ -107,6 +122,8 @@ pub struct Index {
     /// Per document: its upstream; per upstream: its documents.
     server_of: Vec<u32>,
     server_docs: Vec<Vec<u32>>,
+    /// Per document: its static embedding, when `weights.dense` asks for them.
+    vectors: Vec<crate::embed::Vector>,
 }
 
 fn tokenize(text: &str, analyze: bool) -> Vec<String> {
@@ -189,6 +206,12 @@ impl Index {
                 id
             })
             .collect();
+        let vectors = match crate::embed::model() {
+            Some(m) if weights.dense > 0.0 => {
+                docs.iter().map(|d| m.embed(&d.embed_text())).collect()
+            }
+            _ => Vec::new(),
+        };
         Self {
             weights,
             lengths,
@@ -197,6 +220,7 @@ impl Index {
             postings,
             server_of,
             server_docs,
+            vectors,
         }
     }
 
@@ -240,7 +264,7 @@ impl Index {
         }
         for (s, top) in best {
             for d in &self.server_docs[s as usize] {
-                if scores[*d as usize] == 0.0 {
+                if scores[*d as usize] == 0.0 && self.vectors.is_empty() {
                     touched.push(*d);
                 }
                 scores[*d as usize] += self.weights.sibling * top;
@@ -286,6 +310,9 @@ impl Index {
         let mut scores = vec![0f32; self.lengths.len()];
         let mut touched: Vec<u32> = Vec::new();
         self.accumulate(&qterms, &mut scores, &mut touched);
+        if let Some(m) = crate::embed::model().filter(|_| !self.vectors.is_empty()) {
+            touched = self.add_dense(m, query, &mut scores, keep);
+        }
         if w.sibling > 0.0 {
             touched = self.add_siblings(&mut scores, touched, keep);
         }
@@ -307,6 +334,29 @@ impl Index {
         hits.truncate(limit);
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
         hits
+    }
+
+    /// Every kept document gets the cosine of its embedding and the request's, weighted, on top
+    /// of its BM25F score scaled to the best one: a tool that shares no word with the request
+    /// can still rank by meaning, and words still decide between close meanings.
+    fn add_dense(
+        &self,
+        m: &crate::embed::Model,
+        query: &str,
+        scores: &mut [f32],
+        keep: &dyn Fn(usize) -> bool,
+    ) -> Vec<u32> {
+        let q = m.embed(query);
+        let best = scores.iter().copied().fold(0f32, f32::max);
+        let scale = if best > 0.0 { 1.0 / best } else { 0.0 };
+        let mut all = Vec::with_capacity(scores.len());
+        for (d, v) in self.vectors.iter().enumerate() {
+            if keep(d) {
+                scores[d] = scores[d] * scale + self.weights.dense * crate::embed::dot(&q, v);
+                all.push(d as u32);
+            }
+        }
+        all
     }
 
     fn accumulate(&self, qterms: &[(usize, f32, f32)], scores: &mut [f32], touched: &mut Vec<u32>) {
