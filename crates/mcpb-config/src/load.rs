@@ -73,6 +73,27 @@ pub fn parse_raw(text: &str, label: &str) -> Result<RawConfig, ConfigError> {
             Ok(_) => break,
             Err(issue) => issue,
         };
+        // A key missing at the top level is reported where the document ends, at whatever key
+        // came last: it belongs to the file, and everything else was read before it.
+        let at_top = text
+            .lines()
+            .nth(usize::try_from(issue.line).unwrap_or(0).saturating_sub(1))
+            .is_some_and(|l| !l.starts_with([' ', '\t', '-']));
+        if issue.message.starts_with("missing field") && at_top {
+            let field = issue.message.split('`').nth(1).unwrap_or_default();
+            issues.push(ConfigIssue {
+                line: 1,
+                column: 1,
+                path: String::new(),
+                hint: Some(if field == "schema_version" {
+                    "a config file starts with `schema_version: 1`".into()
+                } else {
+                    format!("add `{field}:` at the top level")
+                }),
+                ..issue
+            });
+            break;
+        }
         let repeated = issues
             .iter()
             .any(|i| i.line == issue.line && i.message == issue.message);
@@ -399,6 +420,24 @@ mod tests {
             panic!("expected errors");
         };
         assert!(!issues.is_empty() && issues.len() <= 2, "{issues:?}");
+    }
+
+    #[test]
+    fn a_missing_top_level_key_is_said_once_for_the_file() {
+        let text = "upstreams:\n  a:\n    command: x\nprofiles:\n  default: {}\nclients: {}\n";
+        let Err(ConfigError::Invalid { issues, .. }) = parse_raw(text, "f.yaml") else {
+            panic!("expected errors");
+        };
+        assert_eq!(issues.len(), 1, "{issues:?}");
+        assert_eq!((issues[0].line, issues[0].path.as_str()), (1, ""));
+        assert!(issues[0].message.contains("schema_version"), "{issues:?}");
+        assert!(
+            issues[0]
+                .hint
+                .as_deref()
+                .unwrap()
+                .contains("schema_version: 1")
+        );
     }
 
     #[test]

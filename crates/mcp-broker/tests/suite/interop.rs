@@ -617,12 +617,24 @@ profiles:
             .unwrap()
     };
     assert_eq!(up("github")["protocol_version"], "2024-11-05");
-    assert_eq!(
-        up("git")["protocol_version"],
-        "2026-07-28",
-        "spoken to at its newest revision"
-    );
-    assert_eq!(up("time")["protocol_version"], "2026-07-28");
+    // Each is spoken to at its newest revision, unless it did not answer `server/discover`
+    // within the probe's time (a cold Python start on a loaded machine): then it gets the
+    // `initialize` handshake on a fresh process, and the log says so.
+    for name in ["git", "time"] {
+        let slow_probe = home.log().lines().any(|l| {
+            l.contains("no answer to server/discover") && l.contains(&format!("upstream={name}"))
+        });
+        let want = if slow_probe {
+            "2025-11-25"
+        } else {
+            "2026-07-28"
+        };
+        assert_eq!(
+            up(name)["protocol_version"],
+            want,
+            "{name}: spoken to at its newest revision (probe timed out: {slow_probe})"
+        );
+    }
     assert_eq!(up("everything")["protocol_version"], "2025-11-25");
     assert_eq!(up("git")["session_count"], 1);
     assert_eq!(up("time")["active_call_count"], 0);
