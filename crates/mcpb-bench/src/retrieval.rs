@@ -122,7 +122,7 @@ fn hybrid_dense() -> f32 {
     std::env::var("MCPB_DENSE")
         .ok()
         .and_then(|d| d.parse().ok())
-        .unwrap_or(0.6)
+        .unwrap_or(mcpb_catalog::search::STATIC_WEIGHT)
 }
 
 /// Where the tool-retrieval data sets live (`MCPB_RETRIEVAL_DATA` or `../shared/data`).

@@ -18,12 +18,18 @@ pub struct ToolDoc {
 }
 
 impl ToolDoc {
-    /// What the static embedding of the tool reads: its name in words, then its description.
+    /// What the static embedding of the tool reads: its upstream, its name in words, its
+    /// description and its parameters (names and descriptions). The upstream and parameters
+    /// measured better than the name and description alone on all three data sets.
     pub fn embed_text(&self) -> String {
         format!(
-            "{}. {}",
+            "{} {}. {}. {}. {} {}",
+            crate::text::words(&self.server).join(" "),
+            self.server_text,
             crate::text::words(&self.name).join(" "),
-            self.description
+            self.description,
+            self.params.join(" "),
+            self.param_text
         )
     }
 

@@ -135,6 +135,27 @@ pub struct RawBroker {
     /// The audit log of tool calls (logs/audit.jsonl, rotated like the daemon's log).
     #[serde(default)]
     pub audit: RawAudit,
+    /// How `broker.search_tools` ranks.
+    #[serde(default)]
+    pub search: RawSearch,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawSearch {
+    /// `off`: BM25F over the tools' words (default); `static`: fused with the small static
+    /// embedding model shipped in the binary (finds tools by meaning as well as by word; about
+    /// 10 MB more memory once the first search runs).
+    #[serde(default)]
+    pub model: Option<SearchModel>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchModel {
+    #[default]
+    Off,
+    Static,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]

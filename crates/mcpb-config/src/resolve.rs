@@ -450,6 +450,7 @@ pub fn resolve(
             enabled: b.audit.enabled.unwrap_or(defaults.audit.enabled),
             arguments: b.audit.arguments.unwrap_or(defaults.audit.arguments),
         },
+        search_model: b.search.model.unwrap_or(defaults.search_model),
     };
 
     let mut upstreams = BTreeMap::new();

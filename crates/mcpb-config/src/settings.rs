@@ -136,6 +136,7 @@ pub struct BrokerSettings {
     pub artifact_max_bytes: u64,
     pub exec: crate::exec::BrokerExec,
     pub audit: AuditSettings,
+    pub search_model: crate::raw::SearchModel,
 }
 
 /// The audit log of tool calls.
@@ -175,6 +176,7 @@ impl Default for BrokerSettings {
             artifact_max_bytes: 256 * 1024 * 1024,
             exec: crate::exec::BrokerExec::default(),
             audit: AuditSettings::default(),
+            search_model: crate::raw::SearchModel::Off,
         }
     }
 }

@@ -503,3 +503,37 @@ fn a_raw_profile_over_max_tools_is_an_error_not_a_cut() {
         "{msg}"
     );
 }
+
+#[test]
+fn search_model_static_finds_tools_by_meaning_through_the_facade() {
+    let tools = [
+        json!({"name": "find_listings", "description": "Search vacation rentals and hotel rooms.",
+            "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}},
+            "annotations": {"readOnlyHint": true}}),
+        json!({"name": "git_status", "description": "Show the working tree status.",
+            "inputSchema": {"type": "object", "properties": {}},
+            "annotations": {"readOnlyHint": true}}),
+    ];
+    let search = |broker: &str| {
+        let (home, _) = tools_home(&tools, broker, "", "", "  default: {}\n");
+        let out = home.run(&["tools", "--json", "search", "accommodation for my holidays"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        v["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["name"].as_str().map(str::to_string))
+            .collect::<Vec<_>>()
+    };
+    let words = search("");
+    assert!(
+        words.is_empty(),
+        "words alone share nothing with the request: {words:?}"
+    );
+    let found = search(", search: {model: static}");
+    assert_eq!(
+        found.first().map(String::as_str),
+        Some("fx.find_listings"),
+        "{found:?}"
+    );
+}

@@ -54,7 +54,7 @@ async fn search_content(view: &ProfileView, args: &Args, kind: Kind) -> Value {
             mcpb_catalog::ToolDoc::from_definition(id, up, up, &def)
         })
         .collect();
-    let index = mcpb_catalog::Index::build(&docs, mcpb_catalog::Weights::broker());
+    let index = mcpb_catalog::Index::build(&docs, view.search_weights());
     let keep = |i: usize| server.is_none_or(|s| items[i].0 == s);
     let query = args.query();
     let picked: Vec<usize> = if query.trim().is_empty() {

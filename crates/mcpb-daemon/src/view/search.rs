@@ -22,6 +22,16 @@ pub(crate) struct SearchCache {
 }
 
 impl ProfileView {
+    /// The ranking `broker.search.model` asks for: BM25F alone, or fused with the static
+    /// embeddings (their weight measured on the public retrieval data, docs/benchmarks.md).
+    pub(crate) fn search_weights(&self) -> mcpb_catalog::Weights {
+        let mut w = mcpb_catalog::Weights::broker();
+        if self.generation.settings.broker.search_model == mcpb_config::SearchModel::Static {
+            w.dense = mcpb_catalog::search::STATIC_WEIGHT;
+        }
+        w
+    }
+
     pub(crate) async fn search_index(&self) -> Arc<ProfileIndex> {
         // Every list known first (this may start an upstream never listed), then the
         // generation they make; a search on an unchanged catalog costs one lookup here.
@@ -71,7 +81,7 @@ impl ProfileView {
             .collect();
         let built = Arc::new(ProfileIndex {
             key,
-            index: mcpb_catalog::Index::build(&docs, mcpb_catalog::Weights::broker()),
+            index: mcpb_catalog::Index::build(&docs, self.search_weights()),
             tools,
         });
         self.searches
