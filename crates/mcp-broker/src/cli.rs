@@ -60,7 +60,7 @@ pub(crate) enum Command {
         #[arg(long, default_value = "1s")]
         interval: humantime::Duration,
         /// Draw this many frames, then exit (for scripts).
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         count: Option<u64>,
     },
     /// Kill upstream processes left behind by a daemon that died (it does this itself on start).

@@ -28,6 +28,8 @@ const TOP: usize = 5;
 struct Reach {
     tools: BTreeMap<String, BTreeSet<String>>,
     owners: BTreeMap<String, (String, String)>,
+    /// Upstreams whose tools could not be listed, and why: the comparison is incomplete.
+    unlisted: BTreeMap<String, String>,
 }
 
 fn reach(settings: &Settings, profile: &str) -> Result<Reach, String> {
@@ -38,15 +40,14 @@ fn reach(settings: &Settings, profile: &str) -> Result<Reach, String> {
         return Err(reply.error.unwrap_or_default());
     }
     let data = reply.data.unwrap_or_default();
+    let mut r = Reach::default();
     for up in data["upstreams"].as_array().into_iter().flatten() {
         if let Some(e) = up["error"].as_str() {
-            eprintln!(
-                "mcp-broker: {profile}: upstream '{}' left out: {e}",
-                up["name"].as_str().unwrap_or("?")
-            );
+            let name = up["name"].as_str().unwrap_or("?");
+            eprintln!("mcp-broker: {profile}: upstream '{name}' could not be listed: {e}");
+            r.unlisted.insert(name.to_string(), e.to_string());
         }
     }
-    let mut r = Reach::default();
     for t in data["reachable"].as_array().into_iter().flatten() {
         let (Some(up), Some(tool), Some(name)) = (
             t["upstream"].as_str(),
@@ -105,6 +106,22 @@ fn names(set: &BTreeSet<&String>) -> String {
 }
 
 pub(crate) fn run(settings: &Settings, a: &str, b: &str, json_out: bool) -> ExitCode {
+    if a == b {
+        return fail(
+            &format!("mcp-broker: parity compares two profiles; {a} was given twice"),
+            &[],
+        );
+    }
+    let known: Vec<&str> = settings.profiles.keys().map(String::as_str).collect();
+    if let Some(unknown) = [a, b]
+        .into_iter()
+        .find(|p| !settings.profiles.contains_key(*p))
+    {
+        return fail(
+            &format!("mcp-broker: no profile named {unknown:?}"),
+            &[&format!("profiles: {}", known.join(", "))],
+        );
+    }
     if let Err(e) = connect_or_start_for_cli(settings) {
         return fail(&format!("mcp-broker: cannot reach the daemon: {e:#}"), &[]);
     }
@@ -116,7 +133,8 @@ pub(crate) fn run(settings: &Settings, a: &str, b: &str, json_out: bool) -> Exit
     let ups: BTreeSet<&String> = ra.tools.keys().chain(rb.tools.keys()).collect();
     let mut rows = Vec::new();
     let mut report = Vec::new();
-    let mut differ = false;
+    // An upstream one side could not list makes the comparison incomplete: never "the same".
+    let mut differ = !ra.unlisted.is_empty() || !rb.unlisted.is_empty();
     for up in ups {
         let (ta, tb) = (
             ra.tools.get(up).unwrap_or(&empty),
@@ -133,8 +151,10 @@ pub(crate) fn run(settings: &Settings, a: &str, b: &str, json_out: bool) -> Exit
             names(&only_a),
             names(&only_b),
         ]);
-        report.push(json!({"upstream": up, a: ta.len(), b: tb.len(),
-            "only_in_first": only_a, "only_in_second": only_b}));
+        report.push(
+            json!({"upstream": up, "first": ta.len(), "second": tb.len(),
+            "only_in_first": only_a, "only_in_second": only_b}),
+        );
     }
     let mut searches = Vec::new();
     for (name, up) in &settings.upstreams {
@@ -154,11 +174,14 @@ pub(crate) fn run(settings: &Settings, a: &str, b: &str, json_out: bool) -> Exit
     if json_out {
         let searches: Vec<Value> = searches
             .iter()
-            .map(|(up, q, sa, sb)| json!({"upstream": up, "query": q, a: sa, b: sb, "same": sa == sb}))
+            .map(|(up, q, sa, sb)| {
+                json!({"upstream": up, "query": q, "first": sa, "second": sb, "same": sa == sb})
+            })
             .collect();
         outln!(
             "{}",
-            json!({"profiles": [a, b], "same": !differ, "upstreams": report, "searches": searches})
+            json!({"profiles": [a, b], "same": !differ, "upstreams": report, "searches": searches,
+                "unlisted": {"first": ra.unlisted, "second": rb.unlisted}})
         );
     } else {
         out!(
@@ -186,7 +209,10 @@ pub(crate) fn run(settings: &Settings, a: &str, b: &str, json_out: bool) -> Exit
                 );
             }
         }
-        if differ {
+        if !ra.unlisted.is_empty() || !rb.unlisted.is_empty() {
+            eprintln!("mcp-broker: incomplete: an upstream could not be listed (see above)");
+            eprintln!("hint: `mcp-broker status` shows why; `mcp-broker logs UPSTREAM` its output");
+        } else if differ {
             eprintln!("mcp-broker: {a} and {b} do not discover the same tools");
             eprintln!(
                 "hint: compare their `upstreams`, `tools_allow`/`tools_deny` and mutating settings with `mcp-broker config show`"

@@ -91,13 +91,17 @@ pub(crate) fn render_frame(data: &Value, before: Option<&Value>, secs: f64) -> S
 
 /// Redraws every `interval` until Ctrl-C, or `frames` times when given.
 pub(crate) fn top(settings: &Settings, interval: Duration, frames: Option<u64>) -> ExitCode {
+    // Faster than this is a busy loop for nobody's eyes.
+    let interval = interval.max(Duration::from_millis(100));
     let terminal = std::io::stdout().is_terminal();
     let mut before: Option<Before> = None;
     let mut shown = 0u64;
+    let mut reached = false;
     loop {
         let screen = match admin(settings, AdminCommand::Status) {
             Ok(Some(r)) if r.ok => match r.data {
                 Some(data) => {
+                    reached = true;
                     let secs = before
                         .as_ref()
                         .map_or(0.0, |b| b.at.elapsed().as_secs_f64());
@@ -131,7 +135,12 @@ pub(crate) fn top(settings: &Settings, interval: Duration, frames: Option<u64>) 
         }
         shown += 1;
         if frames.is_some_and(|n| shown >= n) {
-            return ExitCode::SUCCESS;
+            // A script that asked for frames learns whether any showed a daemon.
+            return if reached {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(3)
+            };
         }
         std::thread::sleep(interval);
     }

@@ -125,6 +125,36 @@ fn hybrid_dense() -> f32 {
         .unwrap_or(mcpb_catalog::search::STATIC_WEIGHT)
 }
 
+/// Whether the transformer tier can run: built with `semantic-minilm` and its weights found in
+/// `MCPB_MINILM_DIR` (scripts/install-minilm puts them there).
+fn minilm_ready() -> bool {
+    #[cfg(feature = "semantic-minilm")]
+    {
+        let Some(dir) = std::env::var_os("MCPB_MINILM_DIR") else {
+            return false;
+        };
+        match mcpb_catalog::minilm::init(Path::new(&dir)) {
+            Ok(_) => true,
+            Err(e) => {
+                eprintln!("MiniLM tier left out: {e}");
+                false
+            }
+        }
+    }
+    #[cfg(not(feature = "semantic-minilm"))]
+    {
+        false
+    }
+}
+
+/// The transformer's weight in its rerank (`MCPB_RERANK` to explore).
+fn rerank_weight() -> f32 {
+    std::env::var("MCPB_RERANK")
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(1.0)
+}
+
 /// Where the tool-retrieval data sets live (`MCPB_RETRIEVAL_DATA` or `../shared/data`).
 pub(crate) fn data_root() -> PathBuf {
     std::env::var_os("MCPB_RETRIEVAL_DATA")
@@ -172,12 +202,21 @@ pub(crate) fn run() -> anyhow::Result<()> {
             dense: 0.0,
             ..tuned.clone()
         };
-        let rows = [
+        let mut rows = vec![
             ("plain BM25", Weights::plain_bm25()),
             ("BM25F alone", words_only),
             ("static embeddings alone", Weights::static_only()),
-            ("hybrid (BM25F + static, 0.6)", tuned),
+            ("hybrid (BM25F + static, 0.6)", tuned.clone()),
         ];
+        if minilm_ready() {
+            rows.push((
+                "hybrid + MiniLM rerank of the top 30",
+                Weights {
+                    rerank: rerank_weight(),
+                    ..tuned.clone()
+                },
+            ));
+        }
         for (label, weights) in rows {
             let m = evaluate(&tools, &queries, weights);
             println!(

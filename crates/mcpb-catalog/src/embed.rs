@@ -31,51 +31,39 @@ const MAX_WORD_CHARS: usize = 100;
 /// A unit vector (or all zeros for a text with no known token).
 pub type Vector = [f32; DIM];
 
-/// The loaded model: the vocabulary and where the table's rows are.
-pub struct Model {
+/// A WordPiece vocabulary (BERT's uncased tokenizer, as both shipped models use).
+pub(crate) struct WordPieces {
     vocab: HashMap<String, u32>,
     unk: u32,
-    /// The table's bytes (F32, little-endian, row-major), in the binary.
-    rows: &'static [u8],
 }
 
-static MODEL: OnceLock<Option<Model>> = OnceLock::new();
-
-/// The shipped model, parsed once; `None` if its files cannot be read (a test holds them).
-pub fn model() -> Option<&'static Model> {
-    MODEL.get_or_init(Model::load).as_ref()
-}
-
-#[derive(serde::Deserialize)]
-struct TokenizerFile {
-    model: WordPiece,
-}
-
-#[derive(serde::Deserialize)]
-struct WordPiece {
-    unk_token: String,
-    vocab: HashMap<String, u32>,
-}
-
-impl Model {
-    fn load() -> Option<Self> {
-        let file: TokenizerFile = serde_json::from_slice(TOKENIZER).ok()?;
+impl WordPieces {
+    /// From a tokenizer.json of the `tokenizers` library (its WordPiece model's vocabulary).
+    pub(crate) fn from_tokenizer_json(bytes: &[u8]) -> Option<Self> {
+        let file: TokenizerFile = serde_json::from_slice(bytes).ok()?;
         let unk = *file.model.vocab.get(&file.model.unk_token)?;
-        let rows = table(TABLE, file.model.vocab.len())?;
         Some(Self {
             vocab: file.model.vocab,
             unk,
-            rows,
         })
     }
 
-    /// Token ids of `text` as the model's tokenizer gives them, unknown words left out.
-    pub fn ids(&self, text: &str) -> Vec<u32> {
+    pub(crate) fn len(&self) -> usize {
+        self.vocab.len()
+    }
+
+    #[cfg_attr(not(feature = "semantic-minilm"), allow(dead_code))]
+    pub(crate) fn id(&self, token: &str) -> Option<u32> {
+        self.vocab.get(token).copied()
+    }
+
+    /// Token ids of `text` (at most `max`), unknown words left out.
+    pub(crate) fn ids(&self, text: &str, max: usize) -> Vec<u32> {
         let mut ids = Vec::new();
         for word in words(&normalise(text)) {
             self.word_pieces(&word, &mut ids);
-            if ids.len() >= MAX_TOKENS {
-                ids.truncate(MAX_TOKENS);
+            if ids.len() >= max {
+                ids.truncate(max);
                 break;
             }
         }
@@ -115,6 +103,44 @@ impl Model {
             start = end;
         }
         out.extend(pieces.into_iter().filter(|&id| id != self.unk));
+    }
+}
+
+/// The loaded model: the vocabulary and where the table's rows are.
+pub struct Model {
+    words: WordPieces,
+    /// The table's bytes (F32, little-endian, row-major), in the binary.
+    rows: &'static [u8],
+}
+
+static MODEL: OnceLock<Option<Model>> = OnceLock::new();
+
+/// The shipped model, parsed once; `None` if its files cannot be read (a test holds them).
+pub fn model() -> Option<&'static Model> {
+    MODEL.get_or_init(Model::load).as_ref()
+}
+
+#[derive(serde::Deserialize)]
+struct TokenizerFile {
+    model: WordPieceFile,
+}
+
+#[derive(serde::Deserialize)]
+struct WordPieceFile {
+    unk_token: String,
+    vocab: HashMap<String, u32>,
+}
+
+impl Model {
+    fn load() -> Option<Self> {
+        let words = WordPieces::from_tokenizer_json(TOKENIZER)?;
+        let rows = table(TABLE, words.len())?;
+        Some(Self { words, rows })
+    }
+
+    /// Token ids of `text` as the model's tokenizer gives them, unknown words left out.
+    pub fn ids(&self, text: &str) -> Vec<u32> {
+        self.words.ids(text, MAX_TOKENS)
     }
 
     fn row(&self, id: u32, into: &mut [f32; DIM]) {

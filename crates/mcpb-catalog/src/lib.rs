@@ -10,6 +10,8 @@ pub mod canonical;
 pub mod doc;
 pub mod embed;
 mod error;
+#[cfg(feature = "semantic-minilm")]
+pub mod minilm;
 pub mod names;
 pub mod pins;
 pub mod scan;

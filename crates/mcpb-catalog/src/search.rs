@@ -17,6 +17,9 @@ pub const FIELDS: usize = 5;
 /// queries of the retrieval data sets (`mcpb-bench --retrieval`).
 pub const STATIC_WEIGHT: f32 = 0.6;
 
+/// Candidates the transformer tier reranks.
+pub const RERANK_DEPTH: usize = 30;
+
 /// A multiply-rotate hash (the one rustc uses internally): terms are short, trusted strings, so
 /// SipHash's flooding resistance buys nothing and costs a third of the build time.
 #[derive(Default)]
@@ -63,6 +66,9 @@ pub struct Weights {
     /// Weight of the cosine between the request's and a tool's static embeddings (see
     /// `embed`), added to the BM25F score scaled to the request's best; 0 turns it off.
     pub dense: f32,
+    /// Weight of the transformer tier's cosine when it reranks the best candidates (feature
+    /// `semantic-minilm`, model loaded); 0 turns it off.
+    pub rerank: f32,
 }
 
 impl Weights {
@@ -78,6 +84,7 @@ impl Weights {
             sibling: 0.25,
             implied: 1.5,
             dense: 0.0,
+            rerank: 0.0,
         }
     }
 
@@ -103,6 +110,7 @@ impl Weights {
             sibling: 0.0,
             implied: 0.0,
             dense: 0.0,
+            rerank: 0.0,
         }
     }
 }
@@ -128,6 +136,11 @@ pub struct Index {
     server_docs: Vec<Vec<u32>>,
     /// Per document: its static embedding, when `weights.dense` asks for them.
     vectors: Vec<crate::embed::Vector>,
+    /// Per document, when the transformer tier reranks: its text, and its vector once computed.
+    #[cfg(feature = "semantic-minilm")]
+    texts: Vec<String>,
+    #[cfg(feature = "semantic-minilm")]
+    deep: Vec<std::sync::OnceLock<Vec<f32>>>,
 }
 
 fn tokenize(text: &str, analyze: bool) -> Vec<String> {
@@ -210,6 +223,8 @@ impl Index {
                 id
             })
             .collect();
+        #[cfg(feature = "semantic-minilm")]
+        let weights_rerank = weights.rerank;
         let vectors = match crate::embed::model() {
             Some(m) if weights.dense > 0.0 => {
                 docs.iter().map(|d| m.embed(&d.embed_text())).collect()
@@ -225,6 +240,18 @@ impl Index {
             server_of,
             server_docs,
             vectors,
+            #[cfg(feature = "semantic-minilm")]
+            texts: if weights_rerank > 0.0 {
+                docs.iter().map(ToolDoc::embed_text).collect()
+            } else {
+                Vec::new()
+            },
+            #[cfg(feature = "semantic-minilm")]
+            deep: if weights_rerank > 0.0 {
+                docs.iter().map(|_| std::sync::OnceLock::new()).collect()
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -328,7 +355,13 @@ impl Index {
                 score: scores[doc as usize],
             })
             .collect();
-        let limit = limit.min(hits.len());
+        let wanted = limit;
+        let limit = if self.reranks() {
+            limit.max(RERANK_DEPTH)
+        } else {
+            limit
+        }
+        .min(hits.len());
         if limit == 0 {
             return Vec::new();
         }
@@ -337,8 +370,61 @@ impl Index {
         });
         hits.truncate(limit);
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
+        if self.reranks() {
+            self.rerank(query, &mut hits);
+        }
+        hits.truncate(wanted);
         hits
     }
+
+    /// Whether the best candidates are reranked by the transformer tier.
+    fn reranks(&self) -> bool {
+        #[cfg(feature = "semantic-minilm")]
+        {
+            self.weights.rerank > 0.0 && crate::minilm::loaded().is_some()
+        }
+        #[cfg(not(feature = "semantic-minilm"))]
+        {
+            false
+        }
+    }
+
+    /// The best candidates again, by their score scaled to the best one plus the transformer's
+    /// cosine (weighted). A tool's vector is computed the first time it is a candidate and kept.
+    #[cfg(feature = "semantic-minilm")]
+    fn rerank(&self, query: &str, hits: &mut [Hit]) {
+        let Some(m) = crate::minilm::loaded() else {
+            return;
+        };
+        let missing: Vec<usize> = hits
+            .iter()
+            .map(|h| h.doc)
+            .filter(|d| self.deep[*d].get().is_none())
+            .collect();
+        let mut texts: Vec<&str> = missing.iter().map(|d| self.texts[*d].as_str()).collect();
+        texts.push(query);
+        let Ok(mut vectors) = m.embed(&texts) else {
+            return;
+        };
+        let Some(q) = vectors.pop() else {
+            return;
+        };
+        for (d, v) in missing.iter().zip(vectors) {
+            let _ = self.deep[*d].set(v);
+        }
+        let best = hits.iter().map(|h| h.score).fold(f32::MIN, f32::max);
+        let scale = if best > 0.0 { 1.0 / best } else { 1.0 };
+        for h in hits.iter_mut() {
+            let c = self.deep[h.doc]
+                .get()
+                .map_or(0.0, |v| crate::minilm::cosine(&q, v));
+            h.score = h.score * scale + self.weights.rerank * c;
+        }
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
+    }
+
+    #[cfg(not(feature = "semantic-minilm"))]
+    fn rerank(&self, _query: &str, _hits: &mut [Hit]) {}
 
     /// Every kept document gets the cosine of its embedding and the request's, weighted, on top
     /// of its BM25F score scaled to the best one: a tool that shares no word with the request

@@ -65,6 +65,21 @@ pub fn load_str(
 /// entry holding an error is blanked out (its lines kept as empty lines, so later line numbers
 /// hold) and the file parsed again, until it parses or an error cannot be set aside.
 pub fn parse_raw(text: &str, label: &str) -> Result<RawConfig, ConfigError> {
+    if !has_content(text) {
+        return Err(ConfigError::Invalid {
+            file: label.to_string(),
+            issues: vec![ConfigIssue {
+                line: 1,
+                column: 1,
+                path: String::new(),
+                message: "the file is empty (or only comments)".into(),
+                hint: Some(
+                    "start from the commented example: `mcp-broker config init --config FILE`"
+                        .into(),
+                ),
+            }],
+        });
+    }
     let mut issues: Vec<ConfigIssue> = Vec::new();
     let mut current = text.to_string();
     loop {
@@ -81,6 +96,10 @@ pub fn parse_raw(text: &str, label: &str) -> Result<RawConfig, ConfigError> {
             .is_some_and(|l| !l.starts_with([' ', '\t', '-']));
         if issue.message.starts_with("missing field") && at_top {
             let field = issue.message.split('`').nth(1).unwrap_or_default();
+            // Its own wrong value was set aside: that error says it already.
+            if issues.iter().any(|i| i.path == field) {
+                break;
+            }
             issues.push(ConfigIssue {
                 line: 1,
                 column: 1,
@@ -97,7 +116,15 @@ pub fn parse_raw(text: &str, label: &str) -> Result<RawConfig, ConfigError> {
         let repeated = issues
             .iter()
             .any(|i| i.line == issue.line && i.message == issue.message);
-        if repeated || !has_content(&current) {
+        // What setting entries aside caused, not the user: an alias whose anchor went with an
+        // entry, or a field missing because its own wrong value was set aside.
+        let caused = !issues.is_empty()
+            && (issue.message.contains("anchor")
+                || issues.iter().any(|i| {
+                    issue.message.starts_with("missing field")
+                        && issue.message.contains(&format!("`{}`", i.path))
+                }));
+        if repeated || caused || !has_content(&current) {
             break;
         }
         // A mapping whose only entries were set aside is empty now: its error is ours, not the
@@ -438,6 +465,21 @@ mod tests {
                 .unwrap()
                 .contains("schema_version: 1")
         );
+    }
+
+    #[test]
+    fn what_masking_causes_is_not_reported() {
+        let errors = |text: &str| match parse_raw(text, "f.yaml") {
+            Err(ConfigError::Invalid { issues, .. }) => issues,
+            _ => panic!("expected errors"),
+        };
+        let wrong = errors("schema_version: x\nupstreams: {}\n");
+        assert_eq!(wrong.len(), 1, "{wrong:?}");
+        assert_eq!(wrong[0].path, "schema_version");
+        let alias = errors("schema_version: 1\nx: &a {command: y}\nupstreams:\n  u: *a\n");
+        assert_eq!(alias.len(), 1, "{alias:?}");
+        let empty = errors("# nothing here\n\n");
+        assert!(empty[0].message.contains("empty"), "{empty:?}");
     }
 
     #[test]

@@ -12,6 +12,8 @@ use std::fs;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, SystemTime};
 
@@ -64,8 +66,9 @@ pub(crate) struct CallRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) error: Option<String>,
     pub(crate) result_bytes: usize,
+    /// Re-serialised compactly: a client's raw line breaks never split the file's lines.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) arguments: Option<&'a serde_json::value::RawValue>,
+    pub(crate) arguments: Option<serde_json::Value>,
 }
 
 /// Calls of one upstream since the daemon started.
@@ -88,6 +91,8 @@ pub(crate) struct CallsReport {
     pub(crate) audit_log: Option<String>,
     /// Audit lines dropped because the writer fell behind.
     pub(crate) audit_dropped: u64,
+    /// The last write to the audit log failed (see the daemon's log for why).
+    pub(crate) audit_failing: bool,
 }
 
 #[derive(Default)]
@@ -110,6 +115,7 @@ pub(crate) struct Calls {
     state: Mutex<State>,
     audit: Option<(PathBuf, SyncSender<Vec<u8>>)>,
     arguments: bool,
+    failing: Arc<AtomicBool>,
 }
 
 impl Default for Calls {
@@ -121,12 +127,14 @@ impl Default for Calls {
 impl Calls {
     /// Counts only, or also an audit log at `path` rotated past `max_bytes`.
     pub(crate) fn new(path: Option<PathBuf>, max_bytes: u64, arguments: bool) -> Self {
+        let failing = Arc::new(AtomicBool::new(false));
         let audit = path.and_then(|p| {
             let (tx, rx) = sync_channel::<Vec<u8>>(QUEUE);
             let at = p.clone();
+            let flag = failing.clone();
             let spawned = std::thread::Builder::new()
                 .name("audit".into())
-                .spawn(move || write_lines(&at, max_bytes, rx.iter()));
+                .spawn(move || write_lines(&at, max_bytes, rx.iter(), &flag));
             match spawned {
                 Ok(_) => Some((p, tx)),
                 Err(e) => {
@@ -139,6 +147,7 @@ impl Calls {
             state: Mutex::default(),
             audit,
             arguments,
+            failing,
         }
     }
 
@@ -209,6 +218,7 @@ impl Calls {
                 .collect(),
             audit_log: self.audit.as_ref().map(|(p, _)| p.display().to_string()),
             audit_dropped: s.dropped,
+            audit_failing: self.failing.load(Ordering::Relaxed),
         }
     }
 }
@@ -228,12 +238,18 @@ fn numbered(path: &Path, n: u32) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Appends to the log, never through a link (the runtime dir is the user's alone, but a link
+/// there would send call records elsewhere), and keeps it the owner's only.
 fn open(path: &Path) -> std::io::Result<fs::File> {
-    fs::OpenOptions::new()
+    use std::os::unix::fs::PermissionsExt;
+    let file = fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
-        .open(path)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)?;
+    file.set_permissions(fs::Permissions::from_mode(0o600))?;
+    Ok(file)
 }
 
 /// Moves the log to `.1` (older ones up to `.3`) once it is past `max` bytes.
@@ -247,39 +263,47 @@ fn rotate(path: &Path) -> std::io::Result<()> {
     fs::rename(path, numbered(path, 1))
 }
 
-/// The writer thread: appends each line, rotating past `max` bytes. A write that fails is said
-/// once in the daemon's log and retried with the next line (a full disk may get room again).
-fn write_lines(path: &Path, max: u64, lines: impl Iterator<Item = Vec<u8>>) {
+/// The writer thread: appends each line, rotating past `max` bytes. A failure is said once in
+/// the daemon's log (and shown in `status`) until a write succeeds again; the next line tries
+/// again (a full disk may get room).
+fn write_lines(path: &Path, max: u64, lines: impl Iterator<Item = Vec<u8>>, failing: &AtomicBool) {
     let mut file: Option<fs::File> = None;
     let mut size = fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let mut failing = false;
+    let mut said_rotate = false;
     for line in lines {
         if size > max && max > 0 {
             file = None;
             match rotate(path) {
-                Ok(()) => size = 0,
-                Err(e) => tracing::warn!(error = %e, "cannot rotate the audit log"),
+                Ok(()) => {
+                    size = 0;
+                    said_rotate = false;
+                }
+                Err(e) if !said_rotate => {
+                    said_rotate = true;
+                    tracing::warn!(error = %e, "cannot rotate the audit log; it grows until it can");
+                }
+                Err(_) => {}
             }
         }
-        if file.is_none() {
-            file = open(path).ok();
-        }
-        let written = file.as_mut().map(|f| f.write_all(&line));
+        let written = match file.as_mut() {
+            Some(f) => f.write_all(&line),
+            None => open(path).and_then(|mut f| {
+                let w = f.write_all(&line);
+                file = Some(f);
+                w
+            }),
+        };
         match written {
-            Some(Ok(())) => {
+            Ok(()) => {
                 size += line.len() as u64;
-                failing = false;
+                failing.store(false, Ordering::Relaxed);
             }
-            Some(Err(e)) if !failing => {
-                failing = true;
+            Err(e) => {
                 file = None;
-                tracing::error!(error = %e, path = %path.display(), "cannot write the audit log");
+                if !failing.swap(true, Ordering::Relaxed) {
+                    tracing::error!(error = %e, path = %path.display(), "cannot write the audit log");
+                }
             }
-            None if !failing => {
-                failing = true;
-                tracing::error!(path = %path.display(), "cannot open the audit log");
-            }
-            _ => file = None,
         }
     }
 }
@@ -335,11 +359,35 @@ mod tests {
     }
 
     #[test]
+    fn never_writes_through_a_link_and_keeps_the_file_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, "").unwrap();
+        let path = dir.path().join("audit.jsonl");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        let failing = AtomicBool::new(false);
+        write_lines(&path, 0, std::iter::once(b"{}\n".to_vec()), &failing);
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "");
+        assert!(
+            failing.load(Ordering::Relaxed),
+            "the failure is shown in status"
+        );
+        fs::remove_file(&path).unwrap();
+        fs::write(&path, "").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        write_lines(&path, 0, std::iter::once(b"{}\n".to_vec()), &failing);
+        assert!(!failing.load(Ordering::Relaxed));
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
     fn writes_json_lines_and_rotates() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
         let lines = (0..50).map(|i| format!("{{\"n\":{i}}}\n").into_bytes());
-        write_lines(&path, 100, lines);
+        write_lines(&path, 100, lines, &AtomicBool::new(false));
         let live = fs::read_to_string(&path).unwrap();
         assert!(live.len() <= 100 + 10, "{live}");
         assert!(live.ends_with("{\"n\":49}\n"));

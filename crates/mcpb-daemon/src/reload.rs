@@ -73,6 +73,7 @@ pub(crate) fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
         max_clients => "broker.max_clients",
         shutdown_grace => "broker.shutdown_grace_ms",
         exec => "broker.exec",
+        audit => "broker.audit",
     ] {
         if changed {
             report.need_restart.push(key.to_string());

@@ -200,6 +200,19 @@ fn bad_sessions_and_bodies_get_clear_answers_and_the_front_keeps_serving() {
     let (status, _, body) = post(port, &format!("{}\r\nMcp-Session-Id: {sid}", auth()), &list);
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("example.echo"), "{body}");
+    // A pretty-printed body (line breaks between its tokens) is one message all the same.
+    let pretty =
+        serde_json::to_string_pretty(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": "example.echo", "arguments": {"message": "a\nb"}}}))
+        .unwrap()
+        .replace('\n', "\r\n");
+    let (status, _, body) = post(
+        port,
+        &format!("{}\r\nMcp-Session-Id: {sid}", auth()),
+        &pretty,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#"a\nb"#), "{body}");
     let (status, _, _) = raw(
         port,
         &format!(

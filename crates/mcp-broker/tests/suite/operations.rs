@@ -200,3 +200,28 @@ fn parity_compares_what_two_profiles_discover() {
     assert!(!only.contains(&"echo"), "{v}");
     assert_eq!(fx["only_in_second"], json!([]));
 }
+
+#[test]
+fn parity_is_never_the_same_when_an_upstream_could_not_be_listed() {
+    let yaml = fixture_config(&[("fx", ""), ("dead", "\"--exit-at-start\", \"2\"")], "").replace(
+        "profiles:\n  default: {allow_mutating_upstreams: true}\n",
+        "profiles:\n  default: {allow_mutating_upstreams: true}\n  \
+         both: {upstreams: [fx, dead], allow_mutating_upstreams: true}\n  \
+         one: {upstreams: [fx], allow_mutating_upstreams: true}\n",
+    );
+    let home = Home::with_config(&yaml);
+    let out = home.run(&["parity", "both", "one", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["same"], false);
+    assert!(v["unlisted"]["first"]["dead"].is_string(), "{v}");
+    let twice = home.run(&["parity", "one", "one"]);
+    assert!(!twice.status.success());
+    let unknown = home.run(&["parity", "one", "nope"]);
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no profile named \"nope\""));
+}

@@ -16,6 +16,9 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::calls::{CallRecord, Outcome, Via};
+
+/// Characters of an error kept in the audit log.
+const MAX_AUDIT_ERROR: usize = 300;
 use crate::error::rpc_error;
 use crate::generation::Generation;
 use crate::known::{Entry, KnownLists};
@@ -323,18 +326,32 @@ impl ProfileView {
                 };
                 (outcome, None, r.get().len())
             }
+            // An upstream's own message may repeat the arguments (`password 'x' rejected`): it
+            // is kept only where argument values are, else its code stands for it.
             Ok(Reply::Error(e)) => {
-                let msg = serde_json::from_str::<Value>(e.get())
-                    .ok()
-                    .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string));
-                (Outcome::Error, msg, e.get().len())
+                let v = serde_json::from_str::<Value>(e.get()).ok();
+                let said = v.as_ref().and_then(|v| v.get("message")?.as_str());
+                let code = v
+                    .as_ref()
+                    .and_then(|v| v.get("code")?.as_i64())
+                    .unwrap_or(0);
+                let msg = match said {
+                    Some(m) if self.calls.wants_arguments() => m.to_string(),
+                    _ => format!("the upstream answered error {code}"),
+                };
+                (Outcome::Error, Some(msg), e.get().len())
             }
             Err(e) => (Outcome::Error, Some(e.to_string()), 0),
         };
+        let error = error.map(|mut m| {
+            mcpb_facade::projection::cut_chars(&mut m, MAX_AUDIT_ERROR);
+            m
+        });
         let args = if self.calls.wants_arguments() {
             serde_json::from_str::<Args>(params.get())
                 .ok()
                 .and_then(|a| a.arguments)
+                .and_then(|a| serde_json::from_str::<Value>(a.get()).ok())
         } else {
             None
         };
