@@ -169,6 +169,7 @@ pub(crate) fn run() -> anyhow::Result<()> {
     println!("| data set | ranking | R@1 | R@5 | R@10 | MRR |");
     println!("|---|---|---|---|---|---|");
     let mut all_tools = Vec::new();
+    let mut rerank_cost = Vec::new();
     let mut all_queries = Vec::new();
     for set in ["livemcpbench", "livemcpbench-routes", "bfcl-live"] {
         let dir = root.join(set);
@@ -218,6 +219,8 @@ pub(crate) fn run() -> anyhow::Result<()> {
             ));
         }
         for (label, weights) in rows {
+            let reranks = weights.rerank > 0.0;
+            let t = Instant::now();
             let m = evaluate(&tools, &queries, weights);
             println!(
                 "| {set} ({} queries) | {label} | {:.3} | {:.3} | {:.3} | {:.3} |",
@@ -227,9 +230,18 @@ pub(crate) fn run() -> anyhow::Result<()> {
                 m.r10,
                 m.mrr
             );
+            if reranks {
+                rerank_cost.push((set, t.elapsed(), queries.len()));
+            }
         }
         all_queries.extend(queries.into_iter().map(|q| q.text));
         all_tools.extend(tools);
+    }
+    for (set, took, n) in rerank_cost {
+        eprintln!(
+            "MiniLM rerank on {set}: {:.1} ms per request, each tool's vector computed once included",
+            took.as_secs_f64() * 1000.0 / n.max(1) as f64
+        );
     }
     if all_tools.is_empty() {
         return Ok(());
