@@ -67,6 +67,23 @@ pub(crate) fn run_time(settings: &Settings) -> Vec<Finding> {
     let env = |k: &str| std::env::var(k).ok();
     let path = std::env::var("PATH").unwrap_or_default();
     let mut out = Vec::new();
+    if settings.broker.search_model == mcpb_config::SearchModel::Minilm {
+        let dir = settings.runtime.minilm_dir();
+        if !cfg!(feature = "semantic-minilm") {
+            out.push(Finding {
+                what: "broker.search.model: minilm: this binary was built without it; searches use the static model".into(),
+                hint: "build with `cargo install --path crates/mcp-broker --features semantic-minilm`, or write `model: static`".into(),
+            });
+        } else if !dir.join("model.safetensors").is_file() {
+            out.push(Finding {
+                what: format!(
+                    "broker.search.model: minilm: no weights in {}; searches use the static model",
+                    dir.display()
+                ),
+                hint: "scripts/install-minilm puts them there".into(),
+            });
+        }
+    }
     for up in settings.upstreams.values().filter(|u| u.enabled()) {
         let n = &up.name;
         // A relative path runs from the upstream's cwd when it has one.

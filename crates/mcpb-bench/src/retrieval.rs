@@ -152,7 +152,7 @@ fn rerank_weight() -> f32 {
     std::env::var("MCPB_RERANK")
         .ok()
         .and_then(|d| d.parse().ok())
-        .unwrap_or(1.0)
+        .unwrap_or(mcpb_catalog::search::RERANK_WEIGHT)
 }
 
 /// Where the tool-retrieval data sets live (`MCPB_RETRIEVAL_DATA` or `../shared/data`).

@@ -20,6 +20,10 @@ pub const STATIC_WEIGHT: f32 = 0.6;
 /// Candidates the transformer tier reranks.
 pub const RERANK_DEPTH: usize = 30;
 
+/// The transformer tier's weight in its rerank (`Weights::rerank`), measured like
+/// `STATIC_WEIGHT`.
+pub const RERANK_WEIGHT: f32 = 1.0;
+
 /// A multiply-rotate hash (the one rustc uses internally): terms are short, trusted strings, so
 /// SipHash's flooding resistance buys nothing and costs a third of the build time.
 #[derive(Default)]

@@ -45,6 +45,10 @@ impl RuntimeLayout {
     pub fn state_dir(&self) -> PathBuf {
         self.root.join("state")
     }
+    /// The optional search model's weights (`scripts/install-minilm`).
+    pub fn minilm_dir(&self) -> PathBuf {
+        self.root.join("models/all-MiniLM-L6-v2")
+    }
     /// Code-run workspaces, one directory per profile.
     pub fn exec_dir(&self) -> PathBuf {
         self.state_dir().join("exec")

@@ -145,7 +145,10 @@ pub struct RawBroker {
 pub struct RawSearch {
     /// `off`: BM25F over the tools' words (default); `static`: fused with the small static
     /// embedding model shipped in the binary (finds tools by meaning as well as by word; about
-    /// 10 MB more memory once the first search runs).
+    /// 2 MB more memory once the first search runs); `minilm`: `static`, then the best 30
+    /// candidates reranked by all-MiniLM-L6-v2 (a binary built with `--features
+    /// semantic-minilm`, weights installed by `scripts/install-minilm` under
+    /// `{runtime.root}/models/all-MiniLM-L6-v2`; otherwise `static` with a warning).
     #[serde(default)]
     pub model: Option<SearchModel>,
 }
@@ -156,6 +159,7 @@ pub enum SearchModel {
     #[default]
     Off,
     Static,
+    Minilm,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]

@@ -21,13 +21,39 @@ pub(crate) struct SearchCache {
     by_profile: Mutex<HashMap<String, Arc<ProfileIndex>>>,
 }
 
+/// Whether the transformer tier can rerank: loaded from `dir` on first use. What keeps it from
+/// loading (a binary built without it, weights not installed) is said once in the log, and
+/// the search goes on with the static model.
+fn minilm_ready(dir: &std::path::Path) -> bool {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    #[cfg(feature = "semantic-minilm")]
+    let loaded = mcpb_catalog::minilm::init(dir).map(|_| ());
+    #[cfg(not(feature = "semantic-minilm"))]
+    let loaded: Result<(), String> =
+        Err("this binary was built without the semantic-minilm feature".into());
+    if let Err(e) = &loaded {
+        SAID.call_once(|| {
+            tracing::warn!(dir = %dir.display(), error = %e, "broker.search.model minilm: searching with the static model instead");
+        });
+    }
+    loaded.is_ok()
+}
+
 impl ProfileView {
     /// The ranking `broker.search.model` asks for: BM25F alone, or fused with the static
     /// embeddings (their weight measured on the public retrieval data, docs/benchmarks.md).
     pub(crate) fn search_weights(&self) -> mcpb_catalog::Weights {
         let mut w = mcpb_catalog::Weights::broker();
-        if self.generation.settings.broker.search_model == mcpb_config::SearchModel::Static {
-            w.dense = mcpb_catalog::search::STATIC_WEIGHT;
+        let settings = &self.generation.settings;
+        match settings.broker.search_model {
+            mcpb_config::SearchModel::Off => {}
+            mcpb_config::SearchModel::Static => w.dense = mcpb_catalog::search::STATIC_WEIGHT,
+            mcpb_config::SearchModel::Minilm => {
+                w.dense = mcpb_catalog::search::STATIC_WEIGHT;
+                if minilm_ready(&settings.runtime.minilm_dir()) {
+                    w.rerank = mcpb_catalog::search::RERANK_WEIGHT;
+                }
+            }
         }
         w
     }
