@@ -381,8 +381,9 @@ impl Index {
         hits
     }
 
-    /// Whether the best candidates are reranked by the transformer tier.
-    fn reranks(&self) -> bool {
+    /// Whether the best candidates are reranked by the transformer tier (a search then takes
+    /// milliseconds: callers on an event loop run it as blocking work).
+    pub fn reranks(&self) -> bool {
         #[cfg(feature = "semantic-minilm")]
         {
             self.weights.rerank > 0.0 && crate::minilm::loaded().is_some()

@@ -225,3 +225,29 @@ fn parity_is_never_the_same_when_an_upstream_could_not_be_listed() {
     let unknown = home.run(&["parity", "one", "nope"]);
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no profile named \"nope\""));
 }
+
+#[test]
+fn a_call_whose_upstream_cannot_start_is_audited_and_counted() {
+    let home = Home::with_config(&fixture_config(
+        &[("fx", ""), ("dead", "\"--exit-at-start\", \"7\"")],
+        "",
+    ));
+    let mut shim = session(&home);
+    let r = shim.call("dead.echo", json!({"text": "x"}));
+    assert!(
+        r["error"].is_object() || r["result"]["isError"] == true,
+        "{r}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || !audit_lines(&home).is_empty()),
+        "no audit line"
+    );
+    let line = &audit_lines(&home)[0];
+    assert_eq!(
+        (line["upstream"].as_str(), line["outcome"].as_str()),
+        (Some("dead"), Some("error")),
+        "{line}"
+    );
+    assert_eq!(line["tool"], "dead.echo");
+    assert_eq!(home.status()["calls"]["upstreams"]["dead"]["errors"], 1);
+}

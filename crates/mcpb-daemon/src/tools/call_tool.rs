@@ -43,7 +43,10 @@ pub(super) async fn apply(
     meta: Option<&RawValue>,
     link: Arc<dyn ClientLink>,
 ) -> Result<Answer, BrokerRpcError> {
-    let tool = match view.resolve(&args.name, true).await {
+    let tool = match view
+        .resolve_for_call(&args.name, crate::calls::Via::Facade)
+        .await
+    {
         Ok(t) => t,
         Err(BrokerRpcError::UnknownTool(_)) => {
             return Ok(Answer::Result(unknown_tool(view, &args.name).await));

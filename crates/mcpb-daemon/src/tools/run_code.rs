@@ -36,7 +36,11 @@ impl ToolHost for ViewHost<'_> {
             if FacadeTool::from_name(self.view.sep(), name).is_some() {
                 return CallOutcome::Unknown;
             }
-            let tool = match self.view.resolve(name, true).await {
+            let tool = match self
+                .view
+                .resolve_for_call(name, crate::calls::Via::Exec)
+                .await
+            {
                 Ok(t) => t,
                 Err(BrokerRpcError::UnknownTool(_)) => return CallOutcome::Unknown,
                 Err(e) => return CallOutcome::Failed(e.to_string()),

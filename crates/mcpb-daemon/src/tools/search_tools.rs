@@ -128,6 +128,20 @@ pub(super) async fn apply(view: &ProfileView, args: Args) -> Value {
             return tool_error("give a query, or a server to list its tools");
         }
         (0..index.tools.len()).filter(|i| keep(*i)).collect()
+    } else if index.index.reranks() {
+        // A transformer pass takes milliseconds: off the daemon's one thread, so the other
+        // sessions' frames keep moving meanwhile.
+        let (ix, q, only) = (index.clone(), query.to_string(), server.map(str::to_string));
+        let hits = tokio::task::spawn_blocking(move || {
+            let keep = |i: usize| {
+                only.as_deref()
+                    .is_none_or(|s| ix.tools[i].upstream.name() == s)
+            };
+            ix.index.search(&q, limit, &keep)
+        })
+        .await
+        .unwrap_or_default();
+        hits.iter().map(|h| h.doc).collect()
     } else {
         index
             .index

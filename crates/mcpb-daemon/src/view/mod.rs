@@ -229,6 +229,39 @@ impl ProfileView {
         VisibleTool::find(&self.profile, &upstream, &entry, exposed).ok_or_else(unknown)
     }
 
+    /// `resolve` for a call through `via`: a tool whose upstream cannot be started (or listed)
+    /// fails here, before `call`, and the audit log and the counts still get that call.
+    pub(crate) async fn resolve_for_call(
+        &self,
+        exposed: &str,
+        via: Via,
+    ) -> Result<VisibleTool, BrokerRpcError> {
+        let started = std::time::Instant::now();
+        let got = self.resolve(exposed, true).await;
+        if let Err(e) = &got
+            && !matches!(e, BrokerRpcError::UnknownTool(_))
+            && let Some(up) = self.owner_of(exposed)
+        {
+            let mut error = e.to_string();
+            mcpb_facade::projection::cut_chars(&mut error, MAX_AUDIT_ERROR);
+            self.calls.record(&CallRecord {
+                ts: crate::calls::now_stamp(),
+                session: self.session,
+                client: self.client.as_deref(),
+                profile: &self.profile.name,
+                upstream: up.name(),
+                tool: exposed,
+                via,
+                ms: crate::calls::millis(started.elapsed()),
+                outcome: Outcome::Error,
+                error: Some(error),
+                result_bytes: 0,
+                arguments: None,
+            });
+        }
+        got
+    }
+
     /// The profile's upstream an exposed tool or prompt name belongs to: by its prefix, or the
     /// profile's one upstream in transparent mode.
     pub(crate) fn owner_of(&self, exposed: &str) -> Option<Arc<Upstream>> {
@@ -246,7 +279,7 @@ impl ProfileView {
         exposed: &str,
         view: View,
     ) -> Result<VisibleTool, BrokerRpcError> {
-        let tool = self.resolve(exposed, true).await?;
+        let tool = self.resolve_for_call(exposed, Via::Raw).await?;
         if view == View::Compact && !tool.is_pinned(&self.profile) {
             return Err(BrokerRpcError::UnknownTool(exposed.to_string()));
         }
