@@ -26,7 +26,8 @@
 //! `generation.rs` (settings + upstreams of one configuration), `known.rs` (judged tool lists),
 //! `link.rs` (a session as upstreams see it: progress, server requests, list changes),
 //! `outbox.rs` (the bounded queue of frames to a client), `handover.rs` (the client's stdio
-//! handed over by the shim), `drain.rs`, `reload.rs`, `error.rs`.
+//! handed over by the shim), `calls.rs` (each call's record: counts for `status`, the audit
+//! log), `drain.rs`, `reload.rs`, `error.rs`.
 #![forbid(unsafe_code)]
 
 mod admin;
