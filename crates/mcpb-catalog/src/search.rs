@@ -360,7 +360,8 @@ impl Index {
             })
             .collect();
         let wanted = limit;
-        let limit = if self.reranks() {
+        let reranks = self.reranks();
+        let limit = if reranks {
             limit.max(RERANK_DEPTH)
         } else {
             limit
@@ -374,7 +375,7 @@ impl Index {
         });
         hits.truncate(limit);
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
-        if self.reranks() {
+        if reranks {
             self.rerank(query, &mut hits);
         }
         hits.truncate(wanted);

@@ -19,6 +19,11 @@ use crate::calls::{CallRecord, Outcome, Via};
 
 /// Characters of an error kept in the audit log.
 const MAX_AUDIT_ERROR: usize = 300;
+
+fn audit_error(mut error: String) -> String {
+    mcpb_facade::projection::cut_chars(&mut error, MAX_AUDIT_ERROR);
+    error
+}
 use crate::error::rpc_error;
 use crate::generation::Generation;
 use crate::known::{Entry, KnownLists};
@@ -242,21 +247,10 @@ impl ProfileView {
             && !matches!(e, BrokerRpcError::UnknownTool(_))
             && let Some(up) = self.owner_of(exposed)
         {
-            let mut error = e.to_string();
-            mcpb_facade::projection::cut_chars(&mut error, MAX_AUDIT_ERROR);
             self.calls.record(&CallRecord {
-                ts: crate::calls::now_stamp(),
-                session: self.session,
-                client: self.client.as_deref(),
-                profile: &self.profile.name,
-                upstream: up.name(),
-                tool: exposed,
-                via,
-                ms: crate::calls::millis(started.elapsed()),
                 outcome: Outcome::Error,
-                error: Some(error),
-                result_bytes: 0,
-                arguments: None,
+                error: Some(audit_error(e.to_string())),
+                ..self.call_record(up.name(), exposed, via, started.elapsed())
             });
         }
         got
@@ -376,10 +370,6 @@ impl ProfileView {
             }
             Err(e) => (Outcome::Error, Some(e.to_string()), 0),
         };
-        let error = error.map(|mut m| {
-            mcpb_facade::projection::cut_chars(&mut m, MAX_AUDIT_ERROR);
-            m
-        });
         let args = if self.calls.wants_arguments() {
             serde_json::from_str::<Args>(params.get())
                 .ok()
@@ -389,19 +379,36 @@ impl ProfileView {
             None
         };
         self.calls.record(&CallRecord {
+            outcome,
+            error: error.map(audit_error),
+            result_bytes: bytes,
+            arguments: args,
+            ..self.call_record(tool.upstream.name(), &tool.exposed, via, took)
+        });
+    }
+
+    /// A call's record as far as who made it and how long it took; the outcome is the caller's.
+    fn call_record<'a>(
+        &'a self,
+        upstream: &'a str,
+        tool: &'a str,
+        via: Via,
+        took: std::time::Duration,
+    ) -> CallRecord<'a> {
+        CallRecord {
             ts: crate::calls::now_stamp(),
             session: self.session,
             client: self.client.as_deref(),
             profile: &self.profile.name,
-            upstream: tool.upstream.name(),
-            tool: &tool.exposed,
+            upstream,
+            tool,
             via,
             ms: crate::calls::millis(took),
-            outcome,
-            error,
-            result_bytes: bytes,
-            arguments: args,
-        });
+            outcome: Outcome::Ok,
+            error: None,
+            result_bytes: 0,
+            arguments: None,
+        }
     }
 
     /// Closest visible names; never a hidden one.
