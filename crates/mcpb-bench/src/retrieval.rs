@@ -67,7 +67,15 @@ struct Metrics {
     mrr: f64,
 }
 
-fn evaluate(tools: &[ToolDoc], queries: &[Query], weights: Weights) -> Metrics {
+fn evaluate(tools: &[ToolDoc], queries: &[Query], weights: Weights, label: &str) -> Metrics {
+    // Each request's ranking, for analysis outside the bench (`MCPB_DUMP=<file>`).
+    let mut dump = std::env::var_os("MCPB_DUMP").and_then(|p| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .ok()
+    });
     // Misses of the broker's own ranking only, not of the baseline.
     let debug = std::env::var_os("MCPB_RETRIEVAL_DEBUG").is_some() && weights.analyze;
     let index = Index::build(tools, weights);
@@ -78,6 +86,12 @@ fn evaluate(tools: &[ToolDoc], queries: &[Query], weights: Weights) -> Metrics {
             .iter()
             .map(|h| tools[h.doc].id.as_str())
             .collect();
+        if let Some(f) = dump.as_mut() {
+            use std::io::Write;
+            let line = serde_json::json!({"label": label, "query": q.text, "groups": q.groups,
+                "ranked": &ranked[..20.min(ranked.len())]});
+            let _ = writeln!(f, "{line}");
+        }
         let recall = |k: usize| {
             let top = &ranked[..k.min(ranked.len())];
             let found = q
@@ -221,7 +235,7 @@ pub(crate) fn run() -> anyhow::Result<()> {
         for (label, weights) in rows {
             let reranks = weights.rerank > 0.0;
             let t = Instant::now();
-            let m = evaluate(&tools, &queries, weights);
+            let m = evaluate(&tools, &queries, weights, &format!("{set}/{label}"));
             println!(
                 "| {set} ({} queries) | {label} | {:.3} | {:.3} | {:.3} | {:.3} |",
                 queries.len(),
@@ -270,12 +284,34 @@ pub(crate) fn run() -> anyhow::Result<()> {
         dense: hybrid_dense(),
         ..Weights::broker()
     };
-    for (label, weights) in [("BM25F alone", Weights::broker()), ("hybrid", hybrid)] {
+    // The daemon's restart: the vectors read from the catalog's cache file, then the build.
+    let cache_file =
+        std::env::temp_dir().join(format!("mcpb-bench-vectors-{}.bin", std::process::id()));
+    let open_cache = || {
+        mcpb_catalog::VectorCache::open(
+            cache_file.clone(),
+            mcpb_catalog::embed::MODEL_NAME,
+            mcpb_catalog::embed::DIM,
+        )
+        .0
+    };
+    let filled = open_cache();
+    Index::build_cached(&catalog, hybrid.clone(), Some(&filled));
+    filled.save()?;
+    for (label, weights, cached) in [
+        ("BM25F alone", Weights::broker(), false),
+        ("hybrid", hybrid.clone(), false),
+        ("hybrid, vectors from the cache file", hybrid, true),
+    ] {
         let mut builds = Vec::new();
         let mut index = Index::build(&catalog, weights.clone());
         for _ in 0..5 {
             let t = Instant::now();
-            index = Index::build(&catalog, weights.clone());
+            index = if cached {
+                Index::build_cached(&catalog, weights.clone(), Some(&open_cache()))
+            } else {
+                Index::build(&catalog, weights.clone())
+            };
             builds.push(t.elapsed());
         }
         builds.sort();
@@ -300,6 +336,7 @@ pub(crate) fn run() -> anyhow::Result<()> {
             times.len()
         );
     }
+    let _ = std::fs::remove_file(&cache_file);
     context(&root)
 }
 

@@ -23,6 +23,9 @@ const TABLE: &[u8] = include_bytes!("../assets/potion-base-2M/model.safetensors"
 
 /// Dimensions of a vector.
 pub const DIM: usize = 64;
+
+/// The shipped model's name, which keys its cached vectors.
+pub const MODEL_NAME: &str = "potion-base-2M";
 /// Tokens of one text that count; the rest is ignored (as the model was trained).
 const MAX_TOKENS: usize = 512;
 /// Longer words are unknown to WordPiece.

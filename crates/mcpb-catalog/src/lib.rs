@@ -18,6 +18,7 @@ pub mod scan;
 pub mod search;
 pub mod store;
 pub mod text;
+pub mod vectors;
 
 pub use doc::ToolDoc;
 pub use error::CatalogError;
@@ -25,3 +26,4 @@ pub use pins::{Judged, PinMode, Pins, Quarantine, Verdict};
 pub use scan::Finding;
 pub use search::{Hit, Index, Weights};
 pub use store::{CachedContent, CachedList, ListStore};
+pub use vectors::VectorCache;

@@ -10,6 +10,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::doc::ToolDoc;
 use crate::text;
+use crate::vectors::VectorCache;
 
 pub const FIELDS: usize = 5;
 
@@ -147,6 +148,32 @@ pub struct Index {
     deep: Vec<std::sync::OnceLock<Vec<f32>>>,
 }
 
+/// Each document's static embedding, from `cache` when it holds it.
+fn static_vectors(
+    m: &crate::embed::Model,
+    docs: &[ToolDoc],
+    cache: Option<&VectorCache>,
+) -> Vec<crate::embed::Vector> {
+    let Some(cache) = cache else {
+        return docs.iter().map(|d| m.embed(&d.embed_text())).collect();
+    };
+    let texts: Vec<String> = docs.iter().map(ToolDoc::embed_text).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    cache
+        .vectors(&refs, |missing| {
+            missing.iter().map(|t| m.embed(t).to_vec()).collect()
+        })
+        .into_iter()
+        .map(|v| {
+            let mut out = [0f32; crate::embed::DIM];
+            if v.len() == out.len() {
+                out.copy_from_slice(&v);
+            }
+            out
+        })
+        .collect()
+}
+
 fn tokenize(text: &str, analyze: bool) -> Vec<String> {
     if analyze {
         text::terms(text)
@@ -157,6 +184,12 @@ fn tokenize(text: &str, analyze: bool) -> Vec<String> {
 
 impl Index {
     pub fn build(docs: &[ToolDoc], weights: Weights) -> Self {
+        Self::build_cached(docs, weights, None)
+    }
+
+    /// `build`, with the static embeddings taken from `cache` where it has them (and the ones
+    /// it lacks added to it).
+    pub fn build_cached(docs: &[ToolDoc], weights: Weights, cache: Option<&VectorCache>) -> Self {
         let mut lengths = Vec::with_capacity(docs.len());
         let mut dict =
             Dict::with_capacity_and_hasher(docs.len() * 4, BuildHasherDefault::default());
@@ -230,9 +263,7 @@ impl Index {
         #[cfg(feature = "semantic-minilm")]
         let weights_rerank = weights.rerank;
         let vectors = match crate::embed::model() {
-            Some(m) if weights.dense > 0.0 => {
-                docs.iter().map(|d| m.embed(&d.embed_text())).collect()
-            }
+            Some(m) if weights.dense > 0.0 => static_vectors(m, docs, cache),
             _ => Vec::new(),
         };
         Self {

@@ -514,8 +514,7 @@ fn search_model_static_finds_tools_by_meaning_through_the_facade() {
             "inputSchema": {"type": "object", "properties": {}},
             "annotations": {"readOnlyHint": true}}),
     ];
-    let search = |broker: &str| {
-        let (home, _) = tools_home(&tools, broker, "", "", "  default: {}\n");
+    let names = |home: &Home| {
         let out = home.run(&["tools", "--json", "search", "accommodation for my holidays"]);
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         v["results"]
@@ -525,15 +524,47 @@ fn search_model_static_finds_tools_by_meaning_through_the_facade() {
             .filter_map(|r| r["name"].as_str().map(str::to_string))
             .collect::<Vec<_>>()
     };
-    let words = search("");
+    let (words_home, _) = tools_home(&tools, "", "", "", "  default: {}\n");
+    let words = names(&words_home);
     assert!(
         words.is_empty(),
         "words alone share nothing with the request: {words:?}"
     );
-    let found = search(", search: {model: static}");
+    let vectors = words_home
+        .root()
+        .join("state/catalog/vectors-potion-base-2M.bin");
+    assert!(!vectors.exists(), "no model, no vectors");
+
+    let (home, _) = tools_home(
+        &tools,
+        ", search: {model: static}",
+        "",
+        "",
+        "  default: {}\n",
+    );
+    let found = names(&home);
     assert_eq!(
         found.first().map(String::as_str),
         Some("fx.find_listings"),
         "{found:?}"
     );
+    // The tools' vectors are kept (20-byte header, then a 16-byte key and 64 floats each) and
+    // a restart finds them: nothing new to embed, the file is not written again.
+    let vectors = home.root().join("state/catalog/vectors-potion-base-2M.bin");
+    let meta = std::fs::metadata(&vectors).expect("vector cache written");
+    let entries = (meta.len() - 20) / (16 + 64 * 4);
+    assert!(
+        entries >= 2 && meta.len() == 20 + entries * (16 + 64 * 4),
+        "{} bytes",
+        meta.len()
+    );
+    let written = meta.modified().unwrap();
+    assert!(home.run(&["stop"]).status.success());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(
+        names(&home).first().map(String::as_str),
+        Some("fx.find_listings")
+    );
+    let again = std::fs::metadata(&vectors).unwrap().modified().unwrap();
+    assert_eq!(written, again, "a restart embedded the tools again");
 }

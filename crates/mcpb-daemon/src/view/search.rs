@@ -15,11 +15,35 @@ pub(crate) struct ProfileIndex {
     pub(crate) tools: Vec<VisibleTool>,
 }
 
-/// Search indexes by profile name.
+/// Search indexes by profile name, and the static embeddings of the tools they were built
+/// from, kept on disk beside the tool lists.
 #[derive(Default)]
 pub(crate) struct SearchCache {
     by_profile: Mutex<HashMap<String, Arc<ProfileIndex>>>,
+    vectors: std::sync::OnceLock<Arc<mcpb_catalog::VectorCache>>,
 }
+
+impl SearchCache {
+    /// The static model's vector cache, read from `dir` the first time an index needs it.
+    fn vectors(&self, dir: &std::path::Path) -> Arc<mcpb_catalog::VectorCache> {
+        self.vectors
+            .get_or_init(|| {
+                let (cache, error) = mcpb_catalog::VectorCache::open(
+                    dir.join(STATIC_VECTORS),
+                    mcpb_catalog::embed::MODEL_NAME,
+                    mcpb_catalog::embed::DIM,
+                );
+                if let Some(e) = error {
+                    tracing::warn!(error = %e, "tool embeddings are computed again");
+                }
+                Arc::new(cache)
+            })
+            .clone()
+    }
+}
+
+/// The static model's vectors, in the catalog directory.
+const STATIC_VECTORS: &str = "vectors-potion-base-2M.bin";
 
 /// Whether the transformer tier can rerank: loaded from `dir` on first use. What keeps it from
 /// loading (a binary built without it, weights not installed) is said once in the log, and
@@ -105,11 +129,31 @@ impl ProfileView {
                 )
             })
             .collect();
-        let built = Arc::new(ProfileIndex {
-            key,
-            index: mcpb_catalog::Index::build(&docs, self.search_weights()),
-            tools,
+        let weights = self.search_weights();
+        let cache = (weights.dense > 0.0).then(|| {
+            self.searches
+                .vectors(&self.generation.settings.runtime.catalog_dir())
         });
+        // Embedding new tools and writing the cache take milliseconds per hundred tools: off
+        // the event loop.
+        let index = tokio::task::spawn_blocking(move || {
+            let index = mcpb_catalog::Index::build_cached(&docs, weights, cache.as_deref());
+            if let Some(cache) = cache
+                && let Err(e) = cache.save()
+            {
+                tracing::warn!(error = %e, "tool embeddings not kept for the next start");
+            }
+            index
+        })
+        .await;
+        let index = match index {
+            Ok(index) => index,
+            Err(e) => {
+                tracing::error!(error = %e, "search index build failed; searching words only");
+                mcpb_catalog::Index::build(&[], mcpb_catalog::Weights::broker())
+            }
+        };
+        let built = Arc::new(ProfileIndex { key, index, tools });
         self.searches
             .by_profile
             .lock()
