@@ -272,6 +272,43 @@ pub fn related(term: &str) -> &'static [&'static str] {
     }
 }
 
+enum Verb {
+    Read,
+    Write,
+}
+
+/// Whether a path is written or read, from the words before it in its sentence: the nearest
+/// verb of either kind decides ("read the data under X" / "draft a summary in X"); with no verb,
+/// a product named before it ("a markdown report in X") means it is written.
+fn governing_verb(before: &[&str]) -> Option<Verb> {
+    const WRITE: &[&str] = &[
+        "save", "saved", "saving", "write", "written", "writing", "store", "stored", "export",
+        "exported", "draft", "output", "generate", "create", "make", "produce", "compile", "put",
+    ];
+    const READ: &[&str] = &[
+        "read", "open", "load", "parse", "under", "analyze", "analyse", "from", "extract",
+        "summarize", "summarise", "check", "inspect",
+    ];
+    const PRODUCT: &[&str] = &["report", "summary", "brief", "document", "note", "notes"];
+    let mut product = false;
+    for (n, t) in before.iter().rev().enumerate() {
+        if n >= 16 || (n > 0 && t.ends_with(['.', '!', '?'])) {
+            break;
+        }
+        let w = t
+            .trim_matches(|c: char| !c.is_alphanumeric())
+            .to_ascii_lowercase();
+        if WRITE.contains(&w.as_str()) {
+            return Some(Verb::Write);
+        }
+        if READ.contains(&w.as_str()) {
+            return Some(Verb::Read);
+        }
+        product |= PRODUCT.contains(&w.as_str());
+    }
+    product.then_some(Verb::Write)
+}
+
 /// Words a request implies without saying them: a file path means a file (and its extension a
 /// kind of file), a URL means fetching from the web. Returned stemmed, with their weights.
 pub fn implied(query: &str) -> Vec<(String, f32)> {
@@ -302,25 +339,10 @@ pub fn implied(query: &str) -> Vec<(String, f32)> {
                     && !e.contains('/') =>
             {
                 out.extend([("file", 1.0), ("path", 0.5)]);
-                // The verb governing the path says whether the file is written or read.
-                let before = &tokens[i.saturating_sub(6)..i];
-                let says = |verbs: &[&str]| {
-                    before.iter().any(|t| {
-                        let t = t
-                            .trim_matches(|c: char| !c.is_alphanumeric())
-                            .to_ascii_lowercase();
-                        verbs.contains(&t.as_str())
-                    })
-                };
-                if says(&[
-                    "save", "saved", "saving", "write", "written", "store", "stored", "export",
-                    "draft", "output",
-                ]) {
-                    out.push(("write", 1.0));
-                } else if says(&[
-                    "read", "open", "load", "parse", "under", "analyze", "analyse",
-                ]) {
-                    out.push(("read", 1.0));
+                match governing_verb(&tokens[..i]) {
+                    Some(Verb::Write) => out.push(("write", 1.0)),
+                    Some(Verb::Read) => out.push(("read", 1.0)),
+                    None => {}
                 }
                 let kind: &[&str] = match e {
                     "md" | "txt" | "log" | "rst" => &["text", "markdown"],
@@ -405,6 +427,12 @@ mod tests {
             assert!(words.contains(&stem(w).as_str()), "{w} in {words:?}");
         }
         assert!(implied("version 2.0 of the app, e.g. this").is_empty());
+        let says = |q: &str, verb: &str| implied(q).iter().any(|(w, _)| w == verb);
+        assert!(says("Read the data under /root/a.xlsx and plot it", "read"));
+        assert!(says("draft a Markdown intro document for it in /root/a.md", "write"));
+        assert!(says("Give me a markdown report on /root/markdown/r.md", "write"));
+        assert!(says("Open the data. Then give me a report in /root/r.md", "write"));
+        assert!(!says("Open the data. Then give me /root/r.md", "read"));
         assert!(
             implied("list /root/git")
                 .iter()
