@@ -232,6 +232,8 @@ pub(crate) fn run() -> anyhow::Result<()> {
                 },
             ));
         }
+        let only = std::env::var("MCPB_ROWS").unwrap_or_default();
+        rows.retain(|(label, _)| label.contains(only.as_str()));
         for (label, weights) in rows {
             let reranks = weights.rerank > 0.0;
             let t = Instant::now();

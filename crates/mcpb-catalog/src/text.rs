@@ -286,8 +286,19 @@ fn governing_verb(before: &[&str]) -> Option<Verb> {
         "exported", "draft", "output", "generate", "create", "make", "produce", "compile", "put",
     ];
     const READ: &[&str] = &[
-        "read", "open", "load", "parse", "under", "analyze", "analyse", "from", "extract",
-        "summarize", "summarise", "check", "inspect",
+        "read",
+        "open",
+        "load",
+        "parse",
+        "under",
+        "analyze",
+        "analyse",
+        "from",
+        "extract",
+        "summarize",
+        "summarise",
+        "check",
+        "inspect",
     ];
     const PRODUCT: &[&str] = &["report", "summary", "brief", "document", "note", "notes"];
     let mut product = false;
@@ -429,9 +440,18 @@ mod tests {
         assert!(implied("version 2.0 of the app, e.g. this").is_empty());
         let says = |q: &str, verb: &str| implied(q).iter().any(|(w, _)| w == verb);
         assert!(says("Read the data under /root/a.xlsx and plot it", "read"));
-        assert!(says("draft a Markdown intro document for it in /root/a.md", "write"));
-        assert!(says("Give me a markdown report on /root/markdown/r.md", "write"));
-        assert!(says("Open the data. Then give me a report in /root/r.md", "write"));
+        assert!(says(
+            "draft a Markdown intro document for it in /root/a.md",
+            "write"
+        ));
+        assert!(says(
+            "Give me a markdown report on /root/markdown/r.md",
+            "write"
+        ));
+        assert!(says(
+            "Open the data. Then give me a report in /root/r.md",
+            "write"
+        ));
         assert!(!says("Open the data. Then give me /root/r.md", "read"));
         assert!(
             implied("list /root/git")

@@ -143,9 +143,10 @@ pub struct RawBroker {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawSearch {
-    /// `off`: BM25F over the tools' words (default); `static`: fused with the small static
-    /// embedding model shipped in the binary (finds tools by meaning as well as by word; about
-    /// 2 MB more memory once the first search runs); `minilm`: `static`, then the best 30
+    /// `static` (default): BM25F over the tools' words fused with the small static embedding
+    /// model shipped in the binary (finds tools by meaning as well as by word; about 2 MB more
+    /// memory once the first search runs, tool vectors kept in the catalog directory); `off`:
+    /// BM25F alone; `minilm`: `static`, then the best 30
     /// candidates reranked by all-MiniLM-L6-v2 (a binary built with `--features
     /// semantic-minilm`, weights installed by `scripts/install-minilm` under
     /// `{runtime.root}/models/all-MiniLM-L6-v2`; otherwise `static` with a warning).
@@ -156,8 +157,8 @@ pub struct RawSearch {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SearchModel {
-    #[default]
     Off,
+    #[default]
     Static,
     Minilm,
 }

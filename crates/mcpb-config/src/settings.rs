@@ -176,7 +176,7 @@ impl Default for BrokerSettings {
             artifact_max_bytes: 256 * 1024 * 1024,
             exec: crate::exec::BrokerExec::default(),
             audit: AuditSettings::default(),
-            search_model: crate::raw::SearchModel::Off,
+            search_model: crate::raw::SearchModel::Static,
         }
     }
 }

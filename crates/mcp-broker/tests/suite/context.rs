@@ -505,7 +505,7 @@ fn a_raw_profile_over_max_tools_is_an_error_not_a_cut() {
 }
 
 #[test]
-fn search_model_static_finds_tools_by_meaning_through_the_facade() {
+fn the_default_search_model_finds_tools_by_meaning_through_the_facade() {
     let tools = [
         json!({"name": "find_listings", "description": "Search vacation rentals and hotel rooms.",
             "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}},
@@ -524,7 +524,7 @@ fn search_model_static_finds_tools_by_meaning_through_the_facade() {
             .filter_map(|r| r["name"].as_str().map(str::to_string))
             .collect::<Vec<_>>()
     };
-    let (words_home, _) = tools_home(&tools, "", "", "", "  default: {}\n");
+    let (words_home, _) = tools_home(&tools, ", search: {model: off}", "", "", "  default: {}\n");
     let words = names(&words_home);
     assert!(
         words.is_empty(),
@@ -535,13 +535,8 @@ fn search_model_static_finds_tools_by_meaning_through_the_facade() {
         .join("state/catalog/vectors-potion-base-2M.bin");
     assert!(!vectors.exists(), "no model, no vectors");
 
-    let (home, _) = tools_home(
-        &tools,
-        ", search: {model: static}",
-        "",
-        "",
-        "  default: {}\n",
-    );
+    // The default model.
+    let (home, _) = tools_home(&tools, "", "", "", "  default: {}\n");
     let found = names(&home);
     assert_eq!(
         found.first().map(String::as_str),
