@@ -37,6 +37,8 @@ pub struct VectorCache {
     model: String,
     dim: usize,
     state: Mutex<State>,
+    /// Held from a save's snapshot to its rename, so an older snapshot never lands last.
+    writing: Mutex<()>,
 }
 
 impl VectorCache {
@@ -65,6 +67,7 @@ impl VectorCache {
             model: model.to_string(),
             dim,
             state: Mutex::new(state),
+            writing: Mutex::new(()),
         };
         (cache, error)
     }
@@ -132,6 +135,7 @@ impl VectorCache {
     /// Writes the file if vectors were added since the last save (atomically, private to the
     /// user).
     pub fn save(&self) -> Result<(), CatalogError> {
+        let _one = self.writing.lock();
         let bytes = {
             let mut state = self.state.lock();
             if !state.dirty {

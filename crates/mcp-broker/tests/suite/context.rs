@@ -535,8 +535,11 @@ fn the_default_search_model_finds_tools_by_meaning_through_the_facade() {
         .join("state/catalog/vectors-potion-base-2M.bin");
     assert!(!vectors.exists(), "no model, no vectors");
 
-    // The default model.
+    // The default model. A list's vectors are computed when it arrives, before any search.
     let (home, _) = tools_home(&tools, "", "", "", "  default: {}\n");
+    let vectors = home.root().join("state/catalog/vectors-potion-base-2M.bin");
+    assert!(home.run(&["tools", "describe", "fx.git_status"]).status.success());
+    assert!(vectors.exists(), "a new list is embedded when it arrives");
     let found = names(&home);
     assert_eq!(
         found.first().map(String::as_str),
@@ -545,7 +548,6 @@ fn the_default_search_model_finds_tools_by_meaning_through_the_facade() {
     );
     // The tools' vectors are kept (20-byte header, then a 16-byte key and 64 floats each) and
     // a restart finds them: nothing new to embed, the file is not written again.
-    let vectors = home.root().join("state/catalog/vectors-potion-base-2M.bin");
     let meta = std::fs::metadata(&vectors).expect("vector cache written");
     let entries = (meta.len() - 20) / (16 + 64 * 4);
     assert!(

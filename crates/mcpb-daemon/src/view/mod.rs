@@ -136,9 +136,16 @@ impl ProfileView {
         // a large list never stalls the other sessions on the daemon's one thread.
         let known = self.known.clone();
         let name = up.name().to_string();
+        let embedder = self.list_embedder(up.settings());
         self.known
             .worker
-            .run(move || known.observe(&name, &tools))
+            .run(move || {
+                let entry = known.observe(&name, &tools);
+                if let Some(e) = embedder {
+                    e.embed(entry.tools());
+                }
+                entry
+            })
             .await
             .ok_or_else(|| BrokerRpcError::Internal("cataloguing the tool list failed".into()))
     }

@@ -42,6 +42,46 @@ impl SearchCache {
     }
 }
 
+/// What search reads of a tool's upstream besides its tools: name, description and tags.
+fn server_text(up: &mcpb_config::UpstreamSettings) -> String {
+    format!(
+        "{} {} {}",
+        up.name,
+        up.description.as_deref().unwrap_or(""),
+        up.tags.join(" ")
+    )
+}
+
+/// The static vectors of a list that just arrived, computed now (on the catalog's thread) so
+/// that the next search finds them cached instead of embedding tools itself.
+pub(crate) struct ListEmbedder {
+    cache: Arc<mcpb_catalog::VectorCache>,
+    upstream: String,
+    server_text: String,
+}
+
+impl ListEmbedder {
+    pub(crate) fn embed(&self, tools: &[serde_json::Value]) {
+        let Some(model) = mcpb_catalog::embed::model() else {
+            return;
+        };
+        let texts: Vec<String> = tools
+            .iter()
+            .map(|t| {
+                mcpb_catalog::ToolDoc::from_definition("", &self.upstream, &self.server_text, t)
+                    .embed_text()
+            })
+            .collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        self.cache.vectors(&refs, |missing| {
+            missing.iter().map(|t| model.embed(t).to_vec()).collect()
+        });
+        if let Err(e) = self.cache.save() {
+            tracing::warn!(error = %e, "tool embeddings not kept for the next start");
+        }
+    }
+}
+
 /// The static model's vectors, in the catalog directory.
 const STATIC_VECTORS: &str = "vectors-potion-base-2M.bin";
 
@@ -82,6 +122,19 @@ impl ProfileView {
         w
     }
 
+    /// What embeds a new list of `up`'s when this profile's search uses the static model.
+    pub(crate) fn list_embedder(&self, up: &mcpb_config::UpstreamSettings) -> Option<ListEmbedder> {
+        let settings = &self.generation.settings;
+        if settings.broker.search_model == mcpb_config::SearchModel::Off {
+            return None;
+        }
+        Some(ListEmbedder {
+            cache: self.searches.vectors(&settings.runtime.catalog_dir()),
+            upstream: up.name.clone(),
+            server_text: server_text(up),
+        })
+    }
+
     pub(crate) async fn search_index(&self) -> Arc<ProfileIndex> {
         // Every list known first (this may start an upstream never listed), then the
         // generation they make; a search on an unchanged catalog costs one lookup here.
@@ -115,16 +168,10 @@ impl ProfileView {
             .iter()
             .map(|t| {
                 let up = t.upstream.settings();
-                let server_text = format!(
-                    "{} {} {}",
-                    up.name,
-                    up.description.as_deref().unwrap_or(""),
-                    up.tags.join(" ")
-                );
                 mcpb_catalog::ToolDoc::from_definition(
                     &t.exposed,
                     &up.name,
-                    &server_text,
+                    &server_text(up),
                     t.definition(),
                 )
             })
