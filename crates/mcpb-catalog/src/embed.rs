@@ -123,6 +123,11 @@ pub fn model() -> Option<&'static Model> {
     MODEL.get_or_init(Model::load).as_ref()
 }
 
+/// The shipped model if a search already loaded it (never loads it).
+pub fn loaded() -> Option<&'static Model> {
+    MODEL.get().and_then(Option::as_ref)
+}
+
 #[derive(serde::Deserialize)]
 struct TokenizerFile {
     model: WordPieceFile,

@@ -3,10 +3,11 @@
 //! and artifacts, and the catalog answering while upstreams are stopped.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::support::{Home, tools_home, write_tools};
+use super::support::{Home, tools_home, wait_until, write_tools};
 
 fn tool(name: &str, description: &str, read_only: bool, param: &str) -> Value {
     json!({"name": name, "description": description,
@@ -535,11 +536,15 @@ fn the_default_search_model_finds_tools_by_meaning_through_the_facade() {
         .join("state/catalog/vectors-potion-base-2M.bin");
     assert!(!vectors.exists(), "no model, no vectors");
 
-    // The default model. A list's vectors are computed when it arrives, before any search.
-    let (home, _) = tools_home(&tools, "", "", "", "  default: {}\n");
+    // The default model; nothing is loaded or written before a search.
+    let (home, file) = tools_home(&tools, "", "", "", "  default: {}\n");
     let vectors = home.root().join("state/catalog/vectors-potion-base-2M.bin");
-    assert!(home.run(&["tools", "describe", "fx.git_status"]).status.success());
-    assert!(vectors.exists(), "a new list is embedded when it arrives");
+    assert!(
+        home.run(&["tools", "describe", "fx.git_status"])
+            .status
+            .success()
+    );
+    assert!(!vectors.exists(), "a list embedded before any search");
     let found = names(&home);
     assert_eq!(
         found.first().map(String::as_str),
@@ -564,4 +569,22 @@ fn the_default_search_model_finds_tools_by_meaning_through_the_facade() {
     );
     let again = std::fs::metadata(&vectors).unwrap().modified().unwrap();
     assert_eq!(written, again, "a restart embedded the tools again");
+
+    // Once searches run, a changed list is embedded when it arrives, before the next search.
+    let mut more = tools.to_vec();
+    more.push(
+        json!({"name": "book_table", "description": "Reserve a table at a restaurant.",
+        "inputSchema": {"type": "object", "properties": {}}}),
+    );
+    write_tools(&file, &more);
+    assert!(
+        home.run(&["tools", "call", "fx.list_changed"])
+            .status
+            .success()
+    );
+    assert!(wait_until(Duration::from_secs(10), || {
+        // A new tool waits for review; asking for it lists again.
+        home.run(&["tools", "describe", "fx.book_table"]);
+        std::fs::metadata(&vectors).unwrap().len() > 20 + entries * (16 + 64 * 4)
+    }));
 }

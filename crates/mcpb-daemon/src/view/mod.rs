@@ -141,8 +141,10 @@ impl ProfileView {
             .worker
             .run(move || {
                 let entry = known.observe(&name, &tools);
+                // The whole list as received: a tool held back for review today is searched
+                // once approved.
                 if let Some(e) = embedder {
-                    e.embed(entry.tools());
+                    e.embed(&tools);
                 }
                 entry
             })

@@ -53,7 +53,8 @@ fn server_text(up: &mcpb_config::UpstreamSettings) -> String {
 }
 
 /// The static vectors of a list that just arrived, computed now (on the catalog's thread) so
-/// that the next search finds them cached instead of embedding tools itself.
+/// that the next search finds them cached instead of embedding tools itself. Only once a
+/// search has loaded the model: a daemon nobody searches through never loads it.
 pub(crate) struct ListEmbedder {
     cache: Arc<mcpb_catalog::VectorCache>,
     upstream: String,
@@ -62,7 +63,7 @@ pub(crate) struct ListEmbedder {
 
 impl ListEmbedder {
     pub(crate) fn embed(&self, tools: &[serde_json::Value]) {
-        let Some(model) = mcpb_catalog::embed::model() else {
+        let Some(model) = mcpb_catalog::embed::loaded() else {
             return;
         };
         let texts: Vec<String> = tools
