@@ -292,7 +292,7 @@ pub(crate) fn run() -> anyhow::Result<()> {
     let open_cache = || {
         mcpb_catalog::VectorCache::open(
             cache_file.clone(),
-            mcpb_catalog::embed::MODEL_NAME,
+            mcpb_catalog::embed::VECTORS_KEY,
             mcpb_catalog::embed::DIM,
         )
         .0

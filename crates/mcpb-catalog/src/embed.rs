@@ -24,8 +24,9 @@ const TABLE: &[u8] = include_bytes!("../assets/potion-base-2M/model.safetensors"
 /// Dimensions of a vector.
 pub const DIM: usize = 64;
 
-/// The shipped model's name, which keys its cached vectors.
-pub const MODEL_NAME: &str = "potion-base-2M";
+/// What keys the shipped model's cached vectors: the model and this encoder's version (bump it
+/// when a text would map to another vector, so no cached vector of the old mapping is used).
+pub const VECTORS_KEY: &str = "potion-base-2M/encoder-1";
 /// Tokens of one text that count; the rest is ignored (as the model was trained).
 const MAX_TOKENS: usize = 512;
 /// Longer words are unknown to WordPiece.
@@ -148,7 +149,13 @@ impl Model {
 
     /// Token ids of `text` as the model's tokenizer gives them, unknown words left out.
     pub fn ids(&self, text: &str) -> Vec<u32> {
-        self.words.ids(text, MAX_TOKENS)
+        // The tokens kept come from the text's first few kilobytes: a description of megabytes
+        // is not normalised whole to keep its first words.
+        let mut end = text.len().min(MAX_TOKENS * 32);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.words.ids(&text[..end], MAX_TOKENS)
     }
 
     fn row(&self, id: u32, into: &mut [f32; DIM]) {

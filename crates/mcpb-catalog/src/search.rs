@@ -158,7 +158,11 @@ fn static_vectors(
         return docs.iter().map(|d| m.embed(&d.embed_text())).collect();
     };
     let texts: Vec<String> = docs.iter().map(ToolDoc::embed_text).collect();
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let refs: Vec<(&str, &str)> = docs
+        .iter()
+        .zip(&texts)
+        .map(|(d, t)| (d.server.as_str(), t.as_str()))
+        .collect();
     cache
         .vectors(&refs, |missing| {
             missing.iter().map(|t| m.embed(t).to_vec()).collect()

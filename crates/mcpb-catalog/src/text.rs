@@ -278,8 +278,10 @@ enum Verb {
 }
 
 /// Whether a path is written or read, from the words before it in its sentence: the nearest
-/// verb of either kind decides ("read the data under X" / "draft a summary in X"); with no verb,
-/// a product named before it ("a markdown report in X") means it is written.
+/// verb of either kind decides ("export the table from the database to X" writes, "read the
+/// data in X" reads); with no verb, the word right before the path does: "under", "of" or
+/// "from" read ("a summary of X"), and "in", "to", "as", "at", "into" or "on" after a product
+/// ("a markdown report in X") write.
 fn governing_verb(before: &[&str]) -> Option<Verb> {
     const WRITE: &[&str] = &[
         "save", "saved", "saving", "write", "written", "writing", "store", "stored", "export",
@@ -290,10 +292,8 @@ fn governing_verb(before: &[&str]) -> Option<Verb> {
         "open",
         "load",
         "parse",
-        "under",
         "analyze",
         "analyse",
-        "from",
         "extract",
         "summarize",
         "summarise",
@@ -301,14 +301,16 @@ fn governing_verb(before: &[&str]) -> Option<Verb> {
         "inspect",
     ];
     const PRODUCT: &[&str] = &["report", "summary", "brief", "document", "note", "notes"];
+    let plain = |t: &str| {
+        t.trim_matches(|c: char| !c.is_alphanumeric())
+            .to_ascii_lowercase()
+    };
     let mut product = false;
     for (n, t) in before.iter().rev().enumerate() {
         if n >= 16 || (n > 0 && t.ends_with(['.', '!', '?'])) {
             break;
         }
-        let w = t
-            .trim_matches(|c: char| !c.is_alphanumeric())
-            .to_ascii_lowercase();
+        let w = plain(t);
         if WRITE.contains(&w.as_str()) {
             return Some(Verb::Write);
         }
@@ -317,7 +319,11 @@ fn governing_verb(before: &[&str]) -> Option<Verb> {
         }
         product |= PRODUCT.contains(&w.as_str());
     }
-    product.then_some(Verb::Write)
+    match before.last().map(|t| plain(t)).as_deref() {
+        Some("under" | "of" | "from") => Some(Verb::Read),
+        Some("in" | "to" | "as" | "at" | "into" | "on") if product => Some(Verb::Write),
+        _ => None,
+    }
 }
 
 /// Words a request implies without saying them: a file path means a file (and its extension a
@@ -453,6 +459,25 @@ mod tests {
             "write"
         ));
         assert!(!says("Open the data. Then give me /root/r.md", "read"));
+        assert!(says(
+            "Export the table from the database to /root/out.csv",
+            "write"
+        ));
+        assert!(says(
+            "Save the chart from the data as /root/chart.png",
+            "write"
+        ));
+        assert!(says("Give me a brief summary of /root/paper.pdf", "read"));
+        assert!(says("the numbers under /root/a.xlsx", "read"));
+        for neutral in [
+            "What does the report /root/q3.pdf say",
+            "Compare the note /a.md with the note /b.md",
+        ] {
+            assert!(
+                !says(neutral, "read") && !says(neutral, "write"),
+                "{neutral}"
+            );
+        }
         assert!(
             implied("list /root/git")
                 .iter()

@@ -3,6 +3,10 @@
 //! and its upstream's description), so a restart or a rebuild after one upstream changed embeds
 //! only the tools whose text is new. A file that does not read back whole is ignored: the
 //! vectors are computed again, never trusted half-written.
+//!
+//! Each vector belongs to an upstream. When an upstream's new list arrives, its vectors are
+//! claimed anew and those of its older lists are dropped, so an upstream whose descriptions
+//! change on every list does not grow the file: it holds about the live tools, no more.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,16 +16,15 @@ use sha2::{Digest, Sha256};
 
 use crate::CatalogError;
 
-const MAGIC: &[u8; 8] = b"MCPBVEC1";
-/// Past this many vectors, a save keeps only those used since the cache was opened: tools gone
-/// from every catalog do not pile up forever.
-const KEEP_UNUSED_UP_TO: usize = 50_000;
+const MAGIC: &[u8; 8] = b"MCPBVEC2";
+/// A file larger than this is not read (about a million 64-float vectors): it cannot be ours.
+const MAX_FILE: u64 = 512 << 20;
 
 type Key = [u8; 16];
 
 struct Entry {
     vector: Box<[f32]>,
-    used: bool,
+    owner: std::sync::Arc<str>,
 }
 
 #[derive(Default)]
@@ -47,7 +50,7 @@ impl VectorCache {
     /// caller logs it; the next save replaces the file).
     pub fn open(path: PathBuf, model: &str, dim: usize) -> (Self, Option<CatalogError>) {
         let mut state = State::default();
-        let error = match std::fs::read(&path) {
+        let error = match read_regular(&path) {
             Ok(bytes) => match parse(&bytes, dim) {
                 Ok(entries) => {
                     state.entries = entries;
@@ -83,24 +86,21 @@ impl VectorCache {
         key
     }
 
-    /// The vector of each text, from the cache or computed by `embed` for the texts it lacks
-    /// (in one call, so a model that batches can).
+    /// The vector of each `(upstream, text)`, from the cache or computed by `embed` for the
+    /// texts it lacks (in one call, so a model that batches can).
     pub fn vectors(
         &self,
-        texts: &[&str],
+        texts: &[(&str, &str)],
         embed: impl FnOnce(&[&str]) -> Vec<Vec<f32>>,
     ) -> Vec<Box<[f32]>> {
-        let keys: Vec<Key> = texts.iter().map(|t| self.key(t)).collect();
+        let keys: Vec<Key> = texts.iter().map(|(_, t)| self.key(t)).collect();
         let mut out: Vec<Option<Box<[f32]>>> = Vec::with_capacity(texts.len());
         let mut missing = Vec::new();
         {
-            let mut state = self.state.lock();
+            let state = self.state.lock();
             for (i, k) in keys.iter().enumerate() {
-                match state.entries.get_mut(k) {
-                    Some(e) => {
-                        e.used = true;
-                        out.push(Some(e.vector.clone()));
-                    }
+                match state.entries.get(k) {
+                    Some(e) => out.push(Some(e.vector.clone())),
                     None => {
                         out.push(None);
                         missing.push(i);
@@ -109,17 +109,25 @@ impl VectorCache {
             }
         }
         if !missing.is_empty() {
-            let wanted: Vec<&str> = missing.iter().map(|i| texts[*i]).collect();
+            let wanted: Vec<&str> = missing.iter().map(|i| texts[*i].1).collect();
             let made = embed(&wanted);
             let mut state = self.state.lock();
+            let mut owner: Option<std::sync::Arc<str>> = None;
             for (i, v) in missing.iter().zip(made) {
                 let v: Box<[f32]> = v.into_boxed_slice();
-                if v.len() == self.dim {
+                // What cannot be read back is not kept (the file would be refused whole).
+                if v.len() == self.dim && v.iter().all(|x| x.is_finite()) {
+                    let up = texts[*i].0;
+                    let o = match &owner {
+                        Some(o) if &**o == up => o.clone(),
+                        _ => std::sync::Arc::from(up),
+                    };
+                    owner = Some(o.clone());
                     state.entries.insert(
                         keys[*i],
                         Entry {
                             vector: v.clone(),
-                            used: true,
+                            owner: o,
                         },
                     );
                     state.dirty = true;
@@ -132,6 +140,20 @@ impl VectorCache {
             .collect()
     }
 
+    /// `upstream`'s vectors are those of `texts` from now on (its newest list): the others it
+    /// held are dropped.
+    pub fn claim(&self, upstream: &str, texts: &[&str]) {
+        let live: std::collections::HashSet<Key> = texts.iter().map(|t| self.key(t)).collect();
+        let mut state = self.state.lock();
+        let before = state.entries.len();
+        state
+            .entries
+            .retain(|k, e| &*e.owner != upstream || live.contains(k));
+        if state.entries.len() != before {
+            state.dirty = true;
+        }
+    }
+
     /// Writes the file if vectors were added since the last save (atomically, private to the
     /// user).
     pub fn save(&self) -> Result<(), CatalogError> {
@@ -142,23 +164,14 @@ impl VectorCache {
                 return Ok(());
             }
             state.dirty = false;
-            let keep_all = state.entries.len() <= KEEP_UNUSED_UP_TO;
-            if !keep_all {
-                state.entries.retain(|_, e| e.used);
-            }
-            let mut bytes = Vec::with_capacity(24 + state.entries.len() * (16 + 4 * self.dim));
-            bytes.extend_from_slice(MAGIC);
-            bytes.extend_from_slice(&(self.dim as u32).to_le_bytes());
-            bytes.extend_from_slice(&(state.entries.len() as u64).to_le_bytes());
-            for (k, e) in &state.entries {
-                bytes.extend_from_slice(k);
-                for x in e.vector.iter() {
-                    bytes.extend_from_slice(&x.to_le_bytes());
-                }
-            }
-            bytes
+            serialize(&state.entries, self.dim)
         };
-        crate::store::write_atomic(&self.path, &bytes)
+        let written = crate::store::write_atomic(&self.path, &bytes);
+        if written.is_err() {
+            // Tried again at the next save.
+            self.state.lock().dirty = true;
+        }
+        written
     }
 
     pub fn path(&self) -> &Path {
@@ -175,22 +188,105 @@ impl VectorCache {
     }
 }
 
+/// The file's bytes if it is a regular file of a sane size (a FIFO or a device put there would
+/// block or never end; following no link at the last component).
+fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    let meta = std::fs::symlink_metadata(path)?;
+    if !meta.file_type().is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.len() > MAX_FILE {
+        return Err(std::io::Error::other(format!(
+            "{} bytes, more than a vector cache holds",
+            meta.len()
+        )));
+    }
+    std::fs::read(path)
+}
+
+/// MAGIC, dim (u32), upstream count (u32), upstream names (u16 length + UTF-8 each), entry
+/// count (u64), then per entry: key (16 bytes), upstream index (u32), dim f32; little-endian.
+fn serialize(entries: &HashMap<Key, Entry>, dim: usize) -> Vec<u8> {
+    let mut owners: Vec<&str> = entries.values().map(|e| &*e.owner).collect();
+    owners.sort_unstable();
+    owners.dedup();
+    let mut bytes = Vec::with_capacity(32 + entries.len() * (20 + 4 * dim));
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&(dim as u32).to_le_bytes());
+    bytes.extend_from_slice(&(owners.len() as u32).to_le_bytes());
+    for o in &owners {
+        let name = &o.as_bytes()[..o.len().min(u16::MAX as usize)];
+        bytes.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(name);
+    }
+    bytes.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    for (k, e) in entries {
+        bytes.extend_from_slice(k);
+        let at = owners.binary_search(&&*e.owner).unwrap_or(0) as u32;
+        bytes.extend_from_slice(&at.to_le_bytes());
+        for x in e.vector.iter() {
+            bytes.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+    bytes
+}
+
+/// Reads little-endian fields off the front of a byte slice.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err("the file ends early".into());
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn u16(&mut self) -> Result<u16, String> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(w))
+    }
+}
+
 fn parse(bytes: &[u8], dim: usize) -> Result<HashMap<Key, Entry>, String> {
-    let header = 8 + 4 + 8;
-    if bytes.len() < header || &bytes[..8] != MAGIC {
+    let mut r = Reader(bytes);
+    if r.take(8).ok() != Some(&MAGIC[..]) {
         return Err("not a vector cache of this version".into());
     }
-    let mut u32b = [0u8; 4];
-    u32b.copy_from_slice(&bytes[8..12]);
-    let file_dim = u32::from_le_bytes(u32b) as usize;
+    let file_dim = r.u32()? as usize;
     if file_dim != dim {
         return Err(format!("vectors of {file_dim} dimensions, {dim} expected"));
     }
-    let mut u64b = [0u8; 8];
-    u64b.copy_from_slice(&bytes[12..20]);
-    let count = u64::from_le_bytes(u64b);
-    let record = 16 + 4 * dim;
-    let body = &bytes[header..];
+    let owner_count = r.u32()? as usize;
+    // Every name takes at least its two length bytes: a count past that is a lie.
+    if owner_count > r.0.len() / 2 {
+        return Err(format!(
+            "{owner_count} upstreams in a file too short for them"
+        ));
+    }
+    let mut owners: Vec<std::sync::Arc<str>> = Vec::with_capacity(owner_count);
+    for _ in 0..owner_count {
+        let len = r.u16()? as usize;
+        let name =
+            std::str::from_utf8(r.take(len)?).map_err(|_| "an upstream name is not UTF-8")?;
+        owners.push(std::sync::Arc::from(name));
+    }
+    let count = r.u64()?;
+    let record = 16 + 4 + 4 * dim;
+    let body = r.0;
     if !body.len().is_multiple_of(record) || (body.len() / record) as u64 != count {
         return Err(format!(
             "{} bytes of vectors for {count} entries",
@@ -201,20 +297,19 @@ fn parse(bytes: &[u8], dim: usize) -> Result<HashMap<Key, Entry>, String> {
     for rec in body.chunks_exact(record) {
         let mut key = [0u8; 16];
         key.copy_from_slice(&rec[..16]);
-        let vector: Box<[f32]> = rec[16..]
+        let at = u32::from_le_bytes([rec[16], rec[17], rec[18], rec[19]]) as usize;
+        let owner = owners
+            .get(at)
+            .cloned()
+            .ok_or("an entry names an upstream the file does not list")?;
+        let vector: Box<[f32]> = rec[20..]
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect();
         if vector.iter().any(|x| !x.is_finite()) {
             return Err("a vector holds a value that is not a number".into());
         }
-        entries.insert(
-            key,
-            Entry {
-                vector,
-                used: false,
-            },
-        );
+        entries.insert(key, Entry { vector, owner });
     }
     Ok(entries)
 }
@@ -240,7 +335,7 @@ mod tests {
         let calls = std::cell::Cell::new(0);
         let (cache, err) = VectorCache::open(path.clone(), "m", 3);
         assert!(err.is_none() && cache.is_empty());
-        let got = cache.vectors(&["ab", "abc"], embed_counting(&calls));
+        let got = cache.vectors(&[("a", "ab"), ("b", "abc")], embed_counting(&calls));
         assert_eq!(calls.get(), 2);
         assert_eq!(&*got[1], &[3.0, 1.0, 2.0]);
         cache.save().unwrap();
@@ -248,15 +343,72 @@ mod tests {
         let (again, err) = VectorCache::open(path.clone(), "m", 3);
         assert!(err.is_none());
         assert_eq!(again.len(), 2);
-        let got = again.vectors(&["abc", "abcd", "ab"], embed_counting(&calls));
+        let got = again.vectors(
+            &[("b", "abc"), ("b", "abcd"), ("a", "ab")],
+            embed_counting(&calls),
+        );
         assert_eq!(calls.get(), 3, "only the new text is embedded");
         assert_eq!(&*got[0], &[3.0, 1.0, 2.0]);
         assert_eq!(&*got[1], &[4.0, 1.0, 2.0]);
 
         // Another model's vectors never answer for this one.
         let (other, _) = VectorCache::open(path, "other", 3);
-        other.vectors(&["ab"], embed_counting(&calls));
+        other.vectors(&[("a", "ab")], embed_counting(&calls));
         assert_eq!(calls.get(), 4);
+    }
+
+    #[test]
+    fn an_upstream_whose_lists_keep_changing_holds_only_its_newest_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v.bin");
+        let (cache, _) = VectorCache::open(path.clone(), "m", 3);
+        let calls = std::cell::Cell::new(0);
+        cache.vectors(&[("steady", "keep me")], embed_counting(&calls));
+        for round in 0..50 {
+            let texts: Vec<String> = (0..10).map(|i| format!("tool {i} at {round}")).collect();
+            let pairs: Vec<(&str, &str)> = texts.iter().map(|t| ("noisy", t.as_str())).collect();
+            cache.vectors(&pairs, embed_counting(&calls));
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            cache.claim("noisy", &refs);
+        }
+        assert_eq!(
+            cache.len(),
+            11,
+            "ten live tools and the other upstream's one"
+        );
+        cache.save().unwrap();
+        // Owners survive a restart: a claim after it still drops the old list only.
+        let (again, err) = VectorCache::open(path, "m", 3);
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(again.len(), 11);
+        again.claim("noisy", &[]);
+        assert_eq!(again.len(), 1);
+        let got = again.vectors(&[("steady", "keep me")], embed_counting(&calls));
+        assert_eq!(&*got[0], &[7.0, 1.0, 2.0]);
+    }
+
+    #[test]
+    fn a_vector_that_is_not_a_number_is_used_once_and_never_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cache, _) = VectorCache::open(dir.path().join("v.bin"), "m", 2);
+        let got = cache.vectors(&[("a", "x")], |t| vec![vec![f32::NAN, 1.0]; t.len()]);
+        assert!(got[0][0].is_nan());
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn a_failed_save_is_tried_again() {
+        let dir = tempfile::tempdir().unwrap();
+        // The cache's path is a directory: every write fails.
+        let path = dir.path().join("v.bin");
+        std::fs::create_dir(&path).unwrap();
+        let (cache, err) = VectorCache::open(path.clone(), "m", 2);
+        assert!(err.unwrap().to_string().contains("not a regular file"));
+        cache.vectors(&[("a", "x")], |t| vec![vec![1.0, 0.0]; t.len()]);
+        assert!(cache.save().is_err());
+        std::fs::remove_dir(&path).unwrap();
+        cache.save().unwrap();
+        assert!(path.is_file());
     }
 
     #[test]
@@ -264,7 +416,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("v.bin");
         let (cache, _) = VectorCache::open(path.clone(), "m", 3);
-        cache.vectors(&["ab", "abc"], |t| vec![vec![1.0; 3]; t.len()]);
+        cache.vectors(&[("a", "ab"), ("b", "abc")], |t| {
+            vec![vec![1.0; 3]; t.len()]
+        });
         cache.save().unwrap();
         let whole = std::fs::read(&path).unwrap();
 
@@ -278,8 +432,27 @@ mod tests {
         assert!(wrong_dim.is_empty());
         assert!(err.unwrap().to_string().contains("dimensions"));
 
+        // A count of upstreams the file could never hold is refused before allocating.
+        let mut lying = whole.clone();
+        lying[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
+        std::fs::write(&path, &lying).unwrap();
+        let (_, err) = VectorCache::open(path.clone(), "m", 3);
+        assert!(err.unwrap().to_string().contains("too short"));
+
         std::fs::write(&path, b"garbage").unwrap();
-        let (junk, err) = VectorCache::open(path, "m", 3);
+        let (junk, err) = VectorCache::open(path.clone(), "m", 3);
         assert!(junk.is_empty() && err.is_some());
+
+        // A FIFO would block the reader forever: refused without opening it.
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&path)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let (fifo, err) = VectorCache::open(path, "m", 3);
+        assert!(fifo.is_empty() && err.is_some());
     }
 }

@@ -136,20 +136,18 @@ impl ProfileView {
         // a large list never stalls the other sessions on the daemon's one thread.
         let known = self.known.clone();
         let name = up.name().to_string();
-        let embedder = self.list_embedder(up.settings());
-        self.known
+        let entry = self
+            .known
             .worker
-            .run(move || {
-                let entry = known.observe(&name, &tools);
-                // The whole list as received: a tool held back for review today is searched
-                // once approved.
-                if let Some(e) = embedder {
-                    e.embed(&tools);
-                }
-                entry
-            })
+            .run(move || known.observe(&name, &tools))
             .await
-            .ok_or_else(|| BrokerRpcError::Internal("cataloguing the tool list failed".into()))
+            .ok_or_else(|| BrokerRpcError::Internal("cataloguing the tool list failed".into()))?;
+        // The whole list, tools held back for review included: they are searched once
+        // approved.
+        if let Some(e) = self.list_embedder(up.settings()) {
+            e.spawn(entry.list.tools.clone());
+        }
+        Ok(entry)
     }
 
     /// The upstream's entry without starting it when any list is known; started otherwise.

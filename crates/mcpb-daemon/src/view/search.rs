@@ -21,16 +21,20 @@ pub(crate) struct ProfileIndex {
 pub(crate) struct SearchCache {
     by_profile: Mutex<HashMap<String, Arc<ProfileIndex>>>,
     vectors: std::sync::OnceLock<Arc<mcpb_catalog::VectorCache>>,
+    /// One index build at a time: searches that find the index stale while it is being built
+    /// wait for it instead of building it again.
+    building: tokio::sync::Mutex<()>,
 }
 
 impl SearchCache {
-    /// The static model's vector cache, read from `dir` the first time an index needs it.
+    /// The static model's vector cache, read from `dir` the first time it is needed. It reads a
+    /// file: callers are off the event loop.
     fn vectors(&self, dir: &std::path::Path) -> Arc<mcpb_catalog::VectorCache> {
         self.vectors
             .get_or_init(|| {
                 let (cache, error) = mcpb_catalog::VectorCache::open(
                     dir.join(STATIC_VECTORS),
-                    mcpb_catalog::embed::MODEL_NAME,
+                    mcpb_catalog::embed::VECTORS_KEY,
                     mcpb_catalog::embed::DIM,
                 );
                 if let Some(e) = error {
@@ -52,32 +56,50 @@ fn server_text(up: &mcpb_config::UpstreamSettings) -> String {
     )
 }
 
-/// The static vectors of a list that just arrived, computed now (on the catalog's thread) so
-/// that the next search finds them cached instead of embedding tools itself. Only once a
-/// search has loaded the model: a daemon nobody searches through never loads it.
+/// The static vectors of a list that just arrived, computed in the background so that the
+/// next search finds them cached instead of embedding tools itself; the upstream's vectors of
+/// older lists are dropped. Only once a search has loaded the model: a daemon nobody searches
+/// through never loads it.
 pub(crate) struct ListEmbedder {
-    cache: Arc<mcpb_catalog::VectorCache>,
+    searches: Arc<SearchCache>,
+    dir: std::path::PathBuf,
     upstream: String,
     server_text: String,
 }
 
 impl ListEmbedder {
-    pub(crate) fn embed(&self, tools: &[serde_json::Value]) {
+    /// Embeds `list` without the caller waiting.
+    pub(crate) fn spawn(self, list: Arc<Vec<serde_json::Value>>) {
+        if mcpb_catalog::embed::loaded().is_none() {
+            return;
+        }
+        tokio::task::spawn_blocking(move || self.embed(&list));
+    }
+
+    fn embed(&self, list: &[serde_json::Value]) {
         let Some(model) = mcpb_catalog::embed::loaded() else {
             return;
         };
-        let texts: Vec<String> = tools
+        let mut texts: Vec<String> = list
             .iter()
             .map(|t| {
                 mcpb_catalog::ToolDoc::from_definition("", &self.upstream, &self.server_text, t)
                     .embed_text()
             })
             .collect();
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        self.cache.vectors(&refs, |missing| {
+        texts.sort_unstable();
+        texts.dedup();
+        let pairs: Vec<(&str, &str)> = texts
+            .iter()
+            .map(|t| (self.upstream.as_str(), t.as_str()))
+            .collect();
+        let cache = self.searches.vectors(&self.dir);
+        cache.vectors(&pairs, |missing| {
             missing.iter().map(|t| model.embed(t).to_vec()).collect()
         });
-        if let Err(e) = self.cache.save() {
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        cache.claim(&self.upstream, &refs);
+        if let Err(e) = cache.save() {
             tracing::warn!(error = %e, "tool embeddings not kept for the next start");
         }
     }
@@ -130,7 +152,8 @@ impl ProfileView {
             return None;
         }
         Some(ListEmbedder {
-            cache: self.searches.vectors(&settings.runtime.catalog_dir()),
+            searches: self.searches.clone(),
+            dir: settings.runtime.catalog_dir(),
             upstream: up.name.clone(),
             server_text: server_text(up),
         })
@@ -159,10 +182,20 @@ impl ProfileView {
             self.known.generation(),
             Arc::as_ptr(&self.generation) as usize,
         );
-        if let Some(ix) = self.searches.by_profile.lock().get(&self.profile.name)
-            && ix.key == key
-        {
-            return ix.clone();
+        let current = || {
+            self.searches
+                .by_profile
+                .lock()
+                .get(&self.profile.name)
+                .filter(|ix| ix.key == key)
+                .cloned()
+        };
+        if let Some(ix) = current() {
+            return ix;
+        }
+        let _one = self.searches.building.lock().await;
+        if let Some(ix) = current() {
+            return ix;
         }
         let tools = self.tools(false).await;
         let docs: Vec<mcpb_catalog::ToolDoc> = tools
@@ -178,13 +211,17 @@ impl ProfileView {
             })
             .collect();
         let weights = self.search_weights();
-        let cache = (weights.dense > 0.0).then(|| {
-            self.searches
-                .vectors(&self.generation.settings.runtime.catalog_dir())
+        let vectors = (weights.dense > 0.0).then(|| {
+            (
+                self.searches.clone(),
+                self.generation.settings.runtime.catalog_dir(),
+            )
         });
-        // Embedding new tools and writing the cache take milliseconds per hundred tools: off
-        // the event loop.
-        let index = tokio::task::spawn_blocking(move || {
+        // Reading the vector cache, embedding new tools and writing the cache take milliseconds
+        // per hundred tools: off the event loop.
+        let words = docs.clone();
+        let built = tokio::task::spawn_blocking(move || {
+            let cache = vectors.map(|(searches, dir)| searches.vectors(&dir));
             let index = mcpb_catalog::Index::build_cached(&docs, weights, cache.as_deref());
             if let Some(cache) = cache
                 && let Err(e) = cache.save()
@@ -194,11 +231,13 @@ impl ProfileView {
             index
         })
         .await;
-        let index = match index {
+        let index = match built {
             Ok(index) => index,
             Err(e) => {
-                tracing::error!(error = %e, "search index build failed; searching words only");
-                mcpb_catalog::Index::build(&[], mcpb_catalog::Weights::broker())
+                // Not kept: the next search tries the whole build again.
+                tracing::error!(error = %e, "search index build failed; this search uses words only");
+                let index = mcpb_catalog::Index::build(&words, mcpb_catalog::Weights::broker());
+                return Arc::new(ProfileIndex { key, index, tools });
             }
         };
         let built = Arc::new(ProfileIndex { key, index, tools });
