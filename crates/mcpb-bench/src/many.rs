@@ -83,7 +83,12 @@ pub(crate) fn run(env: &Env) -> anyhow::Result<()> {
 }
 
 fn measure(env: &Env, label: &str, upstreams: &[String]) -> anyhow::Result<()> {
-    let mut yaml = String::from("schema_version: 1\nupstreams:\n");
+    let mut yaml = String::from("schema_version: 1\n");
+    // The search tier to measure (`MCPB_SEARCH_MODEL=off|static|minilm`; the default otherwise).
+    if let Ok(model) = std::env::var("MCPB_SEARCH_MODEL") {
+        yaml.push_str(&format!("broker: {{search: {{model: {model}}}}}\n"));
+    }
+    yaml.push_str("upstreams:\n");
     for u in upstreams {
         yaml.push_str(u);
     }

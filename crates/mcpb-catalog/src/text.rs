@@ -326,6 +326,34 @@ fn governing_verb(before: &[&str]) -> Option<Verb> {
     }
 }
 
+/// The parts of a request that may each ask for a different tool: its sentences and clauses
+/// (split at `.`, `!`, `?`, `;` and "then"), those with at least two search terms; empty when
+/// the request is one part.
+pub fn clauses(query: &str) -> Vec<&str> {
+    let mut sentences = Vec::new();
+    let mut start = 0;
+    let mut chars = query.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        // A full stop inside a path, a number or a domain name does not end anything.
+        let ends = match c {
+            ';' => true,
+            '.' | '!' | '?' => chars.peek().is_none_or(|(_, n)| n.is_whitespace()),
+            _ => false,
+        };
+        if ends {
+            sentences.push(&query[start..i + 1]);
+            start = i + 1;
+        }
+    }
+    sentences.push(&query[start..]);
+    let parts: Vec<&str> = sentences
+        .into_iter()
+        .flat_map(|s| s.split(" then "))
+        .filter(|p| terms(p).len() >= 2)
+        .collect();
+    if parts.len() < 2 { Vec::new() } else { parts }
+}
+
 /// Words a request implies without saying them: a file path means a file (and its extension a
 /// kind of file), a URL means fetching from the web. Returned stemmed, with their weights.
 pub fn implied(query: &str) -> Vec<(String, f32)> {
@@ -483,6 +511,20 @@ mod tests {
                 .iter()
                 .any(|(w, _)| w == "directory")
         );
+    }
+
+    #[test]
+    fn a_request_of_several_steps_has_a_part_per_step() {
+        assert_eq!(
+            clauses("Read the sheet at /root/a.xlsx. Plot the totals; then save it as a PNG"),
+            [
+                "Read the sheet at /root/a.xlsx.",
+                " Plot the totals;",
+                "save it as a PNG"
+            ]
+        );
+        assert!(clauses("What is the weather in Paris?").is_empty());
+        assert!(clauses("version 2.0 of the app").is_empty());
     }
 
     #[test]

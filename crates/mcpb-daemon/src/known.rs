@@ -300,6 +300,19 @@ impl Worker {
         }
     }
 
+    /// Runs `f` on the catalog thread (or here, when there is none) without waiting for it.
+    pub(crate) fn submit(&self, f: impl FnOnce() + Send + 'static) {
+        let tx = self.tx.lock().clone();
+        let job: Job = Box::new(f);
+        let leftover = match tx {
+            Some(tx) => tx.send(job).err().map(|e| e.0),
+            None => Some(job),
+        };
+        if let Some(job) = leftover {
+            job();
+        }
+    }
+
     /// Runs `f` on the catalog thread (or here, when there is none) and waits for its result;
     /// `None` only if the job was lost (it panicked).
     pub(crate) async fn run<T: Send + 'static>(

@@ -145,7 +145,7 @@ impl ProfileView {
         // The whole list, tools held back for review included: they are searched once
         // approved.
         if let Some(e) = self.list_embedder(up.settings()) {
-            e.spawn(entry.list.tools.clone());
+            e.submit(&self.known.worker, entry.list.tools.clone());
         }
         Ok(entry)
     }
