@@ -327,8 +327,8 @@ fn governing_verb(before: &[&str]) -> Option<Verb> {
 }
 
 /// The parts of a request that may each ask for a different tool: its sentences and clauses
-/// (split at `.`, `!`, `?`, `;` and "then"), those with at least two search terms; empty when
-/// the request is one part.
+/// (split at `.`, `!`, `?`, `;` and "then"), those with at least two search terms, eight at
+/// most; empty when the request is one part.
 pub fn clauses(query: &str) -> Vec<&str> {
     let mut sentences = Vec::new();
     let mut start = 0;
@@ -346,10 +346,14 @@ pub fn clauses(query: &str) -> Vec<&str> {
         }
     }
     sentences.push(&query[start..]);
+    // Each part costs the transformer tier a pass: a request of more steps than this is
+    // judged by its first ones and by the whole.
+    const MAX_PARTS: usize = 8;
     let parts: Vec<&str> = sentences
         .into_iter()
         .flat_map(|s| s.split(" then "))
         .filter(|p| terms(p).len() >= 2)
+        .take(MAX_PARTS)
         .collect();
     if parts.len() < 2 { Vec::new() } else { parts }
 }

@@ -289,7 +289,11 @@ impl Worker {
             .name("catalog".into())
             .spawn(move || {
                 for job in rx {
-                    job();
+                    // A job that panics loses its own result (its caller sees `None`), never
+                    // the thread: the jobs after it would otherwise run on the event loop.
+                    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).is_err() {
+                        tracing::error!("a catalog job failed; the next ones go on");
+                    }
                 }
             });
         if let Err(e) = &spawned {

@@ -80,15 +80,7 @@ impl ListEmbedder {
         let Some(model) = mcpb_catalog::embed::loaded() else {
             return;
         };
-        let mut texts: Vec<String> = list
-            .iter()
-            .map(|t| {
-                mcpb_catalog::ToolDoc::from_definition("", &self.upstream, &self.server_text, t)
-                    .embed_text()
-            })
-            .collect();
-        texts.sort_unstable();
-        texts.dedup();
+        let texts = embed_texts(&self.upstream, &self.server_text, list);
         let pairs: Vec<(&str, &str)> = texts
             .iter()
             .map(|t| (self.upstream.as_str(), t.as_str()))
@@ -103,6 +95,17 @@ impl ListEmbedder {
             tracing::warn!(error = %e, "tool embeddings not kept for the next start");
         }
     }
+}
+
+/// What the static model reads of each tool of `upstream`'s list, once each.
+fn embed_texts(upstream: &str, server_text: &str, list: &[serde_json::Value]) -> Vec<String> {
+    let mut texts: Vec<String> = list
+        .iter()
+        .map(|t| mcpb_catalog::ToolDoc::from_definition("", upstream, server_text, t).embed_text())
+        .collect();
+    texts.sort_unstable();
+    texts.dedup();
+    texts
 }
 
 /// The static model's vectors, in the catalog directory.
@@ -193,10 +196,6 @@ impl ProfileView {
         if let Some(ix) = current() {
             return ix;
         }
-        let _one = self.searches.building.lock().await;
-        if let Some(ix) = current() {
-            return ix;
-        }
         let tools = self.tools(false).await;
         let docs: Vec<mcpb_catalog::ToolDoc> = tools
             .iter()
@@ -217,6 +216,28 @@ impl ProfileView {
                 self.generation.settings.runtime.catalog_dir(),
             )
         });
+        // Each upstream's whole known list: its vectors of other texts (older lists, an older
+        // description in the configuration) are dropped after the build.
+        let lists: Vec<(String, String, Arc<Vec<serde_json::Value>>)> = self
+            .upstreams()
+            .iter()
+            .filter_map(|up| {
+                let entry = self.known.cached(up.name())?;
+                let settings = up.settings();
+                Some((
+                    settings.name.clone(),
+                    server_text(settings),
+                    entry.list.tools.clone(),
+                ))
+            })
+            .collect();
+        // The slow part, one at a time (searches of a stale index wait for the build under way
+        // instead of queueing their own); the lists above were gathered before, so a slow
+        // upstream never holds the others' searches.
+        let _one = self.searches.building.lock().await;
+        if let Some(ix) = current() {
+            return ix;
+        }
         // Reading the vector cache, embedding new tools and writing the cache take milliseconds
         // per hundred tools: off the event loop, on the catalog's thread (a pool thread would
         // keep an allocator arena of its own, ~9 MB with 40 upstreams).
@@ -227,10 +248,15 @@ impl ProfileView {
             .run(move || {
                 let cache = vectors.map(|(searches, dir)| searches.vectors(&dir));
                 let index = mcpb_catalog::Index::build_cached(&docs, weights, cache.as_deref());
-                if let Some(cache) = cache
-                    && let Err(e) = cache.save()
-                {
-                    tracing::warn!(error = %e, "tool embeddings not kept for the next start");
+                if let Some(cache) = cache {
+                    for (upstream, server_text, list) in &lists {
+                        let texts = embed_texts(upstream, server_text, list);
+                        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                        cache.claim(upstream, &refs);
+                    }
+                    if let Err(e) = cache.save() {
+                        tracing::warn!(error = %e, "tool embeddings not kept for the next start");
+                    }
                 }
                 index
             })
