@@ -584,3 +584,39 @@ fn the_default_search_model_finds_tools_by_meaning_through_the_facade() {
         std::fs::metadata(&vectors).unwrap().len() > first_len
     }));
 }
+
+#[test]
+fn tool_vectors_stay_bounded_when_every_start_brings_a_new_list() {
+    let list = |build: usize| -> Vec<Value> {
+        (0..5)
+            .map(|i| {
+                json!({"name": format!("forecast_{i}_{build}"),
+                    "description": format!("Weather forecast for city {i}, build {build}."),
+                    "inputSchema": {"type": "object", "properties": {}},
+                    "annotations": {"readOnlyHint": true}})
+            })
+            .collect()
+    };
+    let (home, file) = tools_home(&list(0), "", "", "", "  default: {}\n");
+    let vectors = home.root().join("state/catalog/vectors-potion-base-2M.bin");
+    let mut sizes = Vec::new();
+    for build in 1..=3 {
+        // The new list arrives before any search of this daemon's life (the model is not
+        // loaded yet); the search after it must still drop the old list's vectors.
+        write_tools(&file, &list(build));
+        home.run(&["tools", "call", "fx.list_changed"]);
+        assert!(
+            home.run(&["pins", "approve", "--all", "--yes"])
+                .status
+                .success()
+        );
+        let out = home.run(&["tools", "--json", "search", "weather forecast"]);
+        assert!(out.status.success());
+        sizes.push(std::fs::metadata(&vectors).unwrap().len());
+        assert!(home.run(&["stop"]).status.success());
+    }
+    assert!(
+        sizes.windows(2).all(|w| w[0] == w[1]),
+        "the cache grew with each list: {sizes:?}"
+    );
+}
