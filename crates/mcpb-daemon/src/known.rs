@@ -324,17 +324,9 @@ impl Worker {
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Option<T> {
         let (done, result) = tokio::sync::oneshot::channel();
-        let job: Job = Box::new(move || {
+        self.submit(move || {
             let _ = done.send(f());
         });
-        let tx = self.tx.lock().clone();
-        let leftover = match tx {
-            Some(tx) => tx.send(job).err().map(|e| e.0),
-            None => Some(job),
-        };
-        if let Some(job) = leftover {
-            job();
-        }
         result.await.ok()
     }
 }

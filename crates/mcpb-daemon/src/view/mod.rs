@@ -16,6 +16,9 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::calls::{CallRecord, Outcome, Via};
+use crate::error::rpc_error;
+use crate::generation::Generation;
+use crate::known::{Entry, KnownLists};
 
 /// Characters of an error kept in the audit log.
 const MAX_AUDIT_ERROR: usize = 300;
@@ -24,9 +27,6 @@ fn audit_error(mut error: String) -> String {
     mcpb_facade::projection::cut_chars(&mut error, MAX_AUDIT_ERROR);
     error
 }
-use crate::error::rpc_error;
-use crate::generation::Generation;
-use crate::known::{Entry, KnownLists};
 
 mod content;
 mod search;
