@@ -142,21 +142,102 @@ pub fn expand_home(path: &str, home: Option<&Path>) -> PathBuf {
 
 /// Writes `bytes` to `path` so that a reader sees the old file or the new one, never half of
 /// one: a temporary file beside it (0600, like every file the broker writes), synced, then
-/// renamed over it. The directory is created when missing.
+/// renamed over it. The directory is created when missing. The temporary file is named
+/// `.<file name>.<random>.tmp`, so one a crash left behind says whose it was and
+/// `remove_stale_temps` can find it.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let mut file = tempfile::NamedTempFile::new_in(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut file = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(TEMP_SUFFIX)
+        .tempfile_in(dir)?;
     file.write_all(bytes)?;
     file.as_file().sync_all()?;
     file.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
 
+const TEMP_SUFFIX: &str = ".tmp";
+
+/// Removes from `dir` the temporary files of `write_private` that are older than `age`: what a
+/// write left when the process died between creating and renaming. Younger ones may belong to a
+/// write in progress and stay. Returns how many were removed.
+pub fn remove_stale_temps(dir: &Path, age: std::time::Duration) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let now = std::time::SystemTime::now();
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let ours = name
+            .to_str()
+            .is_some_and(|n| n.starts_with('.') && n.ends_with(TEMP_SUFFIX) && n.len() > 5);
+        // The entry itself, never what a link points to.
+        let stale = ours
+            && entry.metadata().is_ok_and(|m| {
+                m.is_file()
+                    && m.modified()
+                        .ok()
+                        .and_then(|t| now.duration_since(t).ok())
+                        .is_some_and(|d| d > age)
+            });
+        if stale && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_old_temporary_files_of_interrupted_writes_are_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        write_private(&dir.join("list.json"), b"{}").unwrap();
+        let names = |dir: &Path| -> Vec<String> {
+            let mut v: Vec<String> = fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(dir), ["list.json"], "a finished write leaves nothing");
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        let old = |name: &str| {
+            let f = fs::File::create(dir.join(name)).unwrap();
+            f.set_modified(hour_ago).unwrap();
+        };
+        old(".list.json.a1B2c3.tmp");
+        old(".settings.json");
+        old("notes.tmp");
+        fs::File::create(dir.join(".list.json.x9Y8z7.tmp")).unwrap();
+        fs::create_dir(dir.join(".old.d.tmp")).unwrap();
+        let ten_minutes = std::time::Duration::from_secs(600);
+        assert_eq!(remove_stale_temps(dir, ten_minutes), 1);
+        assert_eq!(
+            names(dir),
+            [
+                ".list.json.x9Y8z7.tmp",
+                ".old.d.tmp",
+                ".settings.json",
+                "list.json",
+                "notes.tmp"
+            ],
+            "a write in progress, a directory and other files stay"
+        );
+        assert_eq!(remove_stale_temps(&dir.join("missing"), ten_minutes), 0);
+    }
 
     #[test]
     fn a_root_owned_by_someone_else_is_refused() {

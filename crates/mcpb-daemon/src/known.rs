@@ -49,6 +49,9 @@ pub(crate) struct KnownLists {
     content: Mutex<HashMap<String, CachedContent>>,
 }
 
+/// A temporary file in the catalog older than this is a crashed write's, not one in progress.
+const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(600);
+
 impl KnownLists {
     pub(crate) fn new(settings: &mcpb_config::Settings) -> Self {
         let pins = Pins::open(settings.runtime.pins_path(), settings.pins.into());
@@ -58,8 +61,21 @@ impl KnownLists {
                 "pin store unreadable: every tool stays quarantined"
             );
         }
+        let worker = Worker::new();
+        let dir = settings.runtime.catalog_dir();
+        worker.submit(move || {
+            // Lists and vectors a crashed write left half-made (never read: each is renamed
+            // over its file only once complete).
+            let removed = mcpb_config::layout::remove_stale_temps(&dir, STALE_TEMP);
+            if removed > 0 {
+                tracing::info!(
+                    removed,
+                    "left-over temporary files removed from the catalog"
+                );
+            }
+        });
         Self {
-            worker: Worker::new(),
+            worker,
             store: ListStore::new(settings.runtime.catalog_dir()),
             pins: Mutex::new(pins),
             entries: Mutex::default(),

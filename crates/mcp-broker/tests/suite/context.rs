@@ -599,6 +599,8 @@ fn tool_vectors_stay_bounded_when_every_start_brings_a_new_list() {
     };
     let (home, file) = tools_home(&list(0), "", "", "", "  default: {}\n");
     let vectors = home.root().join("state/catalog/vectors-potion-base-2M.bin");
+    let stale = vectors.with_file_name(".vectors-potion-base-2M.bin.aB3dE6.tmp");
+    let young = vectors.with_file_name(".vectors-potion-base-2M.bin.zY9xW8.tmp");
     let mut sizes = Vec::new();
     for build in 1..=3 {
         // The new list arrives before any search of this daemon's life (the model is not
@@ -614,9 +616,20 @@ fn tool_vectors_stay_bounded_when_every_start_brings_a_new_list() {
         assert!(out.status.success());
         sizes.push(std::fs::metadata(&vectors).unwrap().len());
         assert!(home.run(&["stop"]).status.success());
+        if build == 1 {
+            // What a daemon killed in the middle of a save leaves; the next start removes it
+            // (not a younger one, which could be a write in progress).
+            let crashed = std::fs::File::create(&stale).unwrap();
+            crashed
+                .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
+                .unwrap();
+            std::fs::write(&young, b"").unwrap();
+        }
     }
     assert!(
         sizes.windows(2).all(|w| w[0] == w[1]),
         "the cache grew with each list: {sizes:?}"
     );
+    assert!(!stale.exists(), "a crashed save's file stays behind");
+    assert!(young.exists());
 }
