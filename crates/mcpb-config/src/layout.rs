@@ -149,10 +149,14 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let name = path
+    // Cut, so a file name near the system's limit still leaves room for the additions.
+    let mut name: String = path
         .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
+        .map(|n| n.to_string_lossy().chars().take(64).collect())
         .unwrap_or_default();
+    while name.len() > 128 {
+        name.pop();
+    }
     let mut file = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .suffix(TEMP_SUFFIX)
@@ -213,6 +217,9 @@ mod tests {
             v
         };
         assert_eq!(names(dir), ["list.json"], "a finished write leaves nothing");
+        let longest = "n".repeat(255);
+        write_private(&dir.join(&longest), b"x").unwrap();
+        fs::remove_file(dir.join(&longest)).unwrap();
         let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
         let old = |name: &str| {
             let f = fs::File::create(dir.join(name)).unwrap();
