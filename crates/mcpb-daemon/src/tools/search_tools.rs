@@ -132,15 +132,16 @@ pub(super) async fn apply(view: &ProfileView, args: Args) -> Value {
         // A transformer pass takes milliseconds: off the daemon's one thread, so the other
         // sessions' frames keep moving meanwhile.
         let (ix, q, only) = (index.clone(), query.to_string(), server.map(str::to_string));
-        let hits = tokio::task::spawn_blocking(move || {
-            let keep = |i: usize| {
-                only.as_deref()
-                    .is_none_or(|s| ix.tools[i].upstream.name() == s)
-            };
-            ix.index.search(&q, limit, &keep)
-        })
-        .await
-        .unwrap_or_default();
+        let hits = view
+            .on_catalog_thread(move || {
+                let keep = |i: usize| {
+                    only.as_deref()
+                        .is_none_or(|s| ix.tools[i].upstream.name() == s)
+                };
+                ix.index.search(&q, limit, &keep)
+            })
+            .await
+            .unwrap_or_default();
         hits.iter().map(|h| h.doc).collect()
     } else {
         index

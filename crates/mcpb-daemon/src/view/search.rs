@@ -162,6 +162,16 @@ impl ProfileView {
         })
     }
 
+    /// Runs `f` on the catalog's thread and waits for it (`None` if it panicked): for a search
+    /// the transformer reranks, milliseconds kept off the event loop on the thread whose
+    /// allocator arena the catalog already uses (tokio's blocking pool would add its own).
+    pub(crate) async fn on_catalog_thread<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
+        self.known.worker.run(f).await
+    }
+
     pub(crate) async fn search_index(&self) -> Arc<ProfileIndex> {
         // Every list known first (this may start an upstream never listed), then the
         // generation they make; a search on an unchanged catalog costs one lookup here.
