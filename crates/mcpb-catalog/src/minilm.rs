@@ -17,6 +17,12 @@ use candle_transformers::models::bert::{BertModel, Config};
 
 use crate::embed::WordPieces;
 
+/// Dimensions of a vector.
+pub const DIM: usize = 384;
+
+/// What keys this model's cached tool vectors (see `embed::VECTORS_KEY`).
+pub const VECTORS_KEY: &str = "all-MiniLM-L6-v2/encoder-1";
+
 /// Tokens of one text, `[CLS]` and `[SEP]` included (the model was trained on 256).
 const MAX_TOKENS: usize = 256;
 

@@ -146,6 +146,13 @@ pub struct Index {
     texts: Vec<String>,
     #[cfg(feature = "semantic-minilm")]
     deep: Vec<std::sync::OnceLock<Vec<f32>>>,
+    /// Where the transformer's tool vectors are kept across restarts, when the caller keeps
+    /// them (`keep_deep_vectors_in`).
+    #[cfg(feature = "semantic-minilm")]
+    deep_cache: Option<std::sync::Arc<VectorCache>>,
+    /// Per upstream: its name (the owner of its tools' cached vectors).
+    #[cfg(feature = "semantic-minilm")]
+    server_names: Vec<String>,
 }
 
 /// Each document's static embedding, from `cache` when it holds it.
@@ -251,6 +258,8 @@ impl Index {
         let avg = std::array::from_fn(|f| ((totals[f] / n) as f32).max(1.0));
         let mut servers: HashMap<&str, u32> = HashMap::new();
         let mut server_docs: Vec<Vec<u32>> = Vec::new();
+        #[cfg(feature = "semantic-minilm")]
+        let mut server_names: Vec<String> = Vec::new();
         let server_of = docs
             .iter()
             .enumerate()
@@ -259,6 +268,8 @@ impl Index {
                 let id = *servers.entry(d.server.as_str()).or_insert(next);
                 if id == next {
                     server_docs.push(Vec::new());
+                    #[cfg(feature = "semantic-minilm")]
+                    server_names.push(d.server.clone());
                 }
                 server_docs[id as usize].push(i as u32);
                 id
@@ -291,7 +302,19 @@ impl Index {
             } else {
                 Vec::new()
             },
+            #[cfg(feature = "semantic-minilm")]
+            deep_cache: None,
+            #[cfg(feature = "semantic-minilm")]
+            server_names,
         }
+    }
+
+    /// Keeps the transformer tier's tool vectors in `cache`: a tool's vector is read from it
+    /// before it is computed, and added to it after, so a restart does not embed its tools
+    /// again. The caller saves the cache.
+    #[cfg(feature = "semantic-minilm")]
+    pub fn keep_deep_vectors_in(&mut self, cache: std::sync::Arc<VectorCache>) {
+        self.deep_cache = Some(cache);
     }
 
     pub fn len(&self) -> usize {
@@ -442,21 +465,21 @@ impl Index {
             .map(|h| h.doc)
             .filter(|d| self.deep[*d].get().is_none())
             .collect();
-        let mut texts: Vec<&str> = missing.iter().map(|d| self.texts[*d].as_str()).collect();
         // A tool may answer one step of a request of several: it is judged by the part of the
         // request it matches best (measured: R@1 up on all three data sets, docs/benchmarks.md).
-        let parts = text::clauses(query);
-        texts.extend(parts.iter().copied());
+        let mut texts = text::clauses(query);
         texts.push(query);
-        let Ok(mut vectors) = m.embed(&texts) else {
+        let Ok(mut parts) = m.embed(&texts) else {
             return;
         };
-        let Some(q) = vectors.pop() else {
+        let Some(q) = parts.pop() else {
             return;
         };
-        let parts = vectors.split_off(vectors.len().saturating_sub(parts.len()));
-        for (d, v) in missing.iter().zip(vectors) {
-            let _ = self.deep[*d].set(v);
+        for (d, v) in missing.iter().zip(self.deep_vectors(m, &missing)) {
+            // A vector that could not be computed is tried again next time.
+            if v.iter().any(|x| *x != 0.0) {
+                let _ = self.deep[*d].set(v);
+            }
         }
         let best = hits.iter().map(|h| h.score).fold(f32::MIN, f32::max);
         let scale = if best > 0.0 { 1.0 / best } else { 1.0 };
@@ -470,6 +493,28 @@ impl Index {
             h.score = h.score * scale + self.weights.rerank * c;
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
+    }
+
+    /// The transformer's vectors of `docs`, from the kept ones where they are.
+    #[cfg(feature = "semantic-minilm")]
+    fn deep_vectors(&self, m: &crate::minilm::MiniLm, docs: &[usize]) -> Vec<Vec<f32>> {
+        let embed = |texts: &[&str]| m.embed(texts).unwrap_or_default();
+        let Some(cache) = &self.deep_cache else {
+            let texts: Vec<&str> = docs.iter().map(|d| self.texts[*d].as_str()).collect();
+            return embed(&texts);
+        };
+        let pairs: Vec<(&str, &str)> = docs
+            .iter()
+            .map(|d| {
+                let server = &self.server_names[self.server_of[*d] as usize];
+                (server.as_str(), self.texts[*d].as_str())
+            })
+            .collect();
+        cache
+            .vectors(&pairs, embed)
+            .into_iter()
+            .map(Vec::from)
+            .collect()
     }
 
     #[cfg(not(feature = "semantic-minilm"))]

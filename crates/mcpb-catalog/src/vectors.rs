@@ -44,6 +44,16 @@ pub struct VectorCache {
     writing: Mutex<()>,
 }
 
+impl std::fmt::Debug for VectorCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VectorCache")
+            .field("path", &self.path)
+            .field("model", &self.model)
+            .field("vectors", &self.len())
+            .finish()
+    }
+}
+
 impl VectorCache {
     /// The cache in `path` for `model` (vectors of `dim` floats). A missing file is an empty
     /// cache; an unreadable or malformed one is an empty cache and the error says why (the

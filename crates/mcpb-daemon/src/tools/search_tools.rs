@@ -142,6 +142,7 @@ pub(super) async fn apply(view: &ProfileView, args: Args) -> Value {
             })
             .await
             .unwrap_or_default();
+        view.keep_deep_vectors();
         hits.iter().map(|h| h.doc).collect()
     } else {
         index

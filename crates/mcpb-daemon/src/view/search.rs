@@ -21,6 +21,9 @@ pub(crate) struct ProfileIndex {
 pub(crate) struct SearchCache {
     by_profile: Mutex<HashMap<String, Arc<ProfileIndex>>>,
     vectors: std::sync::OnceLock<Arc<mcpb_catalog::VectorCache>>,
+    /// The transformer tier's tool vectors, beside them.
+    #[cfg(feature = "semantic-minilm")]
+    deep: std::sync::OnceLock<Arc<mcpb_catalog::VectorCache>>,
     /// One index build at a time: searches that find the index stale while it is being built
     /// wait for it instead of building it again.
     building: tokio::sync::Mutex<()>,
@@ -32,19 +35,68 @@ impl SearchCache {
     fn vectors(&self, dir: &std::path::Path) -> Arc<mcpb_catalog::VectorCache> {
         self.vectors
             .get_or_init(|| {
-                let (cache, error) = mcpb_catalog::VectorCache::open(
+                open_vectors(
                     dir.join(STATIC_VECTORS),
                     mcpb_catalog::embed::VECTORS_KEY,
                     mcpb_catalog::embed::DIM,
-                );
-                if let Some(e) = error {
-                    tracing::warn!(error = %e, "tool embeddings are computed again");
-                }
-                Arc::new(cache)
+                )
+            })
+            .clone()
+    }
+
+    /// The transformer tier's vector cache, like `vectors`.
+    #[cfg(feature = "semantic-minilm")]
+    fn deep(&self, dir: &std::path::Path) -> Arc<mcpb_catalog::VectorCache> {
+        self.deep
+            .get_or_init(|| {
+                open_vectors(
+                    dir.join(DEEP_VECTORS),
+                    mcpb_catalog::minilm::VECTORS_KEY,
+                    mcpb_catalog::minilm::DIM,
+                )
             })
             .clone()
     }
 }
+
+fn open_vectors(path: std::path::PathBuf, key: &str, dim: usize) -> Arc<mcpb_catalog::VectorCache> {
+    let (cache, error) = mcpb_catalog::VectorCache::open(path, key, dim);
+    if let Some(e) = error {
+        tracing::warn!(error = %e, "tool embeddings are computed again");
+    }
+    Arc::new(cache)
+}
+
+/// `cache`'s vectors of each upstream are those of its whole known list; written if that
+/// changed anything.
+fn claim_lists(cache: &mcpb_catalog::VectorCache, lists: &[UpstreamList]) {
+    for (upstream, server_text, list) in lists {
+        let texts = embed_texts(upstream, server_text, list);
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        cache.claim(upstream, &refs);
+    }
+    if let Err(e) = cache.save() {
+        tracing::warn!(error = %e, "tool embeddings not kept for the next start");
+    }
+}
+
+/// `index` keeping the transformer tier's vectors in their cache, whose upstreams' vectors are
+/// those of their whole known lists from now on.
+#[cfg(feature = "semantic-minilm")]
+fn with_deep_vectors(
+    mut index: mcpb_catalog::Index,
+    searches: &SearchCache,
+    dir: &std::path::Path,
+    lists: &[UpstreamList],
+) -> mcpb_catalog::Index {
+    let deep = searches.deep(dir);
+    claim_lists(&deep, lists);
+    index.keep_deep_vectors_in(deep);
+    index
+}
+
+/// An upstream's name, what search reads of it besides its tools, and its known list.
+type UpstreamList = (String, String, Arc<Vec<serde_json::Value>>);
 
 /// What search reads of a tool's upstream besides its tools: name, description and tags.
 fn server_text(up: &mcpb_config::UpstreamSettings) -> String {
@@ -110,6 +162,9 @@ fn embed_texts(upstream: &str, server_text: &str, list: &[serde_json::Value]) ->
 
 /// The static model's vectors, in the catalog directory.
 const STATIC_VECTORS: &str = "vectors-potion-base-2M.bin";
+/// The transformer tier's.
+#[cfg(feature = "semantic-minilm")]
+const DEEP_VECTORS: &str = "vectors-all-MiniLM-L6-v2.bin";
 
 /// Whether the transformer tier can rerank: loaded from `dir` on first use. What keeps it from
 /// loading (a binary built without it, weights not installed) is said once in the log, and
@@ -160,6 +215,19 @@ impl ProfileView {
             upstream: up.name.clone(),
             server_text: server_text(up),
         })
+    }
+
+    /// Writes the transformer tier's tool vectors a search computed, on the catalog's thread,
+    /// without the caller waiting (nothing is written when no vector was added).
+    pub(crate) fn keep_deep_vectors(&self) {
+        #[cfg(feature = "semantic-minilm")]
+        if let Some(deep) = self.searches.deep.get().cloned() {
+            self.known.worker.submit(move || {
+                if let Err(e) = deep.save() {
+                    tracing::warn!(error = %e, "tool embeddings not kept for the next start");
+                }
+            });
+        }
     }
 
     /// Runs `f` on the catalog's thread and waits for it (`None` if it panicked): for a search
@@ -220,15 +288,11 @@ impl ProfileView {
             })
             .collect();
         let weights = self.search_weights();
-        let vectors = (weights.dense > 0.0).then(|| {
-            (
-                self.searches.clone(),
-                self.generation.settings.runtime.catalog_dir(),
-            )
-        });
+        let searches = self.searches.clone();
+        let dir = self.generation.settings.runtime.catalog_dir();
         // Each upstream's whole known list: its vectors of other texts (older lists, an older
         // description in the configuration) are dropped after the build.
-        let lists: Vec<(String, String, Arc<Vec<serde_json::Value>>)> = self
+        let lists: Vec<UpstreamList> = self
             .upstreams()
             .iter()
             .filter_map(|up| {
@@ -256,18 +320,19 @@ impl ProfileView {
             .known
             .worker
             .run(move || {
-                let cache = vectors.map(|(searches, dir)| searches.vectors(&dir));
+                let cache = (weights.dense > 0.0).then(|| searches.vectors(&dir));
+                #[cfg(feature = "semantic-minilm")]
+                let reranks = weights.rerank > 0.0;
                 let index = mcpb_catalog::Index::build_cached(&docs, weights, cache.as_deref());
                 if let Some(cache) = cache {
-                    for (upstream, server_text, list) in &lists {
-                        let texts = embed_texts(upstream, server_text, list);
-                        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-                        cache.claim(upstream, &refs);
-                    }
-                    if let Err(e) = cache.save() {
-                        tracing::warn!(error = %e, "tool embeddings not kept for the next start");
-                    }
+                    claim_lists(&cache, &lists);
                 }
+                #[cfg(feature = "semantic-minilm")]
+                let index = if reranks {
+                    with_deep_vectors(index, &searches, &dir, &lists)
+                } else {
+                    index
+                };
                 index
             })
             .await;
