@@ -99,10 +99,7 @@ impl Broker {
             owners: Arc::default(),
             subscriptions,
             searches: Arc::default(),
-            generation: RwLock::new(Arc::new(Generation {
-                settings,
-                upstreams,
-            })),
+            generation: RwLock::new(Arc::new(Generation::new(settings, upstreams))),
             ctx,
             retired: Mutex::default(),
             started: Instant::now(),

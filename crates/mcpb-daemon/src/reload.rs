@@ -113,10 +113,7 @@ pub(crate) fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
     }
     let pins_changed = next.pins != current.settings.pins;
     let mode = next.pins;
-    broker.swap_config(Generation {
-        settings: next,
-        upstreams,
-    });
+    broker.swap_config(Generation::new(next, upstreams));
     if pins_changed {
         broker.known.set_mode(mode);
         for up in broker.config().upstreams.keys() {

@@ -136,3 +136,31 @@ fn broker_settings_read_at_start_are_named_when_a_reload_changes_them() {
     );
     assert!(err.contains("hint: `mcp-broker restart`"), "{err}");
 }
+
+#[test]
+fn search_never_answers_from_an_index_of_an_older_configuration() {
+    let home = Home::with_config(&yaml("--name, one", true));
+    let servers = || -> Vec<String> {
+        let out = home.run(&["tools", "--json", "search", "echo the text back"]);
+        let data: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        data["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["server"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(servers().contains(&"c".to_string()));
+    // Two reloads with no search between them: the first configuration's memory may be reused
+    // for the third, which must not pass for the one the index was built from.
+    for a_args in ["--name, one", "--name, two"] {
+        std::fs::write(home.config.as_ref().unwrap(), yaml(a_args, false)).unwrap();
+        assert!(home.run(&["reload"]).status.success());
+    }
+    let after = servers();
+    assert!(!after.is_empty());
+    assert!(
+        !after.contains(&"c".to_string()),
+        "a removed upstream is still found: {after:?}"
+    );
+}

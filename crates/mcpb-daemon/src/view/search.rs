@@ -10,7 +10,7 @@ use super::{ProfileView, VisibleTool};
 
 pub(crate) struct ProfileIndex {
     /// (known-lists generation, configuration generation) it was built from.
-    key: (u64, usize),
+    key: (u64, u64),
     pub(crate) index: mcpb_catalog::Index,
     pub(crate) tools: Vec<VisibleTool>,
 }
@@ -259,10 +259,7 @@ impl ProfileView {
                 tracing::warn!(upstream = name, error = %e, "left out of the search");
             }
         }
-        let key = (
-            self.known.generation(),
-            Arc::as_ptr(&self.generation) as usize,
-        );
+        let key = (self.known.generation(), self.generation.serial());
         let current = || {
             self.searches
                 .by_profile
