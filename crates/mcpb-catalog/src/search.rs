@@ -404,7 +404,12 @@ impl Index {
         let mut touched: Vec<u32> = Vec::new();
         self.accumulate(&qterms, &mut scores, &mut touched);
         if let Some(m) = crate::embed::model().filter(|_| !self.vectors.is_empty()) {
-            touched = self.add_dense(m, query, &mut scores, keep);
+            // A request with no word the model knows (emoji, invisible characters) means
+            // nothing to it: every tool would be as near as every other.
+            let q = m.embed(query);
+            if q.iter().any(|x| *x != 0.0) {
+                touched = self.add_dense(&q, &mut scores, keep);
+            }
         }
         if w.sibling > 0.0 {
             touched = self.add_siblings(&mut scores, touched, keep);
@@ -525,18 +530,16 @@ impl Index {
     /// can still rank by meaning, and words still decide between close meanings.
     fn add_dense(
         &self,
-        m: &crate::embed::Model,
-        query: &str,
+        q: &crate::embed::Vector,
         scores: &mut [f32],
         keep: &dyn Fn(usize) -> bool,
     ) -> Vec<u32> {
-        let q = m.embed(query);
         let best = scores.iter().copied().fold(0f32, f32::max);
         let scale = if best > 0.0 { 1.0 / best } else { 0.0 };
         let mut all = Vec::with_capacity(scores.len());
         for (d, v) in self.vectors.iter().enumerate() {
             if keep(d) {
-                scores[d] = scores[d] * scale + self.weights.dense * crate::embed::dot(&q, v);
+                scores[d] = scores[d] * scale + self.weights.dense * crate::embed::dot(q, v);
                 all.push(d as u32);
             }
         }
@@ -635,6 +638,13 @@ mod tests {
         );
         // Words still lead where they match.
         assert_eq!(hybrid.search("git status", 1, &|_| true)[0].doc, 1);
+        // A request the model knows no word of matches nothing, as with words alone.
+        for nothing in ["😀😀😀", "\u{200b}\u{200b}\u{200b}", "", "  "] {
+            assert!(
+                hybrid.search(nothing, 5, &|_| true).is_empty(),
+                "{nothing:?}"
+            );
+        }
     }
 
     #[test]
