@@ -39,6 +39,12 @@ pub type Vector = [f32; DIM];
 pub(crate) struct WordPieces {
     vocab: HashMap<String, u32>,
     unk: u32,
+    /// Characters of the longest piece (without `##`): no longer match is tried, which keeps a
+    /// crafted long word at a cost linear in its length instead of quadratic.
+    longest: usize,
+    /// Every character some piece holds: a word with any other can have no pieces, which is
+    /// known without trying them.
+    known: std::collections::HashSet<char>,
 }
 
 impl WordPieces {
@@ -46,9 +52,24 @@ impl WordPieces {
     pub(crate) fn from_tokenizer_json(bytes: &[u8]) -> Option<Self> {
         let file: TokenizerFile = serde_json::from_slice(bytes).ok()?;
         let unk = *file.model.vocab.get(&file.model.unk_token)?;
+        let longest = file
+            .model
+            .vocab
+            .keys()
+            .map(|k| k.strip_prefix("##").unwrap_or(k).chars().count())
+            .max()
+            .unwrap_or(1);
+        let known = file
+            .model
+            .vocab
+            .keys()
+            .flat_map(|k| k.strip_prefix("##").unwrap_or(k).chars())
+            .collect();
         Some(Self {
             vocab: file.model.vocab,
             unk,
+            longest,
+            known,
         })
     }
 
@@ -76,14 +97,14 @@ impl WordPieces {
 
     fn word_pieces(&self, word: &str, out: &mut Vec<u32>) {
         let chars: Vec<(usize, char)> = word.char_indices().collect();
-        if chars.len() > MAX_WORD_CHARS {
+        if chars.len() > MAX_WORD_CHARS || chars.iter().any(|(_, c)| !self.known.contains(c)) {
             return;
         }
         let mut pieces = Vec::new();
         let mut start = 0;
         let mut piece = String::new();
         while start < chars.len() {
-            let mut end = chars.len();
+            let mut end = chars.len().min(start + self.longest);
             let mut found = None;
             while end > start {
                 let from = chars[start].0;

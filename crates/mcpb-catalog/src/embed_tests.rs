@@ -71,3 +71,55 @@ fn control_characters_cjk_and_long_words_are_handled_like_bert() {
     assert!(m.ids(&"x".repeat(101)).is_empty());
     assert_eq!(m.ids(&"tokyo ".repeat(600)).len(), MAX_TOKENS);
 }
+
+/// Greedy longest match with no bound on a piece's length, as the reference describes it: the
+/// bound (`WordPieces::longest`) must never change a word's pieces.
+#[test]
+fn the_bounded_match_finds_the_same_pieces_as_the_unbounded_one() {
+    let m = model().expect("the shipped model loads");
+    let w = &m.words;
+    let naive = |word: &str| -> Option<Vec<u32>> {
+        let chars: Vec<char> = word.chars().collect();
+        let (mut start, mut out) = (0, Vec::new());
+        while start < chars.len() {
+            let mut end = chars.len();
+            loop {
+                if end == start {
+                    return None;
+                }
+                let body: String = chars[start..end].iter().collect();
+                let piece = if start > 0 { format!("##{body}") } else { body };
+                if let Some(id) = w.id(&piece) {
+                    out.push(id);
+                    break;
+                }
+                end -= 1;
+            }
+            start = end;
+        }
+        Some(out)
+    };
+    let consonants: String = "bcdfghjklmnpqrstvwxz".chars().cycle().take(99).collect();
+    for word in [
+        "internationalization",
+        "unbelievably",
+        "pneumonoultramicroscopicsilicovolcanoconiosis",
+        consonants.as_str(),
+        "électricité",
+        "a",
+    ] {
+        let mut ids = Vec::new();
+        w.word_pieces(&normalise(word), &mut ids);
+        let want = naive(&normalise(word)).unwrap_or_default();
+        let want: Vec<u32> = want.into_iter().filter(|&id| id != w.unk).collect();
+        assert_eq!(ids, want, "{word}");
+        assert!(!ids.is_empty(), "{word}");
+    }
+    assert!(w.longest > 10 && w.longest < 40, "{}", w.longest);
+    // A character no piece holds makes the word unknown, found before any piece is tried.
+    let glued = format!("{consonants}\u{1F600}");
+    assert_eq!(naive(&normalise(&glued)), None);
+    let mut ids = Vec::new();
+    w.word_pieces(&normalise(&glued), &mut ids);
+    assert!(ids.is_empty());
+}
