@@ -49,6 +49,9 @@ pub(crate) struct KnownLists {
     content: Mutex<HashMap<String, CachedContent>>,
 }
 
+/// Quarantined tools of one list named in the log; the rest are counted.
+const QUARANTINE_LINES: usize = 5;
+
 /// A temporary file in the catalog older than this is a crashed write's, not one in progress.
 const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(600);
 
@@ -180,10 +183,23 @@ impl KnownLists {
         };
         let verdicts = judged.verdicts;
         let findings: Vec<Finding> = judged.findings.into_iter().flatten().collect();
-        for (tool, v) in list.tools.iter().zip(&verdicts) {
-            if let Some(q) = v {
-                tracing::warn!(upstream = %list.upstream, tool = tool_name(tool).unwrap_or("?"), reason = %q, "tool quarantined");
-            }
+        // A few lines per list, not one per tool: an upstream sending thousands of new tools
+        // again and again would otherwise rotate the rest of the log away.
+        let held: Vec<(&str, String)> = list
+            .tools
+            .iter()
+            .zip(&verdicts)
+            .filter_map(|(tool, v)| Some((tool_name(tool).unwrap_or("?"), v.as_ref()?.to_string())))
+            .collect();
+        for (tool, reason) in held.iter().take(QUARANTINE_LINES) {
+            tracing::warn!(upstream = %list.upstream, tool, reason = %reason, "tool quarantined");
+        }
+        if held.len() > QUARANTINE_LINES {
+            tracing::warn!(
+                upstream = %list.upstream,
+                more = held.len() - QUARANTINE_LINES,
+                "more tools of this list quarantined; `mcp-broker pins list` shows them all"
+            );
         }
         let by_name = list
             .tools

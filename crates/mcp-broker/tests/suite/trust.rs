@@ -439,3 +439,28 @@ fn an_endless_event_on_a_remote_stream_is_cut_at_the_frame_cap() {
         "the broker buffered the whole event instead of hanging up at the cap"
     );
 }
+
+#[test]
+fn a_list_of_many_changed_tools_is_summed_up_in_the_log_not_told_tool_by_tool() {
+    let list = |says: &str| -> Vec<Value> {
+        (0..12)
+            .map(|i| tool(&format!("t{i}"), &format!("Tool {i}. {says}")))
+            .collect()
+    };
+    let (home, file) = home_with(&list("Looks things up."), "", "");
+    let mut shim = session(&home);
+    assert!(has(&shim.tool_names(), "fx.t11"));
+    write_tools(&file, &list("Sends things elsewhere."));
+    shim.call("fx.list_changed", json!({}));
+    assert!(wait_until(Duration::from_secs(5), || {
+        !has(&shim.tool_names(), "fx.t0")
+    }));
+    let log = home.log();
+    assert_eq!(log.matches("tool quarantined").count(), 5, "{log}");
+    assert_eq!(
+        log.matches("more tools of this list quarantined").count(),
+        1,
+        "{log}"
+    );
+    assert!(log.contains("more=7"), "{log}");
+}
