@@ -47,6 +47,8 @@ pub(crate) struct KnownLists {
     /// Resources, templates and prompts by upstream; an upstream read from disk once stays here
     /// (empty when the disk had nothing).
     content: Mutex<HashMap<String, CachedContent>>,
+    /// Per upstream: its newest list not yet observed (see `stage`).
+    staged: Mutex<HashMap<String, Arc<Vec<Value>>>>,
 }
 
 /// Quarantined tools of one list named in the log; the rest are counted.
@@ -85,6 +87,7 @@ impl KnownLists {
             generation: AtomicU64::new(1),
             observing: Mutex::default(),
             content: Mutex::default(),
+            staged: Mutex::default(),
         }
     }
 
@@ -96,6 +99,26 @@ impl KnownLists {
     pub(crate) fn current(&self, upstream: &str, tools: &Arc<Vec<Value>>) -> Option<Arc<Entry>> {
         self.memory(upstream)
             .filter(|e| Arc::ptr_eq(&e.list.tools, tools))
+    }
+
+    /// `tools` is `upstream`'s newest list, for the next `observe_staged`; an older one still
+    /// waiting is dropped. Only the newest matters, and an upstream that sends list after list
+    /// then costs one list waiting, not one per request that asked for it.
+    pub(crate) fn stage(&self, upstream: &str, tools: Arc<Vec<Value>>) {
+        self.staged.lock().insert(upstream.to_string(), tools);
+    }
+
+    /// Observes `upstream`'s staged list if one waits: the upstream's entry after that, and
+    /// whether this call installed a new list. `None` when nothing waits and nothing is known.
+    pub(crate) fn observe_staged(&self, upstream: &str) -> Option<(Arc<Entry>, bool)> {
+        let staged = self.staged.lock().remove(upstream);
+        let Some(tools) = staged else {
+            return self.memory(upstream).map(|e| (e, false));
+        };
+        let before = self.memory(upstream);
+        let entry = self.observe(upstream, &tools);
+        let new = before.is_none_or(|b| !Arc::ptr_eq(&b, &entry));
+        Some((entry, new))
     }
 
     /// A list just received from a running upstream. Cheap when it is the list already known;

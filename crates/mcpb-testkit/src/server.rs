@@ -38,6 +38,8 @@ pub(crate) struct Options {
     pub modern_only: bool,
     /// Answer the first `tools/list` only; ignore the later ones.
     pub hang_relist: bool,
+    /// Append a line to this file for each `tools/list` answered (a test counts them).
+    pub list_log: Option<std::path::PathBuf>,
 }
 
 impl Options {
@@ -64,6 +66,7 @@ impl Options {
                 "--slow-once" => o.slow_once = it.next().map(Into::into),
                 "--modern-only" => o.modern_only = true,
                 "--hang-relist" => o.hang_relist = true,
+                "--list-log" => o.list_log = it.next().map(Into::into),
                 other => eprintln!("mcpb-fixture: ignoring unknown argument {other}"),
             }
         }
@@ -396,6 +399,14 @@ pub(crate) fn run(opts: Options) {
             (Some("tools/list"), Some(_)) if opts.hang_relist && listed => {}
             (Some("tools/list"), Some(id)) => {
                 listed = true;
+                if let Some(path) = &opts.list_log
+                    && let Ok(mut f) = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(path)
+                {
+                    let _ = writeln!(f, "listed");
+                }
                 // Lines of the tools file this parser cannot read (too deep, say) go out as
                 // written, so the broker meets them as a hostile server would send them.
                 let mut items: Vec<String> = tools(&opts).iter().map(Value::to_string).collect();
@@ -619,10 +630,21 @@ fn call(shared: &Shared, id: Value, params: &Value) {
             "error": {"code": -32601, "message": "upstream says no", "data": {"why": "fixture"}}}),
         ),
         "list_changed" => {
-            send(
-                out,
-                &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
-            );
+            let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+            send(out, &changed);
+            // `times` announcements `every_ms` apart: a storm.
+            let times = params["arguments"]["times"].as_u64().unwrap_or(1);
+            let every =
+                Duration::from_millis(params["arguments"]["every_ms"].as_u64().unwrap_or(0));
+            if times > 1 {
+                let out = out.clone();
+                std::thread::spawn(move || {
+                    for _ in 1..times {
+                        std::thread::sleep(every);
+                        send(&out, &changed);
+                    }
+                });
+            }
             answer(text("announced"));
         }
         "sample" => match ask_client(

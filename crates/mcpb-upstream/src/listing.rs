@@ -13,6 +13,11 @@ use crate::UpstreamError;
 use crate::instance::{Instance, Reply};
 use crate::upstream::{REFRESH_WAIT, RejectedTool, Upstream};
 
+/// The least time between two refreshes of one upstream's list: an upstream announcing changes
+/// faster (a storm of `list_changed`) is listed once a second, not once per announcement; each
+/// new list costs the catalog hashing, judging and embedding.
+pub(crate) const REFRESH_SPACING: Duration = Duration::from_secs(1);
+
 /// A tool list as accepted: the usable definitions and the ones refused.
 pub(crate) struct ToolList {
     pub tools: Vec<Value>,
@@ -112,15 +117,28 @@ impl Upstream {
         state.tools = Some(Arc::new(tools));
     }
 
-    /// Lists the tools of `inst` again, once at a time, off the caller's path.
+    /// Lists the tools of `inst` again, once at a time, off the caller's path, and no sooner
+    /// than `REFRESH_SPACING` after the last refresh: the announcements made meanwhile are
+    /// answered by that one listing.
     pub(crate) fn refresh_in_background(self: &Arc<Self>, inst: Arc<Instance>) {
-        if std::mem::replace(&mut self.state.lock().refreshing, true) {
-            return;
-        }
-        self.tools_stale.store(false, Ordering::SeqCst);
+        let due = {
+            let mut state = self.state.lock();
+            if std::mem::replace(&mut state.refreshing, true) {
+                return;
+            }
+            let now = Instant::now();
+            let due = state
+                .last_refresh
+                .map_or(now, |last| (last + REFRESH_SPACING).max(now));
+            state.last_refresh = Some(due);
+            due
+        };
         let up = self.clone();
         tokio::spawn(async move {
             let started = Instant::now();
+            tokio::time::sleep_until(due.into()).await;
+            // What was announced until now is in the list asked for now.
+            up.tools_stale.store(false, Ordering::SeqCst);
             match up.list_from(&inst).await {
                 Ok(list) => {
                     up.install_list(list);

@@ -35,6 +35,8 @@ pub(crate) struct State {
     pub(crate) retrying: bool,
     /// A tool list refresh is running; `refreshed` wakes those waiting for it.
     pub(crate) refreshing: bool,
+    /// When the last refresh was due to start (see `listing::REFRESH_SPACING`).
+    pub(crate) last_refresh: Option<std::time::Instant>,
     pub(crate) status: UpstreamStatus,
 }
 

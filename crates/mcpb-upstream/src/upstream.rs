@@ -143,6 +143,7 @@ impl Upstream {
                 probe: Probe::default(),
                 retrying: false,
                 refreshing: false,
+                last_refresh: None,
                 status,
             }),
             shared_gate: StartGate::default(),

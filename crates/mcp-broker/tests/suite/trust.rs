@@ -464,3 +464,38 @@ fn a_list_of_many_changed_tools_is_summed_up_in_the_log_not_told_tool_by_tool() 
     );
     assert!(log.contains("more=7"), "{log}");
 }
+
+#[test]
+fn an_upstream_announcing_changes_in_a_storm_is_listed_about_once_a_second() {
+    let lists = tempfile::NamedTempFile::new().unwrap();
+    let (home, _) = home_with(
+        &[tool("lookup", "Look up a word.")],
+        "",
+        &format!(
+            "  st: {{command: \"{}\", args: [--list-log, \"{}\"], trust_annotations: true}}\n",
+            fixture().display(),
+            lists.path().display()
+        ),
+    );
+    let mut shim = session(&home);
+    assert!(has(&shim.tool_names(), "st.echo"));
+    let listed = || {
+        std::fs::read_to_string(lists.path())
+            .unwrap()
+            .lines()
+            .count()
+    };
+    let before = listed();
+    // Forty announcements over a second, and a client that lists again all the while.
+    shim.call("st.list_changed", json!({"times": 40, "every_ms": 25}));
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_millis(2500) {
+        assert!(has(&shim.tool_names(), "st.echo"));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let refreshes = listed() - before;
+    assert!(
+        (1..=5).contains(&refreshes),
+        "{refreshes} listings for 40 announcements in one second"
+    );
+}

@@ -133,19 +133,23 @@ impl ProfileView {
             return Ok(e);
         }
         // Hashing, judging, scanning and writing a new list happen on the catalog's thread, so
-        // a large list never stalls the other sessions on the daemon's one thread.
+        // a large list never stalls the other sessions on the daemon's one thread. The job holds
+        // no list: it observes the newest one staged when it runs, so requests queued behind a
+        // storm of lists cost a name each, and every list but the newest is skipped.
         let known = self.known.clone();
         let name = up.name().to_string();
-        let entry = self
+        self.known.stage(&name, tools);
+        let (entry, new) = self
             .known
             .worker
-            .run(move || known.observe(&name, &tools))
+            .run(move || known.observe_staged(&name))
             .await
+            .flatten()
             .ok_or_else(|| BrokerRpcError::Internal("cataloguing the tool list failed".into()))?;
         // The whole list, tools held back for review included: they are searched once
         // approved.
-        if let Some(e) = self.list_embedder(up.settings()) {
-            e.submit(&self.known.worker, entry.list.tools.clone());
+        if new && let Some(e) = self.list_embedder(up.settings()) {
+            e.submit(&self.known.worker);
         }
         Ok(entry)
     }

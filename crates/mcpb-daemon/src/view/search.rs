@@ -24,6 +24,8 @@ pub(crate) struct SearchCache {
     /// The transformer tier's tool vectors, beside them.
     #[cfg(feature = "semantic-minilm")]
     deep: std::sync::OnceLock<Arc<mcpb_catalog::VectorCache>>,
+    /// Upstreams whose newest list waits to be embedded (one job each at most).
+    embedding: Mutex<std::collections::HashSet<String>>,
     /// One index build at a time: searches that find the index stale while it is being built
     /// wait for it instead of building it again.
     building: tokio::sync::Mutex<()>,
@@ -114,18 +116,27 @@ fn server_text(up: &mcpb_config::UpstreamSettings) -> String {
 /// through never loads it.
 pub(crate) struct ListEmbedder {
     searches: Arc<SearchCache>,
+    known: Arc<crate::known::KnownLists>,
     dir: std::path::PathBuf,
     upstream: String,
     server_text: String,
 }
 
 impl ListEmbedder {
-    /// Embeds `list` on the catalog's thread, without the caller waiting.
-    pub(crate) fn submit(self, worker: &crate::known::Worker, list: Arc<Vec<serde_json::Value>>) {
-        if mcpb_catalog::embed::loaded().is_none() {
+    /// Embeds the upstream's newest list on the catalog's thread, without the caller waiting.
+    /// A job already waiting for this upstream will find the newest list itself: no second one.
+    pub(crate) fn submit(self, worker: &crate::known::Worker) {
+        if mcpb_catalog::embed::loaded().is_none()
+            || !self.searches.embedding.lock().insert(self.upstream.clone())
+        {
             return;
         }
-        worker.submit(move || self.embed(&list));
+        worker.submit(move || {
+            self.searches.embedding.lock().remove(&self.upstream);
+            if let Some(entry) = self.known.cached(&self.upstream) {
+                self.embed(entry.tools());
+            }
+        });
     }
 
     fn embed(&self, list: &[serde_json::Value]) {
@@ -211,6 +222,7 @@ impl ProfileView {
         }
         Some(ListEmbedder {
             searches: self.searches.clone(),
+            known: self.known.clone(),
             dir: settings.runtime.catalog_dir(),
             upstream: up.name.clone(),
             server_text: server_text(up),

@@ -291,3 +291,28 @@ async fn an_upstreams_tool_filter_applies_on_every_path() {
     );
     assert_eq!(v.known_count(&v.upstreams()[0]), Some(1));
 }
+
+#[test]
+fn only_the_newest_staged_list_is_observed_and_later_jobs_find_it_done() {
+    let f = fixture("");
+    let known = &f.broker.known;
+    let list = |d: &str| {
+        Arc::new(vec![
+            json!({"name": "log", "description": d, "inputSchema": {"type": "object"}}),
+        ])
+    };
+    let (older, newer) = (list("Older log."), list("Newer log."));
+    // Two requests each stage what they received; the first job observes the newest.
+    known.stage("git", older);
+    known.stage("git", newer.clone());
+    let (entry, new) = known.observe_staged("git").unwrap();
+    assert!(new);
+    assert!(Arc::ptr_eq(&entry.list.tools, &newer));
+    let (again, new) = known.observe_staged("git").unwrap();
+    assert!(!new, "the second job finds the work done");
+    assert!(Arc::ptr_eq(&again, &entry));
+    // The same list staged again is no new list.
+    known.stage("git", newer);
+    assert!(!known.observe_staged("git").unwrap().1);
+    assert!(known.observe_staged("never-listed").is_none());
+}
