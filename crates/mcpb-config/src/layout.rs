@@ -169,10 +169,33 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 const TEMP_SUFFIX: &str = ".tmp";
 
+/// Whether `name` has the shape of `write_private`'s temporary files: `.<name>.` then six
+/// letters or digits (tempfile's random part), then `.tmp`.
+fn is_temp_name(name: &str) -> bool {
+    let Some(stem) = name
+        .strip_prefix('.')
+        .and_then(|n| n.strip_suffix(TEMP_SUFFIX))
+    else {
+        return false;
+    };
+    match stem.rsplit_once('.') {
+        Some((target, random)) => {
+            !target.is_empty()
+                && random.len() == 6
+                && random.bytes().all(|b| b.is_ascii_alphanumeric())
+        }
+        None => false,
+    }
+}
+
 /// Removes from `dir` the temporary files of `write_private` that are older than `age`: what a
 /// write left when the process died between creating and renaming. Younger ones may belong to a
 /// write in progress and stay. Returns how many were removed.
 pub fn remove_stale_temps(dir: &Path, age: std::time::Duration) -> usize {
+    // The directory itself, never one a link points to.
+    if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        return 0;
+    }
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
@@ -180,9 +203,7 @@ pub fn remove_stale_temps(dir: &Path, age: std::time::Duration) -> usize {
     let mut removed = 0;
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let ours = name
-            .to_str()
-            .is_some_and(|n| n.starts_with('.') && n.ends_with(TEMP_SUFFIX) && n.len() > 5);
+        let ours = name.to_str().is_some_and(is_temp_name);
         // The entry itself, never what a link points to.
         let stale = ours
             && entry.metadata().is_ok_and(|m| {
@@ -228,6 +249,7 @@ mod tests {
         old(".list.json.a1B2c3.tmp");
         old(".settings.json");
         old("notes.tmp");
+        old(".user-notes.tmp");
         fs::File::create(dir.join(".list.json.x9Y8z7.tmp")).unwrap();
         fs::create_dir(dir.join(".old.d.tmp")).unwrap();
         let ten_minutes = std::time::Duration::from_secs(600);
@@ -238,12 +260,20 @@ mod tests {
                 ".list.json.x9Y8z7.tmp",
                 ".old.d.tmp",
                 ".settings.json",
+                ".user-notes.tmp",
                 "list.json",
                 "notes.tmp"
             ],
             "a write in progress, a directory and other files stay"
         );
         assert_eq!(remove_stale_temps(&dir.join("missing"), ten_minutes), 0);
+        // A directory that is a link is not swept.
+        let other = tempfile::tempdir().unwrap();
+        let f = fs::File::create(other.path().join(".list.json.q1W2e3.tmp")).unwrap();
+        f.set_modified(hour_ago).unwrap();
+        std::os::unix::fs::symlink(other.path(), dir.join("linked")).unwrap();
+        assert_eq!(remove_stale_temps(&dir.join("linked"), ten_minutes), 0);
+        assert!(other.path().join(".list.json.q1W2e3.tmp").exists());
     }
 
     #[test]

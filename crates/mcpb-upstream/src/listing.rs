@@ -137,24 +137,41 @@ impl Upstream {
         tokio::spawn(async move {
             let started = Instant::now();
             tokio::time::sleep_until(due.into()).await;
-            // What was announced until now is in the list asked for now.
-            up.tools_stale.store(false, Ordering::SeqCst);
-            match up.list_from(&inst).await {
-                Ok(list) => {
-                    up.install_list(list);
-                    if started.elapsed() >= REFRESH_WAIT
-                        && let Some(cb) = &up.ctx.on_list_changed
-                    {
-                        cb(&up.settings.name);
+            let mut listed = false;
+            // An instance that ended meanwhile (its session left, it crashed) cannot answer: the
+            // list stays marked stale for the next listing, which reaches a live instance.
+            if inst.is_alive() {
+                // What was announced until now is in the list asked for now.
+                up.tools_stale.store(false, Ordering::SeqCst);
+                match up.list_from(&inst).await {
+                    Ok(list) => {
+                        up.install_list(list);
+                        listed = true;
                     }
-                }
-                Err(e) => {
-                    tracing::warn!(upstream = %up.settings.name, error = %e, "refreshing the tool list failed; the last list stays");
-                    up.set_status(|s| s.last_error = Some(e.to_string()));
+                    Err(e) => {
+                        up.tools_stale.store(true, Ordering::SeqCst);
+                        if inst.is_alive() {
+                            tracing::warn!(upstream = %up.settings.name, error = %e, "refreshing the tool list failed; the last list stays");
+                            up.set_status(|s| s.last_error = Some(e.to_string()));
+                        }
+                    }
                 }
             }
             up.state.lock().refreshing = false;
             up.refreshed.notify_waiters();
+            // Clients are told to list again when those waiting gave up before the new list
+            // came, when the instance ended before it could list, and when a change announced
+            // during the listing is not in it; not when a live instance failed to list (the
+            // next listing tries again, without a loop of announcements).
+            let stale = up.tools_stale.load(Ordering::SeqCst);
+            let tell = if listed {
+                started.elapsed() >= REFRESH_WAIT || stale
+            } else {
+                stale && !inst.is_alive()
+            };
+            if tell && let Some(cb) = &up.ctx.on_list_changed {
+                cb(&up.settings.name);
+            }
         });
     }
 }

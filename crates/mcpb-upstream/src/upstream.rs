@@ -297,10 +297,12 @@ impl Upstream {
                 s.state = UpstreamState::Starting;
             }
         });
+        // Cleared before the handshake lists the tools, not after: a change announced while
+        // that listing was answered must leave the list stale.
+        let was_stale = self.tools_stale.swap(false, Ordering::SeqCst);
         match self.spawn_and_handshake(permits).await {
             Ok((inst, ToolList { tools, rejected })) => {
                 let count = tools.len();
-                self.tools_stale.store(false, Ordering::SeqCst);
                 let mut state = self.state.lock();
                 state.tools = Some(Arc::new(tools));
                 state.health.succeeded();
@@ -319,6 +321,9 @@ impl Upstream {
                 Ok(inst)
             }
             Err(e) => {
+                if was_stale {
+                    self.tools_stale.store(true, Ordering::SeqCst);
+                }
                 tracing::error!(upstream = %self.settings.name, error = %e, "upstream failed to start");
                 self.stderr_tail.settled(STDERR_SETTLE).await;
                 let e = self.with_last_words(e);

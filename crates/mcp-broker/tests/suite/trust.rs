@@ -499,3 +499,44 @@ fn an_upstream_announcing_changes_in_a_storm_is_listed_about_once_a_second() {
         "{refreshes} listings for 40 announcements in one second"
     );
 }
+
+#[test]
+fn a_change_is_not_lost_when_the_upstream_dies_before_its_delayed_listing() {
+    // Versions differ by their number of tools (new tools are held for review, so the count
+    // the upstream sent is what shows the version).
+    let version = |v: usize| -> Vec<Value> {
+        (0..v)
+            .map(|i| tool(&format!("t{i}"), "A tool of this version."))
+            .collect()
+    };
+    let (home, file) = home_with(&version(1), "", "");
+    let mut shim = session(&home);
+    shim.tool_names();
+    let base = upstream_status(&home, "fx")["tool_count"].as_u64().unwrap() - 1;
+    let mut seen = |shim: &mut super::support::Shim, v: u64| {
+        shim.tool_names();
+        upstream_status(&home, "fx")["tool_count"] == base + v
+    };
+    write_tools(&file, &version(2));
+    shim.call("fx.list_changed", json!({}));
+    assert!(wait_until(Duration::from_secs(5), || seen(&mut shim, 2)));
+    let pid = shim.call("fx.pid", json!({}))["result"]["structuredContent"]["pid"]
+        .as_u64()
+        .unwrap() as i32;
+    // The next refresh waits for its turn (a second after the last one); the process dies in
+    // the meantime, so that listing can never happen on it.
+    write_tools(&file, &version(3));
+    shim.call("fx.list_changed", json!({}));
+    shim.send_request(9001, "tools/list", json!({}));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    assert!(shim.recv_answer_line().is_some());
+    assert!(
+        wait_until(Duration::from_secs(8), || seen(&mut shim, 3)),
+        "the change to three tools was lost: {}",
+        upstream_status(&home, "fx")
+    );
+}
