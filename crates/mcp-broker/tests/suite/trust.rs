@@ -513,7 +513,7 @@ fn a_change_is_not_lost_when_the_upstream_dies_before_its_delayed_listing() {
     let mut shim = session(&home);
     shim.tool_names();
     let base = upstream_status(&home, "fx")["tool_count"].as_u64().unwrap() - 1;
-    let mut seen = |shim: &mut super::support::Shim, v: u64| {
+    let seen = |shim: &mut super::support::Shim, v: u64| {
         shim.tool_names();
         upstream_status(&home, "fx")["tool_count"] == base + v
     };
