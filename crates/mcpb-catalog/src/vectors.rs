@@ -17,8 +17,15 @@ use sha2::{Digest, Sha256};
 use crate::CatalogError;
 
 const MAGIC: &[u8; 8] = b"MCPBVEC2";
-/// A file larger than this is not read (about a million 64-float vectors): it cannot be ours.
-const MAX_FILE: u64 = 512 << 20;
+/// Vectors a cache file may hold: ten times the largest catalog measured (10,000 tools). A
+/// larger file cannot be ours and is not read (it would cost its size in memory, and more).
+const MAX_VECTORS: u64 = 100_000;
+
+/// The size of a file of `MAX_VECTORS` vectors of `dim` floats, with room for the key, owner
+/// and the owners' names.
+fn max_file(dim: usize) -> u64 {
+    MAX_VECTORS * (dim as u64 * 4 + 64) + (1 << 20)
+}
 
 type Key = [u8; 16];
 
@@ -60,7 +67,7 @@ impl VectorCache {
     /// caller logs it; the next save replaces the file).
     pub fn open(path: PathBuf, model: &str, dim: usize) -> (Self, Option<CatalogError>) {
         let mut state = State::default();
-        let error = match read_regular(&path) {
+        let error = match read_regular(&path, max_file(dim)) {
             Ok(bytes) => match parse(&bytes, dim) {
                 Ok(entries) => {
                     state.entries = entries;
@@ -164,6 +171,16 @@ impl VectorCache {
         }
     }
 
+    /// Drops the vectors of upstreams not in `live` (removed or renamed in the configuration).
+    pub fn keep_owners(&self, live: &std::collections::HashSet<&str>) {
+        let mut state = self.state.lock();
+        let before = state.entries.len();
+        state.entries.retain(|_, e| live.contains(&*e.owner));
+        if state.entries.len() != before {
+            state.dirty = true;
+        }
+    }
+
     /// Writes the file if vectors were added since the last save (atomically, private to the
     /// user).
     pub fn save(&self) -> Result<(), CatalogError> {
@@ -200,12 +217,12 @@ impl VectorCache {
 
 /// The file's bytes if it is a regular file of a sane size (a FIFO or a device put there would
 /// block or never end; following no link at the last component).
-fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     let meta = std::fs::symlink_metadata(path)?;
     if !meta.file_type().is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
-    if meta.len() > MAX_FILE {
+    if meta.len() > max {
         return Err(std::io::Error::other(format!(
             "{} bytes, more than a vector cache holds",
             meta.len()
@@ -336,6 +353,21 @@ mod tests {
                 .map(|t| vec![t.len() as f32, 1.0, 2.0])
                 .collect()
         }
+    }
+
+    #[test]
+    fn upstreams_no_longer_configured_lose_their_vectors() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cache, _) = VectorCache::open(dir.path().join("v.bin"), "m", 3);
+        let one = |t: &[&str]| t.iter().map(|_| vec![1.0, 0.0, 0.0]).collect();
+        cache.vectors(&[("a", "x"), ("b", "y"), ("gone", "z")], one);
+        cache.save().unwrap();
+        cache.keep_owners(&["a", "b"].into_iter().collect());
+        assert_eq!(cache.len(), 2);
+        cache.save().unwrap();
+        let (again, err) = VectorCache::open(dir.path().join("v.bin"), "m", 3);
+        assert!(err.is_none());
+        assert_eq!(again.len(), 2);
     }
 
     #[test]

@@ -151,6 +151,8 @@ fn search_never_answers_from_an_index_of_an_older_configuration() {
             .collect()
     };
     assert!(servers().contains(&"c".to_string()));
+    let vectors = home.root().join("state/catalog/vectors-potion-base-2M.bin");
+    let with_c = std::fs::metadata(&vectors).unwrap().len();
     // Two reloads with no search between them: the first configuration's memory may be reused
     // for the third, which must not pass for the one the index was built from.
     for a_args in ["--name, one", "--name, two"] {
@@ -163,4 +165,7 @@ fn search_never_answers_from_an_index_of_an_older_configuration() {
         !after.contains(&"c".to_string()),
         "a removed upstream is still found: {after:?}"
     );
+    // Its tool vectors are gone from the cache too.
+    let without_c = std::fs::metadata(&vectors).unwrap().len();
+    assert!(without_c < with_c, "{with_c} -> {without_c} bytes");
 }

@@ -69,9 +69,10 @@ fn open_vectors(path: std::path::PathBuf, key: &str, dim: usize) -> Arc<mcpb_cat
     Arc::new(cache)
 }
 
-/// `cache`'s vectors of each upstream are those of its whole known list; written if that
-/// changed anything.
-fn claim_lists(cache: &mcpb_catalog::VectorCache, lists: &[UpstreamList]) {
+/// `cache`'s vectors of each upstream are those of its whole known list, and upstreams no
+/// longer `configured` have none; written if that changed anything.
+fn claim_lists(cache: &mcpb_catalog::VectorCache, lists: &[UpstreamList], configured: &[String]) {
+    cache.keep_owners(&configured.iter().map(String::as_str).collect());
     for (upstream, server_text, list) in lists {
         let texts = embed_texts(upstream, server_text, list);
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -90,9 +91,10 @@ fn with_deep_vectors(
     searches: &SearchCache,
     dir: &std::path::Path,
     lists: &[UpstreamList],
+    configured: &[String],
 ) -> mcpb_catalog::Index {
     let deep = searches.deep(dir);
-    claim_lists(&deep, lists);
+    claim_lists(&deep, lists, configured);
     index.keep_deep_vectors_in(deep);
     index
 }
@@ -301,6 +303,8 @@ impl ProfileView {
         let dir = self.generation.settings.runtime.catalog_dir();
         // Each upstream's whole known list: its vectors of other texts (older lists, an older
         // description in the configuration) are dropped after the build.
+        // Vectors of upstreams the configuration no longer has are dropped.
+        let configured: Vec<String> = self.generation.upstreams.keys().cloned().collect();
         let lists: Vec<UpstreamList> = self
             .upstreams()
             .iter()
@@ -334,11 +338,11 @@ impl ProfileView {
                 let reranks = weights.rerank > 0.0;
                 let index = mcpb_catalog::Index::build_cached(&docs, weights, cache.as_deref());
                 if let Some(cache) = cache {
-                    claim_lists(&cache, &lists);
+                    claim_lists(&cache, &lists, &configured);
                 }
                 #[cfg(feature = "semantic-minilm")]
                 let index = if reranks {
-                    with_deep_vectors(index, &searches, &dir, &lists)
+                    with_deep_vectors(index, &searches, &dir, &lists, &configured)
                 } else {
                     index
                 };
