@@ -40,6 +40,9 @@ pub(crate) struct Options {
     pub hang_relist: bool,
     /// Append a line to this file for each `tools/list` answered (a test counts them).
     pub list_log: Option<std::path::PathBuf>,
+    /// Wait this long between reading the tools file and answering `tools/list` (a change can
+    /// then be announced while a listing is under way).
+    pub list_delay_ms: u64,
 }
 
 impl Options {
@@ -67,6 +70,9 @@ impl Options {
                 "--modern-only" => o.modern_only = true,
                 "--hang-relist" => o.hang_relist = true,
                 "--list-log" => o.list_log = it.next().map(Into::into),
+                "--list-delay-ms" => {
+                    o.list_delay_ms = it.next().and_then(|v| v.parse().ok()).unwrap_or(0)
+                }
                 other => eprintln!("mcpb-fixture: ignoring unknown argument {other}"),
             }
         }
@@ -411,6 +417,7 @@ pub(crate) fn run(opts: Options) {
                 // written, so the broker meets them as a hostile server would send them.
                 let mut items: Vec<String> = tools(&opts).iter().map(Value::to_string).collect();
                 items.extend(raw_file_tools(&opts));
+                std::thread::sleep(Duration::from_millis(opts.list_delay_ms));
                 send_raw(
                     &shared.out,
                     &format!(

@@ -540,3 +540,53 @@ fn a_change_is_not_lost_when_the_upstream_dies_before_its_delayed_listing() {
         upstream_status(&home, "fx")
     );
 }
+
+#[test]
+fn a_change_announced_while_the_list_is_being_fetched_reaches_the_client() {
+    let version = |v: usize| -> Vec<Value> {
+        (0..v)
+            .map(|i| tool(&format!("t{i}"), "A tool of this version."))
+            .collect()
+    };
+    let file = tempfile::NamedTempFile::new().unwrap();
+    write_tools(file.path(), &version(1));
+    let (home, _) = home_with(
+        &[],
+        "",
+        &format!(
+            "  sl: {{command: \"{}\", args: [--tools-file, \"{}\", --list-delay-ms, \"600\"], trust_annotations: true}}\n",
+            fixture().display(),
+            file.path().display()
+        ),
+    );
+    let mut shim = session(&home);
+    shim.tool_names();
+    let base = upstream_status(&home, "sl")["tool_count"].as_u64().unwrap() - 1;
+    // An eager client: it lists again at each announcement, for four seconds.
+    let path = file.path().to_path_buf();
+    let client = std::thread::spawn(move || {
+        write_tools(&path, &version(2));
+        // Two announcements 300 ms apart; the file says three tools before the second, while
+        // the listing the first one asked for (it read two tools) is still under way.
+        shim.call("sl.list_changed", json!({"times": 2, "every_ms": 300}));
+        shim.send_request(100, "tools/list", json!({}));
+        std::thread::sleep(Duration::from_millis(100));
+        write_tools(&path, &version(3));
+        let started = std::time::Instant::now();
+        let mut id = 100;
+        while started.elapsed() < Duration::from_secs(4) {
+            let Some(msg) = shim.recv() else { break };
+            if msg["method"] == "notifications/tools/list_changed" {
+                id += 1;
+                shim.send_request(id, "tools/list", json!({}));
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        upstream_status(&home, "sl")["tool_count"],
+        base + 3,
+        "the change announced during the listing was lost"
+    );
+    drop(client);
+}
