@@ -28,6 +28,23 @@ fn home_with(tools: &[Value], broker: &str, more: &str) -> (Home, PathBuf) {
     )
 }
 
+/// A home whose second upstream, `name`, is the fixture started with `args` (YAML list items).
+fn home_with_fixture(name: &str, args: &str) -> Home {
+    let line = format!(
+        "  {name}: {{command: \"{}\", args: [{args}], trust_annotations: true}}\n",
+        fixture().display()
+    );
+    home_with(&[tool("lookup", "Look up a word.")], "", &line).0
+}
+
+/// A list of `v` tools: versions differ by their number of tools (new tools are held for
+/// review, so the count the upstream sent is what shows the version).
+fn version(v: usize) -> Vec<Value> {
+    (0..v)
+        .map(|i| tool(&format!("t{i}"), "A tool of this version."))
+        .collect()
+}
+
 fn has(names: &[String], n: &str) -> bool {
     names.iter().any(|x| x == n)
 }
@@ -468,15 +485,7 @@ fn a_list_of_many_changed_tools_is_summed_up_in_the_log_not_told_tool_by_tool() 
 #[test]
 fn an_upstream_announcing_changes_in_a_storm_is_listed_about_once_a_second() {
     let lists = tempfile::NamedTempFile::new().unwrap();
-    let (home, _) = home_with(
-        &[tool("lookup", "Look up a word.")],
-        "",
-        &format!(
-            "  st: {{command: \"{}\", args: [--list-log, \"{}\"], trust_annotations: true}}\n",
-            fixture().display(),
-            lists.path().display()
-        ),
-    );
+    let home = home_with_fixture("st", &format!("--list-log, \"{}\"", lists.path().display()));
     let mut shim = session(&home);
     assert!(has(&shim.tool_names(), "st.echo"));
     let listed = || {
@@ -502,13 +511,6 @@ fn an_upstream_announcing_changes_in_a_storm_is_listed_about_once_a_second() {
 
 #[test]
 fn a_change_is_not_lost_when_the_upstream_dies_before_its_delayed_listing() {
-    // Versions differ by their number of tools (new tools are held for review, so the count
-    // the upstream sent is what shows the version).
-    let version = |v: usize| -> Vec<Value> {
-        (0..v)
-            .map(|i| tool(&format!("t{i}"), "A tool of this version."))
-            .collect()
-    };
     let (home, file) = home_with(&version(1), "", "");
     let mut shim = session(&home);
     shim.tool_names();
@@ -543,19 +545,12 @@ fn a_change_is_not_lost_when_the_upstream_dies_before_its_delayed_listing() {
 
 #[test]
 fn a_change_announced_while_the_list_is_being_fetched_reaches_the_client() {
-    let version = |v: usize| -> Vec<Value> {
-        (0..v)
-            .map(|i| tool(&format!("t{i}"), "A tool of this version."))
-            .collect()
-    };
     let file = tempfile::NamedTempFile::new().unwrap();
     write_tools(file.path(), &version(1));
-    let (home, _) = home_with(
-        &[],
-        "",
+    let home = home_with_fixture(
+        "sl",
         &format!(
-            "  sl: {{command: \"{}\", args: [--tools-file, \"{}\", --list-delay-ms, \"600\"], trust_annotations: true}}\n",
-            fixture().display(),
+            "--tools-file, \"{}\", --list-delay-ms, \"600\"",
             file.path().display()
         ),
     );

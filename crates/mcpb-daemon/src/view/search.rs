@@ -35,68 +35,70 @@ impl SearchCache {
     /// The static model's vector cache, read from `dir` the first time it is needed. It reads a
     /// file: callers are off the event loop.
     fn vectors(&self, dir: &std::path::Path) -> Arc<mcpb_catalog::VectorCache> {
-        self.vectors
-            .get_or_init(|| {
-                open_vectors(
-                    dir.join(STATIC_VECTORS),
-                    mcpb_catalog::embed::VECTORS_KEY,
-                    mcpb_catalog::embed::DIM,
-                )
-            })
-            .clone()
+        opened(
+            &self.vectors,
+            dir.join(STATIC_VECTORS),
+            mcpb_catalog::embed::VECTORS_KEY,
+            mcpb_catalog::embed::DIM,
+        )
     }
 
     /// The transformer tier's vector cache, like `vectors`.
     #[cfg(feature = "semantic-minilm")]
     fn deep(&self, dir: &std::path::Path) -> Arc<mcpb_catalog::VectorCache> {
-        self.deep
-            .get_or_init(|| {
-                open_vectors(
-                    dir.join(DEEP_VECTORS),
-                    mcpb_catalog::minilm::VECTORS_KEY,
-                    mcpb_catalog::minilm::DIM,
-                )
-            })
-            .clone()
+        opened(
+            &self.deep,
+            dir.join(DEEP_VECTORS),
+            mcpb_catalog::minilm::VECTORS_KEY,
+            mcpb_catalog::minilm::DIM,
+        )
     }
 }
 
-fn open_vectors(path: std::path::PathBuf, key: &str, dim: usize) -> Arc<mcpb_catalog::VectorCache> {
-    let (cache, error) = mcpb_catalog::VectorCache::open(path, key, dim);
-    if let Some(e) = error {
-        tracing::warn!(error = %e, "tool embeddings are computed again");
-    }
-    Arc::new(cache)
+/// The cache kept in `cell`, read from `path` the first time.
+fn opened(
+    cell: &std::sync::OnceLock<Arc<mcpb_catalog::VectorCache>>,
+    path: std::path::PathBuf,
+    key: &str,
+    dim: usize,
+) -> Arc<mcpb_catalog::VectorCache> {
+    cell.get_or_init(|| {
+        let (cache, error) = mcpb_catalog::VectorCache::open(path, key, dim);
+        if let Some(e) = error {
+            tracing::warn!(error = %e, "tool embeddings are computed again");
+        }
+        Arc::new(cache)
+    })
+    .clone()
 }
 
-/// `cache`'s vectors of each upstream are those of its whole known list, and upstreams no
-/// longer `configured` have none; written if that changed anything.
-fn claim_lists(cache: &mcpb_catalog::VectorCache, lists: &[UpstreamList], configured: &[String]) {
-    cache.keep_owners(&configured.iter().map(String::as_str).collect());
+/// Each cache's vectors of each upstream are those of its whole known list, and upstreams no
+/// longer `configured` have none; written if that changed anything. The texts are computed
+/// once for all the caches.
+fn claim_lists(
+    caches: &[&mcpb_catalog::VectorCache],
+    lists: &[UpstreamList],
+    configured: &[String],
+) {
+    if caches.is_empty() {
+        return;
+    }
+    let live = configured.iter().map(String::as_str).collect();
+    for cache in caches {
+        cache.keep_owners(&live);
+    }
     for (upstream, server_text, list) in lists {
         let texts = embed_texts(upstream, server_text, list);
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        cache.claim(upstream, &refs);
+        for cache in caches {
+            cache.claim(upstream, &refs);
+        }
     }
-    if let Err(e) = cache.save() {
-        tracing::warn!(error = %e, "tool embeddings not kept for the next start");
+    for cache in caches {
+        if let Err(e) = cache.save() {
+            tracing::warn!(error = %e, "tool embeddings not kept for the next start");
+        }
     }
-}
-
-/// `index` keeping the transformer tier's vectors in their cache, whose upstreams' vectors are
-/// those of their whole known lists from now on.
-#[cfg(feature = "semantic-minilm")]
-fn with_deep_vectors(
-    mut index: mcpb_catalog::Index,
-    searches: &SearchCache,
-    dir: &std::path::Path,
-    lists: &[UpstreamList],
-    configured: &[String],
-) -> mcpb_catalog::Index {
-    let deep = searches.deep(dir);
-    claim_lists(&deep, lists, configured);
-    index.keep_deep_vectors_in(deep);
-    index
 }
 
 /// An upstream's name, what search reads of it besides its tools, and its known list.
@@ -335,16 +337,22 @@ impl ProfileView {
             .run(move || {
                 let cache = (weights.dense > 0.0).then(|| searches.vectors(&dir));
                 #[cfg(feature = "semantic-minilm")]
-                let reranks = weights.rerank > 0.0;
+                let deep = (weights.rerank > 0.0).then(|| searches.deep(&dir));
                 let index = mcpb_catalog::Index::build_cached(&docs, weights, cache.as_deref());
-                if let Some(cache) = cache {
-                    claim_lists(&cache, &lists, &configured);
-                }
+                #[cfg_attr(not(feature = "semantic-minilm"), allow(unused_mut))]
+                let mut kept: Vec<&mcpb_catalog::VectorCache> =
+                    cache.as_deref().into_iter().collect();
                 #[cfg(feature = "semantic-minilm")]
-                let index = if reranks {
-                    with_deep_vectors(index, &searches, &dir, &lists, &configured)
-                } else {
-                    index
+                kept.extend(deep.as_deref());
+                claim_lists(&kept, &lists, &configured);
+                #[cfg(feature = "semantic-minilm")]
+                let index = match deep {
+                    Some(deep) => {
+                        let mut index = index;
+                        index.keep_deep_vectors_in(deep);
+                        index
+                    }
+                    None => index,
                 };
                 index
             })
