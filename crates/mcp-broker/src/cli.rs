@@ -393,8 +393,21 @@ pub(crate) enum ExecCommand {
         #[arg(long = "as")]
         dest: Option<String>,
     },
-    /// Close a workspace (removed unless opened with --persist).
-    Close { exec_id: String },
+    /// Close a workspace (removed unless opened with --persist; --discard removes it anyway).
+    Close {
+        exec_id: String,
+        /// Remove the workspace even when it was opened with --persist.
+        #[arg(long)]
+        discard: bool,
+    },
+    /// Every workspace on disk (of --profile, or all): persisted or open, size, idle time.
+    List,
+    /// Remove persisted workspaces unused for longer than `broker.exec.persist_ttl_ms`.
+    Prune {
+        /// Remove every workspace no run holds, persisted or not, whatever its age.
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -6,11 +6,13 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use mcpb_config::{ExecLimits, Language, Settings};
+use mcpb_exec::{Persisted, Workspaces};
 use mcpb_facade::FacadeTool;
 use mcpb_facade::tools::exec::{ExecClose, ExecOpen, ExecRun, ExecUpload, RunCode, RunOptions};
 use serde_json::Value;
 
 use crate::cli::ExecCommand;
+use crate::out::outln;
 use crate::tools_cmd::call_facade;
 
 fn language(flag: Option<&str>, file: &str) -> anyhow::Result<Language> {
@@ -103,8 +105,70 @@ fn call(command: ExecCommand) -> anyhow::Result<(FacadeTool, Value)> {
                 })?,
             )
         }
-        ExecCommand::Close { exec_id } => (FacadeTool::ExecClose, to_value(ExecClose { exec_id })?),
+        ExecCommand::Close { exec_id, discard } => (
+            FacadeTool::ExecClose,
+            to_value(ExecClose { exec_id, discard })?,
+        ),
+        ExecCommand::List | ExecCommand::Prune { .. } => {
+            bail!("exec list and prune work on the files, not through a session")
+        }
     })
+}
+
+/// The workspaces on disk, as the daemon keeps them (the rules come from the config).
+fn workspaces(settings: &Settings) -> Workspaces {
+    let exec = &settings.broker.exec;
+    Workspaces::new(settings.runtime.exec_dir(), exec.max_workspaces).with_persisted(Persisted {
+        max: exec.max_persisted,
+        ttl: std::time::Duration::from_millis(exec.persist_ttl_ms),
+        disk_bytes: exec.persisted_disk_bytes,
+    })
+}
+
+/// `exec list`: one line a workspace, or JSON.
+fn list(settings: &Settings, profile: Option<&str>, json: bool) -> ExitCode {
+    let all = workspaces(settings).list(profile);
+    if json {
+        outln!("{}", serde_json::to_string(&all).unwrap_or_default());
+        return ExitCode::SUCCESS;
+    }
+    if all.is_empty() {
+        eprintln!("no workspaces");
+        return ExitCode::SUCCESS;
+    }
+    let ttl = settings.broker.exec.persist_ttl_ms / 1000;
+    outln!("PROFILE\tEXEC ID\tKIND\tKIB\tIDLE\tEXPIRES IN");
+    for w in all {
+        let kind = match (w.persisted, w.running) {
+            (_, true) => "running",
+            (true, false) => "persisted",
+            (false, false) => "open",
+        };
+        let expires = if w.persisted {
+            humantime::format_duration(std::time::Duration::from_secs(
+                ttl.saturating_sub(w.idle_secs),
+            ))
+            .to_string()
+        } else {
+            "-".into()
+        };
+        outln!(
+            "{}\t{}\t{kind}\t{}\t{}\t{expires}",
+            w.profile,
+            w.exec_id,
+            w.bytes.div_ceil(1024),
+            humantime::format_duration(std::time::Duration::from_secs(w.idle_secs)),
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+/// `exec prune`: what went, on stderr; the count on stdout.
+fn prune(settings: &Settings, profile: Option<&str>, all: bool) -> ExitCode {
+    let n = workspaces(settings).prune(profile, all);
+    outln!("{n}");
+    eprintln!("removed {n} workspace{}", if n == 1 { "" } else { "s" });
+    ExitCode::SUCCESS
 }
 
 fn text_of(result: &Value) -> String {
@@ -125,6 +189,11 @@ pub(crate) fn run(
     json: bool,
     command: ExecCommand,
 ) -> ExitCode {
+    match command {
+        ExecCommand::List => return list(settings, profile, json),
+        ExecCommand::Prune { all } => return prune(settings, profile, all),
+        _ => {}
+    }
     let is_run = matches!(command, ExecCommand::Run { .. });
     let result = call(command).and_then(|(tool, args)| {
         call_facade(settings, Some(profile.unwrap_or("compact")), tool, args)

@@ -20,7 +20,12 @@ use crate::scenario::Env;
 struct FirstCall(parking_lot::Mutex<Option<Instant>>);
 
 impl ToolHost for FirstCall {
-    fn call<'a>(&'a self, _name: &'a str, _args: Value, _ro: bool) -> BoxFuture<'a, CallOutcome> {
+    fn call<'a>(
+        &'a self,
+        _name: &'a str,
+        _args: Box<serde_json::value::RawValue>,
+        _ro: bool,
+    ) -> BoxFuture<'a, CallOutcome> {
         self.0.lock().get_or_insert_with(Instant::now);
         Box::pin(async {
             CallOutcome::Result(json!({"content": [{"type": "text", "text": "ok"}]}))
@@ -51,7 +56,7 @@ fn in_process(exe: &Path, home: &Path, n: usize) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let runner = Runner::new(exe.to_path_buf(), None);
+    let runner = Runner::new(exe.to_path_buf(), None, 64 << 20);
     let ws = Workspaces::new(home.join("ws"), 4);
     println!("\n## Code runs: start to first SDK call (in process, {n} runs each)\n");
     println!("| language | first SDK call p50 ms | p90 ms | whole run p50 ms | status |");
@@ -221,6 +226,94 @@ fn through_daemon(env: &Env, n_calls: usize, repeats: usize) -> anyhow::Result<(
     Ok(())
 }
 
+/// A program that sends `frames` SDK frames of `bytes` each (a `result` of zeros), reading the
+/// answer to each before the next.
+fn frame_sender(bytes: usize, frames: usize) -> String {
+    format!(
+        "import os\n\
+         n = ({bytes} - 60) // 2\n\
+         frame = b'{{\"id\":1,\"method\":\"result\",\"params\":{{\"value\":[' + b'0,' * n + b'0]}}}}\\n'\n\
+         for _ in range({frames}):\n\
+         \x20   v = memoryview(frame)\n\
+         \x20   while v:\n\
+         \x20       v = v[os.write(3, v):]\n\
+         \x20   os.read(3, 1 << 16)\n"
+    )
+}
+
+/// Daemon peak RSS while runs send large SDK frames: one 14 MiB frame, then 16 runs at once
+/// each sending three frames of the largest size. Each case gets a fresh daemon (the peak is
+/// the process's own high-water mark).
+fn frame_memory(env: &Env) -> anyhow::Result<()> {
+    println!("\n## Daemon memory while runs send large SDK frames (fresh daemon per row)\n");
+    println!("| case | idle MiB | peak MiB | peak - idle | frame MiB | statuses |");
+    println!("|---|---|---|---|---|---|");
+    let max = mcpb_exec::MAX_FRAME_BYTES - 1024;
+    for (label, runs, bytes, frames) in [
+        ("one 14 MiB result frame", 1usize, 14usize << 20, 1usize),
+        ("16 runs at once, 3 max-size frames each", 16, max, 3),
+    ] {
+        let _ = env.broker(&["stop"]).output();
+        let mut first = Peer::spawn(
+            env.broker(&["stdio", "--profile", "code"]),
+            "broker.status",
+            "{}",
+        )?;
+        first.call("broker.status", "{}")?;
+        let pid = crate::scenario::daemon_pid(env)?;
+        let idle = crate::scenario::peak_rss_kib(pid);
+        let code = frame_sender(bytes, frames);
+        let args = json!({"code": code, "allow": [], "limits": {"wall_clock_ms": 60000}})
+            .to_string();
+        let mut peers = vec![first];
+        for _ in 1..runs {
+            peers.push(Peer::spawn(
+                env.broker(&["stdio", "--profile", "code"]),
+                "broker.status",
+                "{}",
+            )?);
+        }
+        let statuses: Vec<String> = std::thread::scope(|s| {
+            let handles: Vec<_> = peers
+                .iter_mut()
+                .map(|p| {
+                    let args = &args;
+                    s.spawn(move || {
+                        p.call("broker.run_code", args)
+                            .ok()
+                            .and_then(|l| structured(&l).ok())
+                            .map_or("no answer".to_string(), |v| {
+                                v["status"].as_str().unwrap_or("?").to_string()
+                            })
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| "panic".into()))
+                .collect()
+        });
+        let peak = crate::scenario::peak_rss_kib(pid);
+        let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+        for st in &statuses {
+            *counts.entry(st.as_str()).or_default() += 1;
+        }
+        let said: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        println!(
+            "| {label} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
+            idle as f64 / 1024.0,
+            peak as f64 / 1024.0,
+            peak.saturating_sub(idle) as f64 / 1024.0,
+            bytes as f64 / f64::from(1 << 20),
+            said.join(", ")
+        );
+        for p in peers {
+            p.close();
+        }
+    }
+    Ok(())
+}
+
 /// Tokens the model reads for a three-step task: three raw calls against one run.
 fn context_saved(env: &Env, data: &Path) -> anyhow::Result<()> {
     let bpe = tiktoken_rs::o200k_base().map_err(|e| anyhow::anyhow!("o200k_base: {e}"))?;
@@ -331,6 +424,7 @@ pub(crate) fn run(quick: bool) -> anyhow::Result<()> {
     let result = (|| -> anyhow::Result<()> {
         in_process(&exe, &home, n)?;
         through_daemon(&env, calls, repeats)?;
+        frame_memory(&env)?;
         if with_refs {
             context_saved(&env, &data)?;
         } else {

@@ -94,11 +94,20 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub(crate) fn rss_kib(pid: u64) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// The process's peak resident set since it started.
+pub(crate) fn peak_rss_kib(pid: u64) -> u64 {
+    status_kib(pid, "VmHWM:")
+}
+
+fn status_kib(pid: u64, key: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(key))
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
         })
         .unwrap_or(0)
@@ -117,7 +126,7 @@ fn cpu_time(pid: u64) -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
-fn daemon_pid(env: &Env) -> anyhow::Result<u64> {
+pub(crate) fn daemon_pid(env: &Env) -> anyhow::Result<u64> {
     let out = env.broker(&["status", "--json"]).output()?;
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("status --json")?;
     v["daemon"]["pid"].as_u64().context("no daemon pid")

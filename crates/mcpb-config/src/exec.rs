@@ -171,6 +171,24 @@ pub struct RawBrokerExec {
     /// Most workspaces (open exec sessions) per profile. Default 16.
     #[serde(default)]
     pub max_workspaces: Option<u32>,
+    /// Most persisted workspaces per profile, counted apart from open ones. Default 16.
+    #[serde(default)]
+    pub max_persisted: Option<u32>,
+    /// How long a persisted workspace is kept after its last use, e.g. `7d`. Default 7 days.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::duration::ms"
+    )]
+    #[schemars(with = "Option<crate::duration::MsOrText>")]
+    pub persist_ttl_ms: Option<u64>,
+    /// Disk all persisted workspaces of one profile may use together, in MiB. Default 1024.
+    #[serde(default)]
+    pub persisted_disk_mb: Option<u64>,
+    /// Memory all runs' SDK frames (results, call arguments) may hold in the daemon at once,
+    /// in MiB; a frame past it is refused with an error to the program. Default 64.
+    #[serde(default)]
+    pub frame_budget_mb: Option<u64>,
 }
 
 /// A profile's resolved code execution.
@@ -186,24 +204,37 @@ pub struct BrokerExec {
     pub ceilings: Limits,
     pub python: Option<String>,
     pub max_workspaces: u32,
+    pub max_persisted: u32,
+    pub persist_ttl_ms: u64,
+    pub persisted_disk_bytes: u64,
+    pub frame_budget_bytes: u64,
 }
 
 impl Default for BrokerExec {
     fn default() -> Self {
-        Self {
-            ceilings: Limits::CEILING,
-            python: None,
-            max_workspaces: 16,
-        }
+        Self::resolve(&RawBrokerExec::default())
     }
 }
 
 impl BrokerExec {
+    pub const DEFAULT_PERSIST_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
+
     pub fn resolve(raw: &RawBrokerExec) -> Self {
         Self {
             ceilings: Limits::CEILING.with(&raw.ceilings),
             python: raw.python.clone(),
             max_workspaces: raw.max_workspaces.unwrap_or(16).max(1),
+            max_persisted: raw.max_persisted.unwrap_or(16),
+            persist_ttl_ms: raw.persist_ttl_ms.unwrap_or(Self::DEFAULT_PERSIST_TTL_MS),
+            persisted_disk_bytes: raw
+                .persisted_disk_mb
+                .unwrap_or(1024)
+                .saturating_mul(1 << 20),
+            frame_budget_bytes: raw
+                .frame_budget_mb
+                .unwrap_or(64)
+                .max(1)
+                .saturating_mul(1 << 20),
         }
     }
 }

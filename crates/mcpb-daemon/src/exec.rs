@@ -3,7 +3,9 @@
 //! workspace limit are read at start.
 
 use mcpb_config::Settings;
-use mcpb_exec::{Runner, Workspaces};
+use std::time::Duration;
+
+use mcpb_exec::{Persisted, Runner, Workspaces};
 
 pub(crate) struct Exec {
     pub(crate) workspaces: Workspaces,
@@ -16,9 +18,25 @@ impl Exec {
         // The helper is this very binary in its sandbox mode; /proc/self/exe still names it
         // after an upgrade replaced the file on disk.
         let helper = std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into());
+        let workspaces = Workspaces::new(settings.runtime.exec_dir(), exec.max_workspaces)
+            .with_persisted(Persisted {
+                max: exec.max_persisted,
+                ttl: Duration::from_millis(exec.persist_ttl_ms),
+                disk_bytes: exec.persisted_disk_bytes,
+            });
+        // Persisted workspaces past their time to live go at start too, not only when a
+        // profile opens a new one.
+        let expired = workspaces.expire(None);
+        if expired > 0 {
+            tracing::info!(expired, "removed persisted workspaces past persist_ttl_ms");
+        }
         Self {
-            workspaces: Workspaces::new(settings.runtime.exec_dir(), exec.max_workspaces),
-            runner: Runner::new(helper, exec.python.as_deref()),
+            workspaces,
+            runner: Runner::new(
+                helper,
+                exec.python.as_deref(),
+                usize::try_from(exec.frame_budget_bytes).unwrap_or(usize::MAX),
+            ),
         }
     }
 }

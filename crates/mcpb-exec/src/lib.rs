@@ -16,7 +16,7 @@ pub mod workspace;
 pub use answer::{ArtifactRecord, CallRecord, RunAnswer, Status, Usage};
 pub use run::{Ran, RunRequest, Runner};
 pub use sdk::{CallOutcome, MAX_FRAME_BYTES, ToolHost};
-pub use workspace::{Lease, Workspaces};
+pub use workspace::{Lease, Persisted, WorkspaceInfo, Workspaces};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
@@ -26,8 +26,16 @@ pub enum ExecError {
     BadPath(String),
     #[error("exec '{0}' is running; wait for its run to end")]
     Busy(String),
-    #[error("this profile already has {0} open workspaces; close one with exec_close")]
+    #[error(
+        "this profile already has {0} open workspaces\nhint: close one with exec_close {{exec_id}}, or run `mcp-broker exec list` to see them"
+    )]
     TooMany(u32),
+    #[error(
+        "this profile already keeps {0} persisted workspaces\nhint: remove one with exec_close {{exec_id, discard: true}}, or run `mcp-broker exec prune --all` (`mcp-broker exec list` shows them)"
+    )]
+    TooManyPersisted(u32),
+    #[error("upload refused: {0}")]
+    Quota(String),
     #[error("workspace: {0}")]
     Io(String),
 }

@@ -40,6 +40,7 @@ pub struct RunRequest {
 pub struct Runner {
     helper: PathBuf,
     python: Result<Python, String>,
+    frames: sdk::FrameBudget,
 }
 
 /// How a run ended, beyond its answer: whether its workspace changes may be kept.
@@ -49,12 +50,19 @@ pub struct Ran {
 }
 
 impl Runner {
-    /// `helper` is the broker's own binary (its `__sandbox` mode).
-    pub fn new(helper: PathBuf, python: Option<&str>) -> Self {
+    /// `helper` is the broker's own binary (its `__sandbox` mode); `frame_budget` the bytes all
+    /// runs' SDK frames may hold in the daemon at once.
+    pub fn new(helper: PathBuf, python: Option<&str>, frame_budget: usize) -> Self {
         Self {
             helper,
             python: python::find(python),
+            frames: sdk::FrameBudget::new(frame_budget),
         }
+    }
+
+    /// What is left of the frame budget (for tests and status).
+    pub fn frame_budget_left(&self) -> usize {
+        self.frames.available()
     }
 
     pub async fn run(
@@ -214,7 +222,7 @@ impl Runner {
         let (mut out_pipe, mut err_pipe) = (child.stdout.take(), child.stderr.take());
         let (read_half, mut write_half) = ours.into_split();
         let mut reader = tokio::io::BufReader::new(read_half);
-        let mut frame_buf = Vec::new();
+        let mut frames = sdk::FrameReader::new(sdk::MAX_FRAME_BYTES, &self.frames);
         // Answers wait here for a program that reads them; while more than MAX_QUEUED bytes
         // wait, no further frame is read (a program that never reads cannot grow the daemon).
         let queued = std::sync::atomic::AtomicUsize::new(0);
@@ -247,25 +255,32 @@ impl Runner {
                     kill();
                     break;
                 }
-                frame = sdk::next_frame(&mut reader, &mut frame_buf, sdk::MAX_FRAME_BYTES),
+                frame = frames.next(&mut reader),
                     if sdk_open && queued.load(std::sync::atomic::Ordering::Relaxed) < MAX_QUEUED => {
-                    match frame {
-                        Ok(Some(f)) => match calls.handle(&f, host) {
-                            Step::Answer(line) => send(line),
-                            Step::Call(fut) => pending.push(fut),
-                            Step::Abuse(why) => {
-                                abuse = Some(why);
-                                kill();
-                                break;
-                            }
-                        },
-                        Ok(None) => sdk_open = false,
+                    let step = match frame {
+                        Ok(Some(sdk::Incoming::Line(f, held))) => Some(calls.handle(&f, held, host)),
+                        Ok(Some(sdk::Incoming::OverBudget { id, bytes })) => {
+                            Some(calls.over_budget(&id, bytes, self.frames.available()))
+                        }
+                        Ok(None) | Err(sdk::FrameError::Io(_)) => {
+                            sdk_open = false;
+                            None
+                        }
                         Err(sdk::FrameError::TooLarge) => {
                             abuse = Some(format!("an SDK frame over {} MiB", sdk::MAX_FRAME_BYTES >> 20));
                             kill();
                             break;
                         }
-                        Err(sdk::FrameError::Io(_)) => sdk_open = false,
+                    };
+                    match step {
+                        Some(Step::Answer(line)) => send(line),
+                        Some(Step::Call(fut)) => pending.push(fut),
+                        Some(Step::Abuse(why)) => {
+                            abuse = Some(why);
+                            kill();
+                            break;
+                        }
+                        None => {}
                     }
                 }
                 Some((line, record)) = pending.next(), if !pending.is_empty() => {
@@ -461,20 +476,25 @@ fn conclude(c: Concluded) -> Ran {
         reason = Some(l.clone());
     }
     let budget = usize::try_from(c.limits.max_output_kb.saturating_mul(1024)).unwrap_or(usize::MAX);
-    let result = c.calls.result.clone().unwrap_or(Value::Null);
-    let result_text = result.to_string();
-    let produced = (result_text.len() + c.stdout.produced() + c.stderr.produced()) as u64;
-    let (result, left) = if result_text.len() > budget {
+    // The result is parsed only once it is known to fit the answer: a program's result of any
+    // size costs the daemon its bytes once, never a tree of them.
+    let result_text = c.calls.result.as_ref().map_or("null", |(r, _)| r.get());
+    let result_len = result_text.len();
+    let produced = (result_len + c.stdout.produced() + c.stderr.produced()) as u64;
+    let (result, left) = if result_len > budget {
         let cut: String = result_text.chars().take(budget / 2).collect();
         (
             Value::String(format!("{cut}[... result cut: over max_output_kb]")),
             budget / 2,
         )
     } else {
-        (result, budget - result_text.len())
+        (
+            serde_json::from_str(result_text).unwrap_or(Value::Null),
+            budget - result_len,
+        )
     };
     let (stdout, stderr, cut) = Output::fit(c.stdout, c.stderr, left);
-    let truncated = cut || result_text.len() > budget;
+    let truncated = cut || result_len > budget;
     if truncated && status == Status::Ok {
         status = Status::Limit;
         reason = Some(format!(

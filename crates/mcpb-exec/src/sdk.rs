@@ -4,11 +4,15 @@
 //! and per_call_ms. A frame over the size limit is abuse (the run is stopped), a malformed one
 //! gets an error answer.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
@@ -36,7 +40,7 @@ pub trait ToolHost: Sync {
     fn call<'a>(
         &'a self,
         name: &'a str,
-        arguments: Value,
+        arguments: Box<RawValue>,
         read_only: bool,
     ) -> BoxFuture<'a, CallOutcome>;
     /// Stores an artifact's text for the run's profile and returns its id.
@@ -49,46 +53,204 @@ pub(crate) enum FrameError {
     Io(String),
 }
 
-/// The next line of at most `max` bytes; `None` at the end. Cancel-safe: what was read stays
-/// in `buf` for the next call.
-pub(crate) async fn next_frame<R: AsyncBufRead + Unpin>(
-    r: &mut R,
-    buf: &mut Vec<u8>,
-    max: usize,
-) -> Result<Option<Vec<u8>>, FrameError> {
-    loop {
-        let chunk = r
-            .fill_buf()
-            .await
-            .map_err(|e| FrameError::Io(e.to_string()))?;
-        if chunk.is_empty() {
-            // A truncated last frame is dropped: the program ended mid-write.
-            buf.clear();
-            return Ok(None);
-        }
-        if let Some(i) = chunk.iter().position(|b| *b == b'\n') {
-            if buf.len() + i > max {
-                return Err(FrameError::TooLarge);
-            }
-            buf.extend_from_slice(&chunk[..i]);
-            r.consume(i + 1);
-            return Ok(Some(std::mem::take(buf)));
-        }
-        let n = chunk.len();
-        buf.extend_from_slice(chunk);
-        r.consume(n);
-        if buf.len() > max {
-            return Err(FrameError::TooLarge);
+/// The bytes every run's SDK frames may hold in the daemon at once (`broker.exec.frame_budget_mb`).
+/// A frame is charged as it is read and while what it carries (a result, a call's arguments)
+/// is kept; over the budget it is refused, not buffered.
+#[derive(Clone)]
+pub(crate) struct FrameBudget(Arc<AtomicUsize>);
+
+impl FrameBudget {
+    pub(crate) fn new(bytes: usize) -> Self {
+        Self(Arc::new(AtomicUsize::new(bytes)))
+    }
+
+    /// What is left.
+    pub(crate) fn available(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn take(&self, bytes: usize) -> bool {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                left.checked_sub(bytes)
+            })
+            .is_ok()
+    }
+
+    fn empty(&self) -> Held {
+        Held {
+            budget: self.clone(),
+            bytes: 0,
         }
     }
 }
 
+/// Bytes taken from a [`FrameBudget`], given back when dropped.
+pub(crate) struct Held {
+    budget: FrameBudget,
+    bytes: usize,
+}
+
+impl Held {
+    /// Takes at least `to` bytes in all, in steps of a mebibyte; false when the budget is out.
+    fn grow(&mut self, to: usize) -> bool {
+        if to <= self.bytes {
+            return true;
+        }
+        let step = (to - self.bytes).next_multiple_of(1 << 20);
+        if self.budget.take(step) {
+            self.bytes += step;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.budget.0.fetch_add(self.bytes, Ordering::AcqRel);
+    }
+}
+
+/// Frames up to this size are not charged: small frames are the common case and cost little.
+const FREE_FRAME_BYTES: usize = 64 << 10;
+
+/// One frame off the channel.
+pub(crate) enum Incoming {
+    /// A whole line, with the budget it holds.
+    Line(Vec<u8>, Held),
+    /// A line the budget had no room for, read and thrown away; its leading id to answer.
+    OverBudget { id: Value, bytes: usize },
+}
+
+/// Reads the program's frames: lines of at most `max` bytes, each charged to the budget past
+/// its first 64 KiB. Cancel-safe: what was read stays here for the next call.
+pub(crate) struct FrameReader {
+    buf: Vec<u8>,
+    held: Held,
+    max: usize,
+    /// Set while a refused frame is read to its end: its first bytes (for the id) and length.
+    skipping: Option<(Vec<u8>, usize)>,
+}
+
+impl FrameReader {
+    pub(crate) fn new(max: usize, budget: &FrameBudget) -> Self {
+        Self {
+            buf: Vec::new(),
+            held: budget.empty(),
+            max,
+            skipping: None,
+        }
+    }
+
+    /// The next frame; `None` at the end.
+    pub(crate) async fn next<R: AsyncBufRead + Unpin>(
+        &mut self,
+        r: &mut R,
+    ) -> Result<Option<Incoming>, FrameError> {
+        loop {
+            let chunk = r
+                .fill_buf()
+                .await
+                .map_err(|e| FrameError::Io(e.to_string()))?;
+            if chunk.is_empty() {
+                // A truncated last frame is dropped: the program ended mid-write.
+                self.release();
+                self.skipping = None;
+                return Ok(None);
+            }
+            let newline = chunk.iter().position(|b| *b == b'\n');
+            let take = newline.unwrap_or(chunk.len());
+            let total = self.buf.len() + self.skipping.as_ref().map_or(0, |s| s.1) + take;
+            if total > self.max {
+                return Err(FrameError::TooLarge);
+            }
+            if let Some((head, seen)) = &mut self.skipping {
+                *seen += take;
+                if head.len() < 64 {
+                    let more = (64 - head.len()).min(take);
+                    head.extend_from_slice(&chunk[..more]);
+                }
+            } else if total > FREE_FRAME_BYTES && !self.held.grow(total) {
+                let mut head = std::mem::take(&mut self.buf);
+                head.truncate(64);
+                let more = (64usize.saturating_sub(head.len())).min(take);
+                head.extend_from_slice(&chunk[..more]);
+                self.skipping = Some((head, total));
+                self.release();
+            } else {
+                self.buf.extend_from_slice(&chunk[..take]);
+            }
+            r.consume(newline.map_or(take, |i| i + 1));
+            if newline.is_none() {
+                continue;
+            }
+            if let Some((head, bytes)) = self.skipping.take() {
+                return Ok(Some(Incoming::OverBudget {
+                    id: leading_id(&head),
+                    bytes,
+                }));
+            }
+            let fresh = self.held.budget.empty();
+            let held = std::mem::replace(&mut self.held, fresh);
+            return Ok(Some(Incoming::Line(std::mem::take(&mut self.buf), held)));
+        }
+    }
+
+    /// Gives back the buffer and what it held.
+    fn release(&mut self) {
+        self.buf = Vec::new();
+        let fresh = self.held.budget.empty();
+        self.held = fresh;
+    }
+}
+
+/// A frame as read: only its envelope is parsed, the rest stays as the program wrote it.
 #[derive(Deserialize)]
-struct Frame {
-    id: Option<Value>,
-    method: String,
-    #[serde(default)]
-    params: Value,
+struct Frame<'a> {
+    #[serde(default, borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    method: Cow<'a, str>,
+    #[serde(default, borrow)]
+    params: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct CallParams<'a> {
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    arguments: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ResultParams<'a> {
+    #[serde(default, borrow)]
+    value: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct SaveParams<'a> {
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    base64: Option<Cow<'a, str>>,
+}
+
+/// The id to answer with: a number or a short string, as the SDKs send; anything else is null
+/// (an answer never echoes a large value back).
+fn frame_id(raw: Option<&RawValue>) -> Value {
+    match raw {
+        Some(r) if r.get().len() <= 64 => match serde_json::from_str::<Value>(r.get()) {
+            Ok(v @ (Value::Number(_) | Value::String(_))) => v,
+            _ => Value::Null,
+        },
+        _ => Value::Null,
+    }
 }
 
 pub(crate) fn answer_line(id: &Value, body: Value) -> Vec<u8> {
@@ -150,7 +312,8 @@ pub(crate) struct Calls {
     pub(crate) made: u64,
     pub(crate) in_flight: u64,
     pub(crate) limit_hit: Option<String>,
-    pub(crate) result: Option<Value>,
+    /// What the program passed to `result()`, as it wrote it, with the budget it holds.
+    pub(crate) result: Option<(Box<RawValue>, Held)>,
     pub(crate) artifacts: Vec<ArtifactRecord>,
     pub(crate) artifact_bytes_left: usize,
     /// Finished calls, refused ones included (the first MAX_RECORDS).
@@ -210,27 +373,62 @@ impl Calls {
         })
     }
 
-    pub(crate) fn handle<'a>(&mut self, raw: &[u8], host: &'a dyn ToolHost) -> Step<'a> {
-        let frame: Frame = match serde_json::from_slice(raw) {
+    /// A frame the budget had no room for: an error to the program, which may try again.
+    pub(crate) fn over_budget(&mut self, id: &Value, bytes: usize, left: usize) -> Step<'static> {
+        if let Some(stop) = self.refused() {
+            return stop;
+        }
+        Step::Answer(answer_line(
+            id,
+            error(
+                "limit",
+                format!(
+                    "the broker is holding too many large SDK frames to take this one ({} MiB; {} MiB free of broker.exec.frame_budget_mb)\nhint: send smaller results or arguments (save large data with save_artifact in pieces), or try again when other runs are done",
+                    bytes.div_ceil(1 << 20),
+                    left >> 20
+                ),
+            ),
+        ))
+    }
+
+    pub(crate) fn handle<'a>(
+        &mut self,
+        raw: &[u8],
+        held: Held,
+        host: &'a dyn ToolHost,
+    ) -> Step<'a> {
+        let frame: Frame<'_> = match serde_json::from_slice(raw) {
             Ok(f) => f,
-            Err(e) => {
-                if let Some(stop) = self.refused() {
-                    return stop;
-                }
-                return Step::Answer(answer_line(
-                    &leading_id(raw),
-                    error("protocol", format!("malformed SDK frame: {e}")),
-                ));
-            }
+            Err(e) => return self.malformed(&leading_id(raw), &e),
         };
-        let id = frame.id.unwrap_or(Value::Null);
-        match frame.method.as_str() {
-            "call_tool" => self.call(id, &frame.params, host),
-            "save_artifact" => Step::Answer(answer_line(&id, self.save(&frame.params, host))),
-            "result" => {
-                self.result = Some(frame.params.get("value").cloned().unwrap_or(Value::Null));
-                Step::Answer(answer_line(&id, json!({"result": true})))
-            }
+        let id = frame_id(frame.id);
+        let params = frame.params.map_or("null", RawValue::get);
+        match frame.method.as_ref() {
+            "call_tool" => match serde_json::from_str::<CallParams<'_>>(params) {
+                Ok(p) => self.call(id, p, held, host),
+                Err(e) => self.malformed(&id, &e),
+            },
+            "save_artifact" => match serde_json::from_str::<SaveParams<'_>>(params) {
+                Ok(p) => Step::Answer(answer_line(&id, self.save(p, host))),
+                Err(e) => self.malformed(&id, &e),
+            },
+            "result" => match serde_json::from_str::<ResultParams<'_>>(params) {
+                Ok(p)
+                    if let Some(Err(e)) =
+                        p.value.map(|v| mcpb_protocol::json::check_text(v.get())) =>
+                {
+                    self.protocol(&id, format!("the result {e}"))
+                }
+                Ok(p) => {
+                    // The value is kept as the program wrote it (one copy, charged to the
+                    // budget through the frame's hold) and parsed only if it fits the answer.
+                    let value = p.value.map_or_else(null_raw, RawValue::to_owned);
+                    self.result = None;
+                    self.result = Some((value, held));
+                    Step::Answer(answer_line(&id, json!({"result": true})))
+                }
+                Err(e) => self.malformed(&id, &e),
+            },
             other => {
                 if let Some(stop) = self.refused() {
                     return stop;
@@ -244,11 +442,28 @@ impl Calls {
         }
     }
 
-    fn call<'a>(&mut self, id: Value, params: &Value, host: &'a dyn ToolHost) -> Step<'a> {
+    fn malformed(&mut self, id: &Value, e: &serde_json::Error) -> Step<'static> {
+        self.protocol(id, format!("malformed SDK frame: {e}"))
+    }
+
+    fn protocol(&mut self, id: &Value, message: String) -> Step<'static> {
+        if let Some(stop) = self.refused() {
+            return stop;
+        }
+        Step::Answer(answer_line(id, error("protocol", message)))
+    }
+
+    fn call<'a>(
+        &mut self,
+        id: Value,
+        params: CallParams<'_>,
+        held: Held,
+        host: &'a dyn ToolHost,
+    ) -> Step<'a> {
         // Exposed names are at most a few hundred bytes; more is never echoed back.
         let name: String = params
-            .get("name")
-            .and_then(Value::as_str)
+            .name
+            .as_deref()
             .unwrap_or("")
             .chars()
             .take(300)
@@ -287,9 +502,21 @@ impl Calls {
                 &name,
             );
         }
-        let arguments = match params.get("arguments") {
-            None | Some(Value::Null) => json!({}),
-            Some(a @ Value::Object(_)) => a.clone(),
+        let arguments = match params.arguments {
+            None => empty_object(),
+            Some(a) if a.get() == "null" => empty_object(),
+            Some(a) if a.get().starts_with('{') => {
+                if let Err(e) = mcpb_protocol::json::check_text(a.get()) {
+                    return refuse(
+                        self,
+                        "protocol",
+                        "error",
+                        format!("the arguments {e}"),
+                        &name,
+                    );
+                }
+                a.to_owned()
+            }
             Some(_) => {
                 return refuse(
                     self,
@@ -304,6 +531,8 @@ impl Calls {
         let per_call = self.per_call;
         let read_only = self.read_only;
         Step::Call(Box::pin(async move {
+            // The arguments stay charged to the budget until the call is over.
+            let _held = held;
             let start = Instant::now();
             let got = tokio::time::timeout(per_call, host.call(&name, arguments, read_only)).await;
             let (body, outcome) = match got {
@@ -336,7 +565,7 @@ impl Calls {
         }))
     }
 
-    fn save(&mut self, params: &Value, host: &dyn ToolHost) -> Value {
+    fn save(&mut self, params: SaveParams<'_>, host: &dyn ToolHost) -> Value {
         if self.artifacts.len() >= MAX_ARTIFACTS {
             return error(
                 "limit",
@@ -344,22 +573,23 @@ impl Calls {
             );
         }
         let name: String = params
-            .get("name")
-            .and_then(Value::as_str)
+            .name
+            .as_deref()
             .unwrap_or("artifact")
             .chars()
             .take(200)
             .collect();
-        let (text, bytes, encoding) = if let Some(t) = params.get("text").and_then(Value::as_str) {
-            (t.to_string(), t.len(), "utf-8")
-        } else if let Some(b) = params.get("base64").and_then(Value::as_str) {
-            match base64::engine::general_purpose::STANDARD.decode(b) {
+        let (text, bytes, encoding) = if let Some(t) = params.text {
+            let n = t.len();
+            (t.into_owned(), n, "utf-8")
+        } else if let Some(b) = params.base64 {
+            match base64::engine::general_purpose::STANDARD.decode(b.as_bytes()) {
                 Ok(raw) => match String::from_utf8(raw) {
                     Ok(t) => {
                         let n = t.len();
                         (t, n, "utf-8")
                     }
-                    Err(e) => (b.to_string(), e.into_bytes().len(), "base64"),
+                    Err(e) => (b.into_owned(), e.into_bytes().len(), "base64"),
                 },
                 Err(e) => return error("protocol", format!("base64: {e}")),
             }
@@ -385,30 +615,113 @@ impl Calls {
     }
 }
 
+fn empty_object() -> Box<RawValue> {
+    RawValue::from_string("{}".into()).unwrap_or_default()
+}
+
+/// JSON null.
+fn null_raw() -> Box<RawValue> {
+    Box::default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    async fn lines(data: &[u8], max: usize, budget: &FrameBudget) -> Vec<Result<String, String>> {
+        let mut r = tokio::io::BufReader::with_capacity(64, data);
+        let mut reader = FrameReader::new(max, budget);
+        let mut out = Vec::new();
+        loop {
+            match reader.next(&mut r).await {
+                Ok(Some(Incoming::Line(l, _))) => out.push(Ok(String::from_utf8(l).unwrap())),
+                Ok(Some(Incoming::OverBudget { id, bytes })) => {
+                    out.push(Err(format!("over {id} {bytes}")));
+                }
+                Ok(None) => return out,
+                Err(e) => {
+                    out.push(Err(format!("{e:?}")));
+                    return out;
+                }
+            }
+        }
+    }
+
     #[tokio::test]
     async fn frames_are_lines_under_a_cap() {
-        let data: &[u8] = b"{\"a\":1}\n{\"b\":2}\npartial";
-        let mut r = tokio::io::BufReader::new(data);
-        let mut buf = Vec::new();
-        assert_eq!(
-            next_frame(&mut r, &mut buf, 100).await.unwrap().unwrap(),
-            b"{\"a\":1}"
+        let budget = FrameBudget::new(64 << 20);
+        let got = lines(b"{\"a\":1}\n{\"b\":2}\npartial", 100, &budget).await;
+        assert_eq!(got, vec![Ok("{\"a\":1}".into()), Ok("{\"b\":2}".into())]);
+        let got = lines(&[b'x'; 1000], 100, &budget).await;
+        assert_eq!(got, vec![Err("TooLarge".into())]);
+        assert_eq!(budget.available(), 64 << 20, "all given back");
+    }
+
+    #[tokio::test]
+    async fn a_frame_over_the_budget_is_read_to_its_end_and_refused_with_its_id() {
+        let budget = FrameBudget::new(2 << 20);
+        let mut big = br#"{"id":7,"method":"result","params":{"value":""#.to_vec();
+        big.extend(std::iter::repeat_n(b'0', 3 << 20));
+        big.extend_from_slice(b"\"}}\n{\"id\":8,\"method\":\"x\"}\n");
+        let got = lines(&big, 16 << 20, &budget).await;
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(
+            got[0].as_ref().unwrap_err().starts_with("over 7 "),
+            "{got:?}"
         );
-        assert_eq!(
-            next_frame(&mut r, &mut buf, 100).await.unwrap().unwrap(),
-            b"{\"b\":2}"
-        );
-        assert_eq!(next_frame(&mut r, &mut buf, 100).await.unwrap(), None);
-        let big = vec![b'x'; 1000];
-        let mut r = tokio::io::BufReader::with_capacity(64, big.as_slice());
-        assert_eq!(
-            next_frame(&mut r, &mut Vec::new(), 100).await,
-            Err(FrameError::TooLarge)
-        );
+        assert_eq!(got[1].as_deref(), Ok("{\"id\":8,\"method\":\"x\"}"));
+        assert_eq!(budget.available(), 2 << 20);
+    }
+
+    #[tokio::test]
+    async fn a_kept_frame_holds_its_bytes_until_dropped() {
+        let budget = FrameBudget::new(8 << 20);
+        let mut frame = br#"{"id":1,"method":"result","params":{"value":""#.to_vec();
+        frame.extend(std::iter::repeat_n(b'0', 3 << 20));
+        frame.extend_from_slice(b"\"}}\n");
+        let mut r = tokio::io::BufReader::new(frame.as_slice());
+        let mut reader = FrameReader::new(16 << 20, &budget);
+        let Some(Incoming::Line(line, held)) = reader.next(&mut r).await.unwrap() else {
+            panic!("a line")
+        };
+        assert_eq!(budget.available(), 4 << 20);
+        let mut calls = test_calls();
+        let host = NoHost;
+        assert!(matches!(calls.handle(&line, held, &host), Step::Answer(_)));
+        drop(line);
+        assert_eq!(calls.result.as_ref().unwrap().0.get().len(), (3 << 20) + 2);
+        assert_eq!(budget.available(), 4 << 20, "the result keeps its hold");
+        calls.result = None;
+        assert_eq!(budget.available(), 8 << 20);
+    }
+
+    struct NoHost;
+    impl ToolHost for NoHost {
+        fn call<'a>(&'a self, _: &'a str, _: Box<RawValue>, _: bool) -> BoxFuture<'a, CallOutcome> {
+            Box::pin(async { CallOutcome::Unknown })
+        }
+        fn save_artifact(&self, _: &str) -> Result<String, String> {
+            Err("none".into())
+        }
+    }
+
+    fn test_calls() -> Calls {
+        Calls {
+            allow: vec![glob::Pattern::new("*").unwrap()],
+            read_only: false,
+            max_calls: 5,
+            max_concurrent: 1,
+            per_call: Duration::from_secs(1),
+            made: 0,
+            in_flight: 0,
+            limit_hit: None,
+            result: None,
+            artifacts: Vec::new(),
+            artifact_bytes_left: 1 << 20,
+            records: Vec::new(),
+            unlisted: 0,
+            refused: 0,
+        }
     }
 
     #[test]

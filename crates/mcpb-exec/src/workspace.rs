@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
 use uuid::Uuid;
@@ -25,7 +26,88 @@ pub struct Workspaces {
     /// The host ids the jail runs as; the workspace must be theirs.
     owner: (u32, u32),
     max_per_profile: u32,
+    persisted: Persisted,
     busy: Arc<Mutex<HashSet<Uuid>>>,
+}
+
+/// What persisted workspaces may take: their own count per profile, a time since last use
+/// after which they go, and a disk budget shared by a profile's persisted workspaces.
+#[derive(Debug, Clone, Copy)]
+pub struct Persisted {
+    pub max: u32,
+    pub ttl: Duration,
+    pub disk_bytes: u64,
+}
+
+impl Default for Persisted {
+    fn default() -> Self {
+        Self {
+            max: 16,
+            ttl: Duration::from_secs(7 * 24 * 3600),
+            disk_bytes: 1 << 30,
+        }
+    }
+}
+
+/// One workspace as `exec list` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WorkspaceInfo {
+    /// The profile's directory name (the profile itself when it is a plain word).
+    pub profile: String,
+    pub exec_id: String,
+    pub persisted: bool,
+    pub bytes: u64,
+    /// Seconds since the workspace was last opened, uploaded to or run.
+    pub idle_secs: u64,
+    /// A run holds it (or held it when a daemon stopped mid-run).
+    pub running: bool,
+}
+
+/// Entries a workspace's size is counted over before it is taken as full.
+const MAX_COUNTED_ENTRIES: usize = 20_000;
+
+/// Bytes of the regular files under `dir`, never following a link; `u64::MAX` past
+/// MAX_COUNTED_ENTRIES entries (a tree that large is over any quota).
+fn tree_bytes(dir: &Path) -> u64 {
+    let mut total = 0u64;
+    let mut seen = 0usize;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            seen += 1;
+            if seen > MAX_COUNTED_ENTRIES {
+                return u64::MAX;
+            }
+            let Ok(m) = std::fs::symlink_metadata(e.path()) else {
+                continue;
+            };
+            if m.is_dir() {
+                stack.push(e.path());
+            } else if m.is_file() {
+                total = total.saturating_add(m.len());
+            }
+        }
+    }
+    total
+}
+
+/// When the workspace in `dir` was last used: its marker's time for a persisted one.
+fn last_used(dir: &Path) -> SystemTime {
+    std::fs::metadata(dir.join(PERSIST))
+        .or_else(|_| std::fs::metadata(dir))
+        .and_then(|m| m.modified())
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+/// Marks a persisted workspace as used now (its time to live starts again).
+fn touch(dir: &Path) {
+    let marker = dir.join(PERSIST);
+    if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&marker) {
+        let _ = f.set_modified(SystemTime::now());
+    }
 }
 
 /// One run's hold on a workspace: no second run uses it meanwhile.
@@ -135,8 +217,15 @@ impl Workspaces {
             root,
             owner,
             max_per_profile,
+            persisted: Persisted::default(),
             busy: Arc::new(Mutex::new(HashSet::new())),
         }
+    }
+
+    /// The rules for persisted workspaces (default: 16 a profile, 7 days, 1 GiB).
+    pub fn with_persisted(mut self, persisted: Persisted) -> Self {
+        self.persisted = persisted;
+        self
     }
 
     pub fn owner(&self) -> (u32, u32) {
@@ -169,14 +258,52 @@ impl Workspaces {
         .map_err(|e| ExecError::Io(format!("{}: {e}", path.display())))
     }
 
-    /// A new, empty workspace of `profile`.
+    /// The workspaces of `profile`: (id, directory, persisted).
+    fn of_profile(&self, profile: &str) -> Vec<(Uuid, PathBuf, bool)> {
+        let base = self.root.join(profile_dir(profile));
+        let Ok(entries) = std::fs::read_dir(&base) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name();
+                let id = parse_id(name.to_str()?).ok()?;
+                let dir = e.path();
+                let persisted = dir.join(PERSIST).exists();
+                Some((id, dir, persisted))
+            })
+            .collect()
+    }
+
+    /// A new, empty workspace of `profile`. Open and persisted workspaces are counted apart, so
+    /// kept workspaces never stop new sessions; expired persisted ones go first.
     pub fn open(&self, profile: &str, persist: bool) -> Result<Uuid, ExecError> {
+        self.expire(Some(profile));
+        let mine = self.of_profile(profile);
+        if persist {
+            let kept = mine.iter().filter(|w| w.2).count();
+            if kept >= self.persisted.max as usize {
+                return Err(ExecError::TooManyPersisted(self.persisted.max));
+            }
+        } else {
+            let open = mine.iter().filter(|w| !w.2).count();
+            if open >= self.max_per_profile as usize {
+                return Err(ExecError::TooMany(self.max_per_profile));
+            }
+        }
+        self.create(profile, persist)
+    }
+
+    /// A workspace for one run, removed by its caller when the run ends: it takes no slot (a
+    /// profile's open and persisted workspaces never stop one-shot runs).
+    pub fn open_one_shot(&self, profile: &str) -> Result<Uuid, ExecError> {
+        self.create(profile, false)
+    }
+
+    fn create(&self, profile: &str, persist: bool) -> Result<Uuid, ExecError> {
         let base = self.root.join(profile_dir(profile));
         std::fs::create_dir_all(&base).map_err(Self::io(&base))?;
-        let open = std::fs::read_dir(&base).map_err(Self::io(&base))?.count();
-        if open >= self.max_per_profile as usize {
-            return Err(ExecError::TooMany(self.max_per_profile));
-        }
         let id = Uuid::new_v4();
         let dir = self.dir(profile, id);
         let work = dir.join(WORK);
@@ -186,6 +313,95 @@ impl Workspaces {
         }
         self.own(&work)?;
         Ok(id)
+    }
+
+    /// Removes the persisted workspaces unused for longer than their time to live (of one
+    /// profile, or of all); returns how many went. A workspace a run holds stays.
+    pub fn expire(&self, profile: Option<&str>) -> usize {
+        let now = SystemTime::now();
+        self.remove_where(profile, |w| {
+            w.persisted
+                && now
+                    .duration_since(last_used(&w.dir))
+                    .is_ok_and(|idle| idle > self.persisted.ttl)
+        })
+    }
+
+    /// Removes every workspace `keep` refuses that no run of this daemon holds.
+    fn remove_where(&self, profile: Option<&str>, gone: impl Fn(&Found) -> bool) -> usize {
+        let mut n = 0;
+        for w in self.found(profile) {
+            if self.busy.lock().contains(&w.id) || !gone(&w) {
+                continue;
+            }
+            if std::fs::remove_dir_all(&w.dir).is_ok() {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Every workspace under the root (or one profile's).
+    fn found(&self, profile: Option<&str>) -> Vec<Found> {
+        let profiles: Vec<PathBuf> = match profile {
+            Some(p) => vec![self.root.join(profile_dir(p))],
+            None => std::fs::read_dir(&self.root)
+                .map(|r| r.flatten().map(|e| e.path()).collect())
+                .unwrap_or_default(),
+        };
+        let mut out = Vec::new();
+        for base in profiles {
+            let Ok(entries) = std::fs::read_dir(&base) else {
+                continue;
+            };
+            let profile = base
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            for e in entries.flatten() {
+                let Some(id) = e.file_name().to_str().and_then(|n| parse_id(n).ok()) else {
+                    continue;
+                };
+                let dir = e.path();
+                out.push(Found {
+                    profile: profile.clone(),
+                    id,
+                    persisted: dir.join(PERSIST).exists(),
+                    dir,
+                });
+            }
+        }
+        out
+    }
+
+    /// Every workspace, for `exec list`.
+    pub fn list(&self, profile: Option<&str>) -> Vec<WorkspaceInfo> {
+        let now = SystemTime::now();
+        let mut out: Vec<WorkspaceInfo> = self
+            .found(profile)
+            .into_iter()
+            .map(|w| WorkspaceInfo {
+                exec_id: w.id.hyphenated().to_string(),
+                persisted: w.persisted,
+                bytes: tree_bytes(&w.dir.join(WORK)),
+                idle_secs: now
+                    .duration_since(last_used(&w.dir))
+                    .map_or(0, |d| d.as_secs()),
+                running: self.busy.lock().contains(&w.id) || w.dir.join(OUT).exists(),
+                profile: w.profile,
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.profile, a.idle_secs).cmp(&(&b.profile, b.idle_secs)));
+        out
+    }
+
+    /// `exec prune`: the expired persisted workspaces, or with `all` every workspace no run
+    /// holds; returns how many went.
+    pub fn prune(&self, profile: Option<&str>, all: bool) -> usize {
+        if !all {
+            return self.expire(profile);
+        }
+        self.remove_where(profile, |w| !w.dir.join(OUT).exists())
     }
 
     fn existing(&self, profile: &str, id: &str) -> Result<(Uuid, PathBuf), ExecError> {
@@ -203,6 +419,7 @@ impl Workspaces {
         if !self.busy.lock().insert(uuid) {
             return Err(ExecError::Busy(id.to_string()));
         }
+        touch(&dir);
         let lease = Lease {
             id: uuid,
             dir,
@@ -231,13 +448,17 @@ impl Workspaces {
         let _ = std::fs::remove_dir_all(lease.out());
     }
 
-    /// Writes `content` at `path` in the workspace; returns the bytes written.
+    /// Writes `content` at `path` in the workspace; returns the bytes written. Refused before
+    /// anything is written when the workspace would go past `quota` bytes (the run's disk_kb,
+    /// which its jail could not hold anyway), or a persisted one would take its profile's
+    /// persisted workspaces past their shared budget.
     pub fn upload(
         &self,
         profile: &str,
         id: &str,
         path: &str,
         content: &[u8],
+        quota: u64,
     ) -> Result<usize, ExecError> {
         if content.len() > MAX_UPLOAD_BYTES {
             return Err(ExecError::BadPath(format!(
@@ -249,6 +470,35 @@ impl Workspaces {
         let (uuid, dir) = self.existing(profile, id)?;
         if self.busy.lock().contains(&uuid) {
             return Err(ExecError::Busy(id.to_string()));
+        }
+        let replaced = std::fs::symlink_metadata(dir.join(WORK).join(&rel))
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .map_or(0, |m| m.len());
+        let grows = (content.len() as u64).saturating_sub(replaced);
+        let used = tree_bytes(&dir.join(WORK));
+        if used.saturating_add(grows) > quota {
+            return Err(ExecError::Quota(format!(
+                "{path}: the workspace holds {} KiB and this upload would take it past its disk quota ({} KiB)",
+                used.min(u64::MAX / 2) / 1024,
+                quota / 1024
+            )));
+        }
+        if dir.join(PERSIST).exists() {
+            let kept: u64 = self
+                .of_profile(profile)
+                .iter()
+                .filter(|w| w.2)
+                .map(|w| tree_bytes(&w.1.join(WORK)))
+                .fold(0, u64::saturating_add);
+            if kept.saturating_add(grows) > self.persisted.disk_bytes {
+                return Err(ExecError::Quota(format!(
+                    "{path}: this profile's persisted workspaces hold {} MiB and this upload would take them past their budget ({} MiB)",
+                    kept.min(u64::MAX / 2) >> 20,
+                    self.persisted.disk_bytes >> 20
+                )));
+            }
+            touch(&dir);
         }
         let mut at = dir.join(WORK);
         let parts: Vec<_> = rel.components().collect();
@@ -280,13 +530,15 @@ impl Workspaces {
         Ok(content.len())
     }
 
-    /// Removes the workspace unless it was opened with `persist`; returns whether it was.
-    pub fn close(&self, profile: &str, id: &str) -> Result<bool, ExecError> {
+    /// Removes the workspace unless it was opened with `persist` (and `discard` is not set);
+    /// returns whether it was removed.
+    pub fn close(&self, profile: &str, id: &str, discard: bool) -> Result<bool, ExecError> {
         let (uuid, dir) = self.existing(profile, id)?;
         if self.busy.lock().contains(&uuid) {
             return Err(ExecError::Busy(id.to_string()));
         }
-        if dir.join(PERSIST).exists() {
+        if dir.join(PERSIST).exists() && !discard {
+            touch(&dir);
             return Ok(false);
         }
         std::fs::remove_dir_all(&dir).map_err(Self::io(&dir))?;
@@ -297,6 +549,14 @@ impl Workspaces {
     pub fn remove(&self, profile: &str, id: Uuid) {
         let _ = std::fs::remove_dir_all(self.dir(profile, id));
     }
+}
+
+/// A workspace found on disk.
+struct Found {
+    profile: String,
+    id: Uuid,
+    dir: PathBuf,
+    persisted: bool,
 }
 
 #[cfg(test)]
@@ -346,21 +606,112 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ws = Workspaces::new(dir.path().to_path_buf(), 4);
         let id = ws.open("a", false).unwrap().hyphenated().to_string();
-        assert_eq!(ws.upload("a", &id, "d/x.txt", b"hi").unwrap(), 2);
+        assert_eq!(ws.upload("a", &id, "d/x.txt", b"hi", 1 << 20).unwrap(), 2);
         assert!(matches!(
-            ws.upload("b", &id, "x.txt", b"hi"),
+            ws.upload("b", &id, "x.txt", b"hi", 1 << 20),
             Err(ExecError::UnknownExec(_))
         ));
         let work = dir.path().join("a").join(&id).join("work");
         std::os::unix::fs::symlink("/etc", work.join("link")).unwrap();
         assert!(matches!(
-            ws.upload("a", &id, "link/passwd", b"x"),
+            ws.upload("a", &id, "link/passwd", b"x", 1 << 20),
             Err(ExecError::BadPath(_))
         ));
         let lease = ws.lease("a", &id).unwrap();
         assert!(matches!(ws.lease("a", &id), Err(ExecError::Busy(_))));
         drop(lease);
-        assert!(ws.close("a", &id).unwrap());
-        assert!(matches!(ws.close("a", &id), Err(ExecError::UnknownExec(_))));
+        assert!(ws.close("a", &id, false).unwrap());
+        assert!(matches!(
+            ws.close("a", &id, false),
+            Err(ExecError::UnknownExec(_))
+        ));
+    }
+
+    fn persisted_rules(max: u32, ttl: Duration, disk_bytes: u64) -> Persisted {
+        Persisted {
+            max,
+            ttl,
+            disk_bytes,
+        }
+    }
+
+    #[test]
+    fn persisted_workspaces_have_their_own_cap_and_never_stop_other_work() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = Workspaces::new(root.path().to_path_buf(), 2).with_persisted(persisted_rules(
+            3,
+            Duration::from_secs(3600),
+            1 << 20,
+        ));
+        let kept: Vec<String> = (0..3)
+            .map(|_| ws.open("p", true).unwrap().hyphenated().to_string())
+            .collect();
+        for id in &kept {
+            assert!(!ws.close("p", id, false).unwrap(), "a persisted one stays");
+        }
+        assert!(matches!(
+            ws.open("p", true),
+            Err(ExecError::TooManyPersisted(3))
+        ));
+        let open = ws.open("p", false).unwrap();
+        let shot = ws.open_one_shot("p").unwrap();
+        ws.remove("p", shot);
+        assert!(ws.close("p", &kept[0], true).unwrap(), "discard removes it");
+        assert!(ws.open("p", true).is_ok());
+        ws.remove("p", open);
+        let listed = ws.list(Some("p"));
+        assert_eq!(listed.len(), 3);
+        assert!(listed.iter().all(|w| w.persisted && !w.running));
+        assert_eq!(ws.prune(Some("p"), false), 0, "none expired");
+        assert_eq!(ws.prune(Some("p"), true), 3);
+    }
+
+    #[test]
+    fn persisted_workspaces_expire_after_their_time_to_live() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = Workspaces::new(root.path().to_path_buf(), 2).with_persisted(persisted_rules(
+            4,
+            Duration::from_secs(60),
+            1 << 20,
+        ));
+        let old = ws.open("p", true).unwrap();
+        let fresh = ws.open("p", true).unwrap();
+        let marker = ws.dir("p", old).join(PERSIST);
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(marker)
+            .unwrap();
+        f.set_modified(SystemTime::now() - Duration::from_secs(120))
+            .unwrap();
+        assert_eq!(ws.expire(None), 1);
+        assert!(!ws.dir("p", old).exists());
+        assert!(ws.dir("p", fresh).exists());
+    }
+
+    #[test]
+    fn uploads_past_the_quota_are_refused_before_anything_is_written() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = Workspaces::new(root.path().to_path_buf(), 4).with_persisted(persisted_rules(
+            4,
+            Duration::from_secs(3600),
+            300,
+        ));
+        let id = ws.open("p", false).unwrap().hyphenated().to_string();
+        ws.upload("p", &id, "a", &[1; 100], 250).unwrap();
+        ws.upload("p", &id, "a", &[1; 150], 250).unwrap();
+        let e = ws.upload("p", &id, "b", &[1; 101], 250).unwrap_err();
+        assert!(matches!(e, ExecError::Quota(_)), "{e}");
+        assert!(
+            !ws.dir("p", Uuid::parse_str(&id).unwrap())
+                .join("work/b")
+                .exists()
+        );
+        // Persisted workspaces of a profile share one budget.
+        let k1 = ws.open("p", true).unwrap().hyphenated().to_string();
+        let k2 = ws.open("p", true).unwrap().hyphenated().to_string();
+        ws.upload("p", &k1, "a", &[1; 200], 250).unwrap();
+        ws.upload("p", &k2, "a", &[1; 100], 250).unwrap();
+        let e = ws.upload("p", &k2, "b", &[1; 1], 250).unwrap_err();
+        assert!(e.to_string().contains("persisted"), "{e}");
     }
 }

@@ -11,6 +11,7 @@ pub mod codec;
 pub mod era;
 pub mod error;
 pub mod hello;
+pub mod json;
 pub mod message;
 pub mod revision;
 pub mod rewrite;

@@ -16,6 +16,10 @@ use seccompiler::{
 
 use crate::{Layer, SandboxError};
 
+/// open_tree_attr (Linux 6.15) is newer than the libc crate's tables. Numbers from 424 on are
+/// the same on every architecture.
+const SYS_OPEN_TREE_ATTR: libc::c_long = 467;
+
 /// Every call here ends the program with SIGSYS.
 const KILL: &[libc::c_long] = &[
     libc::SYS_ptrace,
@@ -52,7 +56,9 @@ const KILL: &[libc::c_long] = &[
     libc::SYS_mount_setattr,
     libc::SYS_move_mount,
     libc::SYS_open_tree,
+    SYS_OPEN_TREE_ATTR,
     libc::SYS_fsopen,
+    libc::SYS_fsconfig,
     libc::SYS_fsmount,
     libc::SYS_fspick,
     libc::SYS_pidfd_getfd,
@@ -196,6 +202,22 @@ pub(crate) fn apply() -> Result<(), SandboxError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_call_of_the_new_mount_api_is_killed() {
+        for nr in [
+            libc::SYS_fsopen,
+            libc::SYS_fsconfig,
+            libc::SYS_fsmount,
+            libc::SYS_fspick,
+            libc::SYS_move_mount,
+            libc::SYS_open_tree,
+            super::SYS_OPEN_TREE_ATTR,
+            libc::SYS_mount_setattr,
+        ] {
+            assert!(super::KILL.contains(&nr), "{nr}");
+        }
+    }
+
     #[test]
     fn the_filters_compile_for_this_machine() {
         let filters = super::filters().unwrap();

@@ -267,3 +267,68 @@ fn an_invalid_config_is_refused_by_validate_and_daemon_alike() {
     assert!(d.contains(&v.lines().next().unwrap().to_string()), "{d}");
     assert!(!home.socket().exists());
 }
+
+/// Arguments nested 100,000 deep or holding a lone surrogate used to be forwarded to the
+/// upstream, which could not parse them, and the caller waited the whole call timeout. Now they
+/// are refused at once, on the raw path and through the facade alike.
+#[test]
+fn arguments_the_broker_would_not_accept_itself_are_refused_at_once() {
+    let home = Home::with_config(
+        r#"schema_version: 1
+upstreams:
+  example: {command: "{broker.exe}", args: [example-server], trust_annotations: true}
+profiles:
+  default: {}
+  compact: {compact_tools_enabled: true}
+"#,
+    );
+    let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+    let cases = [
+        (
+            "default",
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"example.echo","arguments":{{"message":{deep}}}}}}}"#
+            ),
+            "deeper",
+        ),
+        (
+            "default",
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"example.echo","arguments":{"message":"\ud800"}}}"#.to_string(),
+            "surrogate",
+        ),
+        (
+            "compact",
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"broker.call_tool","arguments":{{"name":"example.echo","arguments":{{"message":{deep}}}}}}}}}"#
+            ),
+            "deeper",
+        ),
+    ];
+    for (profile, line, said) in cases {
+        let mut shim = home.shim(&["--profile", profile]);
+        shim.initialize("2025-11-25");
+        let start = std::time::Instant::now();
+        shim.send_raw(format!("{line}\n").as_bytes()).unwrap();
+        let r = shim.recv().unwrap();
+        assert!(start.elapsed() < std::time::Duration::from_secs(5), "{r}");
+        let text = r.to_string();
+        assert!(text.contains(said), "{profile}: {text}");
+        assert!(
+            r["error"]["code"] == -32602 || r["result"]["isError"] == true,
+            "{r}"
+        );
+        let ok = shim.call(
+            if profile == "compact" {
+                "broker.call_tool"
+            } else {
+                "example.echo"
+            },
+            if profile == "compact" {
+                json!({"name": "example.echo", "arguments": {"message": "still here"}})
+            } else {
+                json!({"message": "still here"})
+            },
+        );
+        assert!(ok.to_string().contains("still here"), "{ok}");
+    }
+}

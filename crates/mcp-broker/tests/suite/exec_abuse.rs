@@ -4,17 +4,52 @@
 
 use std::time::Duration;
 
+use serde_json::Value;
+
 use super::exec_escape::Jail;
 
-fn daemon_rss_kib(jail: &Jail) -> u64 {
+fn daemon_status_kib(jail: &Jail, key: &str) -> u64 {
     let pid = jail.home.daemon_pid().unwrap();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))
+        .find(|l| l.starts_with(key))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|n| n.parse().ok())
         .unwrap()
+}
+
+fn daemon_rss_kib(jail: &Jail) -> u64 {
+    daemon_status_kib(jail, "VmRSS:")
+}
+
+/// A 14 MiB result of `[0,0,...]` was a tree of seven million values, cloned and written out
+/// again: a gigabyte in the daemon. Now it costs about its bytes, and the answer is cut.
+#[test]
+fn a_huge_result_frame_costs_the_daemon_about_its_size() {
+    let jail = Jail::new();
+    jail.still_works();
+    let code = r#"
+import os
+frame = b'{"id":1,"method":"result","params":{"value":[' + b"0," * (7 << 20) + b'0]}}\n'
+print(len(frame) >> 20, flush=True)
+v = memoryview(frame)
+while v:
+    v = v[os.write(3, v):]
+os.read(3, 100)
+"#;
+    let a = jail.run(code, &[]);
+    assert_eq!(a["status"], "limit", "{a}");
+    assert_eq!(a["stdout"], "14\n", "{a}");
+    assert!(
+        a["result"]
+            .as_str()
+            .unwrap()
+            .ends_with("[... result cut: over max_output_kb]")
+    );
+    let peak = daemon_status_kib(&jail, "VmHWM:");
+    assert!(peak < 300 * 1024, "daemon peak RSS {peak} KiB");
+    jail.still_works();
 }
 
 #[test]
@@ -127,4 +162,88 @@ fn an_answer_the_sdk_cannot_tie_to_a_request_fails_it_instead_of_hanging() {
         "{a}"
     );
     assert!(start.elapsed() < Duration::from_secs(20));
+}
+
+fn exec_cmd(jail: &Jail, args: &[&str]) -> (bool, Value, String) {
+    let mut all = vec!["exec", "--profile", "code"];
+    all.extend_from_slice(args);
+    let out = jail.home.cmd(&all).output().unwrap();
+    let value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (
+        out.status.success(),
+        value,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Sixteen persisted workspaces used to fill the profile's slots for good: every later
+/// `run_code` and `exec_open` failed, also after a restart, and the hint could not work.
+#[test]
+fn persisted_workspaces_never_stop_code_runs_and_can_be_removed() {
+    let jail = Jail::new();
+    let mut kept = Vec::new();
+    for _ in 0..16 {
+        let (ok, v, err) = exec_cmd(&jail, &["open", "--persist"]);
+        assert!(ok, "{v} {err}");
+        let id = v["exec_id"].as_str().unwrap().to_string();
+        let (ok, v, err) = exec_cmd(&jail, &["close", &id]);
+        assert!(ok && v["removed"] == false, "{v} {err}");
+        kept.push(id);
+    }
+    jail.still_works();
+    let (ok, v, err) = exec_cmd(&jail, &["open"]);
+    assert!(ok, "an ordinary workspace still opens: {v} {err}");
+    let (ok, _, err) = exec_cmd(&jail, &["open", "--persist"]);
+    assert!(!ok, "the persisted cap holds");
+    assert!(
+        err.contains("discard: true") && err.contains("exec prune"),
+        "{err}"
+    );
+    let (ok, v, err) = exec_cmd(&jail, &["close", &kept[0], "--discard"]);
+    assert!(ok && v["removed"] == true, "{v} {err}");
+    let (ok, v, err) = exec_cmd(&jail, &["open", "--persist"]);
+    assert!(ok, "a slot is free again: {v} {err}");
+    let (ok, listed, _) = exec_cmd(&jail, &["--json", "list"]);
+    assert!(ok);
+    let persisted = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["persisted"] == true)
+        .count();
+    assert_eq!(persisted, 16, "{listed}");
+    let out = jail.home.cmd(&["exec", "prune", "--all"]).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "17");
+    jail.still_works();
+}
+
+/// Twelve uploads of 8 MiB put 97 MiB into a 64 MiB workspace: now an upload that would go
+/// past the workspace's disk quota is refused before anything is written.
+#[test]
+fn uploads_past_the_workspace_quota_are_refused() {
+    let jail = Jail::new();
+    let (ok, v, _) = exec_cmd(&jail, &["open"]);
+    assert!(ok);
+    let id = v["exec_id"].as_str().unwrap().to_string();
+    let big = jail.home.root().join("big.bin");
+    std::fs::write(&big, "x".repeat(8 << 20)).unwrap();
+    let big = big.to_str().unwrap();
+    let mut refused = None;
+    for i in 0..12 {
+        let name = format!("f{i}");
+        let (ok, v, err) = exec_cmd(&jail, &["upload", &id, big, "--as", &name]);
+        if !ok {
+            refused = Some((i, err));
+            break;
+        }
+        assert_eq!(v["bytes"], 8 << 20);
+    }
+    let (i, err) = refused.expect("an upload past the quota is refused");
+    assert_eq!(i, 8, "eight 8 MiB files fit 64 MiB");
+    assert!(err.contains("disk quota"), "{err}");
+    let (ok, v, _) = exec_cmd(&jail, &["--json", "list"]);
+    assert!(ok);
+    let bytes = v[0]["bytes"].as_u64().unwrap();
+    assert!(bytes <= 64 << 20, "{v}");
 }

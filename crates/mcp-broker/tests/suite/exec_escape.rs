@@ -368,6 +368,41 @@ fn forbidden_system_calls_end_the_run_as_a_violation() {
     jail.still_works();
 }
 
+/// Every call of the new mount API, by number (the same on every architecture from 424 on);
+/// each must kill the program, not fail with an error it could work around.
+#[test]
+fn every_call_of_the_new_mount_api_ends_the_run_as_a_violation() {
+    let jail = Jail::new();
+    let cases = [
+        ("open_tree", "libc.syscall(428, -100, b'/work', 0)"),
+        (
+            "move_mount",
+            "libc.syscall(429, -1, b'', -100, b'/work', 0)",
+        ),
+        ("fsopen", "libc.syscall(430, b'tmpfs', 0)"),
+        ("fsconfig", "libc.syscall(431, -1, 6, 0, 0, 0)"),
+        ("fsmount", "libc.syscall(432, -1, 0, 0)"),
+        ("fspick", "libc.syscall(433, -100, b'/work', 0)"),
+        (
+            "mount_setattr",
+            "libc.syscall(442, -100, b'/work', 0, 0, 0)",
+        ),
+        (
+            "open_tree_attr",
+            "libc.syscall(467, -100, b'/work', 0, 0, 0)",
+        ),
+    ];
+    for (name, call) in cases {
+        let code = format!(
+            "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nprint('before', flush=True)\n{call}\nprint('AFTER')"
+        );
+        let a = jail.run(&code, &[]);
+        assert_eq!(a["status"], "violation", "{name}: {a}");
+        assert_eq!(stdout(&a), "before\n", "{name}");
+    }
+    jail.still_works();
+}
+
 #[test]
 fn setuid_binaries_and_inherited_fds_give_nothing() {
     let jail = Jail::new();

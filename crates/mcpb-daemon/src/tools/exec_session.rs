@@ -34,11 +34,18 @@ pub(super) fn upload(view: &ProfileView, args: ExecUpload) -> Value {
         return e;
     }
     let ws = &view.exec.workspaces;
+    // The workspace's quota is what a run's jail could hold: the profile's disk_kb.
+    let quota = view
+        .profile
+        .exec
+        .as_ref()
+        .map_or(0, |e| e.limits.disk_kb.saturating_mul(1024));
     match ws.upload(
         &view.profile.name,
         &args.exec_id,
         &args.path,
         args.content.as_bytes(),
+        quota,
     ) {
         Ok(bytes) => tool_result(json!({"path": args.path, "bytes": bytes})),
         Err(e) => tool_error(e.to_string()),
@@ -73,7 +80,7 @@ pub(super) fn close(view: &ProfileView, args: ExecClose) -> Value {
     match view
         .exec
         .workspaces
-        .close(&view.profile.name, &args.exec_id)
+        .close(&view.profile.name, &args.exec_id, args.discard)
     {
         Ok(removed) => tool_result(json!({"exec_id": args.exec_id, "removed": removed})),
         Err(e) => tool_error(e.to_string()),

@@ -28,7 +28,7 @@ impl ToolHost for ViewHost<'_> {
     fn call<'a>(
         &'a self,
         name: &'a str,
-        arguments: Value,
+        arguments: Box<RawValue>,
         read_only: bool,
     ) -> BoxFuture<'a, CallOutcome> {
         Box::pin(async move {
@@ -50,8 +50,12 @@ impl ToolHost for ViewHost<'_> {
                     "{name} may change something and this run is read_only"
                 ));
             }
-            let params = serde_json::json!({"name": tool.tool_name(), "arguments": arguments});
-            let Ok(params) = RawValue::from_string(params.to_string()) else {
+            // The arguments travel as the program wrote them: a large object is never parsed
+            // into a tree here.
+            let name_json = Value::String(tool.tool_name().to_string()).to_string();
+            let params = format!(r#"{{"name":{name_json},"arguments":{}}}"#, arguments.get());
+            drop(arguments);
+            let Ok(params) = RawValue::from_string(params) else {
                 return CallOutcome::Failed("the arguments could not be encoded".into());
             };
             match self
@@ -160,7 +164,7 @@ pub(super) async fn apply(view: &ProfileView, args: Args, link: Arc<dyn ClientLi
     };
     let ws = &view.exec.workspaces;
     let profile = &view.profile.name;
-    let id = match ws.open(profile, false) {
+    let id = match ws.open_one_shot(profile) {
         Ok(id) => id,
         Err(e) => return tool_error(e.to_string()),
     };

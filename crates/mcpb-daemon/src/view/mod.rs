@@ -312,6 +312,10 @@ impl ProfileView {
         params: &RawValue,
         link: Arc<dyn ClientLink>,
     ) -> Result<Reply, BrokerRpcError> {
+        // What the broker would refuse from an upstream it does not send to one: the upstream
+        // might choke on it and the caller wait the whole call timeout.
+        mcpb_protocol::json::check_text(params.get())
+            .map_err(|e| BrokerRpcError::InvalidParams(format!("the call's arguments {e}")))?;
         let budget = self.profile.result_budget_chars.map(|b| b.to_string());
         let meta: Vec<(&str, &str)> = budget
             .as_deref()

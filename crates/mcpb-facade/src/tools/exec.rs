@@ -72,6 +72,9 @@ pub struct ExecRun {
 pub struct ExecClose {
     #[serde(default)]
     pub exec_id: String,
+    /// Remove the workspace even when it was opened with `persist`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub discard: bool,
 }
 
 pub fn run_code_description(sep: &str) -> String {
