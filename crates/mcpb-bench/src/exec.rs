@@ -263,8 +263,8 @@ fn frame_memory(env: &Env) -> anyhow::Result<()> {
         let pid = crate::scenario::daemon_pid(env)?;
         let idle = crate::scenario::peak_rss_kib(pid);
         let code = frame_sender(bytes, frames);
-        let args = json!({"code": code, "allow": [], "limits": {"wall_clock_ms": 60000}})
-            .to_string();
+        let args =
+            json!({"code": code, "allow": [], "limits": {"wall_clock_ms": 60000}}).to_string();
         let mut peers = vec![first];
         for _ in 1..runs {
             peers.push(Peer::spawn(

@@ -41,6 +41,9 @@ pub struct Runner {
     helper: PathBuf,
     python: Result<Python, String>,
     frames: sdk::FrameBudget,
+    /// Where each run gets its memory cgroup; None where the machine gives none (then runs
+    /// have their rlimits and disk quota only, as docs/security.md says).
+    cgroups: Option<mcpb_sandbox::CgroupBase>,
 }
 
 /// How a run ended, beyond its answer: whether its workspace changes may be kept.
@@ -57,6 +60,7 @@ impl Runner {
             helper,
             python: python::find(python),
             frames: sdk::FrameBudget::new(frame_budget),
+            cgroups: run_cgroups(),
         }
     }
 
@@ -90,10 +94,35 @@ impl Runner {
             Ok(a) => a,
             Err(e) => return refused(e),
         };
-        let spec = match self.spec(req, lease, owner) {
+        let mut spec = match self.spec(req, lease, owner) {
             Ok(s) => s,
             Err(e) => return refused(e),
         };
+        // The daemon makes the run's cgroup and removes it however the run ends: a helper
+        // killed at the deadline cleans up nothing.
+        let cgroup = match &self.cgroups {
+            None => None,
+            Some(base) => {
+                let l = &spec.limits;
+                let limit = l
+                    .memory_bytes
+                    .saturating_add(l.disk_bytes)
+                    .saturating_add(64 << 20);
+                let run = uuid::Uuid::new_v4().simple().to_string();
+                match base.create(std::process::id(), &run, limit) {
+                    Ok(cg) => Some(cg),
+                    Err(e) => {
+                        return refused(format!(
+                            "sandbox layer 'memory cgroup' could not be applied: {e}"
+                        ));
+                    }
+                }
+            }
+        };
+        spec.cgroup = cgroup.as_ref().map(|c| mcpb_sandbox::JailCgroup {
+            dir: c.dir().to_path_buf(),
+            v2: c.is_v2(),
+        });
         let calls = Calls {
             allow,
             read_only: req.read_only,
@@ -111,10 +140,21 @@ impl Runner {
             unlisted: 0,
             refused: 0,
         };
-        match self.supervise(&spec, req, calls, host).await {
+        let ran = match self
+            .supervise(&spec, req, calls, host, cgroup.as_ref())
+            .await
+        {
             Ok(ran) => ran,
             Err(e) => refused(format!("supervision: {e}")),
+        };
+        if let Some(cg) = cgroup {
+            let dir = cg.dir().display().to_string();
+            let removed = tokio::task::spawn_blocking(move || cg.remove()).await;
+            if !matches!(removed, Ok(true)) {
+                tracing::warn!(cgroup = %dir, "a run's memory cgroup could not be removed");
+            }
         }
+        ran
     }
 
     fn spec(&self, req: &RunRequest, lease: &Lease, owner: (u32, u32)) -> Result<JailSpec, String> {
@@ -177,6 +217,7 @@ impl Runner {
             },
             host_uid: owner.0,
             host_gid: owner.1,
+            cgroup: None,
         })
     }
 
@@ -186,6 +227,7 @@ impl Runner {
         req: &RunRequest,
         mut calls: Calls,
         host: &dyn ToolHost,
+        cgroup: Option<&mcpb_sandbox::RunCgroup>,
     ) -> std::io::Result<Ran> {
         let start = Instant::now();
         let (ours, theirs) = tokio::net::UnixStream::pair()?;
@@ -300,7 +342,10 @@ impl Runner {
         // What is still in the pipes after the tree is gone.
         drain(out_pipe, &mut stdout, &mut obuf).await;
         drain(err_pipe, &mut stderr, &mut ebuf).await;
-        let events = read_events(report_r).await;
+        let mut events = read_events(report_r).await;
+        if cgroup.is_some_and(mcpb_sandbox::RunCgroup::oom_killed) {
+            events.push(Event::OutOfMemory);
+        }
         let wall_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
         Ok(conclude(Concluded {
             events,
@@ -312,6 +357,28 @@ impl Runner {
             wall_ms,
             limits: req.limits,
         }))
+    }
+}
+
+/// The base for run cgroups, when a probe cgroup can be made there; the stale cgroups of dead
+/// daemons are swept on the way.
+fn run_cgroups() -> Option<mcpb_sandbox::CgroupBase> {
+    let base = mcpb_sandbox::CgroupBase::find()?;
+    let swept = base.sweep();
+    if swept > 0 {
+        tracing::info!(
+            swept,
+            "removed memory cgroups left by runs of a stopped daemon"
+        );
+    }
+    if mcpb_sandbox::memory_cgroup_available() {
+        Some(base)
+    } else {
+        tracing::warn!(
+            base = %base.dir().display(),
+            "no memory cgroup can be made for runs: they are bounded by rlimits and the disk quota only"
+        );
+        None
     }
 }
 

@@ -258,18 +258,23 @@ fn run(report: &Report, _sdk: &OwnedFd) -> Result<i32, SandboxError> {
     };
     drop((ready_w, go_r));
     let mut byte = [0u8; 1];
+    let cgroup = spec
+        .cgroup
+        .as_ref()
+        .map(|c| crate::cgroup::RunCgroup::open(c.dir.clone(), c.v2));
     // The holder says it has its user namespace; EOF means it failed and reported why.
-    let limits = &spec.limits;
-    let cgroup = crate::cgroup::RunCgroup::create(
-        limits
-            .memory_bytes
-            .saturating_add(limits.disk_bytes)
-            .saturating_add(64 << 20),
-    );
     if rustix::io::read(&ready_r, &mut byte).map_err(sup)? == 1 {
-        if let Some(cg) = &cgroup
-            && cg.enter(child.as_raw_pid()).is_ok()
-        {
+        if let Some(cg) = &cgroup {
+            // The daemon made this cgroup for the run: a jail outside it would run with
+            // rlimits only, so a failure here refuses the run.
+            if let Err(e) = cg.enter(child.as_raw_pid()) {
+                let _ = rustix::process::kill_process(child, Signal::KILL);
+                let _ = rustix::process::waitpid(Some(child), WaitOptions::empty());
+                return Err(SandboxError::at(
+                    Layer::Cgroup,
+                    format!("{}: {e}", cg.dir().display()),
+                ));
+            }
             report.applied(Layer::Cgroup);
         }
         if let Err(e) = write_maps(child.as_raw_pid(), &spec) {
@@ -281,12 +286,6 @@ fn run(report: &Report, _sdk: &OwnedFd) -> Result<i32, SandboxError> {
     }
     drop(go_w);
     let _ = rustix::process::waitpid(Some(child), WaitOptions::empty());
-    if cgroup
-        .as_ref()
-        .is_some_and(crate::cgroup::RunCgroup::oom_killed)
-    {
-        report.send(&Event::OutOfMemory);
-    }
     Ok(0)
 }
 

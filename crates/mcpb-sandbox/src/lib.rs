@@ -22,6 +22,8 @@ use serde::{Deserialize, Serialize};
 #[cfg(target_os = "linux")]
 mod cgroup;
 #[cfg(target_os = "linux")]
+pub use cgroup::{CgroupBase, RunCgroup};
+#[cfg(target_os = "linux")]
 mod confine;
 #[cfg(target_os = "linux")]
 mod copy;
@@ -67,6 +69,16 @@ pub struct JailSpec {
     /// The host uid and gid the jail's user maps to (its own when the daemon is not root).
     pub host_uid: u32,
     pub host_gid: u32,
+    /// The memory cgroup the daemon made for this run; the helper moves the jail into it or
+    /// refuses the run. None only where the machine gives the daemon no memory cgroup.
+    #[serde(default)]
+    pub cgroup: Option<JailCgroup>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JailCgroup {
+    pub dir: PathBuf,
+    pub v2: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -261,5 +273,15 @@ pub fn sdk_channel() -> Option<std::fs::File> {
 /// and tests.
 #[cfg(target_os = "linux")]
 pub fn memory_cgroup_available() -> bool {
-    cgroup::RunCgroup::create(64 << 20).is_some()
+    let Some(base) = cgroup::CgroupBase::find() else {
+        return false;
+    };
+    let probe = format!(
+        "probe-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    );
+    base.create(std::process::id(), &probe, 64 << 20)
+        .is_ok_and(|cg| cg.remove())
 }

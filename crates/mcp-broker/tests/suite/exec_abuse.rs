@@ -247,3 +247,63 @@ fn uploads_past_the_workspace_quota_are_refused() {
     let bytes = v[0]["bytes"].as_u64().unwrap();
     assert!(bytes <= 64 << 20, "{v}");
 }
+
+fn cgroup_names(base: &std::path::Path, prefix: &str) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(base)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(String::from))
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
+
+/// The helper made a run's cgroup and was SIGKILLed at the deadline, so five timeouts left
+/// five cgroups, and a later helper given a leaked pid ran without one. The daemon now owns
+/// each run's cgroup, named after itself and the run, removes it however the run ended, and
+/// sweeps those of a dead daemon at start.
+#[test]
+fn timed_out_runs_leave_no_cgroup_and_a_dead_daemons_are_swept() {
+    if !mcpb_sandbox::memory_cgroup_available() {
+        eprintln!("no memory cgroup on this machine: nothing to leave behind");
+        return;
+    }
+    let base = mcpb_sandbox::CgroupBase::find().unwrap();
+    let base = base.dir();
+    let jail = Jail::new();
+    jail.still_works();
+    let pid = jail.home.daemon_pid().unwrap();
+    let old_scheme = cgroup_names(base, "mcpb-run-");
+    for _ in 0..5 {
+        let a = jail.run(
+            "while True:\n    pass\n",
+            &["--limits", r#"{"wall_clock_ms": 300}"#],
+        );
+        assert_eq!(a["status"], "timeout", "{a}");
+    }
+    let mine = format!("mcpb-{pid}-");
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        let left = cgroup_names(base, &mine);
+        let leaked: Vec<_> = cgroup_names(base, "mcpb-run-")
+            .difference(&old_scheme)
+            .cloned()
+            .collect();
+        if left.is_empty() && leaked.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left behind: {left:?} {leaked:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A cgroup of a daemon that no longer runs goes when a daemon starts.
+    let planted = base.join("mcpb-4000000001-planted");
+    std::fs::create_dir(&planted).unwrap();
+    jail.home.run(&["stop"]);
+    jail.still_works();
+    assert!(
+        !planted.exists(),
+        "a dead daemon's cgroup is swept at start"
+    );
+}
