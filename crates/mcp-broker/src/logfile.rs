@@ -8,6 +8,25 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// A log writer that takes every secret the daemon resolved out of what it writes: the one way
+/// upstream text (stderr, errors) reaches the daemon's log.
+pub(crate) struct Redacting<W>(pub(crate) W);
+
+impl<W: std::io::Write> std::io::Write for Redacting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if !mcpb_redact::any() {
+            return self.0.write(buf);
+        }
+        let text = String::from_utf8_lossy(buf);
+        self.0.write_all(mcpb_redact::redact(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 /// Rotated files kept beside the live one.
 const KEEP: u32 = 3;
 const CHECK_EVERY: Duration = Duration::from_secs(1);

@@ -80,7 +80,7 @@ fn init_logging(color: clap::ColorChoice) {
     let _ = tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
+                .with_writer(|| logfile::Redacting(std::io::stderr()))
                 .with_ansi(ansi),
         )
         .with(filter)

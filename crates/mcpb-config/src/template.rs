@@ -104,7 +104,11 @@ impl Template {
             match part {
                 Part::Literal(s) => out.push_str(s),
                 Part::Env(name) => {
-                    out.push_str(&env(name).ok_or_else(|| TemplateError::MissingEnv(name.clone()))?)
+                    let value = env(name).ok_or_else(|| TemplateError::MissingEnv(name.clone()))?;
+                    // Every value a reference resolves to is a secret from now on: it is taken
+                    // out of any text that leaves the daemon.
+                    mcpb_redact::register(&value);
+                    out.push_str(&value);
                 }
                 Part::SecretFile(name) => {
                     let path = secrets_dir.join(name);
@@ -114,7 +118,9 @@ impl Template {
                             reason: e.to_string(),
                         })?;
                     let text = text.strip_suffix('\n').unwrap_or(&text);
-                    out.push_str(text.strip_suffix('\r').unwrap_or(text));
+                    let text = text.strip_suffix('\r').unwrap_or(text);
+                    mcpb_redact::register(text);
+                    out.push_str(text);
                 }
             }
         }

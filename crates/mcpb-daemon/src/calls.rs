@@ -160,7 +160,8 @@ impl Calls {
         let mut line = self
             .audit
             .as_ref()
-            .and_then(|_| serde_json::to_vec(rec).ok());
+            .and_then(|_| serde_json::to_string(rec).ok())
+            .map(|l| mcpb_redact::redact_json(&l).into_owned().into_bytes());
         if let Some(l) = line.as_mut() {
             l.push(b'\n');
         }

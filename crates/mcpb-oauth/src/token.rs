@@ -30,13 +30,17 @@ impl Bearer {
 
     /// The access token to send now (refreshed first when it has expired).
     pub async fn token(&self) -> Result<String, OAuthError> {
-        Ok(self.manager.lock().await.get_access_token().await?)
+        let token = self.manager.lock().await.get_access_token().await?;
+        mcpb_redact::register(&token);
+        Ok(token)
     }
 
     /// The server refused the token: refresh it, when there is a refresh token.
     pub async fn refresh(&self) -> Result<String, OAuthError> {
         let manager = self.manager.lock().await;
         manager.refresh_token().await?;
-        Ok(manager.get_access_token().await?)
+        let token = manager.get_access_token().await?;
+        mcpb_redact::register(&token);
+        Ok(token)
     }
 }

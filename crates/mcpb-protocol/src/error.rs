@@ -98,14 +98,18 @@ impl BrokerRpcError {
         }
     }
 
-    /// The complete response frame for a request with this id.
+    /// The complete response frame for a request with this id. Its text may carry what an
+    /// upstream said (its stderr, its error): secrets are taken out here, on the one way every
+    /// broker error reaches a client.
     pub fn to_line(&self, id: Option<&RawValue>) -> Vec<u8> {
+        let text = self.to_string();
+        let text = mcpb_redact::redact(&text);
         match self {
             BrokerRpcError::UnknownToolNear { near, .. } if !near.is_empty() => {
                 let data = serde_json::json!({ "did_you_mean": near });
-                crate::message::error_line_with_data(id, self.code(), &self.to_string(), &data)
+                crate::message::error_line_with_data(id, self.code(), &text, &data)
             }
-            _ => crate::message::error_line(id, self.code(), &self.to_string()),
+            _ => crate::message::error_line(id, self.code(), &text),
         }
     }
 }

@@ -137,6 +137,12 @@ fn tools(opts: &Options) -> Vec<Value> {
         ),
         tool("hang", "Never answer.", false, json!({})),
         tool(
+            "leak",
+            "Say the values of the named environment variables everywhere a server can: on stderr (whole, and split across two lines), in a log notification, and in its error; exit first when `exit` is set.",
+            true,
+            json!({"vars": {"type": "array", "items": {"type": "string"}}, "exit": {"type": "boolean"}}),
+        ),
+        tool(
             "progress",
             "Send count progress notifications, interval_ms apart, then answer.",
             true,
@@ -551,6 +557,37 @@ fn call(shared: &Shared, id: Value, params: &Value) {
         "crash" => {
             eprintln!("fixture: crashing on purpose");
             std::process::exit(args["code"].as_i64().unwrap_or(3) as i32);
+        }
+        "leak" => {
+            let values: Vec<String> = args["vars"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| std::env::var(v.as_str()?).ok())
+                .collect();
+            for v in &values {
+                let half = v
+                    .char_indices()
+                    .nth(v.chars().count() / 2)
+                    .map_or(0, |(i, _)| i);
+                eprintln!("fixture: leak whole {v}");
+                eprintln!("fixture: leak split {}", &v[..half]);
+                eprintln!("{} end", &v[half..]);
+                send(
+                    out,
+                    &json!({"jsonrpc": "2.0", "method": "notifications/message",
+                        "params": {"level": "error", "data": format!("log says {v}")}}),
+                );
+            }
+            if args["exit"] == true {
+                std::thread::sleep(Duration::from_millis(100));
+                std::process::exit(3);
+            }
+            send(
+                out,
+                &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000,
+                    "message": format!("refused: {}", values.join(" "))}}),
+            );
         }
         "hang" => loop {
             std::thread::sleep(Duration::from_secs(3600));

@@ -155,7 +155,13 @@ fn route_response(ctx: &ReadCtx, msg: &Incoming<'_>) {
     };
     let reply = match (msg.result, msg.error) {
         (Some(r), _) => Reply::Result(r.to_owned()),
-        (None, Some(e)) => Reply::Error(e.to_owned()),
+        // An upstream's error may echo what it was given (a token in its environment).
+        (None, Some(e)) => match mcpb_redact::redact_json(e.get()) {
+            std::borrow::Cow::Borrowed(_) => Reply::Error(e.to_owned()),
+            std::borrow::Cow::Owned(t) => {
+                RawValue::from_string(t).map_or_else(|_| Reply::Error(e.to_owned()), Reply::Error)
+            }
+        },
         (None, None) => return,
     };
     let _ = waiter.tx.send(reply);

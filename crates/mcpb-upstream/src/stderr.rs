@@ -42,12 +42,19 @@ impl StderrTail {
         self.lines.lock().clear();
     }
 
+    /// Keeps a line, with every secret taken out of it and of the line before (a secret split
+    /// across the two is found too).
     fn push(&self, text: String) {
         let mut t = self.lines.lock();
         if t.len() == STDERR_TAIL {
             t.pop_front();
         }
         t.push_back(text);
+        if mcpb_redact::any() {
+            let n = t.len();
+            let (_, last_two) = t.make_contiguous().split_at_mut(n.saturating_sub(2));
+            mcpb_redact::redact_lines(last_two);
+        }
     }
 
     /// Waits, at most `limit`, until every reader reached the end of its pipe: a process that
@@ -109,6 +116,7 @@ pub(crate) async fn stderr_loop(name: String, stderr: ChildStderr, tail: Arc<Std
         } else {
             std::borrow::Cow::Borrowed(text.as_str())
         };
+        let logged = mcpb_redact::redact(&logged).into_owned();
         match budget.take(Instant::now()) {
             LogTurn::Log => tracing::info!(target: "upstream_stderr", upstream = %name, "{logged}"),
             LogTurn::LogWithSkipped(skipped) => {

@@ -177,6 +177,7 @@ impl Upstream {
         s.active_call_count = self.active_calls.load(Ordering::SeqCst);
         s.session_count = state.sessions.values().filter(|i| i.is_alive()).count();
         s.stderr_tail = self.stderr_tail.lines();
+        s.last_error = s.last_error.map(|e| mcpb_redact::redact(&e).into_owned());
         if self.settings.lifecycle == Lifecycle::Shared {
             match &state.shared {
                 Some(inst) if !inst.is_alive() && s.state == UpstreamState::Running => {
@@ -606,13 +607,12 @@ impl Upstream {
         if !state.health.failing() {
             return None;
         }
-        Some(
-            state
-                .status
-                .last_error
-                .clone()
-                .unwrap_or_else(|| "it failed to start".into()),
-        )
+        let said = state
+            .status
+            .last_error
+            .as_deref()
+            .unwrap_or("it failed to start");
+        Some(mcpb_redact::redact(said).into_owned())
     }
 
     /// Starts the upstream again in the background (after its backoff), once at a time, and

@@ -18,6 +18,7 @@ mod lifecycle;
 mod operations;
 mod reload;
 mod routing;
+mod secrets;
 mod session;
 mod support;
 mod trust;

@@ -31,8 +31,11 @@ pub(crate) enum Answer {
 }
 
 /// A tool-level error: the model reads it and can correct itself.
+/// Its text may carry an upstream's words: secrets are taken out.
 pub(crate) fn tool_error(text: impl Into<String>) -> Value {
-    json!({"content": [{"type": "text", "text": text.into()}], "isError": true})
+    let text = text.into();
+    let text = mcpb_redact::redact(&text);
+    json!({"content": [{"type": "text", "text": text}], "isError": true})
 }
 
 /// A result over the profile's `result_budget_chars` becomes a preview plus an artifact id.

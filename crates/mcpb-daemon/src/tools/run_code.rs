@@ -43,7 +43,9 @@ impl ToolHost for ViewHost<'_> {
             {
                 Ok(t) => t,
                 Err(BrokerRpcError::UnknownTool(_)) => return CallOutcome::Unknown,
-                Err(e) => return CallOutcome::Failed(e.to_string()),
+                Err(e) => {
+                    return CallOutcome::Failed(mcpb_redact::redact(&e.to_string()).into_owned());
+                }
             };
             if read_only && tool.mutating {
                 return CallOutcome::Refused(format!(
@@ -77,9 +79,9 @@ impl ToolHost for ViewHost<'_> {
                         .get("message")
                         .and_then(Value::as_str)
                         .unwrap_or("the upstream failed");
-                    CallOutcome::Failed(msg.to_string())
+                    CallOutcome::Failed(mcpb_redact::redact(msg).into_owned())
                 }
-                Err(e) => CallOutcome::Failed(e.to_string()),
+                Err(e) => CallOutcome::Failed(mcpb_redact::redact(&e.to_string()).into_owned()),
             }
         })
     }

@@ -1,0 +1,146 @@
+//! Secrets an upstream says (on stderr, in its errors, in log notifications) never reach a
+//! client, the daemon's log, the audit log or the CLI: every value a `${ENV}` or `${file:}`
+//! reference resolved to is taken out wherever upstream text leaves the daemon.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::support::{Home, Shim, fixture, wait_until};
+
+const TOKEN: &str = "tok-4f9a8c7e1b2d3f60";
+/// A short secret (under 8 characters) counts too.
+const PIN: &str = "Zq81x";
+
+fn home() -> Home {
+    let fx = fixture();
+    let home = Home::with_config(&format!(
+        r#"schema_version: 1
+broker: {{call_timeout_ms: 3000, startup_timeout_ms: 5000, shutdown_grace_ms: 1000, audit: {{arguments: true}}}}
+upstreams:
+  fx:
+    command: "{fx}"
+    env: {{API_TOKEN: "${{MCPB_T_TOKEN}}", PIN: "${{file:pin}}"}}
+    trust_annotations: true
+  broken:
+    command: /bin/sh
+    args: ["-c", "echo \"cannot log in with $API_TOKEN (pin $PIN)\" >&2; exit 2"]
+    env: {{API_TOKEN: "${{MCPB_T_TOKEN}}", PIN: "${{file:pin}}"}}
+profiles:
+  default: {{}}
+  compact: {{compact_tools_enabled: true}}
+"#,
+        fx = fx.display()
+    ));
+    let secrets = home.root().join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(secrets.join("pin"), format!("{PIN}\n")).unwrap();
+    std::fs::set_permissions(secrets.join("pin"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    home.start_with(&[("MCPB_T_TOKEN", TOKEN)]);
+    home
+}
+
+#[track_caller]
+fn clean(what: &str, text: &str) {
+    let (a, b) = TOKEN.split_at(TOKEN.len() / 2);
+    for s in [TOKEN, PIN, a, b] {
+        assert!(!text.contains(s), "{what} shows {s:?}: {text}");
+    }
+}
+
+/// Sends a request and returns every line up to its answer (notifications included).
+fn exchange(shim: &mut Shim, id: u64, method: &str, params: Value) -> String {
+    shim.send_request(id, method, params);
+    let mut all = String::new();
+    loop {
+        let line = shim.recv_line().expect("an answer");
+        all.push_str(&line);
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == id {
+            return all;
+        }
+    }
+}
+
+#[test]
+fn secrets_an_upstream_says_reach_no_client_log_or_cli() {
+    let home = home();
+    let mut compact = home.shim(&["--profile", "compact"]);
+    compact.initialize("2025-11-25");
+    let leak = |exit: bool| {
+        json!({"name": "broker.call_tool", "arguments": {"name": "fx.leak",
+            "arguments": {"vars": ["API_TOKEN", "PIN"], "exit": exit}}})
+    };
+    // The upstream's error, its log notifications and its stderr.
+    let said = exchange(&mut compact, 10, "tools/call", leak(false));
+    assert!(said.contains("refused"), "{said}");
+    assert!(
+        said.contains("log says"),
+        "the log notification arrives: {said}"
+    );
+    clean("an upstream's error and log notifications", &said);
+    // A crash: the error carries the server's last words.
+    let said = exchange(&mut compact, 11, "tools/call", leak(true));
+    clean("a crashed call's error", &said);
+    // An upstream that cannot start: the call, search and status.
+    let said = exchange(
+        &mut compact,
+        12,
+        "tools/call",
+        json!({"name": "broker.call_tool", "arguments": {"name": "broken.anything", "arguments": {}}}),
+    );
+    clean("a failed start's error", &said);
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            let s = exchange(
+                &mut compact,
+                13,
+                "tools/call",
+                json!({"name": "broker.search_tools", "arguments": {"query": "leak"}}),
+            );
+            clean("search", &s);
+            s.contains("unavailable") && s.contains("cannot log in")
+        }),
+        "search names the failed upstream"
+    );
+    let status = exchange(
+        &mut compact,
+        14,
+        "tools/call",
+        json!({"name": "broker.status", "arguments": {}}),
+    );
+    assert!(status.contains("cannot log in"), "{status}");
+    clean("broker.status", &status);
+    // A raw listing's warning about the failed upstream.
+    let mut raw = home.shim(&[]);
+    raw.initialize("2025-11-25");
+    let listed = exchange(&mut raw, 20, "tools/list", json!({}));
+    assert!(listed.contains("unavailable"), "{listed}");
+    clean("the raw listing's warning", &listed);
+    // The operator's side: CLI, daemon log, audit log.
+    for args in [
+        &["status"][..],
+        &["status", "--json"],
+        &["logs", "broken"],
+        &["logs", "fx"],
+    ] {
+        let out = home.run(args);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        clean(&format!("mcp-broker {}", args.join(" ")), &text);
+    }
+    let log = home.log();
+    assert!(log.contains("leak whole"), "stderr is logged: {log}");
+    clean("the daemon log", &log);
+    let audit = std::fs::read_to_string(home.root().join("logs/audit.jsonl")).unwrap();
+    assert!(
+        audit.contains("fx.leak") || audit.contains("leak"),
+        "{audit}"
+    );
+    clean("the audit log", &audit);
+}
