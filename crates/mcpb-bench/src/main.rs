@@ -7,7 +7,8 @@
 //! one shared upstream, checked answer by answer, then N clients x M upstreams; exits non-zero
 //! on any lost or misrouted answer or leaked process), `--retrieval` (search quality on the
 //! tool-retrieval data sets beside a plain BM25 baseline, and search latency at 10,000 tools),
-//! `--many` (daemon memory in front of 40 fixture upstreams, ~840 tools; needs the release
+//! `--scan` (the description scan on the public livemcpbench catalog and the injection
+//! corpus: ordinary tools flagged, injections caught), `--many` (daemon memory in front of 40 fixture upstreams, ~840 tools; needs the release
 //! `mcpb-fixture`: `cargo build --release -p mcpb-testkit`), `--exec` (code runs: start to
 //! first SDK call, sandbox setup by layer, SDK call overhead, context saved), `--http` (the HTTP
 //! front against the shim: latency, and throughput with 8 and 32 callers).
@@ -20,6 +21,7 @@ mod http;
 mod load;
 mod many;
 mod retrieval;
+mod scan;
 mod scenario;
 mod soak;
 
@@ -29,6 +31,9 @@ fn main() -> anyhow::Result<()> {
     let everything = !args.iter().any(|a| a == "--no-everything");
     if args.iter().any(|a| a == "--retrieval") {
         return retrieval::run();
+    }
+    if args.iter().any(|a| a == "--scan") {
+        return scan::run();
     }
     if args.iter().any(|a| a == "--http") {
         return http::run(quick);

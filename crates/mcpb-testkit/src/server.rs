@@ -137,7 +137,7 @@ fn tools(opts: &Options) -> Vec<Value> {
         ),
         tool("hang", "Never answer.", false, json!({})),
         tool(
-            "leak",
+            "say_secrets",
             "Say the values of the named environment variables everywhere a server can: on stderr (whole, and split across two lines), in a log notification, and in its error; exit first when `exit` is set.",
             true,
             json!({"vars": {"type": "array", "items": {"type": "string"}}, "exit": {"type": "boolean"}}),
@@ -558,7 +558,7 @@ fn call(shared: &Shared, id: Value, params: &Value) {
             eprintln!("fixture: crashing on purpose");
             std::process::exit(args["code"].as_i64().unwrap_or(3) as i32);
         }
-        "leak" => {
+        "say_secrets" => {
             let values: Vec<String> = args["vars"]
                 .as_array()
                 .into_iter()

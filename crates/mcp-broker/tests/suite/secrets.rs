@@ -70,7 +70,7 @@ fn secrets_an_upstream_says_reach_no_client_log_or_cli() {
     let mut compact = home.shim(&["--profile", "compact"]);
     compact.initialize("2025-11-25");
     let leak = |exit: bool| {
-        json!({"name": "broker.call_tool", "arguments": {"name": "fx.leak",
+        json!({"name": "broker.call_tool", "arguments": {"name": "fx.say_secrets",
             "arguments": {"vars": ["API_TOKEN", "PIN"], "exit": exit}}})
     };
     // The upstream's error, its log notifications and its stderr.
@@ -98,7 +98,7 @@ fn secrets_an_upstream_says_reach_no_client_log_or_cli() {
                 &mut compact,
                 13,
                 "tools/call",
-                json!({"name": "broker.search_tools", "arguments": {"query": "leak"}}),
+                json!({"name": "broker.search_tools", "arguments": {"query": "secrets"}}),
             );
             clean("search", &s);
             s.contains("unavailable") && s.contains("cannot log in")
@@ -139,7 +139,7 @@ fn secrets_an_upstream_says_reach_no_client_log_or_cli() {
     clean("the daemon log", &log);
     let audit = std::fs::read_to_string(home.root().join("logs/audit.jsonl")).unwrap();
     assert!(
-        audit.contains("fx.leak") || audit.contains("leak"),
+        audit.contains("fx.say_secrets") || audit.contains("leak"),
         "{audit}"
     );
     clean("the audit log", &audit);

@@ -11,13 +11,13 @@ pub struct RunOptions {
     /// python (default) or javascript
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub language: Option<Language>,
-    /// Globs over tool names the program may call, e.g. ["github.get_*"]
+    /// Tool name globs the program may call, e.g. ["github.get_*"]
     #[serde(default)]
     pub allow: Vec<String>,
-    /// Refuse every tool that may change something
+    /// Refuse tools that may change something
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub read_only: bool,
-    /// Lower than the profile's defaults, never higher (ms, KiB, MiB as named)
+    /// Only lower than the profile's (ms, KiB, MiB as named)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(transform = super::terse_limits)]
     pub limits: Option<ExecLimits>,
@@ -36,7 +36,7 @@ pub struct RunCode {
 
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct ExecOpen {
-    /// Keep the workspace after exec_close
+    /// Keep it after exec_close
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub persist: bool,
 }
@@ -72,7 +72,6 @@ pub struct ExecRun {
 pub struct ExecClose {
     #[serde(default)]
     pub exec_id: String,
-    /// Remove the workspace even when it was opened with `persist`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub discard: bool,
 }
@@ -88,19 +87,17 @@ pub fn run_code_description(sep: &str) -> String {
 }
 
 pub fn exec_open_description(_sep: &str) -> String {
-    "Open a workspace for several runs; returns exec_id.".to_string()
+    "Open a workspace for several runs; gives exec_id.".to_string()
 }
 
 pub fn exec_upload_description(_sep: &str) -> String {
-    "Write a file into an exec workspace.".to_string()
+    "Write a file in an exec workspace.".to_string()
 }
 
 pub fn exec_run_description(sep: &str) -> String {
-    format!(
-        "Run code (or a workspace file as `entry`) in an exec workspace; as broker{sep}run_code."
-    )
+    format!("Run code (or workspace file `entry`) in an exec workspace, as broker{sep}run_code.")
 }
 
 pub fn exec_close_description(_sep: &str) -> String {
-    "Close an exec workspace (removed unless opened with persist).".to_string()
+    "Close an exec workspace (kept if persisted, unless `discard`).".to_string()
 }
