@@ -1,12 +1,12 @@
-//! Oversized results kept whole on disk: `<dir>/<profile>/<id>.txt`, where the id is derived from
-//! the content (the same result stored twice is one file). Ids are checked against their exact
+//! Oversized results kept whole on disk: `<dir>/<profile>/<id>.txt`, where the id is random (122
+//! bits): an id derived from the content would let a session test whether a guessed short
+//! content was stored by someone else. Ids are checked against their exact
 //! shape before any path is built, so a traversal or a foreign id is simply unknown. Artifacts
 //! expire after a set time and all of them together stay under a size cap, oldest out first.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use sha2::{Digest, Sha256};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ArtifactError {
@@ -75,9 +75,7 @@ impl ArtifactStore {
                 cap: self.max_bytes,
             });
         }
-        let digest = Sha256::digest(text.as_bytes());
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        let id = format!("{PREFIX}{}", &hex[..HEX]);
+        let id = format!("{PREFIX}{}", uuid::Uuid::new_v4().simple());
         let dir = self.dir.join(profile);
         std::fs::create_dir_all(&dir).map_err(Self::io(&dir))?;
         self.sweep(size)?;
@@ -170,13 +168,19 @@ impl ArtifactStore {
 mod tests {
     use super::*;
 
+    use sha2::{Digest, Sha256};
+
     #[test]
     fn pages_through_and_refuses_foreign_ids() {
         let dir = tempfile::tempdir().unwrap();
         let store = ArtifactStore::new(dir.path().to_path_buf(), Duration::from_secs(60), 1 << 20);
         let text = "ab€".repeat(10);
         let id = store.put("p", &text).unwrap();
-        assert_eq!(id, store.put("p", &text).unwrap(), "content addressed");
+        let again = store.put("p", &text).unwrap();
+        assert_ne!(id, again, "ids are random, never derived from the content");
+        let digest = Sha256::digest(text.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        assert!(!id.contains(&hex[..8]) && valid_id(&again));
         let first = store.get("p", &id, 0, 4).unwrap();
         assert_eq!(
             (first.text.as_str(), first.total_chars, first.next_offset),
