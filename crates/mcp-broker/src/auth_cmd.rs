@@ -1,7 +1,6 @@
 //! `mcp-broker auth login|logout|status`: signing in to remote upstreams that ask for OAuth.
 //! The authorization URL is the command's data (stdout); everything else goes to stderr.
 
-use crate::out::outln;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -66,7 +65,7 @@ pub(crate) async fn login(
         let id = o.client_id.clone().unwrap_or_default();
         mcpb_oauth::client_credentials(&url, store, &id, &secret.unwrap_or_default(), &scopes)
             .await?;
-        eprintln!("signed in to {name} with its client credentials");
+        errln!("signed in to {name} with its client credentials");
         return Ok(());
     }
     let opts = LoginOptions {
@@ -77,11 +76,11 @@ pub(crate) async fn login(
         timeout: Duration::from_secs(timeout_s),
     };
     mcpb_oauth::login(&url, store, &opts, |auth_url| {
-        eprintln!("open this address in a browser to sign in to {name} (waiting {timeout_s} s):");
+        errln!("open this address in a browser to sign in to {name} (waiting {timeout_s} s):");
         outln!("{auth_url}");
     })
     .await?;
-    eprintln!("signed in to {name}; the daemon uses it from the upstream's next start");
+    errln!("signed in to {name}; the daemon uses it from the upstream's next start");
     Ok(())
 }
 
@@ -92,11 +91,11 @@ pub(crate) fn logout(settings: &Settings, name: &str) -> ExitCode {
     let store = store(settings, name);
     match std::fs::remove_file(store.path()) {
         Ok(()) => {
-            eprintln!("signed out of {name}");
+            errln!("signed out of {name}");
             ExitCode::SUCCESS
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("{name} was not signed in");
+            errln!("{name} was not signed in");
             ExitCode::SUCCESS
         }
         Err(e) => fail(
@@ -135,7 +134,7 @@ pub(crate) fn status(settings: &Settings, json: bool) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if rows.is_empty() {
-        eprintln!("no remote upstreams in the configuration");
+        errln!("no remote upstreams in the configuration");
         return ExitCode::SUCCESS;
     }
     outln!("{:<24} SIGN-IN", "UPSTREAM");

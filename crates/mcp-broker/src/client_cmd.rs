@@ -11,7 +11,6 @@ use mcpb_clients::{Backups, Client, ClientsError, Entry, Scope};
 use mcpb_config::Settings;
 
 use crate::fail;
-use crate::out::{out, outln};
 
 /// What the command line names: the client, its scope and the profile for its entry.
 pub(crate) struct Target<'a> {
@@ -153,7 +152,7 @@ pub(crate) fn render(settings: &Settings, t: &Target<'_>) -> ExitCode {
     };
     let before_text = before.as_deref().unwrap_or("");
     if before.as_deref() == Some(after.as_str()) {
-        eprintln!(
+        errln!(
             "{}: the entry is there and current; nothing to change",
             r.path.display()
         );
@@ -176,8 +175,8 @@ pub(crate) fn render(settings: &Settings, t: &Target<'_>) -> ExitCode {
             &[],
         );
     }
-    eprintln!("a dry run: nothing was written");
-    eprintln!(
+    errln!("a dry run: nothing was written");
+    errln!(
         "hint: `mcp-broker client apply {}` writes it",
         flag(&r, t.profile)
     );
@@ -190,7 +189,7 @@ pub(crate) fn apply(settings: &Settings, t: &Target<'_>) -> ExitCode {
         Err(code) => return code,
     };
     if before.as_deref() == Some(after.as_str()) {
-        eprintln!(
+        errln!(
             "{}: the entry is there and current; nothing to change",
             r.path.display()
         );
@@ -263,7 +262,7 @@ pub(crate) fn apply(settings: &Settings, t: &Target<'_>) -> ExitCode {
         r.path.display(),
         backup.name
     );
-    eprintln!(
+    errln!(
         "hint: restart {} to use it; `mcp-broker client rollback --client {}` undoes this",
         r.client.name(),
         r.client.name()

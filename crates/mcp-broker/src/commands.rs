@@ -1,6 +1,5 @@
 //! The daemon-management and config commands.
 
-use crate::out::{out, outln};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -82,7 +81,7 @@ pub(crate) fn stop(settings: &Settings) -> ExitCode {
         .and_then(|d| d["daemon"]["inflight_calls"].as_u64())
         .unwrap_or(0);
     if inflight > 0 {
-        eprintln!(
+        errln!(
             "mcp-broker: waiting for {inflight} call{} in flight, up to {} (broker.shutdown_grace_ms); their clients then get \"mcp-broker is shutting down\"",
             if inflight == 1 { "" } else { "s" },
             human_ms(u64::try_from(settings.broker.shutdown_grace.as_millis()).unwrap_or(0))
@@ -92,7 +91,7 @@ pub(crate) fn stop(settings: &Settings) -> ExitCode {
         Ok(Some(r)) if !r.ok => return refused(&r),
         Ok(Some(r)) => r,
         Ok(None) => {
-            eprintln!("mcp-broker: no daemon is running");
+            errln!("mcp-broker: no daemon is running");
             return ExitCode::SUCCESS;
         }
         Err(e) => return fail(&format!("mcp-broker: {e:#}"), &[]),
@@ -203,28 +202,28 @@ pub(crate) fn reload(settings: &Settings) -> ExitCode {
                 .filter(|n| std::env::var_os(n).is_some())
                 .collect();
             if !exported.is_empty() {
-                eprintln!(
+                errln!(
                     "mcp-broker: {} set here but not in the daemon, which keeps the environment it started with",
                     exported.join(", ")
                 );
-                eprintln!("hint: `mcp-broker restart` starts it again with this environment");
+                errln!("hint: `mcp-broker restart` starts it again with this environment");
             }
             if list("need_restart") != "-" {
-                eprintln!(
+                errln!(
                     "mcp-broker: {} changed but take effect only when the daemon starts",
                     list("need_restart")
                 );
-                eprintln!("hint: `mcp-broker restart`");
+                errln!("hint: `mcp-broker restart`");
             }
             ExitCode::SUCCESS
         }
         Ok(Some(reply)) => {
-            eprintln!(
+            errln!(
                 "mcp-broker: reload refused: {}",
                 reply.error.as_deref().unwrap_or("no reason given")
             );
             for h in &reply.hints {
-                eprintln!("hint: {h}");
+                errln!("hint: {h}");
             }
             ExitCode::FAILURE
         }
@@ -458,9 +457,9 @@ pub(crate) fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
                 .filter_map(|p| mcpb_policy::max_tools_problem(&s, p, &known))
                 .collect();
             if !problems.is_empty() {
-                eprintln!("invalid config {}: {} error(s)", s.source, problems.len());
+                errln!("invalid config {}: {} error(s)", s.source, problems.len());
                 for p in problems {
-                    eprintln!("{p}");
+                    errln!("{p}");
                 }
                 return ExitCode::FAILURE;
             }
@@ -473,13 +472,13 @@ pub(crate) fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
             );
             // Valid, but what would still fail when it runs from here.
             for f in crate::checks::run_time(&s) {
-                eprintln!("warning: {}", f.what);
-                eprintln!("  hint: {}", f.hint);
+                errln!("warning: {}", f.what);
+                errln!("  hint: {}", f.hint);
             }
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("{e}");
+            errln!("{e}");
             ExitCode::FAILURE
         }
     }

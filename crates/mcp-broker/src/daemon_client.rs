@@ -109,7 +109,7 @@ pub(crate) fn connect_or_start_for_cli(settings: &Settings) -> anyhow::Result<Un
     }
     spawn_daemon(settings)?;
     let stream = wait_for_socket(settings, Duration::from_secs(15))?;
-    eprintln!(
+    errln!(
         "mcp-broker: started the daemon for {}; it keeps running (`mcp-broker stop` ends it)",
         settings.source
     );
@@ -136,8 +136,8 @@ fn warn_if_other_config(settings: &Settings) {
             )
     };
     if !serving.is_empty() && !same(&serving, &wanted) {
-        eprintln!("mcp-broker: the running daemon serves {serving}, not {wanted}");
-        eprintln!("hint: `mcp-broker stop`, then run this again to serve {wanted}");
+        errln!("mcp-broker: the running daemon serves {serving}, not {wanted}");
+        errln!("hint: `mcp-broker stop`, then run this again to serve {wanted}");
     }
 }
 

@@ -2,7 +2,6 @@
 //! temporary runtime dir so it never touches the user's own daemon: a shim starts the daemon, an
 //! MCP session lists tools and calls them, then the daemon stops and takes its upstream with it.
 
-use crate::out::{out, outln};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitCode, Stdio};
 use std::time::Instant;

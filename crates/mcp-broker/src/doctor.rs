@@ -11,7 +11,6 @@ use mcpb_config::{ConfigSource, ResolveContext, Settings};
 use mcpb_protocol::AdminCommand;
 
 use crate::daemon_client::admin;
-use crate::out::{out, outln};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Level {

@@ -1,7 +1,7 @@
 //! `mcp-broker exec run|open|upload|close`: code runs for people and scripts, through an
 //! ordinary session and the same broker tools (run_code, exec_*) a model calls.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
@@ -12,7 +12,6 @@ use mcpb_facade::tools::exec::{ExecClose, ExecOpen, ExecRun, ExecUpload, RunCode
 use serde_json::Value;
 
 use crate::cli::ExecCommand;
-use crate::out::outln;
 use crate::tools_cmd::call_facade;
 
 fn language(flag: Option<&str>, file: &str) -> anyhow::Result<Language> {
@@ -133,7 +132,7 @@ fn list(settings: &Settings, profile: Option<&str>, json: bool) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if all.is_empty() {
-        eprintln!("no workspaces");
+        errln!("no workspaces");
         return ExitCode::SUCCESS;
     }
     let ttl = settings.broker.exec.persist_ttl_ms / 1000;
@@ -167,7 +166,7 @@ fn list(settings: &Settings, profile: Option<&str>, json: bool) -> ExitCode {
 fn prune(settings: &Settings, profile: Option<&str>, all: bool) -> ExitCode {
     let n = workspaces(settings).prune(profile, all);
     outln!("{n}");
-    eprintln!("removed {n} workspace{}", if n == 1 { "" } else { "s" });
+    errln!("removed {n} workspace{}", if n == 1 { "" } else { "s" });
     ExitCode::SUCCESS
 }
 
@@ -203,13 +202,11 @@ pub(crate) fn run(
         Err(e) => return crate::fail(&format!("{e:#}"), &[]),
     };
     let data = &result["structuredContent"];
-    let mut out = std::io::stdout().lock();
     if result["isError"] == Value::Bool(true) && data.is_null() {
-        return crate::fail(&crate::printable(&text_of(&result)), &[]);
+        return crate::fail(&text_of(&result), &[]);
     }
     if json || !is_run {
-        let _ = writeln!(
-            out,
+        outln!(
             "{}",
             if data.is_null() {
                 result.clone()
@@ -225,16 +222,16 @@ pub(crate) fn run(
     }
     // A run for a person: the program's own output where it belongs, the summary on stderr,
     // the result (data) on stdout.
-    let _ = write!(out, "{}", data["stdout"].as_str().unwrap_or(""));
+    out!("{}", data["stdout"].as_str().unwrap_or(""));
     if !data["result"].is_null() {
-        let _ = writeln!(out, "{}", data["result"]);
+        outln!("{}", data["result"]);
     }
     let stderr = data["stderr"].as_str().unwrap_or("");
     if !stderr.is_empty() {
-        eprint!("{}", crate::printable(stderr));
+        err!("{stderr}");
     }
     let first = text_of(&result);
-    eprintln!("{}", crate::printable(first.lines().next().unwrap_or("")));
+    errln!("{}", crate::printable(first.lines().next().unwrap_or("")));
     if data["status"] == "ok" {
         ExitCode::SUCCESS
     } else {

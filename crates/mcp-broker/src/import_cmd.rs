@@ -12,7 +12,6 @@ use mcpb_config::template::looks_like_credential;
 
 use crate::client_cmd::{Target, read, refused, resolve};
 use crate::fail;
-use crate::out::out;
 use crate::upstreams_cmd::{NewUpstream, entry, file_to_edit, validate};
 
 /// An upstream name for a client's server name: lowercase, only what upstream names take.
@@ -130,7 +129,7 @@ pub(crate) fn import(
         Err(e) => return refused(&e),
     };
     if servers.is_empty() {
-        eprintln!("{}: no servers of its own to import", r.path.display());
+        errln!("{}: no servers of its own to import", r.path.display());
         return ExitCode::SUCCESS;
     }
     let (config_path, config_before) = match file_to_edit(explicit_config) {
@@ -146,7 +145,7 @@ pub(crate) fn import(
         let lines = match entry(&as_upstream(s, &name, &mut needed)) {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("mcp-broker: {} is left in the client: {e}", s.name);
+                errln!("mcp-broker: {} is left in the client: {e}", s.name);
                 continue;
             }
         };
@@ -155,7 +154,7 @@ pub(crate) fn import(
                 config_after = next;
                 moved.push(s.name.clone());
             }
-            Err(e) => eprintln!("mcp-broker: {} is left in the client: {e}", s.name),
+            Err(e) => errln!("mcp-broker: {} is left in the client: {e}", s.name),
         }
     }
     if moved.is_empty() {
@@ -195,15 +194,15 @@ pub(crate) fn import(
         {
             return fail(&format!("mcp-broker: cannot note the dry run: {e}"), &[]);
         }
-        eprintln!("a dry run: nothing was written");
+        errln!("a dry run: nothing was written");
         if !needed.is_empty() {
-            eprintln!(
+            errln!(
                 "the daemon will need these in its environment (their values are in {} now): {}",
                 r.path.display(),
                 needed.join(", ")
             );
         }
-        eprintln!(
+        errln!(
             "hint: `mcp-broker client import --client {} --apply` writes both",
             r.client.name()
         );
@@ -251,18 +250,18 @@ pub(crate) fn import(
         );
     }
     let _ = std::fs::remove_file(&note_file);
-    crate::out::outln!(
+    outln!(
         "{}: the client starts only the broker now (backup {})",
         r.path.display(),
         backup.name
     );
     if !needed.is_empty() {
-        eprintln!(
+        errln!(
             "hint: export {} where the daemon starts, then `mcp-broker restart`",
             needed.join(", ")
         );
     }
-    eprintln!(
+    errln!(
         "hint: `mcp-broker client rollback --client {}` puts the client's file back",
         r.client.name()
     );

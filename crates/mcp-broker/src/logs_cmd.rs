@@ -9,7 +9,6 @@ use std::time::Duration;
 use mcpb_config::Settings;
 
 use crate::fail;
-use crate::out::outln;
 
 /// Whether a log line is about `upstream` (`upstream=NAME` or `upstream="NAME"`).
 fn about(line: &str, upstream: &str) -> bool {

@@ -1,7 +1,8 @@
 //! The mcp-broker binary: CLI, shim, daemon entry point, example server and demo.
 #![forbid(unsafe_code)]
 
-use crate::out::out;
+#[macro_use]
+mod out;
 mod auth_cmd;
 mod checks;
 mod cli;
@@ -17,7 +18,6 @@ mod logfile;
 mod logs_cmd;
 mod measure;
 mod metrics_cmd;
-mod out;
 mod parity_cmd;
 mod pins_cmd;
 mod profile_cmd;
@@ -40,25 +40,16 @@ use crate::cli::{
 
 /// One line saying what happened, then `hint:` lines saying what to do.
 pub fn fail(message: &str, hints: &[&str]) -> ExitCode {
-    eprintln!("{message}");
+    errln!("{message}");
     for h in hints {
-        eprintln!("hint: {h}");
+        errln!("hint: {h}");
     }
     ExitCode::FAILURE
 }
 
-/// Text from an upstream, fit for a terminal: control characters (escape sequences that could
-/// rewrite the operator's screen) are shown escaped, line breaks kept.
+/// Text from an upstream, fit for a terminal (see `out::printable`).
 pub fn printable(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' {
-                c.escape_default().collect()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    out::printable(text).into_owned()
 }
 
 fn init_logging(color: clap::ColorChoice) {
@@ -92,8 +83,8 @@ pub fn load_settings(cli_config: Option<&std::path::Path>) -> Result<Settings, E
     let ctx = ResolveContext::from_env();
     let source = mcpb_config::locate(cli_config, &ctx);
     mcpb_config::load(&source, &ctx).map_err(|e| {
-        eprintln!("{e}");
-        eprintln!("hint: fix the file, then check it with `mcp-broker config validate`");
+        errln!("{e}");
+        errln!("hint: fix the file, then check it with `mcp-broker config validate`");
         ExitCode::FAILURE
     })
 }
@@ -387,12 +378,12 @@ fn settings_for_socket(config: Option<&std::path::Path>, warn: bool) -> Result<S
     };
     let mut settings =
         mcpb_config::load(&mcpb_config::ConfigSource::Embedded, &ctx).map_err(|e| {
-            eprintln!("{e}");
+            errln!("{e}");
             ExitCode::FAILURE
         })?;
     settings.runtime = mcpb_config::RuntimeLayout::new(ctx.runtime_root(root.as_deref()));
     if warn {
-        eprintln!(
+        errln!(
             "mcp-broker: warning: {source} is invalid (see `mcp-broker config validate`); reaching the daemon under {}",
             settings.runtime.root.display()
         );

@@ -2,7 +2,6 @@
 //! upstreams, as a client loading them directly would) and after (what the profile exposes), in
 //! tool definitions, serialized bytes and o200k_base tokens.
 
-use crate::out::{out, outln};
 use std::process::ExitCode;
 
 use mcpb_config::Settings;
@@ -114,7 +113,7 @@ pub(crate) fn run(settings: &Settings, profile: Option<&str>, json: bool) -> Exi
     for up in data["upstreams"].as_array().into_iter().flatten() {
         let name = up["name"].as_str().unwrap_or("?").to_string();
         if let Some(e) = up["error"].as_str() {
-            eprintln!("mcp-broker: upstream '{name}' left out: {e}");
+            errln!("mcp-broker: upstream '{name}' left out: {e}");
             continue;
         }
         let tools = up["tools"].as_array().cloned().unwrap_or_default();

@@ -10,7 +10,6 @@ use mcpb_protocol::AdminCommand;
 use serde_json::Value;
 
 use crate::daemon_client::admin;
-use crate::out::out;
 
 /// A label value with `\`, `"` and newlines escaped, as the format asks.
 fn label(v: &str) -> String {

@@ -16,7 +16,6 @@ use serde_json::{Value, json};
 use crate::commands::table;
 use crate::daemon_client::{admin_about, connect_or_start_for_cli};
 use crate::fail;
-use crate::out::{out, outln};
 use crate::tools_cmd::call_facade;
 
 /// Top results of a smoke query compared between the profiles.
@@ -44,7 +43,7 @@ fn reach(settings: &Settings, profile: &str) -> Result<Reach, String> {
     for up in data["upstreams"].as_array().into_iter().flatten() {
         if let Some(e) = up["error"].as_str() {
             let name = up["name"].as_str().unwrap_or("?");
-            eprintln!("mcp-broker: {profile}: upstream '{name}' could not be listed: {e}");
+            errln!("mcp-broker: {profile}: upstream '{name}' could not be listed: {e}");
             r.unlisted.insert(name.to_string(), e.to_string());
         }
     }
@@ -210,15 +209,15 @@ pub(crate) fn run(settings: &Settings, a: &str, b: &str, json_out: bool) -> Exit
             }
         }
         if !ra.unlisted.is_empty() || !rb.unlisted.is_empty() {
-            eprintln!("mcp-broker: incomplete: an upstream could not be listed (see above)");
-            eprintln!("hint: `mcp-broker status` shows why; `mcp-broker logs UPSTREAM` its output");
+            errln!("mcp-broker: incomplete: an upstream could not be listed (see above)");
+            errln!("hint: `mcp-broker status` shows why; `mcp-broker logs UPSTREAM` its output");
         } else if differ {
-            eprintln!("mcp-broker: {a} and {b} do not discover the same tools");
-            eprintln!(
+            errln!("mcp-broker: {a} and {b} do not discover the same tools");
+            errln!(
                 "hint: compare their `upstreams`, `tools_allow`/`tools_deny` and mutating settings with `mcp-broker config show`"
             );
         } else {
-            eprintln!("mcp-broker: {a} and {b} discover the same tools");
+            errln!("mcp-broker: {a} and {b} discover the same tools");
         }
     }
     if differ {

@@ -2,7 +2,6 @@
 //! and what the description scan found. Works on the files under state/ (the cached tool lists
 //! and the pin store), so it needs no running upstream; a running daemon is told to re-read.
 
-use crate::out::{out, outln};
 use std::process::ExitCode;
 
 use mcpb_catalog::{ListStore, Pins, Quarantine};
@@ -79,8 +78,8 @@ pub(crate) fn list(settings: &Settings, json_out: bool) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if let Some(e) = pins.error() {
-        eprintln!("mcp-broker: the pin store is unreadable, every tool is quarantined: {e}");
-        eprintln!("hint: fix the file, or start over with `mcp-broker pins approve --all --reset`");
+        errln!("mcp-broker: the pin store is unreadable, every tool is quarantined: {e}");
+        errln!("hint: fix the file, or start over with `mcp-broker pins approve --all --reset`");
     }
     if rows.is_empty() {
         outln!("no tool lists cached yet; they appear once an upstream has been listed");
@@ -105,11 +104,11 @@ fn confirmed(tool: &str, yes: bool) -> bool {
         return true;
     }
     if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-        eprintln!("mcp-broker: {tool} has findings; not approved without a person to confirm");
-        eprintln!("hint: read them above, then run again with --yes to approve it anyway");
+        errln!("mcp-broker: {tool} has findings; not approved without a person to confirm");
+        errln!("hint: read them above, then run again with --yes to approve it anyway");
         return false;
     }
-    eprint!("approve {tool} despite its findings? [y/N] ");
+    err!("approve {tool} despite its findings? [y/N] ");
     let mut answer = String::new();
     let _ = std::io::stdin().read_line(&mut answer);
     matches!(answer.trim(), "y" | "Y" | "yes")
@@ -143,7 +142,7 @@ pub(crate) fn approve(
             );
         }
         if aside.exists() {
-            eprintln!(
+            errln!(
                 "mcp-broker: unreadable pin store moved to {}",
                 aside.display()
             );
@@ -192,7 +191,7 @@ pub(crate) fn approve(
     // Approving what is approved already is done, not an error.
     for n in names {
         if rows.iter().any(|r| &name(r) == n && r.verdict.is_none()) {
-            eprintln!("mcp-broker: {} is approved already", printable(n));
+            errln!("mcp-broker: {} is approved already", printable(n));
         }
     }
     let unknown: Vec<&String> = names
@@ -205,7 +204,7 @@ pub(crate) fn approve(
         return fail(&format!("mcp-broker: cannot save the pin store: {e}"), &[]);
     }
     if dirty && matches!(admin(settings, AdminCommand::PinsReload), Ok(Some(_))) {
-        eprintln!("mcp-broker: the running daemon picked up the approvals");
+        errln!("mcp-broker: the running daemon picked up the approvals");
     }
     outln!("{approved} tool(s) approved");
     if declined > 0 {

@@ -10,7 +10,6 @@ use mcpb_facade::tools::{call_tool, describe_tool, search_tools};
 use serde_json::Value;
 
 use crate::fail;
-use crate::out::out;
 use crate::tools_cmd::call_facade;
 
 /// One step's outcome: passed, and what it saw.
@@ -158,7 +157,7 @@ pub(crate) fn validate(settings: &Settings, profile: &str) -> ExitCode {
         crate::commands::table(&["UPSTREAM", "STEP", "RESULT", "DETAIL"], rows)
     );
     if failed > 0 {
-        eprintln!("{failed} probe step(s) failed");
+        errln!("{failed} probe step(s) failed");
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS

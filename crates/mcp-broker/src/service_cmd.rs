@@ -10,7 +10,6 @@ use std::process::ExitCode;
 use mcpb_config::{ConfigSource, Settings};
 
 use crate::fail;
-use crate::out::{out, outln};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Manager {
@@ -161,8 +160,8 @@ pub(crate) fn install(settings: &Settings, manager: Manager, apply: bool) -> Exi
                 }
             );
         }
-        eprintln!("a dry run: nothing was written");
-        eprintln!("hint: `mcp-broker service install --apply` writes both");
+        errln!("a dry run: nothing was written");
+        errln!("hint: `mcp-broker service install --apply` writes both");
         return ExitCode::SUCCESS;
     }
     if let Err(e) = settings.runtime.ensure() {
@@ -188,17 +187,17 @@ pub(crate) fn install(settings: &Settings, manager: Manager, apply: bool) -> Exi
         .map(|(n, _)| n.as_str())
         .collect();
     if !missing.is_empty() {
-        eprintln!(
+        errln!(
             "mcp-broker: not set here, so not in the service's environment: {}",
             missing.join(", ")
         );
-        eprintln!("hint: add them to {}", f.env.display());
+        errln!("hint: add them to {}", f.env.display());
     }
     match manager {
-        Manager::Systemd => eprintln!(
+        Manager::Systemd => errln!(
             "hint: `mcp-broker stop; systemctl --user daemon-reload; systemctl --user enable --now mcp-broker`"
         ),
-        Manager::Launchd => eprintln!(
+        Manager::Launchd => errln!(
             "hint: `mcp-broker stop; launchctl load -w {}`",
             f.unit.display()
         ),
@@ -212,7 +211,7 @@ pub(crate) fn uninstall(settings: &Settings, manager: Manager, apply: bool) -> E
         Err(code) => return code,
     };
     if !f.unit.exists() {
-        eprintln!("{} is not installed", f.unit.display());
+        errln!("{} is not installed", f.unit.display());
         return ExitCode::SUCCESS;
     }
     if !apply {
@@ -221,7 +220,7 @@ pub(crate) fn uninstall(settings: &Settings, manager: Manager, apply: bool) -> E
             f.unit.display(),
             f.env.display()
         );
-        eprintln!(
+        errln!(
             "hint: stop it first (`systemctl --user disable --now mcp-broker`), then `mcp-broker service uninstall --apply`"
         );
         return ExitCode::SUCCESS;

@@ -34,10 +34,10 @@ pub(crate) fn run(
     {
         // Said on stderr: the client shows it in its server log; the session still opens.
         let known: Vec<&str> = settings.clients.keys().map(String::as_str).collect();
-        eprintln!(
+        errln!(
             "mcp-broker: client {c:?} has no profile in `clients:`; it gets the `default` profile"
         );
-        eprintln!(
+        errln!(
             "hint: clients named in the config: {}; add `clients: {{{c}: PROFILE}}` or pass --profile",
             if known.is_empty() {
                 "(none)".to_string()

@@ -2,7 +2,6 @@
 //! an ordinary session with the chosen profile and calls the same broker_* tool a model would,
 //! so the answers, the policy and the errors are the ones a client gets.
 
-use crate::out::{out, outln};
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
@@ -68,7 +67,7 @@ pub(crate) fn call_facade(
             .recv_timeout(std::time::Duration::from_millis(300))
             .is_err_and(|e| e == std::sync::mpsc::RecvTimeoutError::Timeout)
         {
-            eprintln!("mcp-broker: waiting for the answer (an upstream may be starting)...");
+            errln!("mcp-broker: waiting for the answer (an upstream may be starting)...");
         }
     });
     let _said = SayOnDrop(Some(answered), Some(sayer));
@@ -141,21 +140,21 @@ fn print_search(found: &Value) {
     // An upstream that could not start is not searched: said, so "no match" is not the end.
     for u in found["unavailable"].as_array().into_iter().flatten() {
         let server = u["server"].as_str().unwrap_or("?");
-        eprintln!(
+        errln!(
             "mcp-broker: {server} is left out: {}",
             u["error"].as_str().unwrap_or("it could not start")
         );
-        eprintln!("hint: `mcp-broker logs {server}` says why");
+        errln!("hint: `mcp-broker logs {server}` says why");
     }
     if rows.is_empty() {
-        eprintln!("no tool matches; try other words");
+        errln!("no tool matches; try other words");
         return;
     }
     out!(
         "{}",
         crate::commands::table(&["TOOL", "SERVER", "DESCRIPTION"], rows)
     );
-    eprintln!(
+    errln!(
         "hint: `mcp-broker tools describe NAME` shows one's arguments; `mcp-broker tools call NAME --args '{{...}}'` runs it"
     );
 }
@@ -182,11 +181,11 @@ fn quarantine_hint(settings: &Settings, message: &str) {
         .flatten()
     {
         if q["tool"].as_str() == Some(name) {
-            eprintln!(
+            errln!(
                 "mcp-broker: {name} is quarantined ({}), so clients do not see it",
                 q["reason"].as_str().unwrap_or("")
             );
-            eprintln!(
+            errln!(
                 "hint: review it with `mcp-broker pins list`; `mcp-broker pins approve {name}` lets it through"
             );
         }
@@ -203,7 +202,7 @@ pub(crate) fn print(settings: &Settings, tool: FacadeTool, result: &Value, json:
             Value::String(t) => t.clone(),
             v => v.to_string(),
         };
-        eprintln!("mcp-broker: {text}");
+        errln!("mcp-broker: {text}");
         quarantine_hint(settings, &text);
         return ExitCode::FAILURE;
     }

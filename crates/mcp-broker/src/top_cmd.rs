@@ -12,7 +12,6 @@ use serde_json::Value;
 
 use crate::commands::{human_ms, latency, table};
 use crate::daemon_client::admin;
-use crate::out::out;
 
 /// The previous frame's call counts, for rates.
 struct Before {
@@ -129,7 +128,8 @@ pub(crate) fn top(settings: &Settings, interval: Duration, frames: Option<u64>) 
         };
         // Home and clear, so each frame replaces the last; a pipe gets frames one after another.
         if terminal {
-            out!("\x1b[H\x1b[2J{screen}");
+            crate::out::write_trusted("\x1b[H\x1b[2J");
+            out!("{screen}");
         } else {
             out!("{screen}\n");
         }

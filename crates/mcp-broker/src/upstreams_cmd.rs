@@ -10,7 +10,6 @@ use mcpb_protocol::AdminCommand;
 
 use crate::daemon_client::admin;
 use crate::fail;
-use crate::out::out;
 use crate::yaml_edit;
 
 /// What `add` was told.
@@ -140,8 +139,8 @@ pub(crate) fn validate(path: &Path, text: &str) -> Result<Settings, ExitCode> {
     let ctx = ResolveContext::from_env();
     let source = ConfigSource::File(path.to_path_buf());
     mcpb_config::load_str(text, &path.display().to_string(), source, &ctx).map_err(|e| {
-        eprintln!("mcp-broker: the change would make the config invalid; nothing was written");
-        eprintln!("{e}");
+        errln!("mcp-broker: the change would make the config invalid; nothing was written");
+        errln!("{e}");
         ExitCode::FAILURE
     })
 }
@@ -155,10 +154,10 @@ pub(crate) fn commit(path: &Path, text: &str, done: &str) -> ExitCode {
     if let Err(e) = mcpb_clients::write_keeping_mode(path, text.as_bytes()) {
         return fail(&format!("mcp-broker: cannot write: {e}"), &[]);
     }
-    eprintln!("{done} ({})", path.display());
+    errln!("{done} ({})", path.display());
     match admin(&settings, AdminCommand::Reload) {
-        Ok(Some(r)) if r.ok => eprintln!("mcp-broker: the running daemon reloaded it"),
-        Ok(Some(r)) => eprintln!(
+        Ok(Some(r)) if r.ok => errln!("mcp-broker: the running daemon reloaded it"),
+        Ok(Some(r)) => errln!(
             "mcp-broker: the daemon did not take it: {}",
             r.error.unwrap_or_default()
         ),

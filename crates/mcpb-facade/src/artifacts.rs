@@ -7,7 +7,6 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-
 #[derive(Debug, thiserror::Error)]
 pub enum ArtifactError {
     #[error("unknown artifact '{0}'")]

@@ -521,3 +521,63 @@ fn profile_validate_runs_each_smoke_probe_through_the_profiles_view() {
     let unknown = home.run(&["profile", "validate", "nope"]);
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("profiles: default"));
 }
+
+/// Raw ESC and BEL from an upstream's description (`tools search`) or a config's name
+/// (`config validate`) reached the operator's terminal; every piece of untrusted text the CLI
+/// prints now goes through one sanitiser.
+#[test]
+fn no_raw_escape_reaches_the_terminal_from_upstreams_or_configs() {
+    let tools = [
+        json!({"name": "paint", "description": "Colours text \u{1b}[31mred\u{7} and \u{9b}2J.",
+        "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}),
+    ];
+    let (home, _) = super::support::tools_home(&tools, "", "", "", "  default: {}\n");
+    let names = session(&home).tool_names();
+    assert!(
+        !names.contains(&"fx.paint".to_string()),
+        "quarantined first: {names:?}"
+    );
+    let approved = home.run(&["pins", "approve", "--yes", "fx.paint"]);
+    assert!(
+        approved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&approved.stderr)
+    );
+    let raw = |out: &std::process::Output| {
+        [&out.stdout[..], &out.stderr[..]]
+            .iter()
+            .flat_map(|b| String::from_utf8_lossy(b).chars().collect::<Vec<_>>())
+            .filter(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+            .collect::<Vec<char>>()
+    };
+    assert!(
+        raw(&approved).is_empty(),
+        "pins approve: {:?}",
+        raw(&approved)
+    );
+    for args in [
+        &["tools", "search", "colours"][..],
+        &["tools", "describe", "fx.paint"],
+        &["pins", "list"],
+    ] {
+        let out = home.run(args);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("paint"), "{args:?}: {text}");
+        assert!(raw(&out).is_empty(), "{args:?}: {:?} in {text}", raw(&out));
+    }
+    let bad = home.root().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "schema_version: 1\nupstreams:\n  \"bad\\e[2Jname\\a\": {command: x}\n",
+    )
+    .unwrap();
+    let out = home.run(&["config", "validate", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("name"), "{text}");
+    assert!(
+        raw(&out).is_empty(),
+        "config validate: {:?} in {text}",
+        raw(&out)
+    );
+}
