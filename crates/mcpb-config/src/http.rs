@@ -25,6 +25,10 @@ pub struct RawHttp {
     /// with an Origin header is refused unless listed.
     #[serde(default)]
     pub allowed_origins: Vec<String>,
+    /// Also accept any Origin on this machine's loopback (http(s)://localhost, 127.0.0.1 or
+    /// [::1], any port): local tools' web pages. Default false: list them in allowed_origins.
+    #[serde(default)]
+    pub allow_loopback_origins: Option<bool>,
     /// Host header values accepted besides localhost, 127.0.0.1 and [::1] at the port (for a
     /// reverse proxy's name). A request with another Host is refused (DNS rebinding).
     #[serde(default)]
@@ -56,6 +60,7 @@ pub struct HttpSettings {
     pub path: String,
     pub tokens: Vec<HttpToken>,
     pub allowed_origins: Vec<String>,
+    pub allow_loopback_origins: bool,
     pub allowed_hosts: Vec<String>,
     pub session_idle_ms: u64,
 }

@@ -258,6 +258,7 @@ impl Resolver<'_> {
             },
             tokens,
             allowed_origins: raw.allowed_origins.clone(),
+            allow_loopback_origins: raw.allow_loopback_origins.unwrap_or(false),
             allowed_hosts: raw.allowed_hosts.clone(),
             session_idle_ms: raw.session_idle_ms.unwrap_or(1_800_000).max(1000),
         }

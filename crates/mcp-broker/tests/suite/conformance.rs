@@ -36,6 +36,7 @@ profiles:
 http:
   listen: 127.0.0.1:{front}
   allowed_hosts: ["localhost:{proxied}", "127.0.0.1:{proxied}"]
+  allowed_origins: ["http://localhost:{proxied}", "http://127.0.0.1:{proxied}"]
   tokens:
     - {{token: "${{MCPB_CONFORMANCE_TOKEN}}", profile: default}}
 "#,

@@ -21,7 +21,7 @@ fn free_port() -> u16 {
 }
 
 /// A daemon with the HTTP front on a free loopback port (one token of the default profile,
-/// `max_sessions` at once), started with the token in its environment and `env`; `upstreams`
+/// `max_sessions` at once, the MCP Inspector's page as the one allowed origin), started with the token in its environment and `env`; `upstreams`
 /// are the config's upstream lines, `broker` its broker line (or nothing).
 pub(super) fn http_home(
     upstreams: &str,
@@ -39,6 +39,7 @@ profiles:
   default: {{allow_mutating_upstreams: true}}
 http:
   listen: 127.0.0.1:{port}
+  allowed_origins: ["http://localhost:6274"]
   tokens:
     - {{token: "${{MCPB_TEST_HTTP_TOKEN}}", profile: default, max_sessions: {max_sessions}}}
 "#
@@ -384,4 +385,59 @@ fn gate_headers_must_be_single_readable_and_agree_with_the_target() {
     assert_eq!(status, 400, "initialize without an id opens nothing");
     let (status, _, body) = post(port, &auth(), &ping);
     assert_eq!(status, 200, "{body}");
+}
+
+/// Holding 1,024 idle connections and opening them again made 21 of 25 requests with a token
+/// fail. Connections without a token now wait in a small pool of their own, with a short
+/// deadline, the oldest making room for the newest: requests with a token always get in.
+#[test]
+fn idle_connections_without_a_token_cannot_lock_out_requests_with_one() {
+    let (home, port) = http_home(EXAMPLE, "", 8, &[]);
+    let idle: Vec<TcpStream> = (0..1100)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let extra = format!("{}\r\nMcp-Protocol-Version: 2026-07-28", auth());
+    let mut ok = 0;
+    for _ in 0..25 {
+        let (status, _, body) = post(port, &extra, ping);
+        if status == 200 {
+            ok += 1;
+        } else {
+            eprintln!("{status}: {body}");
+        }
+    }
+    assert_eq!(ok, 25, "requests with a token that got in");
+    // Idle connections without a token are closed after the short deadline.
+    let mut closed = 0;
+    for mut s in idle.into_iter().rev().take(50) {
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut buf = [0u8; 1];
+        if matches!(s.read(&mut buf), Ok(0) | Err(_)) {
+            closed += 1;
+        }
+    }
+    assert_eq!(closed, 50);
+    drop(home);
+}
+
+/// Any loopback Origin on any port was accepted (and got CORS headers) although
+/// `allowed_origins` was empty; now only listed origins are, as the docs say.
+#[test]
+fn a_loopback_origin_is_refused_unless_listed() {
+    let (home, port) = http_home(EXAMPLE, "", 8, &[]);
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let extra = format!(
+        "{}\r\nMcp-Protocol-Version: 2026-07-28\r\nOrigin: http://localhost:3000",
+        auth()
+    );
+    let (status, headers, _) = post(port, &extra, ping);
+    assert_eq!(status, 403, "{headers}");
+    assert!(
+        !headers
+            .to_lowercase()
+            .contains("access-control-allow-origin")
+    );
+    drop(home);
 }

@@ -18,6 +18,52 @@ pub(crate) struct Gate {
     pub(crate) tokens: Vec<Token>,
     hosts: Vec<String>,
     origins: Vec<String>,
+    loopback_origins: bool,
+}
+
+/// The least entropy a token may carry, in bits: what `openssl rand -hex 16` gives.
+const MIN_TOKEN_BITS: f64 = 128.0;
+
+/// An upper bound on the entropy of `token` in bits, from the alphabet its characters come
+/// from and its length, lowered for repeats: 32 hex digits give 128, 22 base64 characters 132,
+/// "aaaaaaaaaaaaaaaa" almost nothing.
+fn entropy_bits(token: &str) -> f64 {
+    let chars: Vec<char> = token.chars().collect();
+    let alphabet = {
+        let lower = chars.iter().any(char::is_ascii_lowercase);
+        let upper = chars.iter().any(char::is_ascii_uppercase);
+        let digit = chars.iter().any(char::is_ascii_digit);
+        let other = chars.iter().any(|c| !c.is_ascii_alphanumeric());
+        let hex_only = chars.iter().all(char::is_ascii_hexdigit);
+        if hex_only {
+            16.0
+        } else {
+            f64::from(u8::from(lower) * 26 + u8::from(upper) * 26 + u8::from(digit) * 10)
+                + if other { 32.0 } else { 0.0 }
+        }
+    };
+    // A token whose characters are far less varied than random ones of its length would be
+    // ("password-password", "abab...") is counted by its own Shannon entropy instead.
+    let mut counts = std::collections::HashMap::new();
+    for c in &chars {
+        *counts.entry(*c).or_insert(0usize) += 1;
+    }
+    let n = chars.len() as f64;
+    let shannon: f64 = counts
+        .values()
+        .map(|&k| {
+            let p = k as f64 / n;
+            -p * p.log2()
+        })
+        .sum();
+    let alphabet_bits = alphabet.max(2.0).log2();
+    let expected = alphabet_bits.min(n.log2());
+    let per_char = if shannon >= 0.7 * expected {
+        alphabet_bits
+    } else {
+        shannon
+    };
+    per_char * n
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -36,7 +82,7 @@ impl Gate {
         env: &dyn Fn(&str) -> Option<String>,
         secrets_dir: &std::path::Path,
     ) -> Result<Self, String> {
-        let mut tokens = Vec::new();
+        let mut tokens: Vec<Token> = Vec::new();
         for (i, t) in http.tokens.iter().enumerate() {
             let secret = t
                 .token
@@ -46,6 +92,17 @@ impl Gate {
                 return Err(format!(
                     "http.tokens[{i}]: the token is {} characters long; use at least 16 (e.g. `openssl rand -hex 32`)",
                     secret.len()
+                ));
+            }
+            let bits = entropy_bits(&secret);
+            if bits < MIN_TOKEN_BITS {
+                return Err(format!(
+                    "http.tokens[{i}]: the token carries about {bits:.0} bits of entropy; use at least {MIN_TOKEN_BITS:.0} (e.g. `openssl rand -hex 32`)"
+                ));
+            }
+            if let Some(j) = tokens.iter().position(|o| o.secret == secret) {
+                return Err(format!(
+                    "http.tokens[{i}] is the same token as http.tokens[{j}]: a token names one profile; give each its own"
                 ));
             }
             tokens.push(Token {
@@ -66,6 +123,7 @@ impl Gate {
             tokens,
             hosts,
             origins: http.allowed_origins.clone(),
+            loopback_origins: http.allow_loopback_origins,
         })
     }
 
@@ -102,7 +160,7 @@ impl Gate {
         }
         if let Some(o) = origin
             && !self.origins.iter().any(|a| a == o)
-            && !loopback_origin(o)
+            && !(self.loopback_origins && loopback_origin(o))
         {
             return Err(Refusal::Forbidden(format!("Origin {o:?} is not allowed")));
         }
@@ -110,7 +168,8 @@ impl Gate {
     }
 }
 
-/// A page served from this machine's loopback (a local tool's web UI): it still needs a token.
+/// A page served from this machine's loopback (a local tool's web UI), accepted only with
+/// `allow_loopback_origins`: it still needs a token.
 fn loopback_origin(origin: &str) -> bool {
     let Some(authority) = origin
         .strip_prefix("http://")
@@ -148,21 +207,24 @@ mod tests {
                 max_in_flight: 2,
             }],
             allowed_origins: origins.iter().map(|o| o.to_string()).collect(),
+            allow_loopback_origins: false,
             allowed_hosts: hosts.iter().map(|h| h.to_string()).collect(),
             session_idle_ms: 1000,
         }
     }
 
+    const TOKEN: &str = "3f9c2a7b8e1d4c6f0a5b9e2d7c4f1a8b";
+
     fn gate() -> Gate {
         let http = settings(&["http://localhost:5173"], &["broker.internal"]);
-        let env = |n: &str| (n == "TOK").then(|| "0123456789abcdef0123".to_string());
+        let env = |n: &str| (n == "TOK").then(|| TOKEN.to_string());
         Gate::new(&http, 9, &env, std::path::Path::new("/nonexistent")).unwrap()
     }
 
     #[test]
     fn host_origin_and_token_are_all_checked() {
         let g = gate();
-        let ok = Some("Bearer 0123456789abcdef0123");
+        let ok = Some("Bearer 3f9c2a7b8e1d4c6f0a5b9e2d7c4f1a8b");
         assert_eq!(g.admit(Some("127.0.0.1:9"), None, ok), Ok(0));
         assert_eq!(
             g.admit(Some("broker.internal"), Some("http://localhost:5173"), ok),
@@ -180,13 +242,23 @@ mod tests {
             g.admit(Some("localhost:9"), Some("http://evil.example"), ok),
             Err(Refusal::Forbidden(_))
         ));
+        // A loopback page is an origin like any other: listed, or allowed on purpose.
+        let mut open = gate();
+        open.loopback_origins = true;
         for local in [
             "http://localhost:3000",
             "http://127.0.0.1",
             "https://[::1]:8443",
         ] {
+            assert!(
+                matches!(
+                    g.admit(Some("localhost:9"), Some(local), ok),
+                    Err(Refusal::Forbidden(_))
+                ),
+                "{local}"
+            );
             assert_eq!(
-                g.admit(Some("localhost:9"), Some(local), ok),
+                open.admit(Some("localhost:9"), Some(local), ok),
                 Ok(0),
                 "{local}"
             );
@@ -210,7 +282,7 @@ mod tests {
             g.admit(
                 Some("localhost:9"),
                 None,
-                Some("Bearer 0123456789abcdef012")
+                Some("Bearer 3f9c2a7b8e1d4c6f0a5b9e2d7c4f1a8")
             ),
             Err(Refusal::Unauthorized)
         );
@@ -230,5 +302,41 @@ mod tests {
             .err()
             .unwrap();
         assert!(err.contains("at least 16"), "{err}");
+    }
+
+    #[test]
+    fn weak_or_shared_tokens_stop_the_start() {
+        for weak in [
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            "0123456789abcdef",
+            "password-password-password",
+            "abababababababababababababababab",
+        ] {
+            let env = |_: &str| Some(weak.to_string());
+            let err = Gate::new(&settings(&[], &[]), 9, &env, std::path::Path::new("/x"))
+                .err()
+                .unwrap();
+            assert!(err.contains("bits of entropy"), "{weak}: {err}");
+        }
+        for strong in [
+            TOKEN,
+            "Zm9vYmFyYmF6cXV4LXNlY3JldC0xMjM0NQ",
+            "q8Vf2mKp9XzL4tRw7BnY3cHs",
+        ] {
+            let env = |_: &str| Some(strong.to_string());
+            assert!(
+                Gate::new(&settings(&[], &[]), 9, &env, std::path::Path::new("/x")).is_ok(),
+                "{strong}"
+            );
+        }
+        let mut two = settings(&[], &[]);
+        let mut second = two.tokens[0].clone();
+        second.profile = "q".into();
+        two.tokens.push(second);
+        let env = |_: &str| Some(TOKEN.to_string());
+        let err = Gate::new(&two, 9, &env, std::path::Path::new("/x"))
+            .err()
+            .unwrap();
+        assert!(err.contains("same token"), "{err}");
     }
 }

@@ -25,6 +25,7 @@ use crate::broker::Broker;
 
 mod bridge;
 mod gate;
+mod pool;
 
 use bridge::Bridge;
 use gate::{Gate, Refusal};
@@ -32,8 +33,6 @@ use gate::{Gate, Refusal};
 const SESSION_HEADER: &str = "mcp-session-id";
 /// How often an open stream gets a comment, so proxies keep it open.
 const KEEPALIVE: Duration = Duration::from_secs(15);
-/// Connections served at once; more are closed at accept (each may hold a stream open).
-const MAX_CONNECTIONS: usize = 1024;
 /// How long a request's head, and then its body, may take to arrive.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -48,6 +47,7 @@ struct Front {
     idle: Duration,
     max_body: usize,
     shutdown: watch::Receiver<bool>,
+    pools: pool::Pools,
 }
 
 fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Reply {
@@ -100,6 +100,7 @@ pub(crate) fn bind(
         idle: Duration::from_millis(http.session_idle_ms),
         max_body: settings.broker.max_frame_bytes,
         shutdown,
+        pools: pool::Pools::new(pool::MAX_CONNECTIONS, pool::MAX_WAITING),
     });
     Ok(serve(front, listener))
 }
@@ -107,7 +108,6 @@ pub(crate) fn bind(
 async fn serve(front: Arc<Front>, listener: TcpListener) {
     let mut shutdown = front.shutdown.clone();
     let sweeper = tokio::spawn(sweep(front.clone()));
-    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let stream = tokio::select! {
             r = listener.accept() => match r {
@@ -121,26 +121,43 @@ async fn serve(front: Arc<Front>, listener: TcpListener) {
             },
             () = crate::session::until_set(&mut shutdown) => break,
         };
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            tracing::warn!(
-                max = MAX_CONNECTIONS,
-                "HTTP connection refused: too many open"
-            );
-            continue;
-        };
+        let conn = front.pools.arrive();
         let front = front.clone();
         tokio::spawn(async move {
-            let _permit = permit;
-            let service = hyper::service::service_fn(move |req| {
+            let served = {
                 let front = front.clone();
-                async move { Ok::<_, Infallible>(handle(&front, req).await) }
-            });
+                let conn = conn.clone();
+                hyper::service::service_fn(move |req| {
+                    let front = front.clone();
+                    let conn = conn.clone();
+                    async move { Ok::<_, Infallible>(handle(&front, &conn, req).await) }
+                })
+            };
             let io = hyper_util::rt::TokioIo::new(stream);
-            let _ = hyper::server::conn::http1::Builder::new()
+            let serving = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(HEAD_TIMEOUT)
-                .serve_connection(io, service)
-                .await;
+                .serve_connection(io, served);
+            tokio::pin!(serving);
+            // Until a request shows a valid token the connection has a short deadline and may
+            // be evicted for a newer one; then it is served like any other.
+            let deadline = tokio::time::sleep(pool::WAITING_DEADLINE);
+            tokio::pin!(deadline);
+            loop {
+                if conn.evicted() {
+                    break;
+                }
+                tokio::select! {
+                    _ = &mut serving => break,
+                    () = conn.changed(), if !conn.admitted() => {}
+                    () = &mut deadline, if !conn.admitted() => break,
+                }
+                if conn.admitted() {
+                    let _ = serving.await;
+                    break;
+                }
+            }
+            front.pools.leave(&conn);
         });
     }
     sweeper.abort();
@@ -170,7 +187,7 @@ async fn sweep(front: Arc<Front>) {
     }
 }
 
-async fn handle(front: &Arc<Front>, req: Request<Body>) -> Reply {
+async fn handle(front: &Arc<Front>, conn: &pool::Conn, req: Request<Body>) -> Reply {
     if req.uri().path() != front.path {
         return refuse(
             StatusCode::NOT_FOUND,
@@ -208,7 +225,7 @@ async fn handle(front: &Arc<Front>, req: Request<Body>) -> Reply {
         .gate
         .place(header(&req, HOST), origin.as_deref())
         .is_ok();
-    let mut answer = admitted(front, req).await;
+    let mut answer = admitted(front, conn, req).await;
     // A page of an allowed origin may read the answer (and the session id in it).
     if let Some(o) = origin
         .as_deref()
@@ -253,7 +270,7 @@ fn preflight(origin: Option<&str>) -> Reply {
 }
 
 /// A request past the Host and Origin checks: its token, then its method.
-async fn admitted(front: &Arc<Front>, req: Request<Body>) -> Reply {
+async fn admitted(front: &Arc<Front>, conn: &pool::Conn, req: Request<Body>) -> Reply {
     let token = match front.gate.admit(
         header(&req, HOST),
         header(&req, ORIGIN),
@@ -268,6 +285,15 @@ async fn admitted(front: &Arc<Front>, req: Request<Body>) -> Reply {
             );
         }
     };
+    if !front.pools.admit(conn) {
+        return refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!(
+                "{} connections with a token are open already; close some",
+                pool::MAX_CONNECTIONS
+            ),
+        );
+    }
     let session = header(&req, SESSION_HEADER).map(str::to_string);
     match *req.method() {
         Method::POST => post(front, token, session, req).await,
