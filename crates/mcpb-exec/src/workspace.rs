@@ -714,4 +714,41 @@ mod tests {
         let e = ws.upload("p", &k2, "b", &[1; 1], 250).unwrap_err();
         assert!(e.to_string().contains("persisted"), "{e}");
     }
+
+    mod props {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+            /// Whatever path an upload names, what is accepted stays inside the workspace:
+            /// relative, plain components only, not too deep, never the run's scratch space.
+            #[test]
+            fn an_accepted_upload_path_stays_in_the_workspace(
+                parts in prop::collection::vec(
+                    prop_oneof![
+                        Just("..".to_string()),
+                        Just(".".to_string()),
+                        Just("".to_string()),
+                        Just(".tmp".to_string()),
+                        Just("/".to_string()),
+                        "[a-z.]{1,4}",
+                        any::<String>(),
+                    ],
+                    0..20,
+                ),
+            ) {
+                let path = parts.join("/");
+                if let Ok(p) = confined(&path) {
+                    prop_assert!(p.is_relative());
+                    prop_assert!(p.components().all(|c| matches!(c, Component::Normal(_))));
+                    prop_assert!(p.components().count() <= MAX_PATH_DEPTH);
+                    prop_assert!(p.components().next().is_some_and(|c| c.as_os_str() != ".tmp"));
+                    prop_assert!(!path.contains('\0'));
+                }
+            }
+        }
+    }
 }

@@ -22,6 +22,8 @@ pub struct FrameReader<R> {
     /// `buf` holds a frame already handed out (or refused); clear it before reading on. While
     /// false, `buf` holds the start of a line whose end has not arrived yet.
     complete: bool,
+    /// The last refused frame was read to its end already: there is nothing left to skip.
+    refused_whole: bool,
 }
 
 impl<R: AsyncBufRead + Unpin> FrameReader<R> {
@@ -31,6 +33,7 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
             buf: Vec::with_capacity(8 * 1024),
             limit,
             complete: false,
+            refused_whole: false,
         }
     }
 
@@ -64,6 +67,12 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
                 }
                 continue;
             }
+            // The cap is on the frame without its line ending; the reading above allows two
+            // bytes more for a CRLF, which a frame of limit + 1 bytes and a LF would slip through.
+            if end > self.limit {
+                self.refused_whole = true;
+                return Err(FrameError::TooLarge { limit: self.limit });
+            }
             return Ok(Some(&self.buf[..end]));
         }
     }
@@ -93,6 +102,9 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
     /// After `TooLarge`, throws away the rest of the oversized line so reading can go on with the
     /// next frame. Returns false at end of stream.
     pub async fn skip_rest_of_line(&mut self) -> Result<bool, FrameError> {
+        if std::mem::take(&mut self.refused_whole) {
+            return Ok(true);
+        }
         loop {
             let available = self.inner.fill_buf().await?;
             if available.is_empty() {
@@ -171,6 +183,26 @@ mod tests {
         assert_eq!(
             got,
             vec![Err("frame exceeds the 100-byte limit".to_string())]
+        );
+    }
+
+    /// Found by the property test (tests/suite/props.rs): the CRLF allowance let a frame of
+    /// limit + 1 bytes through; refusing it must not make the skip eat the next line.
+    #[tokio::test]
+    async fn a_frame_one_byte_over_the_cap_is_refused_and_the_next_line_kept() {
+        let mut input = vec![0u8; 27];
+        input.extend_from_slice(b"\nnext\n");
+        let mut r = FrameReader::new(&input[..], 26);
+        assert!(matches!(
+            r.next_frame().await,
+            Err(FrameError::TooLarge { .. })
+        ));
+        assert!(r.skip_rest_of_line().await.unwrap());
+        assert_eq!(r.next_frame().await.unwrap(), Some(&b"next"[..]));
+        assert_eq!(
+            frames(b"abc\r\n", 3).await,
+            vec![Ok(b"abc".to_vec())],
+            "a CRLF is not counted"
         );
     }
 

@@ -1,2 +1,3 @@
 mod contract;
+mod props;
 mod validate;

@@ -1,0 +1,3 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod suite;
