@@ -84,7 +84,7 @@ fn in_process(exe: &Path, home: &Path, n: usize) -> anyhow::Result<()> {
             let lease = ws.lease("bench", &id)?;
             let host = FirstCall::default();
             let start = Instant::now();
-            let ran = rt.block_on(runner.run(&req, &lease, ws.owner(), &host));
+            let ran = rt.block_on(runner.run(&req, &lease, &host));
             whole.push(ms(start.elapsed()));
             if let Some(t) = *host.0.lock() {
                 first.push(ms(t - start));

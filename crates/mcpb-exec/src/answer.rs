@@ -45,6 +45,9 @@ pub struct Usage {
     pub max_rss_kb: u64,
     pub calls: u64,
     pub output_bytes: u64,
+    /// The run's own host uid, when the daemon is root (each concurrent run has its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -69,13 +69,7 @@ impl Runner {
         self.frames.available()
     }
 
-    pub async fn run(
-        &self,
-        req: &RunRequest,
-        lease: &Lease,
-        owner: (u32, u32),
-        host: &dyn ToolHost,
-    ) -> Ran {
+    pub async fn run(&self, req: &RunRequest, lease: &Lease, host: &dyn ToolHost) -> Ran {
         let refused = |reason: String| Ran {
             answer: RunAnswer::refused(reason),
             keep_workspace: false,
@@ -94,7 +88,7 @@ impl Runner {
             Ok(a) => a,
             Err(e) => return refused(e),
         };
-        let mut spec = match self.spec(req, lease, owner) {
+        let mut spec = match self.spec(req, lease) {
             Ok(s) => s,
             Err(e) => return refused(e),
         };
@@ -140,13 +134,14 @@ impl Runner {
             unlisted: 0,
             refused: 0,
         };
-        let ran = match self
+        let mut ran = match self
             .supervise(&spec, req, calls, host, cgroup.as_ref())
             .await
         {
             Ok(ran) => ran,
             Err(e) => refused(format!("supervision: {e}")),
         };
+        ran.answer.usage.uid = lease.run_uid();
         if let Some(cg) = cgroup {
             let dir = cg.dir().display().to_string();
             let removed = tokio::task::spawn_blocking(move || cg.remove()).await;
@@ -157,7 +152,8 @@ impl Runner {
         ran
     }
 
-    fn spec(&self, req: &RunRequest, lease: &Lease, owner: (u32, u32)) -> Result<JailSpec, String> {
+    fn spec(&self, req: &RunRequest, lease: &Lease) -> Result<JailSpec, String> {
+        let owner = lease.ids();
         let entry = req
             .entry
             .as_deref()
@@ -581,6 +577,7 @@ fn conclude(c: Concluded) -> Ran {
                 max_rss_kb,
                 calls: c.calls.made,
                 output_bytes: produced,
+                uid: None,
             },
             calls: c.calls.records,
             artifacts: c.calls.artifacts,

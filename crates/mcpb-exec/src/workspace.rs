@@ -28,7 +28,15 @@ pub struct Workspaces {
     max_per_profile: u32,
     persisted: Persisted,
     busy: Arc<Mutex<HashSet<Uuid>>>,
+    /// When the daemon is root: the run ids in use (slots of RUN_IDS_BASE), one per lease, so
+    /// that concurrent runs never share a host user (its signals, /proc, per-user limits).
+    slots: Option<Arc<Mutex<std::collections::BTreeSet<u32>>>>,
 }
+
+/// The first host uid (and gid) runs of a root daemon get: far above any real user's.
+pub const RUN_IDS_BASE: u32 = 2_000_000_000;
+/// How many runs of a root daemon may hold an id at once.
+pub const RUN_IDS: u32 = 65_536;
 
 /// What persisted workspaces may take: their own count per profile, a time since last use
 /// after which they go, and a disk budget shared by a profile's persisted workspaces.
@@ -115,11 +123,17 @@ pub struct Lease {
     id: Uuid,
     dir: PathBuf,
     busy: Arc<Mutex<HashSet<Uuid>>>,
+    /// The host uid and gid this run's jail user maps to.
+    ids: (u32, u32),
+    slot: Option<(u32, Arc<Mutex<std::collections::BTreeSet<u32>>>)>,
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
         self.busy.lock().remove(&self.id);
+        if let Some((slot, slots)) = &self.slot {
+            slots.lock().remove(slot);
+        }
     }
 }
 
@@ -135,6 +149,53 @@ impl Lease {
     pub fn id(&self) -> Uuid {
         self.id
     }
+
+    /// The host uid and gid the run's jail user maps to.
+    pub fn ids(&self) -> (u32, u32) {
+        self.ids
+    }
+
+    /// The run's own host uid when the daemon is root (each concurrent run has its own).
+    pub fn run_uid(&self) -> Option<u32> {
+        self.slot.as_ref().map(|_| self.ids.0)
+    }
+}
+
+/// Makes every entry under `dir` (and `dir`) belong to `ids`, never following a link.
+fn chown_tree(dir: &Path, ids: (u32, u32)) -> Result<(), ExecError> {
+    let set = |p: &Path| {
+        rustix::fs::chownat(
+            rustix::fs::CWD,
+            p,
+            Some(rustix::process::Uid::from_raw(ids.0)),
+            Some(rustix::process::Gid::from_raw(ids.1)),
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .map_err(|e| ExecError::Io(format!("{}: {e}", p.display())))
+    };
+    set(dir)?;
+    let mut stack = vec![dir.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(d) = stack.pop() {
+        for e in
+            std::fs::read_dir(&d).map_err(|e| ExecError::Io(format!("{}: {e}", d.display())))?
+        {
+            let e = e.map_err(|e| ExecError::Io(e.to_string()))?;
+            seen += 1;
+            if seen > MAX_COUNTED_ENTRIES {
+                return Err(ExecError::Io(format!(
+                    "{}: more than {MAX_COUNTED_ENTRIES} entries",
+                    dir.display()
+                )));
+            }
+            let path = e.path();
+            set(&path)?;
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+                stack.push(path);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The exec id as a UUID, when `text` is exactly a canonical v4 UUID.
@@ -219,6 +280,9 @@ impl Workspaces {
             max_per_profile,
             persisted: Persisted::default(),
             busy: Arc::new(Mutex::new(HashSet::new())),
+            slots: rustix::process::geteuid()
+                .is_root()
+                .then(|| Arc::new(Mutex::new(std::collections::BTreeSet::new()))),
         }
     }
 
@@ -420,10 +484,31 @@ impl Workspaces {
             return Err(ExecError::Busy(id.to_string()));
         }
         touch(&dir);
+        let slot = match &self.slots {
+            None => None,
+            Some(slots) => {
+                let mut taken = slots.lock();
+                let free = (0..RUN_IDS).find(|s| !taken.contains(s));
+                let Some(free) = free else {
+                    self.busy.lock().remove(&uuid);
+                    return Err(ExecError::Io(format!(
+                        "{RUN_IDS} runs hold a user id already; wait for one to end"
+                    )));
+                };
+                taken.insert(free);
+                Some((free, slots.clone()))
+            }
+        };
+        let ids = match &slot {
+            Some((s, _)) => (RUN_IDS_BASE + s, RUN_IDS_BASE + s),
+            None => self.owner,
+        };
         let lease = Lease {
             id: uuid,
             dir,
             busy: self.busy.clone(),
+            ids,
+            slot,
         };
         let out = lease.out();
         if out.exists() {
@@ -431,6 +516,11 @@ impl Workspaces {
         }
         std::fs::create_dir(&out).map_err(Self::io(&out))?;
         self.own(&out)?;
+        if lease.slot.is_some() {
+            // The run's own user must read its workspace and write what it leaves.
+            chown_tree(&lease.work(), ids)?;
+            chown_tree(&out, ids)?;
+        }
         Ok(lease)
     }
 

@@ -307,3 +307,85 @@ fn timed_out_runs_leave_no_cgroup_and_a_dead_daemons_are_swept() {
         "a dead daemon's cgroup is swept at start"
     );
 }
+
+/// A root daemon ran every run as host uid 65534, so concurrent runs shared one user's
+/// processes, signals and per-user limits. Each run now has a user of its own, named in its
+/// usage, and its workspace is that user's for the run.
+#[test]
+fn concurrent_runs_of_a_root_daemon_each_have_their_own_user() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("the daemon is not root here: runs use the daemon's own user");
+        return;
+    }
+    let jail = Jail::new();
+    jail.still_works();
+    let snippet = jail.home.root().join("slow.py");
+    std::fs::write(
+        &snippet,
+        "import os, time\ntime.sleep(1.0)\nprint(os.getuid(), sorted(os.listdir('/work')))\n",
+    )
+    .unwrap();
+    let runs: Vec<_> = (0..3)
+        .map(|_| {
+            jail.home
+                .cmd(&[
+                    "exec",
+                    "--profile",
+                    "code",
+                    "--json",
+                    "run",
+                    snippet.to_str().unwrap(),
+                    "--allow",
+                    "example.*",
+                ])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let answers: Vec<Value> = runs
+        .into_iter()
+        .map(|r| serde_json::from_slice(&r.wait_with_output().unwrap().stdout).unwrap())
+        .collect();
+    let mut uids: Vec<u64> = answers
+        .iter()
+        .map(|a| {
+            assert_eq!(a["status"], "ok", "{a}");
+            assert!(a["stdout"].as_str().unwrap().starts_with("65534"), "{a}");
+            a["usage"]["uid"].as_u64().unwrap_or_else(|| panic!("{a}"))
+        })
+        .collect();
+    assert!(uids.iter().all(|u| *u >= 2_000_000_000), "{uids:?}");
+    uids.sort_unstable();
+    uids.dedup();
+    assert_eq!(uids.len(), 3, "each concurrent run its own user");
+    // A persisted workspace carries files from one run's user to the next.
+    let (ok, v, _) = exec_cmd(&jail, &["open"]);
+    assert!(ok);
+    let id = v["exec_id"].as_str().unwrap().to_string();
+    let write = jail.home.root().join("write.py");
+    std::fs::write(&write, "open('/work/kept.txt', 'w').write('kept')\n").unwrap();
+    let read = jail.home.root().join("read.py");
+    std::fs::write(&read, "print(open('/work/kept.txt').read())\n").unwrap();
+    for (file, want) in [(&write, ""), (&read, "kept\n")] {
+        let out = jail
+            .home
+            .cmd(&[
+                "exec",
+                "--profile",
+                "code",
+                "--json",
+                "run",
+                file.to_str().unwrap(),
+                "--exec-id",
+                &id,
+                "--allow",
+                "example.*",
+            ])
+            .output()
+            .unwrap();
+        let a: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(a["status"], "ok", "{a}");
+        assert_eq!(a["stdout"], want, "{a}");
+    }
+}

@@ -144,8 +144,7 @@ pub(super) async fn run(
     link: Arc<dyn ClientLink>,
 ) -> (Value, bool) {
     let host = ViewHost { view, link };
-    let owner = view.exec.workspaces.owner();
-    let ran = view.exec.runner.run(req, lease, owner, &host).await;
+    let ran = view.exec.runner.run(req, lease, &host).await;
     tracing::info!(
         profile = %view.profile.name,
         language = req.language.name(),
