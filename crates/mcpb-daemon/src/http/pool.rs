@@ -128,10 +128,14 @@ mod tests {
             pools.arrive();
         }
         assert!(!fourth.evicted());
-        assert!(pools.admit(&pools.arrive()));
+        let second = pools.arrive();
+        assert!(pools.admit(&second));
         let third = pools.arrive();
         assert!(!pools.admit(&third), "the main pool is full");
         pools.leave(&third);
         assert_eq!(pools.waiting(), 2);
+        // A closed admitted connection gives its room back.
+        drop(second);
+        assert!(pools.admit(&pools.arrive()));
     }
 }
