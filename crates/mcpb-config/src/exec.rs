@@ -189,6 +189,10 @@ pub struct RawBrokerExec {
     /// in MiB; a frame past it is refused with an error to the program. Default 64.
     #[serde(default)]
     pub frame_budget_mb: Option<u64>,
+    /// Code runs under way at once in the daemon, every profile together; one more is
+    /// refused until one ends. Default 16.
+    #[serde(default)]
+    pub max_concurrent_runs: Option<u32>,
 }
 
 /// A profile's resolved code execution.
@@ -208,6 +212,7 @@ pub struct BrokerExec {
     pub persist_ttl_ms: u64,
     pub persisted_disk_bytes: u64,
     pub frame_budget_bytes: u64,
+    pub max_concurrent_runs: u32,
 }
 
 impl Default for BrokerExec {
@@ -235,6 +240,7 @@ impl BrokerExec {
                 .unwrap_or(64)
                 .max(1)
                 .saturating_mul(1 << 20),
+            max_concurrent_runs: raw.max_concurrent_runs.unwrap_or(16).max(1),
         }
     }
 }

@@ -32,10 +32,11 @@ impl Exec {
         }
         Self {
             workspaces,
-            runner: Runner::new(
+            runner: Runner::with_max_running(
                 helper,
                 exec.python.as_deref(),
                 usize::try_from(exec.frame_budget_bytes).unwrap_or(usize::MAX),
+                exec.max_concurrent_runs as usize,
             ),
         }
     }

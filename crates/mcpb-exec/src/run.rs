@@ -38,6 +38,10 @@ pub struct RunRequest {
 
 /// Starts runs. One per daemon; cheap to share.
 pub struct Runner {
+    /// Runs at once in this daemon, whatever their profile: each holds a helper, a jail and
+    /// its frames.
+    running: std::sync::Arc<tokio::sync::Semaphore>,
+    max_running: usize,
     helper: PathBuf,
     python: Result<Python, String>,
     frames: sdk::FrameBudget,
@@ -56,7 +60,20 @@ impl Runner {
     /// `helper` is the broker's own binary (its `__sandbox` mode); `frame_budget` the bytes all
     /// runs' SDK frames may hold in the daemon at once.
     pub fn new(helper: PathBuf, python: Option<&str>, frame_budget: usize) -> Self {
+        Self::with_max_running(helper, python, frame_budget, 16)
+    }
+
+    /// As `new`, with at most `max_running` runs at once in the daemon.
+    pub fn with_max_running(
+        helper: PathBuf,
+        python: Option<&str>,
+        frame_budget: usize,
+        max_running: usize,
+    ) -> Self {
+        let max_running = max_running.max(1);
         Self {
+            running: std::sync::Arc::new(tokio::sync::Semaphore::new(max_running)),
+            max_running,
             helper,
             python: python::find(python),
             frames: sdk::FrameBudget::new(frame_budget),
@@ -79,6 +96,12 @@ impl Runner {
                 "Python runs need the Linux sandbox; this system has none\nhint: run JavaScript instead".into(),
             );
         }
+        let Ok(_running) = self.running.clone().try_acquire_owned() else {
+            return refused(format!(
+                "{} runs are under way in the broker already (broker.exec.max_concurrent_runs)\nhint: try again when one has ended",
+                self.max_running
+            ));
+        };
         let allow = match req
             .allow
             .iter()

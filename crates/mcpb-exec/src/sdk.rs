@@ -241,6 +241,18 @@ struct SaveParams<'a> {
     base64: Option<Cow<'a, str>>,
 }
 
+/// What went wrong in a frame, without echoing any of it: serde's messages quote the offending
+/// value, which a program could make as large as a frame (and larger once escaped).
+fn error_text(e: &serde_json::Error) -> String {
+    let what = match e.classify() {
+        serde_json::error::Category::Io => "unreadable",
+        serde_json::error::Category::Syntax => "not JSON",
+        serde_json::error::Category::Data => "not the shape the method takes",
+        serde_json::error::Category::Eof => "cut short",
+    };
+    format!("{what} (line {}, column {})", e.line(), e.column())
+}
+
 /// The id to answer with: a number or a short string, as the SDKs send; anything else is null
 /// (an answer never echoes a large value back).
 fn frame_id(raw: Option<&RawValue>) -> Value {
@@ -268,8 +280,20 @@ pub(crate) fn answer_line(id: &Value, body: Value) -> Vec<u8> {
     line
 }
 
+/// Longest error message a program is sent: an upstream's error text can be as large as a frame.
+const MAX_ERROR_CHARS: usize = 4096;
+
 fn error(kind: &str, message: impl Into<String>) -> Value {
-    json!({"error": {"kind": kind, "message": message.into()}})
+    let mut message = message.into();
+    if message.len() > MAX_ERROR_CHARS {
+        let mut end = MAX_ERROR_CHARS;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push_str("... (cut)");
+    }
+    json!({"error": {"kind": kind, "message": message}})
 }
 
 /// What `call_tool` returns to the snippet: structured content, else JSON text, else text.
@@ -443,7 +467,7 @@ impl Calls {
     }
 
     fn malformed(&mut self, id: &Value, e: &serde_json::Error) -> Step<'static> {
-        self.protocol(id, format!("malformed SDK frame: {e}"))
+        self.protocol(id, format!("malformed SDK frame: {}", error_text(e)))
     }
 
     fn protocol(&mut self, id: &Value, message: String) -> Step<'static> {
@@ -591,7 +615,7 @@ impl Calls {
                     }
                     Err(e) => (b.into_owned(), e.into_bytes().len(), "base64"),
                 },
-                Err(e) => return error("protocol", format!("base64: {e}")),
+                Err(_) => return error("protocol", "base64: not valid base64"),
             }
         } else {
             return error("protocol", "save_artifact needs text or base64");

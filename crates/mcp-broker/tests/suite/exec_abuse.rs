@@ -389,3 +389,33 @@ fn concurrent_runs_of_a_root_daemon_each_have_their_own_user() {
         assert_eq!(a["stdout"], want, "{a}");
     }
 }
+
+/// A frame whose params were one huge string of U+0085 got an answer quoting it, escaped to
+/// 3.5 times its size: 55 MB per frame, past every budget. Errors now never echo a frame.
+#[test]
+fn a_bad_frame_is_answered_without_echoing_it() {
+    let jail = Jail::new();
+    jail.still_works();
+    let before = daemon_status_kib(&jail, "VmRSS:");
+    let code = r#"
+import os, socket
+s = socket.socket(fileno=3)
+s.sendall(('{"id":1,"method":"call_tool","params":"' + "\u0085" * (7 << 20) + '"}\n').encode())
+answer = b""
+while not answer.endswith(b"\n"):
+    answer += s.recv(1 << 16)
+print(len(answer), answer[:120].decode())
+"#;
+    let a = jail.run(code, &[]);
+    assert_eq!(a["status"], "ok", "{a}");
+    let out = a["stdout"].as_str().unwrap();
+    let len: usize = out.split_whitespace().next().unwrap().parse().unwrap();
+    assert!(len < 1024, "{out}");
+    assert!(out.contains("not the shape"), "{out}");
+    let peak = daemon_status_kib(&jail, "VmHWM:");
+    assert!(
+        peak < before + 100 * 1024,
+        "daemon RSS {before} KiB, peak {peak} KiB"
+    );
+    jail.still_works();
+}
