@@ -31,7 +31,21 @@ const INSTRUCTION_PHRASES: &[&str] = &[
     "disregard previous",
     "disregard all",
     "forget your instructions",
-    "system prompt",
+    "your system prompt",
+    "reveal the system prompt",
+    "print the system prompt",
+    "the system prompt above",
+    "forget everything",
+    "you are now",
+    "ignore toutes les instructions",
+    "ignorez les instructions",
+    "ignoriere alle",
+    "ignoriere die vorherigen",
+    "ignora las instrucciones",
+    "ignora todas las instrucciones",
+    "忽略之前",
+    "忽略所有",
+    "无视之前",
     "do not tell the user",
     "don't tell the user",
     "do not mention",
@@ -98,8 +112,16 @@ fn in_emoji_sequence(chars: &[char], i: usize) -> bool {
     match c as u32 {
         0xFE0E | 0xFE0F => {
             prev.is_some_and(|p| !p.is_ascii() && hidden(p).is_none() && !p.is_alphanumeric())
+                // A keycap: 1️⃣, #️⃣.
+                || (prev.is_some_and(|p| p.is_ascii_digit() || p == '#' || p == '*')
+                    && next == Some('\u{20E3}'))
         }
-        0x200D => prev.is_some_and(|p| emoji(p) || p == '\u{FE0F}') && next.is_some_and(emoji),
+        0x200D => {
+            (prev.is_some_and(|p| emoji(p) || p == '\u{FE0F}') && next.is_some_and(emoji))
+                || joins_letters(prev, next)
+        }
+        // Persian, Urdu and the Indic scripts shape words with the non-joiner.
+        0x200C => joins_letters(prev, next),
         0xE0020..=0xE007F => {
             let start = chars[..i]
                 .iter()
@@ -112,13 +134,34 @@ fn in_emoji_sequence(chars: &[char], i: usize) -> bool {
     }
 }
 
+/// A joiner between two letters of a script that uses joiners inside words (not Latin, Greek
+/// or Cyrillic, whose words never need one: there it can only hide a phrase).
+fn joins_letters(prev: Option<char>, next: Option<char>) -> bool {
+    // A virama or vowel sign (a combining mark) is part of the letter before a joiner.
+    let shaped = |c: char| {
+        (c.is_alphabetic() || unicode_normalization::char::is_combining_mark(c))
+            && c as u32 >= 0x0590
+            && !(0x1D00..=0x1FFF).contains(&(c as u32))
+    };
+    prev.is_some_and(shaped) && next.is_some_and(shaped)
+}
+
 /// HTML entities as a renderer (or a model that learned from HTML) reads them.
+/// Decoded until nothing changes (at most three rounds): `&amp;#105;` is an `i` to a reader
+/// that decodes twice.
 fn decoded(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.contains('&') {
-        html_escape::decode_html_entities(text)
-    } else {
-        std::borrow::Cow::Borrowed(text)
+    let mut out = std::borrow::Cow::Borrowed(text);
+    for _ in 0..3 {
+        if !out.contains('&') {
+            break;
+        }
+        let next = html_escape::decode_html_entities(&out).into_owned();
+        if next == *out {
+            break;
+        }
+        out = std::borrow::Cow::Owned(next);
     }
+    out
 }
 
 /// Every text of a definition a client receives, the name aside (names are checked on their
@@ -159,7 +202,12 @@ fn texts(tool: &Value) -> Vec<(&str, bool)> {
 fn normalized(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut space = false;
-    for c in decoded(text).nfkc().filter(|c| hidden(*c).is_none()) {
+    // After NFKC, combining marks go too: `i\u{307}gnore` reads as `ignore`.
+    for c in decoded(text)
+        .nfkc()
+        .nfd()
+        .filter(|c| hidden(*c).is_none() && !unicode_normalization::char::is_combining_mark(*c))
+    {
         if c.is_whitespace() {
             space = true;
             continue;
@@ -242,6 +290,16 @@ pub fn scan(tool: &Value, other_tools: &[&str]) -> Vec<Finding> {
         }
         let lower = normalized(text);
         let skel = skeletal(&lower);
+        // What a renderer hides: an HTML comment, and a line that poses as the system's.
+        if lower.contains("<!--") {
+            push("instruction", "contains an HTML comment".to_string());
+        }
+        if decoded(text)
+            .lines()
+            .any(|l| l.trim_start().to_lowercase().starts_with("system:"))
+        {
+            push("instruction", "a line starts with \"System:\"".to_string());
+        }
         for (phrase, phrase_skel) in INSTRUCTION_PHRASES.iter().zip(PHRASE_SKELETONS.iter()) {
             if lower.contains(phrase) || skel.contains(phrase_skel.as_str()) {
                 push("instruction", format!("contains \"{phrase}\""));

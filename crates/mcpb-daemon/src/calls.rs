@@ -161,7 +161,7 @@ impl Calls {
             .audit
             .as_ref()
             .and_then(|_| serde_json::to_string(rec).ok())
-            .map(|l| mcpb_redact::redact_json(&l).into_owned().into_bytes());
+            .map(|l| mcpb_redact::redact_own_json(&l).into_owned().into_bytes());
         if let Some(l) = line.as_mut() {
             l.push(b'\n');
         }

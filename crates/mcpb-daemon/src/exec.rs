@@ -26,6 +26,13 @@ impl Exec {
             });
         // Persisted workspaces past their time to live go at start too, not only when a
         // profile opens a new one.
+        let cleared = workspaces.clear_dead_runs();
+        if cleared > 0 {
+            tracing::info!(
+                cleared,
+                "cleared workspaces left mid-run by a daemon that stopped"
+            );
+        }
         let expired = workspaces.expire(None);
         if expired > 0 {
             tracing::info!(expired, "removed persisted workspaces past persist_ttl_ms");

@@ -128,9 +128,8 @@ pub(crate) fn deliver(
             if v.get("logger").is_none() {
                 v["logger"] = Value::String(upstream.to_string());
             }
-            let text = v.to_string();
-            let Ok(raw) = RawValue::from_string(mcpb_redact::redact_json(&text).into_owned())
-            else {
+            mcpb_redact::redact_value(&mut v);
+            let Ok(raw) = RawValue::from_string(v.to_string()) else {
                 return;
             };
             let line = notification_line(method, Some(&raw));

@@ -438,6 +438,16 @@ impl Workspaces {
         out
     }
 
+    /// At start, no run is under way: what a run of a daemon that died mid-run left (its
+    /// `work.out`) goes, so the workspace is neither shown as running nor held. Returns how
+    /// many were cleared.
+    pub fn clear_dead_runs(&self) -> usize {
+        self.found(None)
+            .iter()
+            .filter(|w| std::fs::remove_dir_all(w.dir.join(OUT)).is_ok())
+            .count()
+    }
+
     /// Every workspace, for `exec list`.
     pub fn list(&self, profile: Option<&str>) -> Vec<WorkspaceInfo> {
         let now = SystemTime::now();

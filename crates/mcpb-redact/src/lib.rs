@@ -26,10 +26,24 @@ pub const MIN_SECRET_CHARS: usize = 4;
 struct Secrets {
     /// Each value, and its JSON-escaped form where that differs.
     forms: Vec<String>,
+    /// What each pattern of the matcher is: its form, and where in it the pattern starts
+    /// (windows of long secrets are patterns too).
+    patterns: Vec<(usize, usize)>,
     matcher: Option<AhoCorasick>,
 }
 
 static SECRETS: LazyLock<RwLock<Arc<Secrets>>> = LazyLock::new(RwLock::default);
+
+/// The length, in characters, of the windows of a secret of `n` characters that are matched on
+/// their own, so that a part of a secret shown anywhere in a text is found. Secrets of up to
+/// WINDOW characters are matched whole.
+fn window(n: usize) -> Option<usize> {
+    (n > WINDOW).then_some(WINDOW)
+}
+
+/// Any run of this many characters of a secret is found wherever it stands (and then as far
+/// as the text goes on matching): fewer would start to hit ordinary text.
+const WINDOW: usize = 8;
 
 /// Takes `value` as a secret from now on. Cheap when it is known already.
 pub fn register(value: &str) {
@@ -49,11 +63,30 @@ pub fn register(value: &str) {
     }
     // Longest first, so that one secret inside another is never left half shown.
     forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    let mut texts: Vec<&str> = Vec::new();
+    let mut patterns = Vec::new();
+    for (i, f) in forms.iter().enumerate() {
+        texts.push(f);
+        patterns.push((i, 0));
+        let bounds: Vec<usize> = f.char_indices().map(|(b, _)| b).chain([f.len()]).collect();
+        if let Some(w) = window(bounds.len() - 1) {
+            for start in 1..bounds.len() - w {
+                texts.push(&f[bounds[start]..bounds[start + w]]);
+                patterns.push((i, bounds[start]));
+            }
+            texts.push(&f[..bounds[w]]);
+            patterns.push((i, 0));
+        }
+    }
     let matcher = AhoCorasick::builder()
         .match_kind(MatchKind::LeftmostLongest)
-        .build(&forms)
+        .build(&texts)
         .ok();
-    *guard = Arc::new(Secrets { forms, matcher });
+    *guard = Arc::new(Secrets {
+        forms,
+        patterns,
+        matcher,
+    });
 }
 
 /// The value and the way it is written inside a JSON string, when that differs.
@@ -76,70 +109,107 @@ pub fn any() -> bool {
     !SECRETS.read().forms.is_empty()
 }
 
-/// `text` with every registered secret replaced by [`REDACTED`]: whole occurrences, ones split
-/// across line breaks, and a secret's start at the very end of the text or its end at the very
-/// start (a line cut, or one of several lines logged apart).
-pub fn redact(text: &str) -> Cow<'_, str> {
-    let set = current();
+/// The byte ranges of `text` that show a secret or a part of one: whole values, windows
+/// (extended as far as the text goes on matching the secret, both ways), and a secret's start
+/// at the very end of the text or its end at the very start. Sorted, not overlapping.
+fn ranges(set: &Secrets, text: &str) -> Vec<(usize, usize)> {
     let Some(matcher) = &set.matcher else {
-        return Cow::Borrowed(text);
+        return Vec::new();
     };
-    let mut ranges: Vec<(usize, usize)> = Vec::new();
-    if text.contains(['\n', '\r']) {
-        // Match on the text without its line breaks, then map each match back.
-        let (joined, map): (String, Vec<usize>) = {
-            let mut joined = String::with_capacity(text.len());
-            let mut map = Vec::with_capacity(text.len() + 1);
-            for (i, c) in text.char_indices() {
-                if c == '\n' || c == '\r' {
-                    continue;
-                }
-                joined.push(c);
-                map.extend(std::iter::repeat_n(i, c.len_utf8()));
-            }
-            map.push(text.len());
-            (joined, map)
-        };
-        for m in matcher.find_iter(&joined) {
-            let start = map[m.start()];
-            let end = map[m.end() - 1] + last_char_len(&joined, m.end());
-            ranges.push((start, end));
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    let tb = text.as_bytes();
+    for m in matcher.find_iter(text) {
+        let (form, offset) = set.patterns[m.pattern().as_usize()];
+        let fb = set.forms[form].as_bytes();
+        let (mut start, mut end) = (m.start(), m.end());
+        let (mut fs, mut fe) = (offset, offset + (end - start));
+        while fs > 0 && start > 0 && tb[start - 1] == fb[fs - 1] {
+            start -= 1;
+            fs -= 1;
         }
-    } else {
-        ranges.extend(matcher.find_iter(text).map(|m| (m.start(), m.end())));
+        while fe < fb.len() && end < tb.len() && tb[end] == fb[fe] {
+            end += 1;
+            fe += 1;
+        }
+        while !text.is_char_boundary(start) {
+            start -= 1;
+        }
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        out.push((start, end));
     }
-    if let Some(n) = cut_end(&set.forms, text)
-        && ranges.last().is_none_or(|r| r.1 <= text.len() - n)
-    {
-        ranges.push((text.len() - n, text.len()));
+    if let Some(n) = cut_end(&set.forms, text) {
+        out.push((text.len() - n, text.len()));
     }
-    if let Some(n) = cut_start(&set.forms, text)
-        && ranges.first().is_none_or(|r| r.0 >= n)
-    {
-        ranges.insert(0, (0, n));
+    if let Some(n) = cut_start(&set.forms, text) {
+        out.push((0, n));
     }
-    if ranges.is_empty() {
-        return Cow::Borrowed(text);
+    out.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::with_capacity(out.len());
+    for (s, e) in out {
+        match merged.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
     }
+    merged
+}
+
+/// `text` with each range replaced by [`REDACTED`]; line breaks inside a range stay.
+fn replaced(text: &str, ranges: &[(usize, usize)]) -> String {
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
-    for (start, end) in ranges {
-        if start < at {
-            continue;
-        }
+    for &(start, end) in ranges {
         out.push_str(&text[at..start]);
         out.push_str(REDACTED);
-        // Line breaks inside a split secret stay, so lines stay lines.
         out.extend(text[start..end].chars().filter(|c| *c == '\n'));
         at = end;
     }
     out.push_str(&text[at..]);
-    Cow::Owned(out)
+    out
 }
 
-/// The byte length of the character ending at `end` in `s`.
-fn last_char_len(s: &str, end: usize) -> usize {
-    s[..end].chars().next_back().map_or(1, char::len_utf8)
+/// `text` with every registered secret replaced by [`REDACTED`]: whole occurrences, parts of
+/// one (any 8 characters of it and on as far as it matches), ones split across line breaks, and a secret's start
+/// at the very end of the text or its end at the very start (a line cut, or one of several
+/// lines logged apart).
+pub fn redact(text: &str) -> Cow<'_, str> {
+    let set = current();
+    if set.matcher.is_none() {
+        return Cow::Borrowed(text);
+    }
+    let found = if text.contains(['\n', '\r']) {
+        // Match on the text without its line breaks, then map each range back.
+        let mut joined = String::with_capacity(text.len());
+        let mut map = Vec::with_capacity(text.len() + 1);
+        for (i, c) in text.char_indices() {
+            if c == '\n' || c == '\r' {
+                continue;
+            }
+            joined.push(c);
+            map.extend(std::iter::repeat_n(i, c.len_utf8()));
+        }
+        map.push(text.len());
+        ranges(&set, &joined)
+            .into_iter()
+            .map(|(s, e)| {
+                let end = if e == joined.len() {
+                    text.len()
+                } else {
+                    map[e]
+                };
+                (map[s], end)
+            })
+            .collect()
+    } else {
+        ranges(&set, text)
+    };
+    if found.is_empty() {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(replaced(text, &found))
+    }
 }
 
 /// Bytes at the end of `text` that are the start of a secret (at least MIN_SECRET_CHARS).
@@ -171,34 +241,123 @@ fn cut_start(forms: &[String], text: &str) -> Option<usize> {
         .max()
 }
 
+/// Redacts a stream of lines (an upstream's stderr) one at a time, remembering the end of what
+/// came before: a secret written across several lines, in pieces of any size, is taken out of
+/// each line that shows part of it (but for a first piece under four characters).
+#[derive(Default)]
+pub struct LineStream {
+    /// The last characters of the stream so far, line breaks left out.
+    tail: String,
+}
+
+impl LineStream {
+    pub fn line(&mut self, line: &str) -> String {
+        let set = current();
+        if set.matcher.is_none() {
+            return line.to_string();
+        }
+        let joined = format!("{}{line}", self.tail);
+        let offset = self.tail.len();
+        let found: Vec<(usize, usize)> = ranges(&set, &joined)
+            .into_iter()
+            .filter(|(_, e)| *e > offset)
+            .map(|(s, e)| (s.saturating_sub(offset), e - offset))
+            .collect();
+        let longest = set.forms.first().map_or(0, |f| f.chars().count()).min(4096);
+        let keep = joined.chars().rev().take(longest).count();
+        let cut = joined
+            .char_indices()
+            .rev()
+            .nth(keep.saturating_sub(1))
+            .map_or(0, |(i, _)| i);
+        self.tail = joined[cut..].to_string();
+        if found.is_empty() {
+            line.to_string()
+        } else {
+            replaced(line, &found)
+        }
+    }
+}
+
 /// Each line of `lines` redacted as one text (a secret split across them is found), written
 /// back in place.
 pub fn redact_lines(lines: &mut [String]) {
     if lines.is_empty() || !any() {
         return;
     }
-    let joined = lines.join("\n");
-    let redacted = redact(&joined);
-    if let Cow::Owned(text) = redacted {
-        let parts: Vec<&str> = text.split('\n').collect();
-        if parts.len() == lines.len() {
-            for (line, part) in lines.iter_mut().zip(parts) {
-                if *line != part {
-                    *line = part.to_string();
-                }
-            }
-        }
-    }
+    let mut stream = LineStream::default();
     for line in lines.iter_mut() {
-        if let Cow::Owned(t) = redact(line) {
-            *line = t;
+        let r = stream.line(line);
+        if r != *line {
+            *line = r;
         }
     }
 }
 
-/// Raw JSON text with every secret inside its string literals replaced; the result is still
-/// valid JSON (a string whose redaction would break an escape is replaced whole).
+/// JSON text with every secret taken out of its strings, decoded as a reader decodes them
+/// (escapes of any kind), and a number written like a secret replaced by the string
+/// "[redacted]": for what an upstream writes (errors, notifications, requests). The result is
+/// valid JSON; text that is not JSON is redacted as text.
 pub fn redact_json(raw: &str) -> Cow<'_, str> {
+    if !any() {
+        return Cow::Borrowed(raw);
+    }
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(raw) else {
+        return redact(raw);
+    };
+    if redact_value(&mut value) {
+        Cow::Owned(value.to_string())
+    } else {
+        Cow::Borrowed(raw)
+    }
+}
+
+/// Redacts every string (keys included) and secret-like number of `value`; whether any changed.
+pub fn redact_value(value: &mut serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => match redact(s) {
+            Cow::Owned(r) => {
+                *s = r;
+                true
+            }
+            Cow::Borrowed(_) => false,
+        },
+        Value::Number(n) => {
+            let text = n.to_string();
+            if matches!(redact(&text), Cow::Owned(_)) {
+                *value = Value::String(REDACTED.to_string());
+                true
+            } else {
+                false
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |changed, v| redact_value(v) | changed),
+        Value::Object(map) => {
+            let old = std::mem::take(map);
+            let mut changed = false;
+            for (k, mut v) in old {
+                changed |= redact_value(&mut v);
+                let key = match redact(&k) {
+                    Cow::Owned(r) => {
+                        changed = true;
+                        r
+                    }
+                    Cow::Borrowed(_) => k,
+                };
+                map.insert(key, v);
+            }
+            changed
+        }
+        _ => false,
+    }
+}
+
+/// Our own JSON lines (the audit log): only the forms the broker itself writes can occur, so the
+/// text is scanned as it is, string literals alone.
+pub fn redact_own_json(raw: &str) -> Cow<'_, str> {
     let set = current();
     let Some(matcher) = &set.matcher else {
         return Cow::Borrowed(raw);
@@ -263,7 +422,14 @@ mod tests {
         assert_eq!(r.lines().count(), 3, "{r}");
         let mut lines = vec!["key=split-secr".to_string(), "et-BBBBBBBB ok".to_string()];
         redact_lines(&mut lines);
-        assert_eq!(lines, vec!["key=[redacted]", " ok"]);
+        assert_eq!(lines, vec!["key=[redacted]", "[redacted] ok"]);
+        // One piece a line, each with words around it.
+        let mut stream = LineStream::default();
+        let shown: Vec<String> = ["a split-sec", "b ret-BBBBBBBB c"]
+            .iter()
+            .map(|l| stream.line(l))
+            .collect();
+        assert_eq!(shown.concat().matches("BB").count(), 0, "{shown:?}");
     }
 
     #[test]
@@ -279,11 +445,31 @@ mod tests {
         register("json\"secret\\DDDD");
         register("plainsecretEEEE");
         let raw = r#"{"a":"x plainsecretEEEE y","b":"json\"secret\\DDDD","n":1}"#;
-        let r = redact_json(raw);
+        let r = redact_own_json(raw);
         let v: serde_json::Value = serde_json::from_str(&r).unwrap();
         assert_eq!(v["a"], "x [redacted] y");
         assert_eq!(v["b"], "[redacted]");
         assert_eq!(v["n"], 1);
-        assert!(matches!(redact_json(r#"{"a":"b"}"#), Cow::Borrowed(_)));
+        assert!(matches!(redact_own_json(r#"{"a":"b"}"#), Cow::Borrowed(_)));
+        // What an upstream writes is decoded first: any escape, numbers too.
+        register("98765432");
+        let upstream = r#"{"message":"\u0070lainsecret\u0045EEE","data":{"n":98765432,"s":"json\"secret\\DDDD"}}"#;
+        let r = redact_json(upstream);
+        assert!(
+            !r.contains("EEE") && !r.contains("98765432") && !r.contains("DDDD"),
+            "{r}"
+        );
+        assert!(serde_json::from_str::<serde_json::Value>(&r).is_ok(), "{r}");
+    }
+
+    #[test]
+    fn a_part_of_a_secret_anywhere_in_a_text_is_found() {
+        register("mid-secret-0123456789-abcdef");
+        let shown = redact("x id-secret-0123456789-abcde y");
+        assert_eq!(shown, "x [redacted] y");
+        let long = "L".repeat(10) + &"0123456789".repeat(10);
+        register(&long);
+        let part = &long[30..80];
+        assert_eq!(redact(&format!("<{part}>")), "<[redacted]>");
     }
 }

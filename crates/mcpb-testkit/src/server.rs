@@ -573,6 +573,14 @@ fn call(shared: &Shared, id: Value, params: &Value) {
                 eprintln!("fixture: leak whole {v}");
                 eprintln!("fixture: leak split {}", &v[..half]);
                 eprintln!("{} end", &v[half..]);
+                let inner: String = v
+                    .chars()
+                    .skip(1)
+                    .take(v.chars().count().saturating_sub(2))
+                    .collect();
+                eprintln!("fixture: mid x {inner} y");
+                eprintln!("piece one {}", &v[..half]);
+                eprintln!("piece two {}", &v[half..]);
                 send(
                     out,
                     &json!({"jsonrpc": "2.0", "method": "notifications/message",
@@ -583,11 +591,23 @@ fn call(shared: &Shared, id: Value, params: &Value) {
                 std::thread::sleep(Duration::from_millis(100));
                 std::process::exit(3);
             }
-            send(
-                out,
-                &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000,
-                    "message": format!("refused: {}", values.join(" "))}}),
-            );
+            if args["as_result"] == true {
+                answer(json!({"content": [{"type": "text",
+                    "text": format!("bad: {}", values.join(" "))}], "isError": true}));
+            } else {
+                // Every character escaped, as some JSON writers do.
+                let escaped: String = values
+                    .join(" ")
+                    .encode_utf16()
+                    .map(|u| format!("\\u{u:04x}"))
+                    .collect();
+                send_raw(
+                    out,
+                    &format!(
+                        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":-32000,\"message\":\"refused: {escaped}\"}}}}"
+                    ),
+                );
+            }
         }
         "hang" => loop {
             std::thread::sleep(Duration::from_secs(3600));

@@ -154,22 +154,34 @@ fn route_response(ctx: &ReadCtx, msg: &Incoming<'_>) {
         return;
     };
     let reply = match (msg.result, msg.error) {
+        // An error result is the upstream's words, which may echo what it was given.
+        (Some(r), _)
+            if mcpb_redact::any()
+                && mcpb_protocol::rewrite::member(r, "isError")
+                    .is_some_and(|v| v.get() == "true") =>
+        {
+            Reply::Result(redacted(r))
+        }
         (Some(r), _) => Reply::Result(r.to_owned()),
         // An upstream's error may echo what it was given (a token in its environment).
-        (None, Some(e)) => match mcpb_redact::redact_json(e.get()) {
-            std::borrow::Cow::Borrowed(_) => Reply::Error(e.to_owned()),
-            std::borrow::Cow::Owned(t) => {
-                RawValue::from_string(t).map_or_else(|_| Reply::Error(e.to_owned()), Reply::Error)
-            }
-        },
+        (None, Some(e)) => Reply::Error(redacted(e)),
         (None, None) => return,
     };
     let _ = waiter.tx.send(reply);
 }
 
+/// `raw` with every secret the daemon resolved taken out of its strings (see mcpb-redact).
+fn redacted(raw: &RawValue) -> Box<RawValue> {
+    match mcpb_redact::redact_json(raw.get()) {
+        std::borrow::Cow::Borrowed(_) => raw.to_owned(),
+        std::borrow::Cow::Owned(t) => RawValue::from_string(t).unwrap_or_else(|_| raw.to_owned()),
+    }
+}
+
 /// Progress for a forwarded call goes to the session that made it, with the client's own token.
 fn route_progress(ctx: &ReadCtx, msg: &Incoming<'_>) {
     let Some(params) = msg.params else { return };
+    let params = &*redacted(params);
     let Some(id) = mcpb_protocol::rewrite::member(params, "progressToken")
         .and_then(|t| serde_json::from_str::<String>(t.get()).ok())
         .and_then(|t| {
@@ -231,8 +243,10 @@ async fn answer_server_request(ctx: &ReadCtx, msg: &Incoming<'_>) {
             move |l| seen.insert(l.session_id())
         })
         .collect();
+    // Sampling and elicitation reach the client's model and user: secrets out.
+    let params = msg.params.map(redacted);
     match owners.as_slice() {
-        [owner] => owner.forward_request(msg.method(), msg.params, responder),
+        [owner] => owner.forward_request(msg.method(), params.as_deref(), responder),
         [] => responder.refuse(
             mcpb_protocol::RpcCode::InvalidRequest,
             &format!(

@@ -42,19 +42,13 @@ impl StderrTail {
         self.lines.lock().clear();
     }
 
-    /// Keeps a line, with every secret taken out of it and of the line before (a secret split
-    /// across the two is found too).
+    /// Keeps a line (already redacted).
     fn push(&self, text: String) {
         let mut t = self.lines.lock();
         if t.len() == STDERR_TAIL {
             t.pop_front();
         }
         t.push_back(text);
-        if mcpb_redact::any() {
-            let n = t.len();
-            let (_, last_two) = t.make_contiguous().split_at_mut(n.saturating_sub(2));
-            mcpb_redact::redact_lines(last_two);
-        }
     }
 
     /// Waits, at most `limit`, until every reader reached the end of its pipe: a process that
@@ -90,6 +84,9 @@ pub(crate) async fn stderr_loop(name: String, stderr: ChildStderr, tail: Arc<Std
     let _reading = Reading(&tail);
     let mut frames = FrameReader::new(BufReader::new(stderr), STDERR_LINE);
     let mut budget = LogBudget::new(STDERR_LINES_PER_SEC);
+    // Secrets are taken out of each line before it goes anywhere, with what came before in
+    // view: a secret written across several lines is found in each of them.
+    let mut secrets = mcpb_redact::LineStream::default();
     loop {
         let text = match frames.next_frame().await {
             Ok(Some(line)) => String::from_utf8_lossy(line).into_owned(),
@@ -105,6 +102,7 @@ pub(crate) async fn stderr_loop(name: String, stderr: ChildStderr, tail: Arc<Std
                 }
             }
         };
+        let text = secrets.line(&text);
         // The log gets at most STDERR_SHOWN bytes of a line: with the line rate, one upstream
         // adds at most ~100 KiB a second to the daemon's log.
         let logged = if text.len() > STDERR_SHOWN + 64 {
@@ -116,7 +114,6 @@ pub(crate) async fn stderr_loop(name: String, stderr: ChildStderr, tail: Arc<Std
         } else {
             std::borrow::Cow::Borrowed(text.as_str())
         };
-        let logged = mcpb_redact::redact(&logged).into_owned();
         match budget.take(Instant::now()) {
             LogTurn::Log => tracing::info!(target: "upstream_stderr", upstream = %name, "{logged}"),
             LogTurn::LogWithSkipped(skipped) => {

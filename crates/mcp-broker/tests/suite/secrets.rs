@@ -42,11 +42,21 @@ profiles:
     home
 }
 
+/// No secret, and no run of 8 characters of the token, in `text` or in any of its lines read
+/// as JSON (an escaped secret decodes to itself).
 #[track_caller]
 fn clean(what: &str, text: &str) {
-    let (a, b) = TOKEN.split_at(TOKEN.len() / 2);
-    for s in [TOKEN, PIN, a, b] {
-        assert!(!text.contains(s), "{what} shows {s:?}: {text}");
+    let decoded: String = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let windows: Vec<&str> = (0..=TOKEN.len() - 8).map(|i| &TOKEN[i..i + 8]).collect();
+    for form in [text, decoded.as_str()] {
+        for s in windows.iter().copied().chain([TOKEN, PIN]) {
+            assert!(!form.contains(s), "{what} shows {s:?}: {form}");
+        }
     }
 }
 
@@ -81,6 +91,16 @@ fn secrets_an_upstream_says_reach_no_client_log_or_cli() {
         "the log notification arrives: {said}"
     );
     clean("an upstream's error and log notifications", &said);
+    // An error result, written by the upstream as a tool result.
+    let said = exchange(
+        &mut compact,
+        15,
+        "tools/call",
+        json!({"name": "broker.call_tool", "arguments": {"name": "fx.say_secrets",
+            "arguments": {"vars": ["API_TOKEN", "PIN"], "as_result": true}}}),
+    );
+    assert!(said.contains("bad"), "{said}");
+    clean("an error result", &said);
     // A crash: the error carries the server's last words.
     let said = exchange(&mut compact, 11, "tools/call", leak(true));
     clean("a crashed call's error", &said);
