@@ -591,7 +591,10 @@ fn call(shared: &Shared, id: Value, params: &Value) {
                 std::thread::sleep(Duration::from_millis(100));
                 std::process::exit(3);
             }
-            if args["as_result"] == true {
+            if args["meta_result"] == true {
+                answer(json!({"content": [{"type": "text", "text": "fine"}],
+                    "_meta": {"said": values.join(" ")}}));
+            } else if args["as_result"] == true {
                 answer(json!({"content": [{"type": "text",
                     "text": format!("bad: {}", values.join(" "))}], "isError": true}));
             } else {

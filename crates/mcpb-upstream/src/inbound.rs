@@ -162,6 +162,10 @@ fn route_response(ctx: &ReadCtx, msg: &Incoming<'_>) {
         {
             Reply::Result(redacted(r))
         }
+        // A result's `_meta` is the upstream's words about the call, not the tool's data.
+        (Some(r), _) if mcpb_redact::any() && r.get().contains("\"_meta\"") => {
+            Reply::Result(with_meta_redacted(r))
+        }
         (Some(r), _) => Reply::Result(r.to_owned()),
         // An upstream's error may echo what it was given (a token in its environment).
         (None, Some(e)) => Reply::Error(redacted(e)),
@@ -176,6 +180,19 @@ fn redacted(raw: &RawValue) -> Box<RawValue> {
         std::borrow::Cow::Borrowed(_) => raw.to_owned(),
         std::borrow::Cow::Owned(t) => RawValue::from_string(t).unwrap_or_else(|_| raw.to_owned()),
     }
+}
+
+/// `result` with secrets taken out of its top-level `_meta` (the rest as written).
+fn with_meta_redacted(result: &RawValue) -> Box<RawValue> {
+    let Some(meta) = mcpb_protocol::rewrite::member(result, "_meta") else {
+        return result.to_owned();
+    };
+    let clean = redacted(meta);
+    if clean.get() == meta.get() {
+        return result.to_owned();
+    }
+    mcpb_protocol::rewrite::with_members(result, &[("_meta", clean.get())])
+        .unwrap_or_else(|_| result.to_owned())
 }
 
 /// Progress for a forwarded call goes to the session that made it, with the client's own token.

@@ -101,6 +101,16 @@ fn secrets_an_upstream_says_reach_no_client_log_or_cli() {
     );
     assert!(said.contains("bad"), "{said}");
     clean("an error result", &said);
+    // A result's `_meta` (the tool's own data stays as written).
+    let said = exchange(
+        &mut compact,
+        16,
+        "tools/call",
+        json!({"name": "broker.call_tool", "arguments": {"name": "fx.say_secrets",
+            "arguments": {"vars": ["API_TOKEN", "PIN"], "meta_result": true}}}),
+    );
+    assert!(said.contains("fine"), "{said}");
+    clean("a result's _meta", &said);
     // A crash: the error carries the server's last words.
     let said = exchange(&mut compact, 11, "tools/call", leak(true));
     clean("a crashed call's error", &said);
