@@ -5,18 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::Context;
 use serde_json::Value;
-
-fn lines(path: &Path) -> anyhow::Result<Vec<Value>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect())
-}
 
 /// Flagged tools of a catalog given as (server, tool definition) pairs.
 fn flagged(tools: &[(String, Value)]) -> Vec<String> {
@@ -53,7 +42,7 @@ pub(crate) fn run() -> anyhow::Result<()> {
     println!("| catalog | servers | tools | flagged on first contact |");
     println!("|---|---|---|---|");
     let path = root.join("livemcpbench/tools.jsonl");
-    let tools: Vec<(String, Value)> = lines(&path)?
+    let tools: Vec<(String, Value)> = crate::retrieval::read_jsonl(&path)?
         .into_iter()
         .map(|t| {
             let server = t["server"].as_str().unwrap_or("?").to_string();
@@ -84,7 +73,7 @@ pub(crate) fn run() -> anyhow::Result<()> {
         "list_directory",
     ];
     for (name, want_flagged) in [("injections.jsonl", true), ("benign.jsonl", false)] {
-        let cases = lines(&corpus.join(name))?;
+        let cases = crate::retrieval::read_jsonl(&corpus.join(name))?;
         let n = cases
             .iter()
             .filter(|c| !mcpb_catalog::scan::scan(&c["tool"], &others).is_empty())
