@@ -36,6 +36,10 @@ impl ConfigIssue {
     }
 }
 
+/// The largest config file read: anything near it is not a config, and parsing a huge one costs
+/// seconds and hundreds of megabytes.
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config {path}: {source}")]
@@ -43,6 +47,11 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "config {path} is larger than {max} MiB; a broker config is a few KiB\nhint: check that --config names the right file",
+        max = MAX_CONFIG_BYTES >> 20
+    )]
+    TooLarge { path: PathBuf },
     #[error("{}", render_invalid(file, issues))]
     Invalid {
         file: String,

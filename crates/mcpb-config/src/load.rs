@@ -30,16 +30,30 @@ pub fn locate(explicit: Option<&Path>, ctx: &ResolveContext) -> ConfigSource {
     ConfigSource::Embedded
 }
 
+/// The file's text, refused past MAX_CONFIG_BYTES without reading the rest.
+fn read_capped(path: &Path) -> Result<String, ConfigError> {
+    use std::io::Read;
+    let read = |e| ConfigError::Read {
+        path: path.to_path_buf(),
+        source: e,
+    };
+    let file = std::fs::File::open(path).map_err(read)?;
+    let mut text = String::new();
+    file.take(crate::error::MAX_CONFIG_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(read)?;
+    if text.len() as u64 > crate::error::MAX_CONFIG_BYTES {
+        return Err(ConfigError::TooLarge {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(text)
+}
+
 /// Reads and resolves the configuration from `source`.
 pub fn load(source: &ConfigSource, ctx: &ResolveContext) -> Result<Settings, ConfigError> {
     let (text, label) = match source {
-        ConfigSource::File(path) => (
-            std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
-                path: path.clone(),
-                source: e,
-            })?,
-            path.display().to_string(),
-        ),
+        ConfigSource::File(path) => (read_capped(path)?, path.display().to_string()),
         ConfigSource::Embedded => (EMBEDDED_DEFAULT.to_string(), source.to_string()),
     };
     load_str(&text, &label, source.clone(), ctx)

@@ -148,3 +148,25 @@ fn an_unknown_key_far_from_every_known_one_lists_them() {
     assert!(e.contains("hint: the keys here: "), "{e}");
     assert!(e.contains("call_timeout_ms"), "{e}");
 }
+
+/// A 50 MB scalar took 3 s and 220 MB to load; a file past the cap is refused unread.
+#[test]
+fn a_file_past_the_size_cap_is_refused_without_parsing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.yaml");
+    let text = format!(
+        "schema_version: 1\nupstreams:\n  a: {{command: \"{}\"}}\n",
+        "x".repeat(5 << 20)
+    );
+    std::fs::write(&path, text).unwrap();
+    let ctx = ResolveContext {
+        home: Some("/home/user".into()),
+        broker_home: None,
+        exe: "/opt/mcp-broker".into(),
+    };
+    let started = std::time::Instant::now();
+    let e = mcpb_config::load(&ConfigSource::File(path), &ctx).unwrap_err();
+    assert!(e.to_string().contains("larger than 4 MiB"), "{e}");
+    assert!(e.to_string().contains("hint:"), "{e}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+}
