@@ -234,21 +234,22 @@ pub(crate) enum ClientCommand {
         #[arg(long)]
         force: bool,
     },
-    /// Move a client's own servers into the broker: they become upstreams, and the client's
-    /// file keeps only the broker's entry. A dry run (two diffs) unless --apply.
-    Import {
+    /// Move a client's own servers into the broker, from every scope it keeps them in (Claude
+    /// Code: user, local, project): they become upstreams behind a profile made for the client,
+    /// literal secrets become files under secrets/, and the client's user file keeps only the
+    /// broker's entry. A dry run (diffs and a table of what moves and what stays) unless
+    /// --apply; after --apply, the client's tools are compared before and after.
+    Import(ImportArgs),
+    /// Whether the client reaches through the broker every tool its own servers had: starts the
+    /// servers of the newest import's backups as the client did and compares their tools with
+    /// what the client's profile shows now.
+    Parity {
         /// The client.
         #[arg(long, value_parser = ["claude-desktop", "claude-code", "codex", "gemini", "cursor", "vscode", "agy"])]
         client: String,
-        /// The profile the client's entry names.
+        /// Print the comparison as JSON.
         #[arg(long)]
-        profile: Option<String>,
-        /// The project's file (in this directory) instead of the user's.
-        #[arg(long)]
-        project: bool,
-        /// Write what the last dry run showed (after a backup of the client's file).
-        #[arg(long)]
-        apply: bool,
+        json: bool,
     },
     /// For each client (or one): its file, and whether the broker's entry is there.
     Status {
@@ -262,6 +263,42 @@ pub(crate) enum ClientCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ImportArgs {
+    /// The client.
+    #[arg(long, value_parser = ["claude-desktop", "claude-code", "codex", "gemini", "cursor", "vscode", "agy"])]
+    pub client: String,
+    /// The profile the client's entry names (default: the client's own from `clients:`, else
+    /// one named after the client, made with exactly the servers it had).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Only these scopes (user, local, project; repeatable). Default: every scope the client
+    /// has for this folder.
+    #[arg(long, value_parser = ["user", "local", "project"])]
+    pub scope: Vec<String>,
+    /// Same as --scope project.
+    #[arg(long, hide = true)]
+    pub project: bool,
+    /// Claude Code: the local servers of every folder in ~/.claude.json, not only this one's.
+    #[arg(long)]
+    pub all_projects: bool,
+    /// Leave this server in the client (repeatable).
+    #[arg(long, value_name = "SERVER")]
+    pub keep: Vec<String>,
+    /// Move server OLD as upstream NEW (repeatable).
+    #[arg(long, value_name = "OLD=NEW")]
+    pub rename: Vec<String>,
+    /// A new profile shows the compact broker_* facade instead of raw tools.
+    #[arg(long)]
+    pub compact: bool,
+    /// A new profile hides the mutating tools the servers have (the client had them).
+    #[arg(long)]
+    pub read_only: bool,
+    /// Write what the last dry run showed (after a backup of each client file).
+    #[arg(long)]
+    pub apply: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -17,16 +17,39 @@ pub(crate) struct Target<'a> {
     pub client: &'a str,
     pub project: bool,
     pub profile: Option<&'a str>,
+    /// `--config` as given: the entry carries it, or the client would read another config.
+    pub config: Option<&'a Path>,
 }
 
 impl<'a> Target<'a> {
-    pub(crate) fn of(t: &'a crate::cli::ClientTarget) -> Self {
+    pub(crate) fn of(t: &'a crate::cli::ClientTarget, config: Option<&'a Path>) -> Self {
         Self {
             client: &t.client,
             project: t.project,
             profile: t.profile.as_deref(),
+            config,
         }
     }
+}
+
+/// What the client's entry must carry for the shim to reach this daemon and config when the
+/// client starts it without this shell's variables: a non-default `MCP_BROKER_HOME` and the
+/// config file named by `--config` or `MCP_BROKER_CONFIG`, as absolute paths.
+pub(crate) fn entry_env(config: Option<&Path>) -> Vec<(String, String)> {
+    let abs = |p: PathBuf| std::path::absolute(&p).unwrap_or(p).display().to_string();
+    let mut env = Vec::new();
+    if let Some(h) = std::env::var_os("MCP_BROKER_HOME").filter(|h| !h.is_empty()) {
+        env.push(("MCP_BROKER_HOME".to_string(), abs(PathBuf::from(h))));
+    }
+    let config = config.map(Path::to_path_buf).or_else(|| {
+        std::env::var_os("MCP_BROKER_CONFIG")
+            .filter(|c| !c.is_empty())
+            .map(PathBuf::from)
+    });
+    if let Some(c) = config {
+        env.push(("MCP_BROKER_CONFIG".to_string(), abs(c)));
+    }
+    env
 }
 
 pub(crate) struct Resolved {
@@ -82,11 +105,13 @@ pub(crate) fn resolve(settings: &Settings, t: &Target<'_>) -> Result<Resolved, E
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .unwrap_or_else(|_| PathBuf::from("mcp-broker"));
+    let mut entry = Entry::for_client(&exe, client, t.profile);
+    entry.env = entry_env(t.config);
     Ok(Resolved {
         client,
         scope,
         path: client.config_path(scope, &home, &cwd),
-        entry: Entry::for_client(&exe, client, t.profile),
+        entry,
     })
 }
 
@@ -370,6 +395,7 @@ pub(crate) fn status(
             client: c.name(),
             project,
             profile: None,
+            config: None,
         };
         let Ok(r) = resolve(settings, &t) else {
             continue;

@@ -14,6 +14,8 @@ mod doctor;
 mod example_server;
 mod exec_cmd;
 mod import_cmd;
+mod import_parity;
+mod import_plan;
 mod logfile;
 mod logs_cmd;
 mod measure;
@@ -212,34 +214,28 @@ fn main() -> ExitCode {
         }),
         Command::Client { command } => with_settings(config, |s| match &command {
             ClientCommand::Render { target: t } => {
-                client_cmd::render(s, &client_cmd::Target::of(t))
+                client_cmd::render(s, &client_cmd::Target::of(t, config))
             }
-            ClientCommand::Apply { target: t } => client_cmd::apply(s, &client_cmd::Target::of(t)),
+            ClientCommand::Apply { target: t } => {
+                client_cmd::apply(s, &client_cmd::Target::of(t, config))
+            }
             ClientCommand::Rollback {
                 target: t,
                 backup,
                 force,
-            } => client_cmd::rollback(s, &client_cmd::Target::of(t), backup.as_deref(), *force),
+            } => client_cmd::rollback(
+                s,
+                &client_cmd::Target::of(t, config),
+                backup.as_deref(),
+                *force,
+            ),
             ClientCommand::Status {
                 client,
                 project,
                 json,
             } => client_cmd::status(s, client.as_deref(), *project, *json),
-            ClientCommand::Import {
-                client,
-                profile,
-                project,
-                apply,
-            } => import_cmd::import(
-                s,
-                &client_cmd::Target {
-                    client,
-                    project: *project,
-                    profile: profile.as_deref(),
-                },
-                config,
-                *apply,
-            ),
+            ClientCommand::Import(args) => import_cmd::import(s, args, config),
+            ClientCommand::Parity { client, json } => import_parity::run(s, client, *json),
         }),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
@@ -266,6 +262,7 @@ fn main() -> ExitCode {
                 headers,
                 env,
                 lifecycle,
+                cwd: None,
             },
         ),
         Command::Remove { name } => upstreams_cmd::remove(config, &name),

@@ -24,14 +24,14 @@ const TOP: usize = 5;
 /// What one profile reaches: per upstream, its tools by their own names; and each exposed
 /// name's owner, to read search results.
 #[derive(Default)]
-struct Reach {
-    tools: BTreeMap<String, BTreeSet<String>>,
+pub(crate) struct Reach {
+    pub(crate) tools: BTreeMap<String, BTreeSet<String>>,
     owners: BTreeMap<String, (String, String)>,
     /// Upstreams whose tools could not be listed, and why: the comparison is incomplete.
-    unlisted: BTreeMap<String, String>,
+    pub(crate) unlisted: BTreeMap<String, String>,
 }
 
-fn reach(settings: &Settings, profile: &str) -> Result<Reach, String> {
+pub(crate) fn reach(settings: &Settings, profile: &str) -> Result<Reach, String> {
     let reply = admin_about(settings, AdminCommand::Measure, Some(profile))
         .map_err(|e| format!("{e:#}"))?
         .ok_or("the daemon stopped before answering")?;

@@ -13,6 +13,7 @@ use crate::fail;
 use crate::yaml_edit;
 
 /// What `add` was told.
+#[derive(Debug)]
 pub(crate) struct NewUpstream {
     pub name: String,
     pub command: Vec<String>,
@@ -21,6 +22,7 @@ pub(crate) struct NewUpstream {
     pub headers: Vec<String>,
     pub env: Vec<String>,
     pub lifecycle: Option<String>,
+    pub cwd: Option<String>,
 }
 
 /// A YAML scalar that reads back exactly as given (JSON strings are YAML).
@@ -94,6 +96,9 @@ pub(crate) fn entry(new: &NewUpstream) -> Result<Vec<String>, String> {
     if !new.headers.is_empty() {
         lines.push("  headers:".into());
         lines.extend(pairs("header", &new.headers)?);
+    }
+    if let Some(c) = &new.cwd {
+        lines.push(format!("  cwd: {}", quoted(c)));
     }
     if let Some(l) = &new.lifecycle {
         lines.push(format!("  lifecycle: {l}"));

@@ -7,6 +7,7 @@
 pub(crate) enum EditError {
     Exists(String),
     Missing(String),
+    NoProfile(String),
     FlowStyle,
 }
 
@@ -15,6 +16,7 @@ impl std::fmt::Display for EditError {
         match self {
             EditError::Exists(n) => write!(f, "an upstream named {n} exists already"),
             EditError::Missing(n) => write!(f, "no upstream named {n} in the file"),
+            EditError::NoProfile(n) => write!(f, "no profile named {n} in the file"),
             EditError::FlowStyle => {
                 write!(
                     f,
@@ -38,15 +40,21 @@ fn is_blank_or_comment(line: &str) -> bool {
 /// where `first..end` are the block's lines (end: the first line of the next top-level key, or
 /// of the comments right before it).
 fn upstreams_block(lines: &[&str]) -> Result<Option<(usize, usize)>, EditError> {
+    block(lines, "upstreams")
+}
+
+/// The top-level block mapping `section` (`upstreams`, `profiles`): see `upstreams_block`.
+fn block(lines: &[&str], section: &str) -> Result<Option<(usize, usize)>, EditError> {
+    let key = format!("{section}:");
     let Some(header) = lines.iter().position(|l| {
-        l.starts_with("upstreams:") && {
-            let rest = l["upstreams:".len()..].trim();
+        l.starts_with(&key) && {
+            let rest = l[key.len()..].trim();
             rest.is_empty() || rest.starts_with('#') || rest.starts_with('{')
         }
     }) else {
         return Ok(None);
     };
-    let rest = lines[header]["upstreams:".len()..].trim();
+    let rest = lines[header][key.len()..].trim();
     if rest.starts_with('{') && rest != "{}" {
         return Err(EditError::FlowStyle);
     }
@@ -108,10 +116,21 @@ fn newline(text: &str) -> &'static str {
 }
 
 pub(crate) fn add_upstream(text: &str, name: &str, entry: &[String]) -> Result<String, EditError> {
+    add_entry(text, "upstreams", name, entry)
+}
+
+/// `text` with `entry` added at the end of the top-level block mapping `section`.
+pub(crate) fn add_entry(
+    text: &str,
+    section: &str,
+    name: &str,
+    entry: &[String],
+) -> Result<String, EditError> {
+    let key = format!("{section}:");
     let nl = newline(text);
     let lines: Vec<&str> = text.lines().collect();
     let mut out: Vec<String> = lines.iter().map(|l| (*l).to_string()).collect();
-    let (header, end, indent) = match upstreams_block(&lines)? {
+    let (header, end, indent) = match block(&lines, section)? {
         Some((header, end)) => {
             let indent = child_indent(&lines, header + 1, end);
             if (header + 1..end).any(|i| child_name(lines[i], indent) == Some(name)) {
@@ -123,17 +142,17 @@ pub(crate) fn add_upstream(text: &str, name: &str, entry: &[String]) -> Result<S
             if !out.last().is_none_or(|l| l.trim().is_empty()) {
                 out.push(String::new());
             }
-            out.push("upstreams:".into());
+            out.push(key.clone());
             (out.len() - 1, out.len(), 2)
         }
     };
     // `upstreams: {}` becomes a block.
     if out[header]
-        .trim_start_matches("upstreams:")
+        .trim_start_matches(key.as_str())
         .trim()
         .starts_with("{}")
     {
-        out[header] = "upstreams:".into();
+        out[header] = key.clone();
     }
     let pad = " ".repeat(indent);
     let new: Vec<String> = entry.iter().map(|l| format!("{pad}{l}")).collect();
@@ -141,6 +160,98 @@ pub(crate) fn add_upstream(text: &str, name: &str, entry: &[String]) -> Result<S
     let mut joined = out.join(nl);
     joined.push_str(nl);
     Ok(joined)
+}
+
+/// `text` with `names` added to the explicit `upstreams:` list of profile `profile`, written
+/// as a flow list on one line (`upstreams: [a, b]`) or a block list (`- a`). `Ok(None)` when
+/// the profile has no such list (it sees every upstream); `Err` when its shape is not one this
+/// edit knows.
+pub(crate) fn add_to_profile_upstreams(
+    text: &str,
+    profile: &str,
+    names: &[String],
+) -> Result<Option<String>, EditError> {
+    let nl = newline(text);
+    let lines: Vec<&str> = text.lines().collect();
+    let missing = || EditError::NoProfile(profile.to_string());
+    let (header, end) = block(&lines, "profiles")?.ok_or_else(missing)?;
+    let indent = child_indent(&lines, header + 1, end);
+    let start = (header + 1..end)
+        .find(|i| child_name(lines[*i], indent) == Some(profile))
+        .ok_or_else(missing)?;
+    let head = lines[start].trim_start();
+    if head[head.find(':').map_or(0, |c| c + 1)..]
+        .trim()
+        .starts_with('{')
+    {
+        // `name: {…}` on one line: only a block mapping is edited.
+        let inline = head.contains("upstreams");
+        return if inline {
+            Err(EditError::FlowStyle)
+        } else {
+            Ok(None)
+        };
+    }
+    let mut stop = start + 1;
+    while stop < end
+        && (lines[stop].trim().is_empty()
+            || indent_of(lines[stop]) > indent
+            || lines[stop].trim_start().starts_with('#') && indent_of(lines[stop]) > indent)
+    {
+        stop += 1;
+    }
+    let Some(at) = (start + 1..stop).find(|i| {
+        let l = lines[*i].trim_start();
+        l.starts_with("upstreams:") && !is_blank_or_comment(l)
+    }) else {
+        return Ok(None);
+    };
+    let mut out: Vec<String> = lines.iter().map(|l| (*l).to_string()).collect();
+    let field_indent = indent_of(lines[at]);
+    let rest = lines[at].trim_start()["upstreams:".len()..].trim();
+    if let Some(inner) = rest.strip_prefix('[') {
+        let Some(close) = inner.find(']') else {
+            return Err(EditError::FlowStyle);
+        };
+        let mut items: Vec<String> = inner[..close]
+            .split(',')
+            .map(|x| x.trim().to_string())
+            .filter(|x| !x.is_empty())
+            .collect();
+        let comment = &inner[close + 1..];
+        items.extend(names.iter().cloned());
+        out[at] = format!(
+            "{}upstreams: [{}]{}",
+            " ".repeat(field_indent),
+            items.join(", "),
+            comment
+        );
+    } else if rest.is_empty() || rest.starts_with('#') {
+        let mut last = at;
+        let mut item_indent = field_indent + 2;
+        for (i, l) in lines.iter().enumerate().take(stop).skip(at + 1) {
+            let t = l.trim_start();
+            if t.is_empty() || t.starts_with('#') {
+                continue;
+            }
+            if t.starts_with("- ") && indent_of(l) >= field_indent {
+                last = i;
+                item_indent = indent_of(l);
+            } else {
+                break;
+            }
+        }
+        let new: Vec<String> = names
+            .iter()
+            .map(|n| format!("{}- {n}", " ".repeat(item_indent)))
+            .collect();
+        out.splice(last + 1..last + 1, new);
+    } else {
+        return Err(EditError::FlowStyle);
+    }
+    let mut joined = out.join(nl);
+    joined.push_str(nl);
+    Ok(Some(joined))
 }
 
 /// `text` without the lines of upstream `name` (its key line and everything indented under
@@ -218,6 +329,46 @@ mod tests {
         assert_eq!(
             add_upstream("upstreams: {a: {command: x}}\n", "fs", &entry()),
             Err(EditError::FlowStyle)
+        );
+    }
+
+    #[test]
+    fn a_profile_gets_upstreams_added_to_its_list_whatever_the_lists_style() {
+        let flow = "profiles:\n  codex:\n    upstreams: [example]  # mine\n    allow_mutating_upstreams: true\n  other: {}\n";
+        let out = add_to_profile_upstreams(flow, "codex", &["git".into(), "memory".into()])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            out,
+            "profiles:\n  codex:\n    upstreams: [example, git, memory]  # mine\n    allow_mutating_upstreams: true\n  other: {}\n"
+        );
+        let block = "profiles:\n  codex:\n    upstreams:\n      - example\n    max_tools: 9\n";
+        let out = add_to_profile_upstreams(block, "codex", &["git".into()])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            out,
+            "profiles:\n  codex:\n    upstreams:\n      - example\n      - git\n    max_tools: 9\n"
+        );
+        let all = "profiles:\n  default:\n    allow_mutating_upstreams: true\n";
+        assert_eq!(
+            add_to_profile_upstreams(all, "default", &["git".into()]),
+            Ok(None)
+        );
+        assert_eq!(
+            add_to_profile_upstreams("profiles:\n  a: {upstreams: [x]}\n", "a", &["git".into()]),
+            Err(EditError::FlowStyle)
+        );
+        let added = add_entry(
+            all,
+            "profiles",
+            "codex",
+            &["codex:".into(), "  upstreams: [git]".into()],
+        )
+        .unwrap();
+        assert_eq!(
+            added,
+            "profiles:\n  default:\n    allow_mutating_upstreams: true\n  codex:\n    upstreams: [git]\n"
         );
     }
 

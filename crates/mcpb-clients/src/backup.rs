@@ -100,6 +100,11 @@ impl Backups {
         out
     }
 
+    /// The bytes backup `name` kept (`None`: there was no file, or no such backup).
+    pub fn bytes(&self, name: &str) -> Option<Vec<u8>> {
+        std::fs::read(self.dir.join(format!("{name}.bak"))).ok()
+    }
+
     fn prune(&self) {
         let all = self.list();
         for old in &all[..all.len().saturating_sub(KEEP)] {

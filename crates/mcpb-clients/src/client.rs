@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::Scope;
+
 /// The name of the broker's entry in every client's server list.
 pub(crate) const ENTRY_NAME: &str = "mcp-broker";
 
@@ -15,13 +17,6 @@ pub enum Client {
     Vscode,
     /// Antigravity's `agy`, which keeps its servers apart from Gemini CLI's.
     Agy,
-}
-
-/// Whose file: the user's, or the project's (in the current directory).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    User,
-    Project,
 }
 
 /// How a client's file holds its servers.
@@ -38,6 +33,9 @@ pub(crate) enum Format {
 pub struct Entry {
     pub command: String,
     pub args: Vec<String>,
+    /// Set when the broker runs from a non-default home or config: a client started from a
+    /// desktop has none of the shell's variables and would reach another daemon.
+    pub env: Vec<(String, String)>,
 }
 
 impl Entry {
@@ -50,6 +48,7 @@ impl Entry {
         Self {
             command: exe.display().to_string(),
             args,
+            env: Vec::new(),
         }
     }
 }
@@ -116,15 +115,15 @@ impl Client {
                     home.join(".config/Claude/claude_desktop_config.json")
                 }
             }
-            (Client::ClaudeCode, Scope::User) => home.join(".claude.json"),
+            (Client::ClaudeCode, Scope::User | Scope::Local) => home.join(".claude.json"),
             (Client::ClaudeCode, Scope::Project) => cwd.join(".mcp.json"),
-            (Client::Codex, Scope::User) => home.join(".codex/config.toml"),
+            (Client::Codex, Scope::User | Scope::Local) => home.join(".codex/config.toml"),
             (Client::Codex, Scope::Project) => cwd.join(".codex/config.toml"),
-            (Client::Gemini, Scope::User) => home.join(".gemini/settings.json"),
+            (Client::Gemini, Scope::User | Scope::Local) => home.join(".gemini/settings.json"),
             (Client::Gemini, Scope::Project) => cwd.join(".gemini/settings.json"),
-            (Client::Cursor, Scope::User) => home.join(".cursor/mcp.json"),
+            (Client::Cursor, Scope::User | Scope::Local) => home.join(".cursor/mcp.json"),
             (Client::Cursor, Scope::Project) => cwd.join(".cursor/mcp.json"),
-            (Client::Vscode, Scope::User) => home.join(".config/Code/User/mcp.json"),
+            (Client::Vscode, Scope::User | Scope::Local) => home.join(".config/Code/User/mcp.json"),
             (Client::Vscode, Scope::Project) => cwd.join(".vscode/mcp.json"),
             (Client::Agy, _) => home.join(".gemini/config/mcp_config.json"),
         }

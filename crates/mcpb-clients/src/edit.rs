@@ -20,12 +20,21 @@ pub fn sha256(bytes: &[u8]) -> String {
 
 /// The entry as the client's file holds it, as JSON (for TOML too), for comparisons.
 pub fn entry_value(client: Client, entry: &Entry) -> Value {
-    match client.format() {
+    let mut v = match client.format() {
         Format::Json { typed: true, .. } => {
             json!({"type": "stdio", "command": entry.command, "args": entry.args})
         }
         _ => json!({"command": entry.command, "args": entry.args}),
+    };
+    if !entry.env.is_empty() {
+        let env: serde_json::Map<String, Value> = entry
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        v["env"] = Value::Object(env);
     }
+    v
 }
 
 fn to_cst(v: &Value) -> CstInputValue {
@@ -105,7 +114,15 @@ pub fn render(
                 });
             }
             let servers = top.object_value_or_set(key);
-            match servers.get(ENTRY_NAME) {
+            // An entry that runs the broker under another key is the one to update: a second
+            // would show every tool twice.
+            let held = jsonc_parser::parse_to_serde_value(&servers.to_string(), &json_options())
+                .ok()
+                .flatten()
+                .and_then(|v: Value| v.as_object().cloned())
+                .unwrap_or_default();
+            let name = crate::place::broker_key(&held).unwrap_or_else(|| ENTRY_NAME.to_string());
+            match servers.get(&name) {
                 // The user's own keys on the entry (env, disabled, ...) stay; ours are set.
                 Some(prop) if prop.object_value().is_some() => {
                     if let (Some(obj), Value::Object(fields)) = (prop.object_value(), &value) {
@@ -165,23 +182,39 @@ pub fn render(
                     path: path.to_path_buf(),
                     what: "mcp_servers is not a table".into(),
                 })?;
+            let name = crate::place::broker_key(
+                toml_to_json(&toml_edit::Item::Table(servers.clone()))
+                    .as_object()
+                    .unwrap_or(&serde_json::Map::new()),
+            )
+            .unwrap_or_else(|| ENTRY_NAME.to_string());
             let mut args = toml_edit::Array::new();
             for a in &entry.args {
                 args.push(a.as_str());
             }
             // An entry there already keeps the user's own keys (env, timeouts, comments).
+            let mut env = toml_edit::InlineTable::new();
+            for (k, v) in &entry.env {
+                env.insert(k, v.as_str().into());
+            }
             match servers
-                .get_mut(ENTRY_NAME)
+                .get_mut(&name)
                 .and_then(toml_edit::Item::as_table_like_mut)
             {
                 Some(t) => {
                     t.insert("command", toml_edit::value(entry.command.as_str()));
                     t.insert("args", toml_edit::value(args));
+                    if !entry.env.is_empty() {
+                        t.insert("env", toml_edit::value(env));
+                    }
                 }
                 None => {
                     let mut table = toml_edit::Table::new();
                     table["command"] = toml_edit::value(entry.command.as_str());
                     table["args"] = toml_edit::value(args);
+                    if !entry.env.is_empty() {
+                        table["env"] = toml_edit::value(env);
+                    }
                     servers.insert(ENTRY_NAME, toml_edit::Item::Table(table));
                 }
             }
@@ -267,16 +300,25 @@ pub fn current_entry(
             }
             let v: Value = jsonc_parser::parse_to_serde_value(text, &json_options())
                 .map_err(|e| broken_json(path, &e, text))?;
-            Ok(v.get(key).and_then(|s| s.get(ENTRY_NAME)).cloned())
+            let Some(servers) = v.get(key).and_then(Value::as_object) else {
+                return Ok(None);
+            };
+            Ok(crate::place::broker_key(servers).and_then(|k| servers.get(&k).cloned()))
         }
         Format::Toml => {
             let doc: toml_edit::DocumentMut =
                 text.parse().map_err(|e| broken_toml(path, &e, text))?;
-            let Some(t) = doc
-                .get("mcp_servers")
-                .and_then(|s| s.get(ENTRY_NAME))
-                .and_then(toml_edit::Item::as_table_like)
-            else {
+            let Some(servers) = doc.get("mcp_servers") else {
+                return Ok(None);
+            };
+            let Some(name) = crate::place::broker_key(
+                toml_to_json(servers)
+                    .as_object()
+                    .unwrap_or(&serde_json::Map::new()),
+            ) else {
+                return Ok(None);
+            };
+            let Some(t) = servers.get(&name).and_then(toml_edit::Item::as_table_like) else {
                 return Ok(None);
             };
             let command = t.get("command").and_then(|c| c.as_str()).unwrap_or("");
@@ -285,7 +327,11 @@ pub fn current_entry(
                 .and_then(|a| a.as_array())
                 .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
                 .unwrap_or_default();
-            Ok(Some(json!({"command": command, "args": args})))
+            let mut v = json!({"command": command, "args": args});
+            if let Some(env) = t.get("env") {
+                v["env"] = toml_to_json(env);
+            }
+            Ok(Some(v))
         }
     }
 }

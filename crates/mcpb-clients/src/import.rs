@@ -1,14 +1,13 @@
 //! The servers a client starts itself, read from its file, and the file without them: what
 //! moving a client onto the broker takes.
 
-use std::path::Path;
-
 use jsonc_parser::ParseOptions;
 use jsonc_parser::cst::CstRootNode;
 use serde_json::Value;
 
-use crate::client::{ENTRY_NAME, Format};
-use crate::{Client, ClientsError};
+use crate::ClientsError;
+use crate::client::Format;
+use crate::place::{Place, broker_key, servers_object};
 
 /// One server of a client's file, as written there.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +20,10 @@ pub struct Server {
     /// `sse` when the file says so; otherwise a URL is streamable HTTP.
     pub sse: bool,
     pub headers: Vec<(String, String)>,
+    /// The working directory the client starts it in, when the file names one.
+    pub cwd: Option<String>,
+    /// Switched off in the client (Codex `enabled = false`, `disabled: true`).
+    pub disabled: bool,
 }
 
 fn strings(v: Option<&Value>) -> Vec<String> {
@@ -57,42 +60,38 @@ fn server_of(name: &str, v: &Value) -> Server {
         sse: text("type").as_deref() == Some("sse") || text("transport").as_deref() == Some("sse"),
         url,
         headers: pairs(v.get("headers").or_else(|| v.get("http_headers"))),
+        cwd: text("cwd"),
+        disabled: v.get("enabled") == Some(&Value::Bool(false))
+            || v.get("disabled") == Some(&Value::Bool(true)),
     }
 }
 
-/// Every server in the client's file except the broker's own entry, in file order.
-pub fn servers(client: Client, path: &Path, text: &str) -> Result<Vec<Server>, ClientsError> {
-    let Some(held) = crate::edit::parsed(client, path, text)? else {
+/// Every server at `place` except the broker's own entry (under whatever key), in file order.
+pub fn servers(place: &Place, text: &str) -> Result<Vec<Server>, ClientsError> {
+    let Some(held) = servers_object(place, text)? else {
         return Ok(Vec::new());
     };
-    let key = match client.format() {
-        Format::Json { key, .. } => key,
-        Format::Toml => "mcp_servers",
-    };
+    let broker = broker_key(&held);
     Ok(held
-        .get(key)
-        .and_then(Value::as_object)
-        .map(|o| {
-            o.iter()
-                .filter(|(k, _)| k.as_str() != ENTRY_NAME)
-                .map(|(k, v)| server_of(k, v))
-                .collect()
-        })
-        .unwrap_or_default())
+        .iter()
+        .filter(|(k, _)| Some(k.as_str()) != broker.as_deref())
+        .map(|(k, v)| server_of(k, v))
+        .collect())
 }
 
-/// The file's text without the servers `names`; everything else as written.
-pub fn without(
-    client: Client,
-    path: &Path,
-    text: &str,
-    names: &[String],
-) -> Result<String, ClientsError> {
-    match client.format() {
-        Format::Json { key, .. } => {
+/// The file's text without the servers `names` at `place`; everything else as written.
+pub fn without(place: &Place, text: &str, names: &[String]) -> Result<String, ClientsError> {
+    let path = &place.path;
+    let keys = place.keys();
+    match place.client.format() {
+        Format::Json { .. } => {
             let root = CstRootNode::parse(text, &ParseOptions::default())
                 .map_err(|e| crate::edit::broken_json(path, &e, text))?;
-            if let Some(servers) = root.object_value().and_then(|o| o.object_value(key)) {
+            let mut at = root.object_value();
+            for k in &keys {
+                at = at.and_then(|o| o.object_value(k));
+            }
+            if let Some(servers) = at {
                 for n in names {
                     if let Some(p) = servers.get(n) {
                         p.remove();

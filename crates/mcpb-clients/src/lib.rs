@@ -11,9 +11,11 @@ mod client;
 mod edit;
 mod error;
 mod import;
+mod place;
 
 pub use backup::{Backup, Backups, write_keeping_mode};
-pub use client::{Client, Entry, Scope};
+pub use client::{Client, Entry};
 pub use edit::{current_entry, diff, entry_value, render, runs, sha256};
 pub use error::ClientsError;
 pub use import::{Server, servers, without};
+pub use place::{Place, Scope, local_folder, local_folders, runs_broker};

@@ -32,6 +32,9 @@ pub(crate) struct Options {
     pub tools_file: Option<std::path::PathBuf>,
     /// Exit with this code at start-up, before reading anything (a server that cannot start).
     pub exit_at_start: Option<i32>,
+    /// Exit at start-up unless this variable is set and not empty (a server that needs its
+    /// API key).
+    pub require_env: Option<String>,
     /// Apply `slow_start_ms` only while this file does not exist (then create it): slow once.
     pub slow_once: Option<std::path::PathBuf>,
     /// With `modern`: refuse `initialize` even on a fresh connection (2026-07-28 only).
@@ -66,6 +69,7 @@ impl Options {
                 "--die-on-discover" => o.die_on_discover = true,
                 "--tools-file" => o.tools_file = it.next().map(Into::into),
                 "--exit-at-start" => o.exit_at_start = it.next().and_then(|v| v.parse().ok()),
+                "--require-env" => o.require_env = it.next().cloned(),
                 "--slow-once" => o.slow_once = it.next().map(Into::into),
                 "--modern-only" => o.modern_only = true,
                 "--hang-relist" => o.hang_relist = true,
@@ -302,6 +306,12 @@ struct Shared {
 }
 
 pub(crate) fn run(opts: Options) {
+    if let Some(var) = &opts.require_env
+        && std::env::var(var).map_or(true, |v| v.is_empty())
+    {
+        eprintln!("mcpb-fixture: {var} is not set; this server needs it");
+        std::process::exit(3);
+    }
     if let Some(code) = opts.exit_at_start {
         eprintln!("fixture: cannot start (exit code {code} on purpose)");
         std::process::exit(code);

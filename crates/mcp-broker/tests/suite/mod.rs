@@ -16,6 +16,7 @@ mod interop;
 mod interop_facade;
 mod lifecycle;
 mod operations;
+mod real_clients;
 mod reload;
 mod routing;
 mod secrets;

@@ -1,0 +1,294 @@
+//! `mcp-broker client parity --client C`: after an import, whether the client reaches through
+//! the broker every tool its own servers had. The servers are taken from the import's backups
+//! (the client's files as they were), started here as the client started them, and listed;
+//! the client's profile is asked what it reaches now. Compared by server and tool name, so the
+//! broker's naming does not matter. The exit code says whether anything is missing.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use mcpb_clients::{Backups, Client, Place, Scope, Server};
+use mcpb_config::Settings;
+use serde_json::{Value, json};
+
+use crate::daemon_client::connect_or_start_for_cli;
+use crate::fail;
+
+/// How long one of the client's own servers gets to start and list its tools (`npx -y`
+/// may fetch a package first).
+const LIST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A value of the client's file as the client would pass it: `${VAR}` / `${env:VAR}` from
+/// this environment.
+fn expanded(v: &str) -> String {
+    let name = v
+        .strip_prefix("${")
+        .and_then(|r| r.strip_suffix('}'))
+        .map(|r| r.strip_prefix("env:").unwrap_or(r));
+    match name {
+        Some(n) => std::env::var(n).unwrap_or_default(),
+        None => v.to_string(),
+    }
+}
+
+/// The tool names a stdio server lists, started as its client starts it.
+pub(crate) fn list_direct(s: &Server) -> Result<BTreeSet<String>, String> {
+    let Some(cmd) = &s.command else {
+        return Err("a remote server; not compared".into());
+    };
+    let mut c = Command::new(cmd);
+    c.args(&s.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (k, v) in &s.env {
+        c.env(k, expanded(v));
+    }
+    if let Some(d) = &s.cwd {
+        c.current_dir(d);
+    }
+    let mut child = c.spawn().map_err(|e| format!("cannot start {cmd}: {e}"))?;
+    let result = talk(&mut child);
+    let _ = child.kill();
+    let _ = child.wait();
+    result
+}
+
+fn talk(child: &mut std::process::Child) -> Result<BTreeSet<String>, String> {
+    let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err("no pipes to the server".into());
+    };
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + LIST_TIMEOUT;
+    let mut send = |v: Value| -> Result<(), String> {
+        writeln!(stdin, "{v}").map_err(|e| format!("the server stopped reading: {e}"))
+    };
+    let wait = |id: u64| -> Result<Value, String> {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .map_err(|_| "no answer in time, or the server exited".to_string())?;
+            let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if v["id"] == json!(id) {
+                if let Some(e) = v.get("error") {
+                    return Err(format!("it answered with an error: {e}"));
+                }
+                return Ok(v["result"].clone());
+            }
+        }
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "mcp-broker-parity", "version": env!("CARGO_PKG_VERSION")}}}),
+    )?;
+    wait(1)?;
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+    let mut names = BTreeSet::new();
+    let mut cursor: Option<String> = None;
+    for id in 2..200u64 {
+        let mut params = json!({});
+        if let Some(c) = &cursor {
+            params["cursor"] = json!(c);
+        }
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params}))?;
+        let r = wait(id)?;
+        for t in r["tools"].as_array().into_iter().flatten() {
+            if let Some(n) = t["name"].as_str() {
+                names.insert(n.to_string());
+            }
+        }
+        match r["nextCursor"].as_str() {
+            Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
+            _ => break,
+        }
+    }
+    Ok(names)
+}
+
+/// One server of the import's record with its tools before and after.
+struct Row {
+    name: String,
+    scope: String,
+    upstream: String,
+    before: Result<BTreeSet<String>, String>,
+    after: Option<BTreeSet<String>>,
+}
+
+pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode {
+    let Some(c) = Client::parse(client) else {
+        return fail(&format!("mcp-broker: no client named {client:?}"), &[]);
+    };
+    let path = crate::import_cmd::record_path(settings, c);
+    let record: Value = match std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+    {
+        Some(r) => r,
+        None => {
+            return fail(
+                &format!("mcp-broker: {client} has no import to compare"),
+                &[&format!(
+                    "`mcp-broker client import --client {client}` moves its servers first"
+                )],
+            );
+        }
+    };
+    let profile = record["profile"].as_str().unwrap_or("default").to_string();
+    let backups_root = settings.runtime.root.join("backups");
+    let texts: Vec<(PathBuf, String)> = record["backups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| {
+            let p = PathBuf::from(b["path"].as_str()?);
+            let bytes = Backups::new(&backups_root, c, &p).bytes(b["backup"].as_str()?)?;
+            Some((p, String::from_utf8_lossy(&bytes).into_owned()))
+        })
+        .collect();
+    let mut jobs = Vec::new();
+    for s in record["servers"].as_array().into_iter().flatten() {
+        let (Some(name), Some(scope), Some(file), Some(upstream)) = (
+            s["name"].as_str(),
+            s["scope"].as_str().and_then(Scope::parse),
+            s["path"].as_str(),
+            s["upstream"].as_str(),
+        ) else {
+            continue;
+        };
+        let place = Place {
+            client: c,
+            scope,
+            path: PathBuf::from(file),
+            folder: s["folder"].as_str().map(str::to_string),
+        };
+        let server = texts
+            .iter()
+            .find(|(p, _)| p == &place.path)
+            .and_then(|(_, t)| mcpb_clients::servers(&place, t).ok())
+            .and_then(|all| all.into_iter().find(|x| x.name == name));
+        jobs.push((
+            name.to_string(),
+            place.label(),
+            upstream.to_string(),
+            server,
+        ));
+    }
+    // The old servers are listed side by side: each may take a while to start.
+    let before: Vec<Result<BTreeSet<String>, String>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = jobs
+            .iter()
+            .map(|(_, _, _, server)| {
+                sc.spawn(move || match server {
+                    Some(s) => list_direct(s),
+                    None => Err("not in the backup any more".into()),
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("the lister failed".into())))
+            .collect()
+    });
+    if let Err(e) = connect_or_start_for_cli(settings) {
+        return fail(&format!("mcp-broker: cannot reach the daemon: {e:#}"), &[]);
+    }
+    let reach = match crate::parity_cmd::reach(settings, &profile) {
+        Ok(r) => r,
+        Err(e) => return fail(&format!("mcp-broker: profile {profile}: {e}"), &[]),
+    };
+    let rows: Vec<Row> = jobs
+        .into_iter()
+        .zip(before)
+        .map(|((name, scope, upstream, _), before)| Row {
+            after: reach.tools.get(&upstream).cloned(),
+            name,
+            scope,
+            upstream,
+            before,
+        })
+        .collect();
+    report(&rows, &profile, client, json_out)
+}
+
+fn report(rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode {
+    let empty = BTreeSet::new();
+    let mut lost = 0usize;
+    let mut table = Vec::new();
+    let mut items = Vec::new();
+    for r in rows {
+        let after = r.after.as_ref().unwrap_or(&empty);
+        let (before_n, missing, note) = match &r.before {
+            Ok(b) => {
+                let missing: Vec<&String> = b.difference(after).collect();
+                lost += missing.len();
+                (b.len().to_string(), missing, String::new())
+            }
+            Err(e) => ("?".to_string(), Vec::new(), e.clone()),
+        };
+        let missing_text = missing
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        items.push(
+            json!({"server": r.name, "scope": r.scope, "upstream": r.upstream,
+            "before": r.before.as_ref().ok(), "after": after, "missing": missing,
+            "error": r.before.as_ref().err()}),
+        );
+        table.push(vec![
+            r.name.clone(),
+            r.scope.clone(),
+            r.upstream.clone(),
+            before_n,
+            after.len().to_string(),
+            if note.is_empty() {
+                missing_text
+            } else {
+                format!("(not compared: {note})")
+            },
+        ]);
+    }
+    if json_out {
+        outln!(
+            "{}",
+            json!({"client": client, "profile": profile, "servers": items, "missing": lost})
+        );
+    } else {
+        out!(
+            "{}",
+            crate::commands::table(
+                &["SERVER", "SCOPE", "UPSTREAM", "BEFORE", "NOW", "MISSING"],
+                table
+            )
+        );
+    }
+    if lost > 0 {
+        errln!(
+            "mcp-broker: {client} reaches {lost} tool(s) fewer through profile {profile} than its own servers had"
+        );
+        errln!(
+            "hint: `mcp-broker status` and `mcp-broker logs UPSTREAM` say why an upstream lists fewer"
+        );
+        return ExitCode::FAILURE;
+    }
+    if !json_out {
+        outln!("{client}: every tool its servers had is reachable through profile {profile}");
+    }
+    ExitCode::SUCCESS
+}

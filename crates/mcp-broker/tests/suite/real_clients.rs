@@ -1,0 +1,338 @@
+//! The real clients, moved onto the broker as a user would (no model or API key is needed):
+//! Claude Code, Gemini CLI and Codex CLI, installed by the test command, each given servers
+//! with its own `mcp add` in each of its scopes (one with a literal API key that the server
+//! cannot start without), then `client import` and `--apply`; then the client's own `mcp list`,
+//! a listing through the exact command the client's file now holds started without the key's
+//! variable, and a rollback byte for byte. On a fresh HOME, with and without `config init`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+use super::support::{Home, Shim, deps, deps_path, fixture};
+
+const KEY: &str = "sk-live-0123456789abcdefXYZ";
+
+/// A fresh user: HOME, a project folder in it, and a broker home apart from both.
+struct User {
+    broker: Home,
+    home: PathBuf,
+    proj: PathBuf,
+    path: String,
+    clients: PathBuf,
+}
+
+impl User {
+    fn new(config_init: bool) -> Self {
+        let broker = Home::new();
+        let home = broker.root().join("u");
+        let proj = home.join("proj");
+        std::fs::create_dir_all(&proj).unwrap();
+        let deps = deps();
+        let user = User {
+            path: deps_path(&deps),
+            clients: deps.join("clients/node_modules/.bin"),
+            broker,
+            home,
+            proj,
+        };
+        if config_init {
+            let out = user.broker_cmd(&["config", "init"]);
+            assert!(out.status.success(), "{}", text(&out.stderr));
+        }
+        user
+    }
+
+    /// A client's own command, with the environment a user's shell gives it: no broker
+    /// variables (the entry must carry them).
+    fn client(&self, bin: &str, args: &[&str]) -> Output {
+        let out = Command::new(self.clients.join(bin))
+            .args(args)
+            .env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", &self.path)
+            .env("NO_COLOR", "1")
+            .env("CI", "1")
+            .current_dir(&self.proj)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{bin} {args:?}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        out
+    }
+
+    fn broker_cmd(&self, args: &[&str]) -> Output {
+        self.broker
+            .cmd(args)
+            .env("HOME", &self.home)
+            .env("PATH", &self.path)
+            .current_dir(&self.proj)
+            .output()
+            .unwrap()
+    }
+
+    fn memory(&self) -> String {
+        deps()
+            .join("npm/node_modules/.bin/mcp-server-memory")
+            .display()
+            .to_string()
+    }
+
+    fn fixture(&self) -> String {
+        fixture().display().to_string()
+    }
+
+    fn import(&self, client: &str) {
+        let dry = self.broker_cmd(&["client", "import", "--client", client]);
+        let shown = text(&dry.stdout);
+        assert!(dry.status.success(), "{shown}{}", text(&dry.stderr));
+        assert!(!shown.contains(KEY), "the dry run shows the key: {shown}");
+        assert!(shown.contains("${file:"), "{shown}");
+        let applied = self.broker_cmd(&["client", "import", "--client", client, "--apply"]);
+        let said = format!("{}{}", text(&applied.stdout), text(&applied.stderr));
+        assert!(applied.status.success(), "{said}");
+        assert!(said.contains("starts only the broker now"), "{said}");
+        assert!(
+            said.contains("every tool its servers had is reachable"),
+            "{said}"
+        );
+        let config = std::fs::read_to_string(self.broker.root().join("broker.yaml")).unwrap();
+        assert!(!config.contains(KEY), "a secret was copied: {config}");
+    }
+
+    /// What the client's file now starts, started as the client would, without the key's
+    /// variable in its environment: its tool names.
+    fn listed_through_entry(&self, client: mcpb_clients::Client, file: &Path) -> Vec<String> {
+        let text = std::fs::read_to_string(file).unwrap();
+        let entry = mcpb_clients::current_entry(client, file, &text)
+            .unwrap()
+            .expect("the broker's entry");
+        let mut cmd = Command::new(entry["command"].as_str().unwrap());
+        for a in entry["args"].as_array().unwrap() {
+            cmd.arg(a.as_str().unwrap());
+        }
+        cmd.env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", &self.path)
+            .current_dir(&self.proj);
+        for (k, v) in entry["env"].as_object().into_iter().flatten() {
+            cmd.env(k, v.as_str().unwrap());
+        }
+        let mut shim = Shim::spawn(cmd);
+        shim.initialize("2025-06-18");
+        shim.tool_names()
+    }
+
+    fn parity(&self, client: &str) -> Value {
+        let out = self.broker_cmd(&["client", "parity", "--client", client, "--json"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn rollback(&self, client: &str, project: bool, file: &Path, before: &[u8]) {
+        let mut args = vec!["client", "rollback", "--client", client];
+        if project {
+            args.push("--project");
+        }
+        let out = self.broker_cmd(&args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert_eq!(std::fs::read(file).unwrap(), before, "{}", file.display());
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Every tool the old servers had, by server, is in what the entry lists now (whatever the
+/// naming), and nothing is missing.
+fn same_tools(parity: &Value, listed: &[String]) {
+    assert_eq!(parity["missing"], 0, "{parity}");
+    for s in parity["servers"].as_array().unwrap() {
+        let up = s["upstream"].as_str().unwrap();
+        let before = s["before"].as_array().expect("listed before");
+        assert!(!before.is_empty(), "{s}");
+        for t in before {
+            let t = t.as_str().unwrap();
+            assert!(
+                listed
+                    .iter()
+                    .any(|n| n == &format!("{up}.{t}") || n == &format!("{up}__{t}")),
+                "{up}'s {t} is not listed through the entry: {listed:?}"
+            );
+        }
+    }
+}
+
+fn claude_code(config_init: bool) {
+    let u = User::new(config_init);
+    let fx = u.fixture();
+    u.client(
+        "claude",
+        &[
+            "mcp",
+            "add",
+            "notes",
+            "-e",
+            &format!("NOTES_API_KEY={KEY}"),
+            "--",
+            &fx,
+            "--require-env",
+            "NOTES_API_KEY",
+        ],
+    );
+    u.client(
+        "claude",
+        &["mcp", "add", "-s", "user", "memory", "--", &u.memory()],
+    );
+    u.client(
+        "claude",
+        &[
+            "mcp", "add", "-s", "project", "team", "--", &fx, "--name", "team",
+        ],
+    );
+    let user_file = u.home.join(".claude.json");
+    let project_file = u.proj.join(".mcp.json");
+    let user_before = std::fs::read(&user_file).unwrap();
+    let project_before = std::fs::read(&project_file).unwrap();
+
+    u.import("claude-code");
+    let listed = u.client("claude", &["mcp", "list"]);
+    let listed = text(&listed.stdout);
+    assert!(
+        listed.contains("mcp-broker:") && listed.contains("Connected"),
+        "{listed}"
+    );
+    for old in ["notes:", "memory:", "team:"] {
+        assert!(
+            !listed.contains(old),
+            "{old} still started by Claude Code: {listed}"
+        );
+    }
+    let names = u.listed_through_entry(mcpb_clients::Client::ClaudeCode, &user_file);
+    same_tools(&u.parity("claude-code"), &names);
+
+    u.rollback("claude-code", false, &user_file, &user_before);
+    u.rollback("claude-code", true, &project_file, &project_before);
+}
+
+fn gemini(config_init: bool) {
+    let u = User::new(config_init);
+    let fx = u.fixture();
+    // Gemini CLI starts no server in a folder it does not trust.
+    std::fs::create_dir_all(u.home.join(".gemini")).unwrap();
+    std::fs::write(
+        u.home.join(".gemini/trustedFolders.json"),
+        json!({u.proj.display().to_string(): "TRUST_FOLDER"}).to_string(),
+    )
+    .unwrap();
+    u.client(
+        "gemini",
+        &[
+            "mcp",
+            "add",
+            "-e",
+            &format!("NOTES_API_KEY={KEY}"),
+            "notes",
+            &fx,
+            "--require-env",
+            "NOTES_API_KEY",
+        ],
+    );
+    u.client(
+        "gemini",
+        &["mcp", "add", "-s", "user", "memory", &u.memory()],
+    );
+    let user_file = u.home.join(".gemini/settings.json");
+    let project_file = u.proj.join(".gemini/settings.json");
+    let user_before = std::fs::read(&user_file).unwrap();
+    let project_before = std::fs::read(&project_file).unwrap();
+
+    u.import("gemini");
+    let listed = u.client("gemini", &["mcp", "list"]);
+    let listed = format!("{}{}", text(&listed.stdout), text(&listed.stderr));
+    assert!(
+        listed.contains("mcp-broker") && listed.contains("Connected"),
+        "{listed}"
+    );
+    for old in ["notes:", "memory:"] {
+        assert!(
+            !listed.contains(old),
+            "{old} still started by Gemini CLI: {listed}"
+        );
+    }
+    let names = u.listed_through_entry(mcpb_clients::Client::Gemini, &user_file);
+    same_tools(&u.parity("gemini"), &names);
+
+    u.rollback("gemini", false, &user_file, &user_before);
+    u.rollback("gemini", true, &project_file, &project_before);
+}
+
+fn codex(config_init: bool) {
+    let u = User::new(config_init);
+    let fx = u.fixture();
+    u.client(
+        "codex",
+        &[
+            "mcp",
+            "add",
+            "notes",
+            "--env",
+            &format!("NOTES_API_KEY={KEY}"),
+            "--",
+            &fx,
+            "--require-env",
+            "NOTES_API_KEY",
+        ],
+    );
+    u.client("codex", &["mcp", "add", "memory", "--", &u.memory()]);
+    let user_file = u.home.join(".codex/config.toml");
+    let user_before = std::fs::read(&user_file).unwrap();
+
+    u.import("codex");
+    let listed = u.client("codex", &["mcp", "list"]);
+    let listed = text(&listed.stdout);
+    let rows: Vec<&str> = listed
+        .lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert!(
+        rows.len() == 1 && rows[0].starts_with("mcp-broker") && rows[0].contains("enabled"),
+        "{listed}"
+    );
+    let names = u.listed_through_entry(mcpb_clients::Client::Codex, &user_file);
+    // Codex's model API takes only [a-zA-Z0-9_-] in tool names.
+    assert!(
+        names.iter().all(|n| n
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')),
+        "{names:?}"
+    );
+    same_tools(&u.parity("codex"), &names);
+
+    u.rollback("codex", false, &user_file, &user_before);
+}
+
+#[test]
+fn claude_code_moves_every_scope_onto_the_broker_and_back() {
+    claude_code(false);
+    claude_code(true);
+}
+
+#[test]
+fn gemini_cli_moves_its_user_and_project_servers_onto_the_broker_and_back() {
+    gemini(false);
+    gemini(true);
+}
+
+#[test]
+fn codex_moves_onto_the_broker_with_names_its_model_accepts_and_back() {
+    codex(false);
+    codex(true);
+}
