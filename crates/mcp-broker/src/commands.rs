@@ -17,11 +17,17 @@ pub(crate) fn daemon(settings: Settings) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
+    let pid_path = settings.runtime.pid_path();
     match rt.block_on(mcpb_daemon::run(settings)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e @ mcpb_daemon::DaemonError::AlreadyRunning { .. }) => {
-            // Lost a start race or started twice: the running daemon serves everyone.
-            tracing::info!("{e}");
+            // Lost a start race or started twice: the running daemon serves everyone. Said
+            // as an error with its pid: a person who started this one wants to know which.
+            let pid = std::fs::read_to_string(&pid_path)
+                .map(|p| p.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into());
+            errln!("mcp-broker: {e} (pid {pid}); this one exits");
+            errln!("hint: `mcp-broker status` shows it; `mcp-broker stop` ends it");
             ExitCode::from(3)
         }
         Err(e) => fail(

@@ -228,60 +228,64 @@ fn leftovers(checks: &mut Vec<Check>, s: &Settings) {
 }
 
 /// Where each client keeps its MCP servers, for the user (the first that exists counts).
-fn client_files(home: &Path) -> Vec<(&'static str, Vec<PathBuf>)> {
-    let h = |p: &str| home.join(p);
-    vec![
-        (
-            "claude-desktop",
-            vec![
-                h(".config/Claude/claude_desktop_config.json"),
-                h("Library/Application Support/Claude/claude_desktop_config.json"),
-            ],
-        ),
-        ("claude-code", vec![h(".claude.json")]),
-        ("codex", vec![h(".codex/config.toml")]),
-        ("gemini", vec![h(".gemini/settings.json")]),
-        ("cursor", vec![h(".cursor/mcp.json")]),
-        (
-            "vscode",
-            vec![
-                h(".config/Code/User/mcp.json"),
-                h("Library/Application Support/Code/User/mcp.json"),
-            ],
-        ),
-        ("agy", vec![h(".gemini/config/mcp_config.json")]),
-    ]
-}
-
+/// Each client with a file: whether it starts the broker, and which servers it still starts
+/// itself, in every scope it has for this folder.
 fn clients(checks: &mut Vec<Check>) {
     let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
         return;
     };
+    let cwd = std::env::current_dir().unwrap_or_default();
     let mut found = 0;
-    for (client, files) in client_files(&home) {
-        let Some(file) = files.into_iter().find(|f| f.is_file()) else {
-            continue;
-        };
-        found += 1;
-        let text = std::fs::read_to_string(&file).unwrap_or_default();
-        if text.contains("mcp-broker") {
-            checks.push(check(
-                "client",
-                Level::Ok,
-                format!("{client}: {} has a broker entry", file.display()),
-                None,
-            ));
-        } else {
-            checks.push(check(
-                "client",
-                Level::Note,
-                format!("{client}: {} starts its servers itself", file.display()),
-                Some(format!(
-                    "add the entry from the README's \"Move your clients onto the broker\" to {}",
-                    file.display()
-                )),
-            ));
+    for client in mcpb_clients::Client::ALL {
+        let user_file = client.config_path(mcpb_clients::Scope::User, &home, &cwd);
+        let user_text = std::fs::read_to_string(&user_file).ok();
+        let folder = mcpb_clients::local_folder(user_text.as_deref().unwrap_or(""), &cwd);
+        let mut own: Vec<String> = Vec::new();
+        let mut any_file = false;
+        for place in client.places(&home, &cwd, Some(&folder)) {
+            let Ok(text) = std::fs::read_to_string(&place.path) else {
+                continue;
+            };
+            any_file = true;
+            for s in mcpb_clients::servers(&place, &text).unwrap_or_default() {
+                own.push(format!("{} ({})", s.name, place.label()));
+            }
         }
+        if !any_file {
+            continue;
+        }
+        found += 1;
+        let entry = user_text
+            .as_deref()
+            .and_then(|t| {
+                mcpb_clients::current_entry(client, &user_file, t)
+                    .ok()
+                    .flatten()
+            })
+            .is_some();
+        let name = client.name();
+        let import = format!("`mcp-broker client import --client {name}` moves them");
+        let (level, what, hint) = match (entry, own.is_empty()) {
+            (true, true) => (Level::Ok, format!("{name}: starts only the broker"), None),
+            (true, false) => (
+                Level::Note,
+                format!("{name}: starts the broker and, itself, {}", own.join(", ")),
+                Some(format!("{import} (--keep NAME leaves one on purpose)")),
+            ),
+            (false, false) => (
+                Level::Note,
+                format!("{name}: starts its servers itself: {}", own.join(", ")),
+                Some(import),
+            ),
+            (false, true) => (
+                Level::Note,
+                format!("{name}: no broker entry in {}", user_file.display()),
+                Some(format!(
+                    "`mcp-broker client render --client {name}` shows the entry to add"
+                )),
+            ),
+        };
+        checks.push(check("client", level, what, hint));
     }
     if found == 0 {
         checks.push(check(

@@ -194,6 +194,7 @@ pub(crate) fn run(
         _ => {}
     }
     let is_run = matches!(command, ExecCommand::Run { .. });
+    let is_open = matches!(command, ExecCommand::Open { .. });
     let result = call(command).and_then(|(tool, args)| {
         call_facade(settings, Some(profile.unwrap_or("compact")), tool, args)
     });
@@ -204,6 +205,13 @@ pub(crate) fn run(
     let data = &result["structuredContent"];
     if result["isError"] == Value::Bool(true) && data.is_null() {
         return crate::fail(&text_of(&result), &[]);
+    }
+    // `ID=$(mcp-broker exec open)`: the id alone, as the help says; --json for the answer.
+    if is_open && !json {
+        if let Some(id) = data["exec_id"].as_str() {
+            outln!("{id}");
+            return ExitCode::SUCCESS;
+        }
     }
     if json || !is_run {
         outln!(

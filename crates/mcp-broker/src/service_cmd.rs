@@ -18,6 +18,14 @@ pub(crate) enum Manager {
 }
 
 impl Manager {
+    /// The `--manager` flag that names it, for hints that must repeat it.
+    fn flag(self) -> &'static str {
+        match self {
+            Manager::Systemd => "--manager systemd",
+            Manager::Launchd => "--manager launchd",
+        }
+    }
+
     pub(crate) fn parse(name: Option<&str>) -> Self {
         match name {
             Some("launchd") => Manager::Launchd,
@@ -161,7 +169,10 @@ pub(crate) fn install(settings: &Settings, manager: Manager, apply: bool) -> Exi
             );
         }
         errln!("a dry run: nothing was written");
-        errln!("hint: `mcp-broker service install --apply` writes both");
+        errln!(
+            "hint: `mcp-broker service install {} --apply` writes both",
+            manager.flag()
+        );
         return ExitCode::SUCCESS;
     }
     if let Err(e) = settings.runtime.ensure() {
@@ -220,8 +231,13 @@ pub(crate) fn uninstall(settings: &Settings, manager: Manager, apply: bool) -> E
             f.unit.display(),
             f.env.display()
         );
+        let stop = match manager {
+            Manager::Systemd => "systemctl --user disable --now mcp-broker".to_string(),
+            Manager::Launchd => format!("launchctl unload {}", f.unit.display()),
+        };
         errln!(
-            "hint: stop it first (`systemctl --user disable --now mcp-broker`), then `mcp-broker service uninstall --apply`"
+            "hint: stop it first (`{stop}`), then `mcp-broker service uninstall {} --apply`",
+            manager.flag()
         );
         return ExitCode::SUCCESS;
     }

@@ -38,7 +38,7 @@ pub(crate) fn run(
             "mcp-broker: client {c:?} has no profile in `clients:`; it gets the `default` profile"
         );
         errln!(
-            "hint: clients named in the config: {}; add `clients: {{{c}: PROFILE}}` or pass --profile",
+            "hint: clients named in the config: {}; add `clients: {{{c}: {{profile: PROFILE}}}}` or pass --profile",
             if known.is_empty() {
                 "(none)".to_string()
             } else {

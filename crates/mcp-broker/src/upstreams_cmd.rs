@@ -188,7 +188,23 @@ pub(crate) fn add(explicit: Option<&Path>, new: &NewUpstream) -> ExitCode {
         Err(code) => return code,
     };
     match yaml_edit::add_upstream(&text, &new.name, &lines) {
-        Ok(next) => commit(&path, &next, &format!("added upstream {}", new.name)),
+        Ok(next) => {
+            let code = commit(&path, &next, &format!("added upstream {}", new.name));
+            if let Some(cmd) = new.command.first()
+                && code == ExitCode::SUCCESS
+                && !found(cmd)
+            {
+                errln!(
+                    "mcp-broker: upstream {}: {cmd} is not found (not on PATH, or not executable); it will fail to start",
+                    new.name
+                );
+                errln!(
+                    "hint: install it, or give its absolute path: `mcp-broker remove {}` then add it again",
+                    new.name
+                );
+            }
+            code
+        }
         Err(e) => fail(
             &format!("mcp-broker: {e}"),
             &[&format!(
@@ -197,6 +213,23 @@ pub(crate) fn add(explicit: Option<&Path>, new: &NewUpstream) -> ExitCode {
             )],
         ),
     }
+}
+
+/// Whether `cmd` names an executable: a path as given, or a name found on PATH.
+fn found(cmd: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    // `{broker.exe}` and other placeholders are the broker's to fill in.
+    if cmd.contains('{') {
+        return true;
+    }
+    if cmd.contains('/') {
+        return runnable(Path::new(cmd));
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| runnable(&d.join(cmd))))
 }
 
 pub(crate) fn remove(explicit: Option<&Path>, name: &str) -> ExitCode {

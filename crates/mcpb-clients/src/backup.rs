@@ -48,7 +48,10 @@ impl Backups {
         after: &str,
         now_unix: u64,
     ) -> Result<Backup, ClientsError> {
-        std::fs::create_dir_all(&self.dir).map_err(|e| ClientsError::io(&self.dir, e))?;
+        // The backups hold the clients' files, secrets and all: the user's alone.
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(&self.dir)
+            .map_err(|e| ClientsError::io(&self.dir, e))?;
         // After the newest of this second, never in a gap pruning left: names sort by age.
         let second = format!("{now_unix:012}-");
         let next = self

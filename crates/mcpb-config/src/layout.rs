@@ -23,6 +23,10 @@ const SUBDIRS: &[&str] = &[
     "sockets",
     "state",
     "state/upstreams",
+    // Client files as they were (secrets included) and the dry runs' notes: an older
+    // install made them 0755; `ensure` tightens them.
+    "backups",
+    "state/renders",
 ];
 
 impl RuntimeLayout {
@@ -148,7 +152,11 @@ pub fn expand_home(path: &str, home: Option<&Path>) -> PathBuf {
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
+    // Directories it makes are the user's alone, like the files.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
     // Cut, so a file name near the system's limit still leaves room for the additions.
     let mut name: String = path
         .file_name()

@@ -165,7 +165,7 @@ fn an_answer_the_sdk_cannot_tie_to_a_request_fails_it_instead_of_hanging() {
 }
 
 fn exec_cmd(jail: &Jail, args: &[&str]) -> (bool, Value, String) {
-    let mut all = vec!["exec", "--profile", "code"];
+    let mut all = vec!["exec", "--json", "--profile", "code"];
     all.extend_from_slice(args);
     let out = jail.home.cmd(&all).output().unwrap();
     let value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
@@ -203,7 +203,7 @@ fn persisted_workspaces_never_stop_code_runs_and_can_be_removed() {
     assert!(ok && v["removed"] == true, "{v} {err}");
     let (ok, v, err) = exec_cmd(&jail, &["open", "--persist"]);
     assert!(ok, "a slot is free again: {v} {err}");
-    let (ok, listed, _) = exec_cmd(&jail, &["--json", "list"]);
+    let (ok, listed, _) = exec_cmd(&jail, &["list"]);
     assert!(ok);
     let persisted = listed
         .as_array()
@@ -242,7 +242,7 @@ fn uploads_past_the_workspace_quota_are_refused() {
     let (i, err) = refused.expect("an upload past the quota is refused");
     assert_eq!(i, 8, "eight 8 MiB files fit 64 MiB");
     assert!(err.contains("disk quota"), "{err}");
-    let (ok, v, _) = exec_cmd(&jail, &["--json", "list"]);
+    let (ok, v, _) = exec_cmd(&jail, &["list"]);
     assert!(ok);
     let bytes = v[0]["bytes"].as_u64().unwrap();
     assert!(bytes <= 64 << 20, "{v}");

@@ -264,9 +264,10 @@ fn writes_outside_the_workspace_fail_and_links_do_not_escape_it() {
     std::fs::write(&bashrc, "# mine\n").unwrap();
     std::fs::create_dir_all(root.join("repo/.git/hooks")).unwrap();
     let hook = root.join("repo/.git/hooks/pre-commit");
+    // `ID=$(mcp-broker exec open)`: the id alone on stdout.
     let open = jail.home.run(&["exec", "open", "--profile", "code"]);
-    let id: Value = serde_json::from_slice(&open.stdout).unwrap();
-    let id = id["exec_id"].as_str().unwrap().to_string();
+    let id = String::from_utf8(open.stdout).unwrap().trim().to_string();
+    assert!(id.len() >= 16 && !id.contains(['{', ' ', '"']), "{id:?}");
     let code = format!(
         r#"
 import os
@@ -589,7 +590,9 @@ fn calls_outside_the_allow_list_the_profile_or_read_only_are_refused() {
 #[test]
 fn exec_ids_are_uuids_of_the_callers_own_profile() {
     let jail = Jail::new();
-    let open = jail.home.run(&["exec", "open", "--profile", "rw"]);
+    let open = jail
+        .home
+        .run(&["exec", "open", "--json", "--profile", "rw"]);
     let id: Value = serde_json::from_slice(&open.stdout).unwrap();
     let rw_id = id["exec_id"].as_str().unwrap().to_string();
     let src = jail.home.root().join("upload.txt");

@@ -1,0 +1,222 @@
+//! What a user meets while moving clients onto the broker: an entry under another key is
+//! recognised, hints repeat the flags given, the entry carries a non-default broker home,
+//! backups stay private, `doctor` names the command that moves a client, `add` warns of a
+//! command that is not there, a second daemon says which one runs, and the shim's hint for an
+//! unmapped client is valid config.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Stdio;
+
+use serde_json::Value;
+
+use super::support::{Home, bin, fixture_config};
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn user_home(home: &Home) -> std::path::PathBuf {
+    let u = home.root().join("user");
+    std::fs::create_dir_all(&u).unwrap();
+    u
+}
+
+#[test]
+fn an_entry_under_another_key_is_the_brokers_and_is_updated_not_doubled() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let user = user_home(&home);
+    let file = user.join(".cursor/mcp.json");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let theirs = format!(
+        "{{\"mcpServers\": {{\"broker\": {{\"command\": \"{}\", \"args\": [\"stdio\", \"--client\", \"cursor\"]}}}}}}\n",
+        bin()
+    );
+    std::fs::write(&file, &theirs).unwrap();
+    let status = home
+        .cmd(&["client", "status", "--client", "cursor", "--json"])
+        .env("HOME", &user)
+        .output()
+        .unwrap();
+    let rows: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(rows[0]["entry"], "present", "{rows}");
+    let dry = home
+        .cmd(&[
+            "client",
+            "render",
+            "--client",
+            "cursor",
+            "--profile",
+            "default",
+        ])
+        .env("HOME", &user)
+        .output()
+        .unwrap();
+    let shown = text(&dry.stdout);
+    assert!(
+        !shown.contains("+    \"mcp-broker\""),
+        "a second entry: {shown}"
+    );
+    assert!(shown.contains("\"--profile\""), "{shown}");
+    assert!(
+        shown.contains("MCP_BROKER_HOME"),
+        "the home is carried: {shown}"
+    );
+    let doctor = home
+        .cmd(&["doctor", "--json"])
+        .env("HOME", &user)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let cursor = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["area"] == "client" && c["detail"].as_str().unwrap().starts_with("cursor"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert_eq!(cursor["level"], "ok", "{cursor}");
+}
+
+#[test]
+fn doctor_names_the_import_for_a_client_not_moved_and_hints_repeat_the_flags() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let user = user_home(&home);
+    let proj = user.join("proj");
+    std::fs::create_dir_all(proj.join(".cursor")).unwrap();
+    std::fs::write(
+        proj.join(".cursor/mcp.json"),
+        "{\"mcpServers\": {\"git\": {\"command\": \"uvx\", \"args\": [\"mcp-server-git\"]}, \"other\": {\"command\": \"uvx\", \"args\": [\"other\"]}}}\n",
+    )
+    .unwrap();
+    let doctor = home
+        .cmd(&["doctor", "--json"])
+        .env("HOME", &user)
+        .current_dir(&proj)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let cursor = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["area"] == "client" && c["detail"].as_str().unwrap().starts_with("cursor"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        cursor["detail"].as_str().unwrap().contains("git (project)"),
+        "{cursor}"
+    );
+    assert!(
+        cursor["fix"]
+            .as_str()
+            .unwrap()
+            .contains("mcp-broker client import --client cursor"),
+        "{cursor}"
+    );
+    let dry = home
+        .cmd(&[
+            "client",
+            "import",
+            "--client",
+            "cursor",
+            "--project",
+            "--keep",
+            "other",
+        ])
+        .env("HOME", &user)
+        .current_dir(&proj)
+        .output()
+        .unwrap();
+    let said = text(&dry.stderr);
+    assert!(dry.status.success(), "{said}");
+    assert!(
+        said.contains("--scope project")
+            && said.contains("--keep other")
+            && said.contains("--apply"),
+        "{said}"
+    );
+    let table = text(&dry.stdout);
+    assert!(table.contains("stays: --keep"), "{table}");
+    let service = home
+        .cmd(&["service", "install", "--manager", "launchd"])
+        .env("HOME", &user)
+        .output()
+        .unwrap();
+    assert!(
+        text(&service.stderr).contains("--manager launchd --apply"),
+        "{}",
+        text(&service.stderr)
+    );
+}
+
+#[test]
+fn backups_and_dry_run_notes_are_the_users_alone() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let user = user_home(&home);
+    for args in [
+        &["client", "render", "--client", "cursor"][..],
+        &["client", "apply", "--client", "cursor"][..],
+    ] {
+        let out = home.cmd(args).env("HOME", &user).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    for dir in ["backups", "backups/cursor", "state/renders"] {
+        let mode = std::fs::metadata(home.root().join(dir))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "{dir} is {mode:o}");
+    }
+}
+
+#[test]
+fn add_warns_of_a_command_that_is_not_there() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let out = home.run(&["add", "ghost", "--", "no-such-server-binary-here"]);
+    let said = text(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("ghost") && said.contains("no-such-server-binary-here is not found"),
+        "{said}"
+    );
+    let ok = home.run(&["add", "fine", "--", "sh"]);
+    assert!(
+        !text(&ok.stderr).contains("not found"),
+        "{}",
+        text(&ok.stderr)
+    );
+}
+
+#[test]
+fn a_second_daemon_says_which_one_runs() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    home.start_with(&[]);
+    let pid = home.daemon_pid().expect("a running daemon");
+    let out = home.cmd(&["daemon"]).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let said = text(&out.stderr);
+    assert!(
+        said.contains("mcp-broker:") && said.contains(&format!("pid {pid}")),
+        "{said}"
+    );
+    assert!(said.contains("hint:"), "{said}");
+}
+
+#[test]
+fn the_hint_for_an_unmapped_client_is_valid_config() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let out = home
+        .cmd(&["stdio", "--client", "newcomer"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = text(&out.stderr);
+    let start = said.find("`clients: ").expect(&said) + 1;
+    let snippet = &said[start..start + said[start..].find('`').unwrap()];
+    let yaml =
+        format!("schema_version: 1\nupstreams: {{}}\nprofiles:\n  PROFILE: {{}}\n{snippet}\n");
+    let path = home.root().join("hinted.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let valid = home.run(&["config", "validate", path.to_str().unwrap()]);
+    assert!(valid.status.success(), "{snippet}: {}", text(&valid.stderr));
+    assert!(Path::new(&path).exists());
+}
