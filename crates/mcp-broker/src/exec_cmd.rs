@@ -207,11 +207,12 @@ pub(crate) fn run(
         return crate::fail(&text_of(&result), &[]);
     }
     // `ID=$(mcp-broker exec open)`: the id alone, as the help says; --json for the answer.
-    if is_open && !json {
-        if let Some(id) = data["exec_id"].as_str() {
-            outln!("{id}");
-            return ExitCode::SUCCESS;
-        }
+    if is_open
+        && !json
+        && let Some(id) = data["exec_id"].as_str()
+    {
+        outln!("{id}");
+        return ExitCode::SUCCESS;
     }
     if json || !is_run {
         outln!(
