@@ -54,7 +54,12 @@ pub(crate) fn render_frame(data: &Value, before: Option<&Value>, secs: f64) -> S
             let name = u["name"].as_str().unwrap_or("");
             let c = &calls["upstreams"][name];
             let was = before.map(|b| count(&b["calls"]["upstreams"][name]["calls"]));
-            let mut last = crate::printable(u["last_error"].as_str().unwrap_or(""));
+            // The upstream's own failure first; else its newest failed call.
+            let last = u["last_error"]
+                .as_str()
+                .or_else(|| c["last_error"].as_str())
+                .unwrap_or("");
+            let mut last = crate::printable(last);
             mcpb_facade::projection::cut_chars(&mut last, 60);
             vec![
                 name.to_string(),

@@ -78,6 +78,9 @@ pub(crate) struct UpstreamCalls {
     pub(crate) errors: u64,
     pub(crate) p50_ms: Option<f64>,
     pub(crate) p99_ms: Option<f64>,
+    /// The newest failed call's error (`top` shows it when the upstream itself is fine).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) last_error: Option<String>,
 }
 
 /// What `status` shows of the calls.
@@ -100,6 +103,7 @@ struct Counts {
     calls: u64,
     errors: u64,
     recent: VecDeque<f64>,
+    last_error: Option<String>,
 }
 
 #[derive(Default)]
@@ -178,6 +182,13 @@ impl Calls {
         counts.calls += 1;
         if failed {
             counts.errors += 1;
+            counts.last_error = Some(match (&rec.error, rec.outcome) {
+                (Some(e), _) => format!("{}: {e}", rec.tool),
+                (None, Outcome::ToolError) => {
+                    format!("{}: the tool answered with an error", rec.tool)
+                }
+                (None, _) => format!("{}: failed", rec.tool),
+            });
         }
         if counts.recent.len() == RECENT {
             counts.recent.pop_front();
@@ -213,6 +224,10 @@ impl Calls {
                         errors: c.errors,
                         p50_ms: at(0.5),
                         p99_ms: at(0.99),
+                        last_error: c
+                            .last_error
+                            .as_deref()
+                            .map(|e| mcpb_redact::redact(e).into_owned()),
                     };
                     (name.clone(), calls)
                 })
@@ -344,6 +359,8 @@ mod tests {
         assert_eq!(a.p50_ms, Some(50.0));
         assert_eq!(a.p99_ms, Some(99.0));
         assert_eq!(r.upstreams["b"].errors, 1);
+        assert!(r.upstreams["b"].last_error.is_some());
+        assert!(r.upstreams["a"].last_error.is_none());
         assert!(r.audit_log.is_none());
     }
 

@@ -177,12 +177,22 @@ impl Upstream {
         s.active_call_count = self.active_calls.load(Ordering::SeqCst);
         s.session_count = state.sessions.values().filter(|i| i.is_alive()).count();
         s.stderr_tail = self.stderr_tail.lines();
-        s.last_error = s.last_error.map(|e| mcpb_redact::redact(&e).into_owned());
         if self.settings.lifecycle == Lifecycle::Shared {
             match &state.shared {
                 Some(inst) if !inst.is_alive() && s.state == UpstreamState::Running => {
                     s.state = UpstreamState::Failed;
                     s.pid = None;
+                    // Found dead before the next call records it: say why now (a killed
+                    // server showed `failed` with no reason and no failure counted).
+                    if !inst.stopped_on_purpose() {
+                        s.failures += 1;
+                        s.last_error = Some(format!(
+                            "{} (pid {}){}",
+                            inst.exit_description(),
+                            inst.pid(),
+                            self.last_words().unwrap_or_default()
+                        ));
+                    }
                 }
                 None if s.state == UpstreamState::Running => s.state = UpstreamState::Stopped,
                 _ => {}
@@ -190,6 +200,7 @@ impl Upstream {
         } else if s.state == UpstreamState::Running && running.is_empty() {
             s.state = UpstreamState::Stopped;
         }
+        s.last_error = s.last_error.map(|e| mcpb_redact::redact(&e).into_owned());
         s
     }
 

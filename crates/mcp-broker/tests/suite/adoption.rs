@@ -220,3 +220,45 @@ fn the_hint_for_an_unmapped_client_is_valid_config() {
     assert!(valid.status.success(), "{snippet}: {}", text(&valid.stderr));
     assert!(Path::new(&path).exists());
 }
+
+#[test]
+fn a_killed_upstream_says_why_and_top_shows_the_last_error() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let mut shim = super::support::session(&home);
+    shim.call("fx.echo", serde_json::json!({"text": "up"}));
+    let pid = home.upstream_pid("fx").expect("fx runs");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let fx = loop {
+        let status = home.status();
+        let fx = status["upstreams"][0].clone();
+        if fx["state"] == "failed" || std::time::Instant::now() > deadline {
+            break fx;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(fx["state"], "failed", "{fx}");
+    assert_eq!(fx["failures"], 1, "{fx}");
+    let why = fx["last_error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("exited") && why.contains(&pid.to_string()),
+        "{fx}"
+    );
+    let table = text(&home.run(&["status"]).stdout);
+    assert!(table.contains("exited"), "{table}");
+    // A call that fails while the upstream is fine: top's LAST ERROR shows it.
+    shim.call("fx.echo", serde_json::json!({"text": "back"}));
+    shim.call("fx.no_such_tool", serde_json::json!({}));
+    shim.call("fx.crash", serde_json::json!({"code": 4}));
+    let top = home.run(&["top", "--count", "1"]);
+    let frame = text(&top.stdout);
+    let row = frame
+        .lines()
+        .find(|l| l.starts_with("fx "))
+        .unwrap_or_else(|| panic!("{frame}"));
+    assert!(row.contains("crash") || row.contains("exited"), "{frame}");
+}
