@@ -107,6 +107,16 @@ pub(crate) fn resolve(settings: &Settings, t: &Target<'_>) -> Result<Resolved, E
         .unwrap_or_else(|_| PathBuf::from("mcp-broker"));
     let mut entry = Entry::for_client(&exe, client, t.profile);
     entry.env = entry_env(t.config);
+    // The profile the shim will get: named, else the client's own, else `default`.
+    let profile = t
+        .profile
+        .map(str::to_string)
+        .or_else(|| settings.clients.get(client.name()).cloned())
+        .unwrap_or_else(|| "default".into());
+    entry.allowed_servers = settings
+        .profiles
+        .get(&profile)
+        .and_then(|p| p.mcp_allowed_servers.clone());
     Ok(Resolved {
         client,
         scope,

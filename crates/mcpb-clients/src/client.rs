@@ -36,6 +36,9 @@ pub struct Entry {
     /// Set when the broker runs from a non-default home or config: a client started from a
     /// desktop has none of the shell's variables and would reach another daemon.
     pub env: Vec<(String, String)>,
+    /// The servers a client with an allowlist (Gemini CLI's and AGY's `mcp.allowed`) may start:
+    /// the profile's `mcp_allowed_servers`; the broker's entry is always among them.
+    pub allowed_servers: Option<Vec<String>>,
 }
 
 impl Entry {
@@ -49,6 +52,7 @@ impl Entry {
             command: exe.display().to_string(),
             args,
             env: Vec::new(),
+            allowed_servers: None,
         }
     }
 }

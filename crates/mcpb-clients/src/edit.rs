@@ -141,6 +141,24 @@ pub fn render(
                     servers.append(ENTRY_NAME, to_cst(&value));
                 }
             }
+            // The profile says which servers the client may start: the list is set whole.
+            if matches!(client, Client::Gemini | Client::Agy)
+                && let Some(list) = &entry.allowed_servers
+            {
+                let mut names: Vec<CstInputValue> = list
+                    .iter()
+                    .filter(|n| n.as_str() != ENTRY_NAME)
+                    .map(|n| CstInputValue::String(n.clone()))
+                    .collect();
+                names.push(CstInputValue::String(ENTRY_NAME.to_string()));
+                let mcp = top.object_value_or_set("mcp");
+                match mcp.get("allowed") {
+                    Some(p) => p.set_value(CstInputValue::Array(names)),
+                    None => {
+                        mcp.append("allowed", CstInputValue::Array(names));
+                    }
+                }
+            }
             // Gemini CLI starts only the servers its `mcp.allowed` names, when the user keeps
             // such a list: the broker's entry joins it, or it would never start.
             if client == Client::Gemini
