@@ -16,7 +16,7 @@ pub(crate) struct Finding {
 
 /// Whether `command` would be found and run: a path that is an executable file, or a name on
 /// `path` (a PATH value).
-fn runnable(command: &str, path: &str) -> bool {
+pub(crate) fn runnable(command: &str, path: &str) -> bool {
     let executable = |p: &Path| {
         p.metadata()
             .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -32,12 +32,13 @@ fn template_findings(
     key: &str,
     template: &Template,
     env: &dyn Fn(&str) -> Option<String>,
+    whose: &str,
     out: &mut Vec<Finding>,
 ) {
     for part in template.parts() {
         match part {
             Part::Env(name) if env(name).is_none() => out.push(Finding {
-                what: format!("{key}: ${{{name}}} is not set in this environment"),
+                what: format!("{key}: ${{{name}}} is not set in {whose}"),
                 hint: format!(
                     "export {name}=... where the daemon starts (then `mcp-broker stop`; the next client starts it with the value), or use ${{file:NAME}} under {}",
                     settings.runtime.secrets_dir().display()
@@ -62,9 +63,19 @@ fn template_findings(
     }
 }
 
-/// Everything in `settings` that would fail when it runs from this environment.
-pub(crate) fn run_time(settings: &Settings) -> Vec<Finding> {
-    let env = |k: &str| std::env::var(k).ok();
+/// Everything in `settings` that would fail when it runs from this environment, or, when a
+/// daemon runs (`daemon_env`: the referenced variables it has), from the daemon's: a variable
+/// the daemon has is fine whatever this shell says.
+pub(crate) fn run_time(settings: &Settings, daemon_env: Option<&[String]>) -> Vec<Finding> {
+    let env = |k: &str| match daemon_env {
+        Some(set) => set.iter().any(|n| n == k).then(String::new),
+        None => std::env::var(k).ok(),
+    };
+    let whose = if daemon_env.is_some() {
+        "the running daemon's environment"
+    } else {
+        "this environment"
+    };
     let path = std::env::var("PATH").unwrap_or_default();
     let mut out = Vec::new();
     if settings.broker.search_model == mcpb_config::SearchModel::Minilm {
@@ -110,6 +121,7 @@ pub(crate) fn run_time(settings: &Settings) -> Vec<Finding> {
                 &format!("upstreams.{n}.env.{k}"),
                 t,
                 &env,
+                whose,
                 &mut out,
             );
         }
@@ -119,6 +131,7 @@ pub(crate) fn run_time(settings: &Settings) -> Vec<Finding> {
                 &format!("upstreams.{n}.headers.{k}"),
                 t,
                 &env,
+                whose,
                 &mut out,
             );
         }
@@ -128,6 +141,7 @@ pub(crate) fn run_time(settings: &Settings) -> Vec<Finding> {
                 &format!("upstreams.{n}.oauth.client_secret"),
                 t,
                 &env,
+                whose,
                 &mut out,
             );
         }
@@ -143,6 +157,7 @@ pub(crate) fn run_time(settings: &Settings) -> Vec<Finding> {
             &format!("http.tokens[{i}].token"),
             &t.token,
             &env,
+            whose,
             &mut out,
         );
     }

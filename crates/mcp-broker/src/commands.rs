@@ -477,7 +477,7 @@ pub(crate) fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
                 s.clients.len()
             );
             // Valid, but what would still fail when it runs from here.
-            for f in crate::checks::run_time(&s) {
+            for f in crate::checks::run_time(&s, None) {
                 errln!("warning: {}", f.what);
                 errln!("  hint: {}", f.hint);
             }

@@ -92,7 +92,23 @@ fn config(checks: &mut Vec<Check>, explicit: Option<&Path>) -> Option<Settings> 
                 ),
                 fix,
             ));
-            for f in crate::checks::run_time(&s) {
+            // A running daemon for this config is asked which variables it has: what this
+            // shell lacks does not matter to it.
+            let daemon_env =
+                match crate::daemon_client::admin(&s, mcpb_protocol::AdminCommand::Status) {
+                    Ok(Some(r)) if r.ok => r.data.and_then(|d| {
+                        (d["daemon"]["config"] == s.source.to_string().as_str())
+                            .then(|| {
+                                serde_json::from_value::<Vec<String>>(
+                                    d["daemon"]["env_set"].clone(),
+                                )
+                                .ok()
+                            })
+                            .flatten()
+                    }),
+                    _ => None,
+                };
+            for f in crate::checks::run_time(&s, daemon_env.as_deref()) {
                 checks.push(check("config", Level::Problem, f.what, Some(f.hint)));
             }
             Some(s)

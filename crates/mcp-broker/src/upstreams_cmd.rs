@@ -215,21 +215,9 @@ pub(crate) fn add(explicit: Option<&Path>, new: &NewUpstream) -> ExitCode {
     }
 }
 
-/// Whether `cmd` names an executable: a path as given, or a name found on PATH.
+/// Whether `cmd` names an executable (a placeholder like `{broker.exe}` is the broker's).
 fn found(cmd: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    // `{broker.exe}` and other placeholders are the broker's to fill in.
-    if cmd.contains('{') {
-        return true;
-    }
-    if cmd.contains('/') {
-        return runnable(Path::new(cmd));
-    }
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|d| runnable(&d.join(cmd))))
+    cmd.contains('{') || crate::checks::runnable(cmd, &std::env::var("PATH").unwrap_or_default())
 }
 
 pub(crate) fn remove(explicit: Option<&Path>, name: &str) -> ExitCode {

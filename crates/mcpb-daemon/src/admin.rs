@@ -27,6 +27,9 @@ pub(crate) struct DaemonStatus {
     pub inflight_calls: usize,
     pub max_clients: usize,
     pub draining: bool,
+    /// Which of the variables the config refers to are set in the daemon's environment:
+    /// names only, never values (`doctor` checks references against these, not its shell).
+    pub env_set: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -93,6 +96,12 @@ pub(crate) fn status(broker: &Broker) -> StatusReport {
             inflight_calls: broker.drain.inflight(),
             max_clients: config.settings.broker.max_clients,
             draining: broker.drain.is_draining(),
+            env_set: config
+                .settings
+                .daemon_env_names()
+                .into_iter()
+                .filter(|n| std::env::var_os(n).is_some())
+                .collect(),
         },
         upstreams: config.upstreams.values().map(|u| u.status()).collect(),
         catalog: catalog_status(broker),

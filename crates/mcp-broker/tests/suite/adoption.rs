@@ -262,3 +262,37 @@ fn a_killed_upstream_says_why_and_top_shows_the_last_error() {
         .unwrap_or_else(|| panic!("{frame}"));
     assert!(row.contains("crash") || row.contains("exited"), "{frame}");
 }
+
+#[test]
+fn doctor_asks_the_running_daemon_for_its_variables_not_this_shell() {
+    let home = Home::with_config(&fixture_config(
+        &[("fx", "")],
+        ", env: {K: \"${MCPB_DOCTOR_ONLY_IN_DAEMON}\"}",
+    ));
+    let problems = |home: &Home| -> Vec<String> {
+        let out = home.run(&["doctor", "--json"]);
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["level"] == "PROBLEM")
+            .map(|c| c["detail"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let without = problems(&home);
+    assert!(
+        without
+            .iter()
+            .any(|p| p.contains("MCPB_DOCTOR_ONLY_IN_DAEMON") && p.contains("this environment")),
+        "{without:?}"
+    );
+    home.start_with(&[("MCPB_DOCTOR_ONLY_IN_DAEMON", "set")]);
+    let with = problems(&home);
+    assert!(
+        !with
+            .iter()
+            .any(|p| p.contains("MCPB_DOCTOR_ONLY_IN_DAEMON")),
+        "the daemon has it: {with:?}"
+    );
+}
