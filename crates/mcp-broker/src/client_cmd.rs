@@ -371,7 +371,18 @@ pub(crate) fn rollback(
             };
             fail(
                 &format!("mcp-broker: {e} ({})", r.path.display()),
-                &[&format!("backups of this file: {names}")],
+                &[
+                    &format!("backups of this file: {names}"),
+                    &format!(
+                        "backups are kept in {} (0700); deleting the runtime dir deletes them too",
+                        settings
+                            .runtime
+                            .root
+                            .join("backups")
+                            .join(r.client.name())
+                            .display()
+                    ),
+                ],
             )
         }
     }

@@ -47,22 +47,49 @@ pub(crate) fn start(settings: &Settings) -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
+    // Where the daemon's own words will start in its log: said back if it does not come up.
+    let log = settings.runtime.log_path();
+    let from = std::fs::metadata(&log).map_or(0, |m| m.len());
     if let Err(e) = spawn_daemon(settings) {
         return fail(&format!("mcp-broker: {e:#}"), &[]);
     }
-    if let Err(e) = wait_for_socket(settings, Duration::from_secs(15)) {
-        return fail(
-            &format!("mcp-broker: {e:#}"),
-            &["run `mcp-broker daemon` to see the error in the terminal"],
-        );
+    let failed = match wait_for_socket(settings, Duration::from_secs(15)) {
+        Err(e) => format!("mcp-broker: {e:#}"),
+        Ok(_) => match admin(settings, AdminCommand::Ping) {
+            Ok(Some(reply)) => {
+                outln!("mcp-broker daemon started (pid {})", reply.daemon_pid);
+                return ExitCode::SUCCESS;
+            }
+            _ => "mcp-broker: the daemon started but does not answer".to_string(),
+        },
+    };
+    errln!("{failed}");
+    let said = daemon_said(&log, from);
+    for line in &said {
+        errln!("the daemon said: {}", crate::printable(line));
     }
-    match admin(settings, AdminCommand::Ping) {
-        Ok(Some(reply)) => {
-            outln!("mcp-broker daemon started (pid {})", reply.daemon_pid);
-            ExitCode::SUCCESS
-        }
-        _ => fail("mcp-broker: the daemon started but does not answer", &[]),
+    if said.is_empty() {
+        errln!("hint: run `mcp-broker daemon` to see the error in the terminal");
+    } else {
+        errln!("hint: the rest is in {}", log.display());
     }
+    ExitCode::FAILURE
+}
+
+/// The daemon's errors in its log after byte `from` (the last few): why it did not come up.
+fn daemon_said(log: &std::path::Path, from: u64) -> Vec<String> {
+    use std::io::{Read, Seek};
+    let mut text = String::new();
+    if let Ok(mut f) = std::fs::File::open(log) {
+        let _ = f.seek(std::io::SeekFrom::Start(from));
+        let _ = f.take(1 << 20).read_to_string(&mut text);
+    }
+    let errors: Vec<String> = text
+        .lines()
+        .filter(|l| l.contains("ERROR") || l.starts_with("mcp-broker:") || l.starts_with("Error"))
+        .map(str::to_string)
+        .collect();
+    errors[errors.len().saturating_sub(5)..].to_vec()
 }
 
 /// A daemon that runs but turned the command down (too many connections, say): never to be
@@ -149,6 +176,12 @@ pub(crate) fn status(settings: &Settings, json: bool) -> ExitCode {
                 "daemon: not running (socket {})",
                 settings.runtime.socket_path().display()
             );
+            for (pid, root) in crate::daemon_client::lost_daemons() {
+                errln!(
+                    "mcp-broker: daemon pid {pid} runs for {root}, whose socket is gone; no client can reach it"
+                );
+                errln!("hint: `kill {pid}` stops it and its upstreams");
+            }
             outln!("config: {}", settings.source);
             for up in settings.upstreams.values() {
                 outln!(

@@ -2,6 +2,7 @@
 //! starting a daemon when none answers (race-safe: the daemon's lock decides who runs).
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -214,4 +215,48 @@ pub(crate) fn spawn_daemon(settings: &Settings) -> anyhow::Result<()> {
 
 fn absolute(p: &Path) -> std::path::PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Daemons of this user whose socket is gone (their runtime dir was deleted or moved while
+/// they ran): nobody can reach them, yet they may hold upstreams and a port. (pid, root.)
+pub(crate) fn lost_daemons() -> Vec<(u32, String)> {
+    let me = rustix::process::getuid().as_raw();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let dir = p.path();
+        let owner = std::fs::metadata(&dir).map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+        if owner.ok() != Some(me) || pid == std::process::id() {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(dir.join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let ours = args
+            .first()
+            .and_then(|a| std::path::Path::new(std::ffi::OsStr::from_bytes(a)).file_name())
+            .is_some_and(|n| n == "mcp-broker");
+        if !ours || !args.iter().any(|a| *a == b"daemon") {
+            continue;
+        }
+        let environ = std::fs::read(dir.join("environ")).unwrap_or_default();
+        let Some(root) = environ
+            .split(|b| *b == 0)
+            .find_map(|v| v.strip_prefix(b"MCP_BROKER_HOME="))
+            .map(|r| String::from_utf8_lossy(r).into_owned())
+        else {
+            continue;
+        };
+        let socket = mcpb_config::RuntimeLayout::new(std::path::PathBuf::from(&root)).socket_path();
+        if !socket.exists() {
+            out.push((pid, root));
+        }
+    }
+    out
 }

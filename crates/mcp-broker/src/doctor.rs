@@ -166,6 +166,14 @@ fn daemon(checks: &mut Vec<Check>, s: &Settings) {
                 "not running (the first client or `mcp-broker start` starts it)",
                 None,
             ));
+            for (pid, root) in crate::daemon_client::lost_daemons() {
+                checks.push(check(
+                    "daemon",
+                    Level::Problem,
+                    format!("daemon pid {pid} runs for {root}, whose socket is gone; no client can reach it"),
+                    Some(format!("kill {pid}   # stops it and its upstreams")),
+                ));
+            }
             return;
         }
         Err(e) => {

@@ -28,6 +28,8 @@ const CONNECTION_HEADROOM: usize = 64;
 const HELLO_CONNECTIONS: usize = 256;
 /// Admin commands served at once.
 const ADMIN_CONNECTIONS: usize = 32;
+/// How often the daemon checks that its socket file is still its own.
+const SOCKET_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The daemon's socket with everything it holds for its life: the single-instance lock, the pid
 /// file, the signals it answers, the broker state and the connection pools.
@@ -35,6 +37,9 @@ struct Listener {
     /// Closed when the drain starts, so a client connecting then hears at once.
     socket: Option<UnixListener>,
     socket_path: std::path::PathBuf,
+    /// The socket file's inode: the daemon stops when the file at its path is gone or another
+    /// (its runtime dir deleted, or replaced), and never removes a file that is not its own.
+    socket_ino: u64,
     pid_path: std::path::PathBuf,
     /// Held until the daemon has stopped: a second daemon for the same root refuses to start.
     _lock: File,
@@ -125,6 +130,8 @@ impl Listener {
             source: e,
         })?;
         let _ = fs::set_permissions(&socket_path, fs::Permissions::from_mode(0o600));
+        let socket_ino = fs::symlink_metadata(&socket_path)
+            .map_or(0, |m| std::os::unix::fs::MetadataExt::ino(&m));
         let signals = Signals {
             term: signal(SignalKind::terminate()).map_err(DaemonError::Signals)?,
             int: signal(SignalKind::interrupt()).map_err(DaemonError::Signals)?,
@@ -158,6 +165,7 @@ impl Listener {
         Ok(Self {
             socket: Some(socket),
             socket_path,
+            socket_ino,
             pid_path,
             _lock: lock,
             signals,
@@ -175,8 +183,21 @@ impl Listener {
         let Some(socket) = self.socket.as_ref() else {
             return;
         };
+        let mut watch = tokio::time::interval(SOCKET_CHECK);
         loop {
             let stream = tokio::select! {
+                _ = watch.tick() => {
+                    if self.socket_is_ours() {
+                        continue;
+                    }
+                    // Nobody can reach this daemon any more, and a new one would start beside
+                    // it holding the same upstreams and port: it stops, with its upstreams.
+                    tracing::error!(
+                        socket = %self.socket_path.display(),
+                        "the socket file is gone or replaced (was the runtime dir deleted?); stopping"
+                    );
+                    return;
+                }
                 r = socket.accept() => match r {
                     Ok((s, _)) => s,
                     Err(e) => {
@@ -223,6 +244,11 @@ impl Listener {
         }
     }
 
+    fn socket_is_ours(&self) -> bool {
+        fs::symlink_metadata(&self.socket_path)
+            .is_ok_and(|m| std::os::unix::fs::MetadataExt::ino(&m) == self.socket_ino)
+    }
+
     /// No new connections; in-flight requests may finish until the grace deadline. Returns
     /// true when a second signal asked to stop now.
     async fn drain(&mut self) -> bool {
@@ -230,7 +256,9 @@ impl Listener {
         tracing::info!(inflight = drain.inflight(), "shutting down");
         drain.start();
         self.socket = None;
-        let _ = fs::remove_file(&self.socket_path);
+        if self.socket_is_ours() {
+            let _ = fs::remove_file(&self.socket_path);
+        }
         let mut now = false;
         tokio::select! {
             drained = drain.wait(self.grace) => if !drained {
@@ -279,7 +307,11 @@ impl Listener {
                 "stopped processes that had left their upstream's process group"
             );
         }
-        let _ = fs::remove_file(&self.pid_path);
+        let mine = fs::read_to_string(&self.pid_path)
+            .is_ok_and(|p| p.trim() == std::process::id().to_string());
+        if mine {
+            let _ = fs::remove_file(&self.pid_path);
+        }
         tracing::info!("daemon stopped");
     }
 }

@@ -296,3 +296,111 @@ fn doctor_asks_the_running_daemon_for_its_variables_not_this_shell() {
         "the daemon has it: {with:?}"
     );
 }
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+#[test]
+fn a_daemon_whose_runtime_dir_is_deleted_stops_with_its_upstreams_and_frees_its_port() {
+    let port = super::http_front::free_port();
+    let home = Home::with_config(&format!(
+        "schema_version: 1\nupstreams:\n  fx: {{command: {}}}\nprofiles:\n  default: {{}}\nhttp:\n  listen: 127.0.0.1:{port}\n  tokens:\n    - {{token: \"${{MCPB_TEST_HTTP_TOKEN}}\", profile: default}}\n",
+        super::support::fixture().display()
+    ));
+    home.start_with(&[(
+        "MCPB_TEST_HTTP_TOKEN",
+        "a-long-enough-token-for-the-front-0123456789",
+    )]);
+    let mut shim = super::support::session(&home);
+    shim.call("fx.echo", serde_json::json!({"text": "up"}));
+    let daemon = home.daemon_pid().unwrap();
+    let upstream = home.upstream_pid("fx").unwrap();
+    drop(shim);
+    // Everything but the config file goes, as `rm -rf ~/mcp/mcp-broker/*` would.
+    for entry in std::fs::read_dir(home.root()).unwrap().flatten() {
+        if entry.file_name() != "test.yaml" {
+            let p = entry.path();
+            let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
+        }
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while (alive(daemon) || alive(upstream)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(!alive(daemon), "the daemon went on without its socket");
+    assert!(!alive(upstream), "its upstream went on");
+    assert!(
+        std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(),
+        "the port is free"
+    );
+    home.start_with(&[(
+        "MCPB_TEST_HTTP_TOKEN",
+        "a-long-enough-token-for-the-front-0123456789",
+    )]);
+    assert!(home.daemon_pid().is_some());
+}
+
+#[test]
+fn start_says_the_daemons_own_reason_when_it_does_not_come_up() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let home = Home::with_config(&format!(
+        "schema_version: 1\nupstreams: {{}}\nprofiles:\n  default: {{}}\nhttp:\n  listen: 127.0.0.1:{port}\n  tokens:\n    - {{token: \"${{MCPB_TEST_HTTP_TOKEN}}\", profile: default}}\n"
+    ));
+    let out = home
+        .cmd(&["start"])
+        .env(
+            "MCPB_TEST_HTTP_TOKEN",
+            "a-long-enough-token-for-the-front-0123456789",
+        )
+        .output()
+        .unwrap();
+    let said = text(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("the daemon said:"), "{said}");
+    assert!(said.to_lowercase().contains("in use"), "{said}");
+}
+
+#[test]
+fn status_and_doctor_find_a_daemon_that_lost_its_runtime_dir() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    // A daemon of an older build that did not notice: its argv and environment, nothing else.
+    let gone = home.root().join("gone");
+    let mut lost = std::process::Command::new("bash")
+        .args(["-c", "exec -a mcp-broker perl -e 'sleep 60' daemon"])
+        .env("MCP_BROKER_HOME", &gone)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let status = home.run(&["status"]);
+    let said = text(&status.stderr);
+    let doctor = home.run(&["doctor", "--json"]);
+    let _ = lost.kill();
+    let _ = lost.wait();
+    assert!(
+        said.contains(&format!(
+            "daemon pid {} runs for {}",
+            lost.id(),
+            gone.display()
+        )),
+        "{said}"
+    );
+    assert!(said.contains(&format!("kill {}", lost.id())), "{said}");
+    let report: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    assert!(
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["level"] == "PROBLEM"
+                && c["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("daemon pid {}", lost.id()))),
+        "{report}"
+    );
+}

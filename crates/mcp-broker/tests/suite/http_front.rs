@@ -12,7 +12,7 @@ use super::support::{Home, deps, deps_path};
 
 pub(super) const TOKEN: &str = "test-token-0123456789abcdef";
 
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
