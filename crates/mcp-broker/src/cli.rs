@@ -319,9 +319,13 @@ pub(crate) enum ServiceCommand {
     /// Write the user unit (or LaunchAgent) and its environment file (PATH and the variables
     /// the config refers to, from this shell).
     Install {
-        /// Write them (default: print them).
+        /// Write them (default: print them); then enable and start the service when a
+        /// service manager answers.
         #[arg(long)]
         apply: bool,
+        /// Write the files only: do not enable or start the service.
+        #[arg(long)]
+        no_start: bool,
     },
     /// Remove the unit (the environment file stays).
     Uninstall {

@@ -207,7 +207,9 @@ fn main() -> ExitCode {
         Command::Service { command, manager } => with_settings(config, |s| {
             let m = service_cmd::Manager::parse(manager.as_deref());
             match command {
-                ServiceCommand::Install { apply } => service_cmd::install(s, m, apply),
+                ServiceCommand::Install { apply, no_start } => {
+                    service_cmd::install(s, m, apply, !no_start)
+                }
                 ServiceCommand::Uninstall { apply } => service_cmd::uninstall(s, m, apply),
                 ServiceCommand::Status => service_cmd::status(s, m),
             }

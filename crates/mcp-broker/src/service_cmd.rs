@@ -57,10 +57,22 @@ fn xml(v: &str) -> String {
 }
 
 fn files(settings: &Settings, manager: Manager, home: &Path) -> Result<Files, String> {
-    let exe = std::env::current_exe()
-        .and_then(std::fs::canonicalize)
-        .map_err(|e| format!("cannot find this binary: {e}"))?;
-    let mut args = Vec::new();
+    // A package install names how its daemon is started (a wrapper, an interpreter and a
+    // script): words split on spaces, the first the program.
+    let command: Vec<String> = std::env::var("MCP_BROKER_DAEMON_COMMAND")
+        .ok()
+        .map(|c| c.split_whitespace().map(str::to_string).collect())
+        .filter(|w: &Vec<String>| !w.is_empty())
+        .unwrap_or_default();
+    let (exe, mut args) = match command.split_first() {
+        Some((first, rest)) => (PathBuf::from(first), rest.to_vec()),
+        None => (
+            std::env::current_exe()
+                .and_then(std::fs::canonicalize)
+                .map_err(|e| format!("cannot find this binary: {e}"))?,
+            Vec::new(),
+        ),
+    };
     if let ConfigSource::File(p) = &settings.source {
         let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
         args.extend(["--config".to_string(), p.display().to_string()]);
@@ -148,7 +160,74 @@ fn prepare(settings: &Settings, manager: Manager) -> Result<Files, ExitCode> {
     files(settings, manager, &home).map_err(|e| fail(&format!("mcp-broker: {e}"), &[]))
 }
 
-pub(crate) fn install(settings: &Settings, manager: Manager, apply: bool) -> ExitCode {
+/// Runs a service manager's command; its output, or why it failed (its own words).
+fn manage(program: &str, args: &[&str]) -> Result<String, String> {
+    match std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+    {
+        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).trim().to_string()),
+        Ok(o) => {
+            let said = String::from_utf8_lossy(&o.stderr);
+            let said = said.lines().next().unwrap_or("").trim().to_string();
+            Err(if said.is_empty() {
+                format!("`{program} {}` failed ({})", args.join(" "), o.status)
+            } else {
+                said
+            })
+        }
+        Err(e) => Err(format!("{program}: {e}")),
+    }
+}
+
+/// Whether a service manager for this user answers: None, or why not.
+fn manager_missing(manager: Manager) -> Option<String> {
+    match manager {
+        Manager::Systemd => manage("systemctl", &["--user", "show-environment"]).err(),
+        Manager::Launchd if !cfg!(target_os = "macos") => {
+            Some("launchd runs on macOS only".to_string())
+        }
+        Manager::Launchd => manage("launchctl", &["version"]).err(),
+    }
+}
+
+/// Enables and starts the installed service; the daemon this shell may have started is
+/// stopped first, or the service's would find its socket taken.
+fn start_service(settings: &Settings, manager: Manager, unit: &Path) -> ExitCode {
+    let _ = crate::daemon_client::admin(settings, mcpb_protocol::AdminCommand::Stop);
+    let steps: Vec<(&str, Vec<String>)> = match manager {
+        Manager::Systemd => vec![
+            ("systemctl", vec!["--user".into(), "daemon-reload".into()]),
+            (
+                "systemctl",
+                vec![
+                    "--user".into(),
+                    "enable".into(),
+                    "--now".into(),
+                    "mcp-broker".into(),
+                ],
+            ),
+        ],
+        Manager::Launchd => vec![(
+            "launchctl",
+            vec!["load".into(), "-w".into(), unit.display().to_string()],
+        )],
+    };
+    for (program, args) in &steps {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        if let Err(e) = manage(program, &args) {
+            return fail(
+                &format!("mcp-broker: `{program} {}` failed: {e}", args.join(" ")),
+                &["the files are written; `mcp-broker service status` shows how it stands"],
+            );
+        }
+    }
+    outln!("the service is enabled and started");
+    ExitCode::SUCCESS
+}
+
+pub(crate) fn install(settings: &Settings, manager: Manager, apply: bool, start: bool) -> ExitCode {
     let f = match prepare(settings, manager) {
         Ok(f) => f,
         Err(code) => return code,
@@ -204,16 +283,30 @@ pub(crate) fn install(settings: &Settings, manager: Manager, apply: bool) -> Exi
         );
         errln!("hint: add them to {}", f.env.display());
     }
-    match manager {
-        Manager::Systemd => errln!(
-            "hint: `mcp-broker stop; systemctl --user daemon-reload; systemctl --user enable --now mcp-broker`"
-        ),
-        Manager::Launchd => errln!(
-            "hint: `mcp-broker stop; launchctl load -w {}`",
-            f.unit.display()
-        ),
+    if !start {
+        errln!(
+            "hint: `mcp-broker service install {} --apply` without --no-start enables and starts it",
+            manager.flag()
+        );
+        return ExitCode::SUCCESS;
     }
-    ExitCode::SUCCESS
+    if let Some(why) = manager_missing(manager) {
+        errln!(
+            "mcp-broker: no {} answers for this user ({why}); the files are written but nothing was started",
+            match manager {
+                Manager::Systemd => "systemd user manager",
+                Manager::Launchd => "launchd",
+            }
+        );
+        errln!("hint: clients still start the daemon themselves; `mcp-broker start` starts it now");
+        if manager == Manager::Systemd {
+            errln!(
+                "hint: on a server without a login session, `loginctl enable-linger $USER` gives you a user manager"
+            );
+        }
+        return ExitCode::SUCCESS;
+    }
+    start_service(settings, manager, &f.unit)
 }
 
 pub(crate) fn uninstall(settings: &Settings, manager: Manager, apply: bool) -> ExitCode {
@@ -263,6 +356,21 @@ pub(crate) fn status(settings: &Settings, manager: Manager) -> ExitCode {
         Ok(t) if t == f.unit_text => "installed, current".to_string(),
         Ok(_) => "installed, differs from what `service install` writes now".to_string(),
     };
-    outln!("{}: {state}", f.unit.display());
+    // What the manager says of it: written is not running.
+    let running = match (manager_missing(manager), manager) {
+        (Some(why), _) => format!("no service manager answers ({why}): not run as a service"),
+        (None, Manager::Systemd) => {
+            match manage("systemctl", &["--user", "is-active", "mcp-broker"]) {
+                Ok(s) => s,
+                Err(s) if !s.is_empty() => s,
+                Err(_) => "inactive".into(),
+            }
+        }
+        (None, Manager::Launchd) => match manage("launchctl", &["list", "dev.mcp-broker"]) {
+            Ok(_) => "loaded".into(),
+            Err(_) => "not loaded".into(),
+        },
+    };
+    outln!("{}: {state}; {running}", f.unit.display());
     ExitCode::SUCCESS
 }

@@ -404,3 +404,89 @@ fn status_and_doctor_find_a_daemon_that_lost_its_runtime_dir() {
         "{report}"
     );
 }
+
+/// A `systemctl` on PATH that answers as `mode` says and logs its arguments: this machine has
+/// no systemd user manager, and a test must never touch a real one.
+fn fake_systemctl(dir: &Path, mode: &str) -> String {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = match mode {
+        "no-bus" => "#!/bin/sh\necho \"$@\" >> \"$(dirname \"$0\")/calls\"\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n".to_string(),
+        _ => "#!/bin/sh\necho \"$@\" >> \"$(dirname \"$0\")/calls\"\n[ \"$2\" = is-active ] && echo active\nexit 0\n".to_string(),
+    };
+    let path = bin.join("systemctl");
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+#[test]
+fn service_install_starts_the_service_when_a_user_manager_answers_and_says_so_when_none_does() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let user = user_home(&home);
+    let no_bus = home.root().join("nobus");
+    let path = fake_systemctl(&no_bus, "no-bus");
+    let run = |path: &str, args: &[&str], extra: &[(&str, &str)]| {
+        let mut c = home.cmd(args);
+        c.env("HOME", &user).env("PATH", path);
+        for (k, v) in extra {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let out = run(&path, &["service", "install", "--apply"], &[]);
+    let said = text(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("no systemd user manager answers")
+            && said.contains("No medium found")
+            && said.contains("nothing was started"),
+        "{said}"
+    );
+    let status = text(&run(&path, &["service", "status"], &[]).stdout);
+    assert!(
+        status.contains("installed, current") && status.contains("not run as a service"),
+        "{status}"
+    );
+
+    let bus = home.root().join("bus");
+    let path = fake_systemctl(&bus, "ok");
+    let out = run(
+        &path,
+        &["service", "install", "--apply"],
+        &[(
+            "MCP_BROKER_DAEMON_COMMAND",
+            "/opt/pkg/bin/mcp-broker-wrapper --quiet",
+        )],
+    );
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("enabled and started"), "{said}");
+    let calls = std::fs::read_to_string(bus.join("bin/calls")).unwrap();
+    assert!(
+        calls.contains("--user daemon-reload\n--user enable --now mcp-broker\n"),
+        "{calls}"
+    );
+    let unit =
+        std::fs::read_to_string(user.join(".config/systemd/user/mcp-broker.service")).unwrap();
+    assert!(
+        unit.contains("ExecStart=/opt/pkg/bin/mcp-broker-wrapper --quiet --config "),
+        "{unit}"
+    );
+    let status = text(
+        &run(
+            &path,
+            &["service", "status"],
+            &[(
+                "MCP_BROKER_DAEMON_COMMAND",
+                "/opt/pkg/bin/mcp-broker-wrapper --quiet",
+            )],
+        )
+        .stdout,
+    );
+    assert!(status.contains("installed, current; active"), "{status}");
+}

@@ -421,7 +421,11 @@ fn the_service_unit_is_shown_then_written_verified_and_the_daemon_says_ready() {
     );
     let unit = user.join(".config/systemd/user/mcp-broker.service");
     assert!(!unit.exists());
-    assert!(run(&["service", "install", "--apply"]).status.success());
+    assert!(
+        run(&["service", "install", "--apply", "--no-start"])
+            .status
+            .success()
+    );
     let env = std::fs::read_to_string(home.root().join("service.env")).unwrap();
     assert!(env.contains("MCPB_TEST_SVC_TOKEN=\"tok-value\""), "{env}");
     use std::os::unix::fs::PermissionsExt;
