@@ -112,7 +112,10 @@ pub(crate) fn run_time(settings: &Settings, daemon_env: Option<&[String]>) -> Ve
                 what: format!(
                     "upstreams.{n}.command: `{cmd}` is not found on the PATH the daemon will see"
                 ),
-                hint: "install it, or write its absolute path (`command -v NAME` prints it)".into(),
+                hint: format!(
+                    "install it, or write its absolute path in upstreams.{n}.command (`command -v {}` prints it); `mcp-broker remove {n}` if it is not wanted",
+                    cmd.rsplit('/').next().unwrap_or(cmd)
+                ),
             });
         }
         for (k, t) in &up.env {

@@ -423,7 +423,7 @@ mod tests {
         )
         .unwrap();
         existing.extend(s.upstreams);
-        let rename = BTreeMap::new();
+        let rename = BTreeMap::from([("dup".to_string(), "git2".to_string())]);
         let o = Options {
             keep: &["kept".to_string()],
             rename: &rename,
@@ -449,6 +449,7 @@ mod tests {
                 ),
             ),
             (place(Scope::Local), server("git", &["x"], &[])),
+            (place(Scope::Local), server("dup", &["y"], &[])),
             (place(Scope::Project), server("kept", &["k"], &[])),
             (
                 place(Scope::Project),
@@ -460,15 +461,16 @@ mod tests {
         assert_eq!(fates[0], &Fate::Moved("mem".into()));
         assert_eq!(fates[1], &Fate::Same("mem".into()));
         assert!(matches!(fates[2], Fate::Kept(w) if w.contains("--rename git=NEW")));
-        assert_eq!(fates[3], &Fate::Kept("--keep".into()));
-        assert_eq!(fates[4], &Fate::Moved("mem-project".into()));
+        assert_eq!(fates[3], &Fate::Moved("git2".into()), "--rename dup=git2");
+        assert_eq!(fates[4], &Fate::Kept("--keep".into()));
+        assert_eq!(fates[5], &Fate::Moved("mem-project".into()));
         assert_eq!(
             p.upstreams[0].env,
             ["API_KEY=${file:mem-api_key}", "LOG=info"]
         );
         assert_eq!(p.secrets.len(), 1);
         assert_eq!(p.secrets[0].value, "sk-live-0123456789abcdef");
-        assert_eq!(p.upstreams[1].env, ["TOKEN=${GH_TOKEN}"]);
+        assert_eq!(p.upstreams[2].env, ["TOKEN=${GH_TOKEN}"]);
         assert_eq!(p.variables, [("GH_TOKEN".into(), "mem-project".into())]);
         let all = format!("{:?}", p.upstreams);
         assert!(!all.contains("sk-live"), "{all}");
