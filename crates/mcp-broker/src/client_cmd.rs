@@ -319,6 +319,7 @@ pub(crate) fn back_up(
             &mcpb_clients::sha256(after.as_bytes()),
             mcpb_config::unix_now(),
         )
+        .and_then(|b| backups.keep_written(&b.name, after.as_bytes()).map(|()| b))
         .map_err(|e| {
             fail(
                 &format!("mcp-broker: no backup could be taken, so nothing was written: {e}"),
@@ -339,6 +340,14 @@ pub(crate) fn rollback(
     };
     let backups = Backups::new(&settings.runtime.root.join("backups"), r.client, &r.path);
     match backups.restore(backup, r.client.name(), force) {
+        Ok(b) if b.merged => {
+            outln!(
+                "{}: the broker's change of backup {} taken back out; what changed since stays",
+                b.path.display(),
+                b.name
+            );
+            ExitCode::SUCCESS
+        }
         Ok(b) if b.existed => {
             outln!(
                 "{}: put back as it was before backup {}",

@@ -9,19 +9,21 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use mcpb_clients::{Backups, Client, Entry, Place, Scope};
-use mcpb_config::{NameStyle, Settings};
+use mcpb_clients::{Client, Entry, Scope};
+use mcpb_config::Settings;
 
 use crate::cli::ImportArgs;
-use crate::client_cmd::{entry_env, read, refused};
+use crate::client_cmd::{entry_env, refused};
 use crate::fail;
 use crate::import_plan::{Fate, Options, Plan, plan};
+use crate::import_profile::profile_change;
+use crate::import_scan::{Stays, masked, scan, secret_values};
 use crate::upstreams_cmd::{entry, file_to_edit, validate};
 
 /// The files a client keeps servers in, as they are and as the import leaves them.
-struct Files {
-    before: BTreeMap<PathBuf, Option<String>>,
-    after: BTreeMap<PathBuf, String>,
+pub(crate) struct Files {
+    pub before: BTreeMap<PathBuf, Option<String>>,
+    pub after: BTreeMap<PathBuf, String>,
 }
 
 /// Where an import's record is kept: what the parity check reads.
@@ -64,214 +66,6 @@ fn again(a: &ImportArgs, apply: bool) -> String {
         s.push_str(" --apply");
     }
     s
-}
-
-/// Every place of the client for this folder (and, with `all_projects`, Claude Code's local
-/// servers of every folder); the chosen ones are those in `scopes`.
-fn places(client: Client, home: &Path, cwd: &Path, all_projects: bool) -> Vec<Place> {
-    let claude = read(&client.config_path(Scope::User, home, cwd))
-        .ok()
-        .flatten()
-        .unwrap_or_default();
-    let here = mcpb_clients::local_folder(&claude, cwd);
-    let mut out = client.places(home, cwd, Some(&here));
-    if all_projects && client == Client::ClaudeCode {
-        for folder in mcpb_clients::local_folders(&claude) {
-            if folder != here {
-                out.push(Place {
-                    client,
-                    scope: Scope::Local,
-                    path: client.config_path(Scope::Local, home, cwd),
-                    folder: Some(folder),
-                });
-            }
-        }
-    }
-    out
-}
-
-/// The profile the client's entry is to name, and the config's text with what it needs.
-struct ProfileChange {
-    name: String,
-    text: String,
-    said: Vec<String>,
-}
-
-fn profile_change(
-    settings: &Settings,
-    a: &ImportArgs,
-    client: Client,
-    text: &str,
-    upstreams: &[String],
-) -> Result<ProfileChange, ExitCode> {
-    let mut said = Vec::new();
-    // The profile asked for, else the client's own from `clients:` when it can show the
-    // servers as the client had them, else one named after the client.
-    let mut candidates: Vec<String> = Vec::new();
-    match &a.profile {
-        Some(p) => candidates.push(p.clone()),
-        None => {
-            if let Some(m) = settings.clients.get(client.name()) {
-                candidates.push(m.clone());
-            }
-            candidates.push(client.name().to_string());
-        }
-    }
-    for (i, name) in candidates.iter().enumerate() {
-        let last = i + 1 == candidates.len();
-        let Some(existing) = settings.profiles.get(name) else {
-            return new_profile(a, client, text, name, upstreams, said);
-        };
-        if let Err((why, fixes)) = fits(existing, a, client) {
-            if last {
-                let mut hints: Vec<&str> = fixes.iter().map(String::as_str).collect();
-                let fix = format!("--profile NEW makes a profile for {} alone", client.name());
-                hints.push(&fix);
-                return Err(fail(&format!("mcp-broker: profile {name} {why}"), &hints));
-            }
-            said.push(format!(
-                "`clients:` maps {} to profile {name}, which {why}; the entry names its own profile instead",
-                client.name()
-            ));
-            continue;
-        }
-        return extend_profile(a, text, name, existing, upstreams, said);
-    }
-    Err(fail("mcp-broker: no profile to use", &[]))
-}
-
-/// Whether an existing profile shows the servers as the client had them: why not, and fixes.
-fn fits(
-    existing: &mcpb_config::ProfileSettings,
-    a: &ImportArgs,
-    client: Client,
-) -> Result<(), (String, Vec<String>)> {
-    let name = &existing.name;
-    if !a.read_only && !existing.allow_mutating_upstreams {
-        return Err((
-            format!(
-                "hides mutating tools, which {}'s servers gave it",
-                client.name()
-            ),
-            vec![
-                "--read-only accepts that the client loses them".into(),
-                format!("or set `allow_mutating_upstreams: true` in profile {name}"),
-            ],
-        ));
-    }
-    if needs_plain_names(client) && existing.broker_tool_name_style == NameStyle::Dotted {
-        return Err((
-            format!("names tools with dots, which {} refuses", client.name()),
-            vec![format!(
-                "set `broker_tool_name_style: double_underscore` in profile {name}"
-            )],
-        ));
-    }
-    Ok(())
-}
-
-fn new_profile(
-    a: &ImportArgs,
-    client: Client,
-    text: &str,
-    name: &str,
-    upstreams: &[String],
-    mut said: Vec<String>,
-) -> Result<ProfileChange, ExitCode> {
-    let mut lines = vec![
-        format!("{name}:"),
-        format!(
-            "  description: {}",
-            serde_json::to_string(&format!("The servers {} had before import", client.name()))
-                .unwrap_or_default()
-        ),
-        format!("  upstreams: [{}]", upstreams.join(", ")),
-        format!("  allow_mutating_upstreams: {}", !a.read_only),
-    ];
-    if needs_plain_names(client) {
-        lines.push("  broker_tool_name_style: double_underscore".into());
-    }
-    if a.compact {
-        lines.push("  compact_tools_enabled: true".into());
-    }
-    let text = crate::yaml_edit::add_entry(text, "profiles", name, &lines)
-        .map_err(|e| fail(&format!("mcp-broker: cannot add profile {name}: {e}"), &[]))?;
-    said.push(format!(
-        "profile {name} (new): exactly these servers, {}, {} tools{}",
-        if a.read_only {
-            "mutating tools hidden"
-        } else {
-            "mutating tools shown as the client had them (--read-only hides them)"
-        },
-        if a.compact { "compact" } else { "raw" },
-        if needs_plain_names(client) {
-            ", names like server__tool"
-        } else {
-            ""
-        }
-    ));
-    Ok(ProfileChange {
-        name: name.to_string(),
-        text,
-        said,
-    })
-}
-
-fn extend_profile(
-    a: &ImportArgs,
-    text: &str,
-    name: &str,
-    existing: &mcpb_config::ProfileSettings,
-    upstreams: &[String],
-    mut said: Vec<String>,
-) -> Result<ProfileChange, ExitCode> {
-    let missing: Vec<String> = upstreams
-        .iter()
-        .filter(|u| !existing.upstreams.contains(u))
-        .cloned()
-        .collect();
-    let mut text = text.to_string();
-    if missing.is_empty() {
-        said.push(format!("profile {name}: shows them already"));
-    } else {
-        match crate::yaml_edit::add_to_profile_upstreams(&text, name, &missing) {
-            Ok(Some(t)) => {
-                text = t;
-                said.push(format!(
-                    "profile {name}: {} added to its upstreams",
-                    missing.join(", ")
-                ));
-            }
-            Ok(None) => said.push(format!("profile {name}: sees every upstream already")),
-            Err(e) => {
-                return Err(fail(
-                    &format!("mcp-broker: profile {name} would hide the imported servers: {e}"),
-                    &[
-                        &format!(
-                            "add {} to profiles.{name}.upstreams by hand",
-                            missing.join(", ")
-                        ),
-                        "--profile NEW makes a profile for this client alone",
-                    ],
-                ));
-            }
-        }
-    }
-    if a.compact && !existing.compact_tools_enabled {
-        said.push(format!(
-            "profile {name} is raw; --compact applies to a new profile only"
-        ));
-    }
-    Ok(ProfileChange {
-        name: name.to_string(),
-        text,
-        said,
-    })
-}
-
-/// Clients whose model API takes tool names of `^[a-zA-Z0-9_-]{1,64}$` only.
-fn needs_plain_names(client: Client) -> bool {
-    matches!(client, Client::Codex)
 }
 
 fn parse_renames(items: &[String]) -> Result<BTreeMap<String, String>, ExitCode> {
@@ -327,40 +121,31 @@ pub(crate) fn import(
             )],
         );
     }
-    let all = places(client, &home, &cwd, a.all_projects);
-    let chosen = |p: &Place| scopes.is_empty() || scopes.contains(&p.scope);
-    let mut files = Files {
-        before: BTreeMap::new(),
-        after: BTreeMap::new(),
+    let scan = match scan(client, &home, &cwd, &scopes, a.all_projects) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
-    let user_file = client.config_path(Scope::User, &home, &cwd);
-    for p in all.iter().map(|p| &p.path).chain([&user_file]) {
-        if !files.before.contains_key(p) {
-            match read(p) {
-                Ok(t) => {
-                    files.before.insert(p.clone(), t);
-                }
-                Err(code) => return code,
-            }
-        }
+    // A name given to --keep or --rename that no server has is a typo, not a no-op.
+    let names: Vec<&str> = scan.found.iter().map(|(_, s, _)| s.name.as_str()).collect();
+    let unknown: Vec<&str> = a
+        .keep
+        .iter()
+        .map(String::as_str)
+        .chain(renames.keys().map(String::as_str))
+        .filter(|n| !names.contains(n))
+        .collect();
+    if !unknown.is_empty() {
+        return fail(
+            &format!(
+                "mcp-broker: {} has no server named {}",
+                client.name(),
+                unknown.join(", ")
+            ),
+            &[&format!("its servers here: {}", names.join(", "))],
+        );
     }
-    let mut found = Vec::new();
-    let mut elsewhere = Vec::new();
-    for p in &all {
-        let text = files.before[&p.path].clone().unwrap_or_default();
-        let servers = match mcpb_clients::servers(p, &text) {
-            Ok(s) => s,
-            Err(e) => return refused(&e),
-        };
-        for s in servers {
-            if chosen(p) {
-                found.push((p.clone(), s));
-            } else {
-                elsewhere.push((p.clone(), s.name));
-            }
-        }
-    }
-    if found.is_empty() {
+    if scan.found.is_empty() {
+        print_table(&Plan::default(), &scan.stays, &[]);
         errln!(
             "{}: no servers of its own to import in {}",
             client.name(),
@@ -376,21 +161,28 @@ pub(crate) fn import(
         );
         return ExitCode::SUCCESS;
     }
-    let secrets_dir = settings.runtime.secrets_dir();
-    let plan = plan(
-        found,
-        &Options {
-            keep: &a.keep,
-            rename: &renames,
-            existing: &settings.upstreams,
-            secrets_dir: &secrets_dir,
-            folder: &cwd,
-        },
-    );
+    let mask = secret_values(&scan.found);
     let (config_path, config_before) = match file_to_edit(explicit_config) {
         Ok(f) => f,
         Err(code) => return code,
     };
+    // What the file to edit holds, not the embedded default's example (it will not be there).
+    let base = match validate(&config_path, &config_before) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    let secrets_dir = settings.runtime.secrets_dir();
+    let plan = plan(
+        scan.found,
+        &Options {
+            keep: &a.keep,
+            rename: &renames,
+            existing: &base.upstreams,
+            secrets_dir: &secrets_dir,
+            folder: &cwd,
+            read_only: a.read_only,
+        },
+    );
     let mut config_after = config_before.clone();
     for u in &plan.upstreams {
         let lines = match entry(u) {
@@ -411,13 +203,20 @@ pub(crate) fn import(
         }
     }
     if reached.is_empty() {
-        print_table(&plan, &elsewhere);
+        print_table(&plan, &scan.stays, &mask);
         return fail(
             "mcp-broker: nothing could be imported; every server stays in the client",
             &["the table above says why for each"],
         );
     }
-    let profile = match profile_change(settings, a, client, &config_after, &reached) {
+    let profile = match profile_change(
+        &base,
+        a,
+        client,
+        &config_after,
+        &reached,
+        scan.entry_profile.as_deref(),
+    ) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -432,13 +231,18 @@ pub(crate) fn import(
         .unwrap_or_else(|_| PathBuf::from("mcp-broker"));
     let mut broker_entry = Entry::for_client(&exe, client, Some(&profile.name));
     broker_entry.env = entry_env(explicit_config);
+    let user_file = client.config_path(Scope::User, &home, &cwd);
+    let mut files = Files {
+        before: scan.before,
+        after: BTreeMap::new(),
+    };
     for (path, before) in &files.before {
         let mut text = before.clone().unwrap_or_default();
-        for p in all.iter().filter(|p| &p.path == path) {
+        for p in scan.places.iter().filter(|p| &p.path == path) {
             let gone: Vec<String> = plan
                 .found
                 .iter()
-                .filter(|f| &f.place == p && !matches!(f.fate, Fate::Kept(_)))
+                .filter(|f| &f.place == p && matches!(f.fate, Fate::Moved(_) | Fate::Same(_)))
                 .map(|f| f.server.name.clone())
                 .collect();
             if !gone.is_empty() {
@@ -455,7 +259,8 @@ pub(crate) fn import(
                 Err(e) => return refused(&e),
             };
         }
-        if before.as_deref() != Some(text.as_str()) {
+        // A file that was not there and gets nothing stays not there.
+        if before.as_deref().unwrap_or("") != text {
             files.after.insert(path.clone(), text);
         }
     }
@@ -496,14 +301,11 @@ pub(crate) fn import(
             mcpb_clients::diff(&config_path, &config_before, &config_after)
         );
         for (p, after) in &files.after {
-            // The lines taken out hold the secrets being moved: shown masked, never whole.
-            let mut d = mcpb_clients::diff(p, files.before[p].as_deref().unwrap_or(""), after);
-            for s in &plan.secrets {
-                d = d.replace(&s.value, &format!("<moved to secrets/{}>", s.name));
-            }
-            out!("{d}");
+            // The lines taken out hold the client's secrets: hidden, never printed.
+            let d = mcpb_clients::diff(p, files.before[p].as_deref().unwrap_or(""), after);
+            out!("{}", masked(&d, &mask));
         }
-        print_table(&plan, &elsewhere);
+        print_table(&plan, &scan.stays, &mask);
         for line in &profile.said {
             outln!("{line}");
         }
@@ -534,37 +336,31 @@ pub(crate) fn import(
             &[&format!("`{}` shows the change", again(a, false))],
         );
     }
-    apply(
+    crate::import_apply::apply(&crate::import_apply::Apply {
         settings,
-        a,
         client,
-        &plan,
-        &files,
-        &profile,
-        &config_path,
-        &config_after,
-        &elsewhere,
-        &note_file,
-    )
-}
-
-/// The home a client's user file is under (for telling a user file from a project file).
-fn home_of(_p: &Path) -> PathBuf {
-    std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default()
+        plan: &plan,
+        files: &files,
+        profile: &profile,
+        config_path: &config_path,
+        config_after: &config_after,
+        stays: &scan.stays,
+        note_file: &note_file,
+        mask: &mask,
+    })
 }
 
 /// The variables the moved servers still take from the daemon's environment.
-fn say_variables(plan: &Plan) {
+pub(crate) fn say_variables(plan: &Plan) {
     if plan.variables.is_empty() {
         return;
     }
-    let names: Vec<String> = plan
+    let mut names: Vec<String> = plan
         .variables
         .iter()
         .map(|(v, u)| format!("{v} ({u})"))
         .collect();
+    names.dedup();
     errln!(
         "the client's file takes these from its environment; the daemon must have them too: {}",
         names.join(", ")
@@ -574,174 +370,33 @@ fn say_variables(plan: &Plan) {
     );
 }
 
-/// What moved and what stays, per scope.
-fn print_table(plan: &Plan, elsewhere: &[(Place, String)]) {
+/// What moved and what stays, per scope, with any secret in a reason hidden.
+pub(crate) fn print_table(plan: &Plan, stays: &[Stays], mask: &[String]) {
     let mut rows = Vec::new();
     for f in &plan.found {
         let now = match &f.fate {
             Fate::Moved(u) => format!("moves: upstream {u}"),
             Fate::Same(u) => format!("moves: same as upstream {u}"),
             Fate::Kept(why) => format!("stays: {why}"),
+            Fate::Off(why) => format!("stays, not started: {why}"),
         };
         rows.push(vec![
             f.place.label(),
             f.server.name.clone(),
-            now,
+            masked(&now, mask),
             f.place.path.display().to_string(),
         ]);
     }
-    for (p, name) in elsewhere {
+    for s in stays {
         rows.push(vec![
-            p.label(),
-            name.clone(),
-            "stays: scope not imported".into(),
-            p.path.display().to_string(),
+            s.label.clone(),
+            s.name.clone(),
+            format!("stays: {}", s.why),
+            s.file.clone(),
         ]);
     }
     out!(
         "{}",
         crate::commands::table(&["SCOPE", "SERVER", "NOW", "FILE"], rows)
     );
-}
-
-#[allow(clippy::too_many_arguments)]
-fn apply(
-    settings: &Settings,
-    a: &ImportArgs,
-    client: Client,
-    plan: &Plan,
-    files: &Files,
-    profile: &ProfileChange,
-    config_path: &Path,
-    config_after: &str,
-    elsewhere: &[(Place, String)],
-    note_file: &Path,
-) -> ExitCode {
-    if let Err(e) = settings.runtime.ensure() {
-        return fail(
-            &format!("mcp-broker: cannot make the runtime dir: {e}"),
-            &[],
-        );
-    }
-    let mut backups = Vec::new();
-    for (path, after) in &files.after {
-        let b = Backups::new(&settings.runtime.root.join("backups"), client, path);
-        let before = files.before[path].as_deref().map(str::as_bytes);
-        match b.take(
-            path,
-            before,
-            &mcpb_clients::sha256(after.as_bytes()),
-            mcpb_config::unix_now(),
-        ) {
-            Ok(taken) => backups.push((path.clone(), taken.name)),
-            Err(e) => {
-                return fail(
-                    &format!("mcp-broker: no backup could be taken, so nothing was written: {e}"),
-                    &[],
-                );
-            }
-        }
-    }
-    // Secrets first, then the broker, then the client: a client pointed at the broker before
-    // it has the servers (and their secrets) would lose them for a while.
-    let secrets_dir = settings.runtime.secrets_dir();
-    for s in &plan.secrets {
-        let path = secrets_dir.join(&s.name);
-        if let Err(e) = mcpb_config::layout::write_private(&path, s.value.as_bytes()) {
-            return fail(
-                &format!("mcp-broker: cannot write {}: {e}", path.display()),
-                &["nothing else was written"],
-            );
-        }
-    }
-    let moved = plan.upstreams.len();
-    let code = crate::upstreams_cmd::commit(
-        config_path,
-        config_after,
-        &format!(
-            "imported {moved} server(s) as upstreams, profile {}",
-            profile.name
-        ),
-    );
-    if code != ExitCode::SUCCESS {
-        return code;
-    }
-    for (path, after) in &files.after {
-        if let Err(e) = mcpb_clients::write_keeping_mode(path, after.as_bytes()) {
-            return fail(
-                &format!("mcp-broker: {e}"),
-                &[&format!(
-                    "`mcp-broker client rollback --client {}` puts back what was written",
-                    client.name()
-                )],
-            );
-        }
-    }
-    let _ = std::fs::remove_file(note_file);
-    let record = serde_json::json!({
-        "client": client.name(),
-        "profile": profile.name,
-        "backups": backups.iter().map(|(p, n)| serde_json::json!({"path": p, "backup": n})).collect::<Vec<_>>(),
-        "servers": plan.found.iter().filter_map(|f| match &f.fate {
-            Fate::Moved(u) | Fate::Same(u) => Some(serde_json::json!({
-                "name": f.server.name, "scope": f.place.scope.name(), "folder": f.place.folder,
-                "path": f.place.path, "upstream": u})),
-            Fate::Kept(_) => None,
-        }).collect::<Vec<_>>(),
-    });
-    let record_file = record_path(settings, client);
-    if let Err(e) = mcpb_config::layout::write_private(&record_file, record.to_string().as_bytes())
-    {
-        errln!("mcp-broker: cannot keep the import's record: {e}");
-    }
-    print_table(plan, elsewhere);
-    for line in &profile.said {
-        outln!("{line}");
-    }
-    let stays = plan
-        .found
-        .iter()
-        .filter(|f| matches!(f.fate, Fate::Kept(_)))
-        .count()
-        + elsewhere.len();
-    if stays == 0 {
-        outln!(
-            "{}: the client starts only the broker now (profile {})",
-            client.name(),
-            profile.name
-        );
-    } else {
-        outln!(
-            "{}: the client starts the broker (profile {}) and still {stays} server(s) of its own, listed above",
-            client.name(),
-            profile.name
-        );
-    }
-    for (p, n) in &backups {
-        errln!("backup {n} of {}", p.display());
-    }
-    say_variables(plan);
-    // The config as written now: the daemon that answers must be the one for this file.
-    let now = validate(config_path, config_after).unwrap_or_else(|_| settings.clone());
-    let parity = crate::import_parity::run(&now, &a.client, false);
-    let undo: Vec<String> = files
-        .after
-        .keys()
-        .map(|p| {
-            let project = p != &client.config_path(Scope::User, &home_of(p), Path::new("/"));
-            format!(
-                "`mcp-broker client rollback --client {}{}` puts {} back",
-                client.name(),
-                if project { " --project" } else { "" },
-                p.display()
-            )
-        })
-        .collect();
-    if parity == ExitCode::SUCCESS {
-        errln!("hint: restart {} to use it", client.name());
-    }
-    for u in undo {
-        errln!("hint: {u}");
-    }
-    parity
 }

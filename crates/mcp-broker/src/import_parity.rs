@@ -55,7 +55,14 @@ pub(crate) fn list_direct(s: &Server) -> Result<BTreeSet<String>, String> {
     let result = talk(&mut child);
     let _ = child.kill();
     let _ = child.wait();
-    result
+    // What the client showed of them: its own include / exclude lists applied.
+    result.map(|names| {
+        names
+            .into_iter()
+            .filter(|n| s.tools_allow.is_empty() || s.tools_allow.contains(n))
+            .filter(|n| !s.tools_deny.contains(n))
+            .collect()
+    })
 }
 
 fn talk(child: &mut std::process::Child) -> Result<BTreeSet<String>, String> {
@@ -128,6 +135,8 @@ struct Row {
     upstream: String,
     before: Result<BTreeSet<String>, String>,
     after: Option<BTreeSet<String>>,
+    /// Why the daemon could not list the upstream now (its known list is not proof).
+    unlisted: Option<String>,
 }
 
 pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode {
@@ -151,14 +160,20 @@ pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode
     };
     let profile = record["profile"].as_str().unwrap_or("default").to_string();
     let backups_root = settings.runtime.root.join("backups");
-    let texts: Vec<(PathBuf, String)> = record["backups"]
+    // (file, backup name, text): a server is read from the backup its import took.
+    let texts: Vec<(PathBuf, String, String)> = record["backups"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|b| {
             let p = PathBuf::from(b["path"].as_str()?);
-            let bytes = Backups::new(&backups_root, c, &p).bytes(b["backup"].as_str()?)?;
-            Some((p, String::from_utf8_lossy(&bytes).into_owned()))
+            let name = b["backup"].as_str()?;
+            let bytes = Backups::new(&backups_root, c, &p).bytes(name)?;
+            Some((
+                p,
+                name.to_string(),
+                String::from_utf8_lossy(&bytes).into_owned(),
+            ))
         })
         .collect();
     let mut jobs = Vec::new();
@@ -177,10 +192,11 @@ pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode
             path: PathBuf::from(file),
             folder: s["folder"].as_str().map(str::to_string),
         };
+        let backup = s["backup"].as_str();
         let server = texts
             .iter()
-            .find(|(p, _)| p == &place.path)
-            .and_then(|(_, t)| mcpb_clients::servers(&place, t).ok())
+            .find(|(p, b, _)| p == &place.path && backup.is_none_or(|n| n == b))
+            .and_then(|(_, _, t)| mcpb_clients::servers(&place, t).ok())
             .and_then(|all| all.into_iter().find(|x| x.name == name));
         jobs.push((
             name.to_string(),
@@ -217,6 +233,7 @@ pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode
         .zip(before)
         .map(|((name, scope, upstream, _), before)| Row {
             after: reach.tools.get(&upstream).cloned(),
+            unlisted: reach.unlisted.get(&upstream).cloned(),
             name,
             scope,
             upstream,
@@ -228,28 +245,55 @@ pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode
 
 fn report(rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode {
     let empty = BTreeSet::new();
-    let mut lost = 0usize;
+    let (mut lost, mut added, mut unchecked, mut broken) = (0usize, 0usize, 0usize, 0usize);
     let mut table = Vec::new();
     let mut items = Vec::new();
     for r in rows {
         let after = r.after.as_ref().unwrap_or(&empty);
-        let (before_n, missing, note) = match &r.before {
-            Ok(b) => {
-                let missing: Vec<&String> = b.difference(after).collect();
-                lost += missing.len();
-                (b.len().to_string(), missing, String::new())
+        let (before_n, missing, extra, note) = match (&r.before, &r.unlisted) {
+            (_, Some(e)) => {
+                broken += 1;
+                (
+                    "?".into(),
+                    Vec::new(),
+                    Vec::new(),
+                    format!("the broker cannot list it: {e}"),
+                )
             }
-            Err(e) => ("?".to_string(), Vec::new(), e.clone()),
+            (Ok(b), None) => {
+                let missing: Vec<&String> = b.difference(after).collect();
+                // Tools the client never had: a filter it kept (excludeTools, disabled_tools)
+                // that the broker does not.
+                let extra: Vec<&String> = after.difference(b).collect();
+                lost += missing.len();
+                added += extra.len();
+                (b.len().to_string(), missing, extra, String::new())
+            }
+            (Err(e), None) => {
+                unchecked += 1;
+                (
+                    "?".into(),
+                    Vec::new(),
+                    Vec::new(),
+                    format!("not compared: {e}"),
+                )
+            }
         };
-        let missing_text = missing
-            .iter()
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>()
-            .join(", ");
+        let list = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+        let mut diff = Vec::new();
+        if !missing.is_empty() {
+            diff.push(format!("missing {}", list(&missing)));
+        }
+        if !extra.is_empty() {
+            diff.push(format!("added {}", list(&extra)));
+        }
+        if !note.is_empty() {
+            diff.push(format!("({note})"));
+        }
         items.push(
             json!({"server": r.name, "scope": r.scope, "upstream": r.upstream,
             "before": r.before.as_ref().ok(), "after": after, "missing": missing,
-            "error": r.before.as_ref().err()}),
+            "added": extra, "error": r.before.as_ref().err(), "unlisted": r.unlisted}),
         );
         table.push(vec![
             r.name.clone(),
@@ -257,38 +301,39 @@ fn report(rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode
             r.upstream.clone(),
             before_n,
             after.len().to_string(),
-            if note.is_empty() {
-                missing_text
-            } else {
-                format!("(not compared: {note})")
-            },
+            diff.join("; "),
         ]);
     }
     if json_out {
         outln!(
             "{}",
-            json!({"client": client, "profile": profile, "servers": items, "missing": lost})
+            json!({"client": client, "profile": profile, "servers": items, "missing": lost,
+                "added": added, "not_compared": unchecked, "unlisted": broken})
         );
     } else {
         out!(
             "{}",
             crate::commands::table(
-                &["SERVER", "SCOPE", "UPSTREAM", "BEFORE", "NOW", "MISSING"],
+                &["SERVER", "SCOPE", "UPSTREAM", "BEFORE", "NOW", "DIFFERENCE"],
                 table
             )
         );
     }
-    if lost > 0 {
+    if lost + added + broken > 0 {
         errln!(
-            "mcp-broker: {client} reaches {lost} tool(s) fewer through profile {profile} than its own servers had"
+            "mcp-broker: through profile {profile}, {client} misses {lost} tool(s) its servers had, gains {added} it did not have, and {broken} upstream(s) cannot be listed"
         );
         errln!(
-            "hint: `mcp-broker status` and `mcp-broker logs UPSTREAM` say why an upstream lists fewer"
+            "hint: `mcp-broker status` and `mcp-broker logs UPSTREAM` say why an upstream lists fewer; tools_allow / tools_deny in broker.yaml hide tools"
         );
         return ExitCode::FAILURE;
     }
-    if !json_out {
-        outln!("{client}: every tool its servers had is reachable through profile {profile}");
+    if unchecked > 0 {
+        errln!(
+            "mcp-broker: {unchecked} server(s) could not be compared (see the table); the others match"
+        );
+    } else if !json_out {
+        outln!("{client}: through profile {profile} it reaches exactly the tools its servers had");
     }
     ExitCode::SUCCESS
 }

@@ -20,6 +20,9 @@ pub(crate) enum Fate {
     Same(String),
     /// Stays in the client, for this reason.
     Kept(String),
+    /// Stays in the client, which does not start it either (not approved, excluded, switched
+    /// off): nothing is lost, and the broker must not start it.
+    Off(String),
 }
 
 #[derive(Debug)]
@@ -55,6 +58,8 @@ pub(crate) struct Options<'a> {
     pub secrets_dir: &'a Path,
     /// The folder a project's `${workspaceFolder}` means.
     pub folder: &'a Path,
+    /// `--read-only`: the upstreams' read-only annotations are believed.
+    pub read_only: bool,
 }
 
 /// An upstream name for a client's server name: lowercase, only what upstream names take.
@@ -70,27 +75,63 @@ pub(crate) fn upstream_name(server: &str) -> String {
             }
         })
         .collect();
+    // `__` separates upstream and tool in some name styles: never inside a name.
+    while out.contains("__") {
+        out = out.replace("__", "_");
+    }
     out = out.trim_matches(|c| c == '-' || c == '_').to_string();
+    out.truncate(40);
+    let out = out.trim_end_matches(['-', '_']).to_string();
     if out.is_empty() { "server".into() } else { out }
 }
 
 /// Whether a value reads like a credential: long, no spaces, letters and digits mixed, and
-/// not a path or an address.
+/// not a path or an address; or an address with a password in it (`scheme://user:pw@host`).
 pub(crate) fn secret_looking(value: &str) -> bool {
-    value.len() >= 16
+    let token = value.len() >= 16
         && !value.contains(' ')
         && !value.contains('/')
         && value.chars().any(|c| c.is_ascii_digit())
-        && value.chars().any(|c| c.is_ascii_alphabetic())
+        && value.chars().any(|c| c.is_ascii_alphabetic());
+    token || userinfo_password(value)
 }
 
-/// A value as the client's file writes it: literal text, a reference to one environment
-/// variable (`${VAR}`, `$VAR`, VS Code's and Cursor's `${env:VAR}`), or something the broker
-/// cannot stand in for (`${input:…}`, which the client asks the user for).
+/// `scheme://user:password@host…`.
+fn userinfo_password(value: &str) -> bool {
+    value.split_once("://").is_some_and(|(_, rest)| {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        authority
+            .rsplit_once('@')
+            .is_some_and(|(user, _)| user.contains(':'))
+    })
+}
+
+/// Whether a key names a credential: the config's own rule, and the other spellings servers
+/// use (`DB_PASS`, `PASSWD`, `API_KEY`, `CLIENT_SECRET`, `AUTH`…).
+pub(crate) fn credential_key(key: &str) -> bool {
+    let k = key.to_ascii_uppercase().replace('-', "_");
+    looks_like_credential(key)
+        || [
+            "PASS",
+            "PWD",
+            "SECRET",
+            "TOKEN",
+            "APIKEY",
+            "API_KEY",
+            "CREDENTIAL",
+            "AUTH",
+            "PRIVATE",
+        ]
+        .iter()
+        .any(|w| k.contains(w))
+}
+
+/// A value as the client's file writes it: text the broker can hold (literal, or with
+/// `${VAR}` references: the variables it needs), or something only the client can fill in
+/// (`${input:…}`, which VS Code asks the user for).
 #[derive(Debug, PartialEq, Eq)]
 enum Value<'a> {
-    Literal(String),
-    Variable(&'a str),
+    Text { text: String, vars: Vec<String> },
     Foreign(&'a str),
 }
 
@@ -100,25 +141,30 @@ fn is_var(s: &str) -> bool {
 }
 
 fn value<'a>(raw: &'a str, folder: &Path) -> Value<'a> {
-    let whole = raw
-        .strip_prefix("${")
-        .and_then(|r| r.strip_suffix('}'))
-        .map(|inner| inner.strip_prefix("env:").unwrap_or(inner))
-        .or_else(|| raw.strip_prefix('$'));
-    if let Some(name) = whole
-        && is_var(name)
-    {
-        return Value::Variable(name);
+    let mut text = String::new();
+    let mut vars = Vec::new();
+    let mut rest = raw;
+    while let Some(at) = rest.find("${") {
+        text.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let Some(end) = after.find('}') else {
+            return Value::Foreign(raw);
+        };
+        let inner = &after[..end];
+        let name = inner.strip_prefix("env:").unwrap_or(inner);
+        match inner {
+            "workspaceFolder" | "workspaceRoot" => text.push_str(&folder.display().to_string()),
+            "userHome" => text.push_str(&std::env::var("HOME").unwrap_or_default()),
+            _ if is_var(name) => {
+                text.push_str(&format!("${{{name}}}"));
+                vars.push(name.to_string());
+            }
+            _ => return Value::Foreign(raw),
+        }
+        rest = &after[end + 1..];
     }
-    let folder = folder.display().to_string();
-    let text = raw
-        .replace("${workspaceFolder}", &folder)
-        .replace("${workspaceRoot}", &folder);
-    if text.contains("${") {
-        Value::Foreign(raw)
-    } else {
-        Value::Literal(text)
-    }
+    text.push_str(rest);
+    Value::Text { text, vars }
 }
 
 /// A name for a secret file: `<upstream>-<key>`, in the characters file references take.
@@ -140,6 +186,7 @@ fn secret_name(upstream: &str, key: &str) -> String {
                 '_'
             }
         })
+        .take(100)
         .collect()
 }
 
@@ -190,14 +237,16 @@ impl Plan {
         raw: &str,
     ) -> Result<String, String> {
         match value(raw, o.folder) {
-            Value::Foreign(what) => {
-                Err(format!("{key} is {what}, which the client fills in itself"))
+            Value::Foreign(_) => Err(format!(
+                "its {key} holds a value the client fills in itself (such as ${{input:…}})"
+            )),
+            Value::Text { text, vars } if !vars.is_empty() => {
+                for v in vars {
+                    self.variables.push((v, upstream.to_string()));
+                }
+                Ok(format!("{key}={text}"))
             }
-            Value::Variable(var) => {
-                self.variables.push((var.to_string(), upstream.to_string()));
-                Ok(format!("{key}=${{{var}}}"))
-            }
-            Value::Literal(v) if looks_like_credential(key) || secret_looking(&v) => {
+            Value::Text { text: v, .. } if credential_key(key) || secret_looking(&v) => {
                 // `Bearer xyz`: the scheme stays, the token goes to the file.
                 let (scheme, token) = match v.split_once(' ') {
                     Some((s, t)) if !s.is_empty() && !t.contains(' ') => (format!("{s} "), t),
@@ -206,93 +255,231 @@ impl Plan {
                 let file = self.secret(o.secrets_dir, upstream, key, token);
                 Ok(format!("{key}={scheme}${{file:{file}}}"))
             }
-            Value::Literal(v) => Ok(format!("{key}={v}")),
+            Value::Text { text, .. } => Ok(format!("{key}={text}")),
         }
     }
 
     fn as_upstream(
         &mut self,
         o: &Options<'_>,
+        place: &Place,
         s: &Server,
         name: &str,
     ) -> Result<NewUpstream, String> {
         let secrets_before = self.secrets.len();
         let variables_before = self.variables.len();
-        let undo = |p: &mut Plan| {
-            p.secrets.truncate(secrets_before);
-            p.variables.truncate(variables_before);
-        };
+        let built = self.build(o, place, s, name);
+        if built.is_err() {
+            self.secrets.truncate(secrets_before);
+            self.variables.truncate(variables_before);
+        }
+        built
+    }
+
+    fn build(
+        &mut self,
+        o: &Options<'_>,
+        place: &Place,
+        s: &Server,
+        name: &str,
+    ) -> Result<NewUpstream, String> {
+        if let Some(f) = &s.env_file {
+            return Err(format!(
+                "it reads its environment from envFile {f}, which the broker does not read; put those values in its env first"
+            ));
+        }
         let mut env = Vec::new();
         for (k, v) in &s.env {
-            match self.pair(o, name, k, v) {
-                Ok(p) => env.push(p),
-                Err(e) => {
-                    undo(self);
-                    return Err(e);
-                }
+            env.push(self.pair(o, name, k, v)?);
+        }
+        // Codex passes these through from its own environment.
+        for var in &s.env_vars {
+            if !is_var(var) {
+                return Err(format!("its env_vars names {var:?}, not a variable"));
+            }
+            if !s.env.iter().any(|(k, _)| k == var) {
+                env.push(format!("{var}=${{{var}}}"));
+                self.variables.push((var.clone(), name.to_string()));
             }
         }
         let mut headers = Vec::new();
         for (k, v) in &s.headers {
-            match self.pair(o, name, k, v) {
-                Ok(p) => headers.push(p),
-                Err(e) => {
-                    undo(self);
-                    return Err(e);
-                }
-            }
+            headers.push(self.pair(o, name, k, v)?);
         }
+        for (h, var, prefix) in &s.env_headers {
+            if !is_var(var) {
+                return Err(format!("its header {h} names {var:?}, not a variable"));
+            }
+            headers.push(format!("{h}={prefix}${{{var}}}"));
+            self.variables.push((var.clone(), name.to_string()));
+        }
+        // A project's (and a folder's) servers run in that folder, as their client runs them.
+        let folder = match place.scope {
+            mcpb_clients::Scope::User => None,
+            _ => Some(
+                place
+                    .folder
+                    .clone()
+                    .unwrap_or_else(|| o.folder.display().to_string()),
+            ),
+        };
+        let cwd = s.cwd.clone().or(folder);
         let mut command = Vec::new();
         if let Some(c) = &s.command {
-            command.push(c.clone());
+            let c = match value(c, o.folder) {
+                Value::Text { text, vars } if vars.is_empty() => text,
+                _ => return Err("its command refers to a variable the client fills in".into()),
+            };
+            // `./srv.sh` is the folder's, not wherever the daemon runs.
+            let c = match &cwd {
+                Some(dir) if c.contains('/') && !c.starts_with('/') => {
+                    Path::new(dir).join(&c).display().to_string()
+                }
+                _ => c,
+            };
+            command.push(c);
+            let mut after_secret_flag = false;
             for a in &s.args {
-                match value(a, o.folder) {
-                    Value::Literal(a) => command.push(a),
+                let a = match value(a, o.folder) {
+                    Value::Text { text, vars } if vars.is_empty() => text,
                     _ => {
-                        undo(self);
                         return Err(format!(
-                            "its argument {a:?} refers to a variable the client fills in"
+                            "its argument {:?} refers to a variable the client fills in",
+                            cut(a)
                         ));
                     }
+                };
+                let flag = a.trim_start_matches('-');
+                let (flag_name, inline) = match flag.split_once('=') {
+                    Some((f, v)) => (f, Some(v)),
+                    None => (flag, None),
+                };
+                let secret_flag = a.starts_with('-') && credential_key(flag_name);
+                if after_secret_flag
+                    || (secret_flag && inline.is_some_and(|v| !v.is_empty()))
+                    || secret_looking(&a)
+                {
+                    return Err(
+                        "its arguments carry a secret, which the broker's config would hold in plain text; pass it through env first".into(),
+                    );
                 }
+                after_secret_flag = secret_flag && inline.is_none();
+                command.push(a);
             }
         }
-        Ok(NewUpstream {
+        let url = match (&s.url, &s.command) {
+            (Some(u), None) => {
+                if !(u.starts_with("http://") || u.starts_with("https://")) {
+                    return Err(format!("its URL {} is not http(s)", cut(u)));
+                }
+                if u.contains("${") {
+                    return Err("its URL refers to a variable the client fills in".into());
+                }
+                let query = u.split_once('?').map_or("", |(_, q)| q);
+                if userinfo_password(u)
+                    || query.split('&').any(|kv| {
+                        kv.split_once('=')
+                            .is_some_and(|(k, v)| credential_key(k) || secret_looking(v))
+                    })
+                {
+                    return Err(
+                        "its URL carries a credential, which the broker's config would hold in plain text; use a header".into(),
+                    );
+                }
+                Some(u.clone())
+            }
+            _ => None,
+        };
+        let new = NewUpstream {
             name: name.to_string(),
             command,
-            url: s.url.clone().filter(|_| s.command.is_none()),
-            transport: (s.sse && s.command.is_none()).then(|| "sse".to_string()),
+            transport: (s.sse && url.is_some()).then(|| "sse".to_string()),
+            url,
             headers,
             env,
             lifecycle: None,
-            cwd: s.cwd.clone(),
-        })
+            cwd,
+            tools_allow: s.tools_allow.clone(),
+            tools_deny: s.tools_deny.clone(),
+            trust_annotations: o.read_only,
+        };
+        // Whatever the config would refuse stays in the client, with the config's reason.
+        crate::upstreams_cmd::entry(&new)?;
+        Ok(new)
     }
 }
 
-/// Whether two servers start the same thing (command and arguments, or URL).
+/// A value cut for a message.
+fn cut(v: &str) -> String {
+    let mut c: String = v.chars().take(40).collect();
+    if c.len() < v.len() {
+        c.push('…');
+    }
+    c
+}
+
+/// Whether two servers start the same thing with the same settings.
 fn same_start(a: &Server, b: &Server) -> bool {
     (a.command.is_some() || a.url.is_some())
         && a.command == b.command
         && a.args == b.args
         && a.url == b.url
         && a.env == b.env
+        && a.headers == b.headers
+        && a.cwd == b.cwd
+        && a.env_vars == b.env_vars
+        && a.env_headers == b.env_headers
+        && a.tools_allow == b.tools_allow
+        && a.tools_deny == b.tools_deny
 }
 
-fn same_as_upstream(s: &Server, u: &UpstreamSettings) -> bool {
-    match (&s.command, &s.url) {
+/// Whether a client's value is what the upstream's template gives: the same text, or the
+/// same secret file's content.
+fn same_value(t: &mcpb_config::template::Template, raw: &str, o: &Options<'_>) -> bool {
+    if let Value::Text { text, .. } = value(raw, o.folder)
+        && t.to_string() == text
+    {
+        return true;
+    }
+    t.resolve(&|_| None, o.secrets_dir).is_ok_and(|v| v == raw)
+}
+
+fn same_pairs(
+    mine: &[(String, String)],
+    theirs: &BTreeMap<String, mcpb_config::template::Template>,
+    o: &Options<'_>,
+) -> bool {
+    mine.len() == theirs.len()
+        && mine
+            .iter()
+            .all(|(k, v)| theirs.get(k).is_some_and(|t| same_value(t, v, o)))
+}
+
+/// Whether an upstream the broker has already is this server: same start, same env and headers.
+fn same_as_upstream(s: &Server, u: &UpstreamSettings, o: &Options<'_>) -> bool {
+    let start = match (&s.command, &s.url) {
         (Some(c), _) => u.command.as_deref() == Some(c.as_str()) && u.args == s.args,
         (None, Some(url)) => u.url.as_deref() == Some(url.as_str()),
         _ => false,
-    }
+    };
+    start
+        && s.env_vars.is_empty()
+        && s.env_headers.is_empty()
+        && s.tools_allow.is_empty()
+        && s.tools_deny.is_empty()
+        && same_pairs(&s.env, &u.env, o)
+        && same_pairs(&s.headers, &u.headers, o)
 }
 
 /// Decides every server's fate, in the order found.
-pub(crate) fn plan(found: Vec<(Place, Server)>, o: &Options<'_>) -> Plan {
+pub(crate) fn plan(found: Vec<(Place, Server, Option<String>)>, o: &Options<'_>) -> Plan {
     let mut p = Plan::default();
     let mut taken: BTreeMap<String, usize> = BTreeMap::new();
-    for (place, server) in found {
-        let fate = decide(&mut p, o, &place, &server, &mut taken);
+    for (place, server, refused) in found {
+        let fate = match refused {
+            Some(why) => Fate::Off(why),
+            None => decide(&mut p, o, &place, &server, &mut taken),
+        };
         p.found.push(Found {
             place,
             server,
@@ -300,6 +487,21 @@ pub(crate) fn plan(found: Vec<(Place, Server)>, o: &Options<'_>) -> Plan {
         });
     }
     p
+}
+
+/// Names to try for a server: its own, then one naming its scope or folder, then numbered.
+fn candidates(base: &str, place: &Place) -> Vec<String> {
+    let mut out = vec![base.to_string()];
+    let scope = match &place.folder {
+        Some(f) => Path::new(f)
+            .file_name()
+            .map(|n| upstream_name(&n.to_string_lossy()))
+            .unwrap_or_else(|| place.scope.name().to_string()),
+        None => place.scope.name().to_string(),
+    };
+    out.push(format!("{base}-{scope}"));
+    out.extend((2..100).map(|n| format!("{base}-{n}")));
+    out
 }
 
 fn decide(
@@ -313,7 +515,7 @@ fn decide(
         return Fate::Kept("--keep".into());
     }
     if server.disabled {
-        return Fate::Kept("switched off in the client".into());
+        return Fate::Off("switched off in the client".into());
     }
     if server.command.is_none() && server.url.is_none() {
         return Fate::Kept("it names no command or URL".into());
@@ -322,37 +524,39 @@ fn decide(
     if let Some(earlier) = p.found.iter().find(|f| same_start(&f.server, server)) {
         match &earlier.fate {
             Fate::Moved(u) | Fate::Same(u) => return Fate::Same(u.clone()),
-            Fate::Kept(_) => {}
+            Fate::Kept(_) | Fate::Off(_) => {}
         }
     }
-    let name = o
-        .rename
-        .get(&server.name)
-        .cloned()
+    let renamed = o.rename.get(&server.name).cloned();
+    let base = renamed
+        .clone()
         .unwrap_or_else(|| upstream_name(&server.name));
-    if let Some(u) = o.existing.get(&name) {
-        if same_as_upstream(server, u) {
-            return Fate::Same(name);
+    let tries = if renamed.is_some() {
+        vec![base.clone()]
+    } else {
+        candidates(&base, place)
+    };
+    let mut chosen = None;
+    for name in tries {
+        if let Some(u) = o.existing.get(&name) {
+            if same_as_upstream(server, u, o) {
+                return Fate::Same(name);
+            }
+            continue;
         }
+        if taken.contains_key(&name) {
+            continue;
+        }
+        chosen = Some(name);
+        break;
+    }
+    let Some(name) = chosen else {
         return Fate::Kept(format!(
-            "the broker has an upstream named {name} that starts something else; --rename {}=NEW moves it under another name",
+            "the name {base} is taken by an upstream that starts something else; --rename {}=NEW moves it under another name",
             server.name
         ));
-    }
-    let name = if taken.contains_key(&name) {
-        // Another scope's server of this name starts something else.
-        let alt = format!("{name}-{}", place.scope.name());
-        if taken.contains_key(&alt) || o.existing.contains_key(&alt) {
-            return Fate::Kept(format!(
-                "another server of the client is named {}; --rename {}=NEW moves it under another name",
-                server.name, server.name
-            ));
-        }
-        alt
-    } else {
-        name
     };
-    match p.as_upstream(o, server, &name) {
+    match p.as_upstream(o, place, server, &name) {
         Ok(u) => {
             taken.insert(name.clone(), p.upstreams.len());
             p.upstreams.push(u);
@@ -363,116 +567,5 @@ fn decide(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use mcpb_clients::{Client, Scope};
-
-    fn server(name: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
-        Server {
-            name: name.into(),
-            command: Some("npx".into()),
-            args: args.iter().map(|a| a.to_string()).collect(),
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            url: None,
-            sse: false,
-            headers: vec![],
-            cwd: None,
-            disabled: false,
-        }
-    }
-
-    fn place(scope: Scope) -> Place {
-        Place {
-            client: Client::ClaudeCode,
-            scope,
-            path: "/h/.claude.json".into(),
-            folder: None,
-        }
-    }
-
-    #[test]
-    fn names_and_values_are_made_safe_for_the_config() {
-        assert_eq!(upstream_name("GitHub Server"), "github-server");
-        assert_eq!(upstream_name("@scope/pkg"), "scope-pkg");
-        assert!(secret_looking("ghp_abcdefghijkl1234567890"));
-        assert!(!secret_looking("debug"));
-        assert!(!secret_looking("/home/u/projects/repo2026"));
-        let f = Path::new("/w/app");
-        assert_eq!(value("${GH}", f), Value::Variable("GH"));
-        assert_eq!(value("${env:GH}", f), Value::Variable("GH"));
-        assert_eq!(value("$GH", f), Value::Variable("GH"));
-        assert_eq!(
-            value("${workspaceFolder}/db", f),
-            Value::Literal("/w/app/db".into())
-        );
-        assert_eq!(value("${input:token}", f), Value::Foreign("${input:token}"));
-    }
-
-    #[test]
-    fn literal_secrets_go_to_files_duplicates_share_one_upstream_and_clashes_stay() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut existing = BTreeMap::new();
-        let s: mcpb_config::Settings = mcpb_config::load_str(
-            "schema_version: 1\nupstreams:\n  git: {command: uvx, args: [other]}\n",
-            "t",
-            mcpb_config::ConfigSource::Embedded,
-            &mcpb_config::ResolveContext::from_env(),
-        )
-        .unwrap();
-        existing.extend(s.upstreams);
-        let rename = BTreeMap::from([("dup".to_string(), "git2".to_string())]);
-        let o = Options {
-            keep: &["kept".to_string()],
-            rename: &rename,
-            existing: &existing,
-            secrets_dir: dir.path(),
-            folder: Path::new("/w"),
-        };
-        let found = vec![
-            (
-                place(Scope::User),
-                server(
-                    "mem",
-                    &["-y", "server-memory"],
-                    &[("API_KEY", "sk-live-0123456789abcdef"), ("LOG", "info")],
-                ),
-            ),
-            (
-                place(Scope::Local),
-                server(
-                    "memory",
-                    &["-y", "server-memory"],
-                    &[("API_KEY", "sk-live-0123456789abcdef"), ("LOG", "info")],
-                ),
-            ),
-            (place(Scope::Local), server("git", &["x"], &[])),
-            (place(Scope::Local), server("dup", &["y"], &[])),
-            (place(Scope::Project), server("kept", &["k"], &[])),
-            (
-                place(Scope::Project),
-                server("mem", &["-y", "other"], &[("TOKEN", "${GH_TOKEN}")]),
-            ),
-        ];
-        let p = plan(found, &o);
-        let fates: Vec<&Fate> = p.found.iter().map(|f| &f.fate).collect();
-        assert_eq!(fates[0], &Fate::Moved("mem".into()));
-        assert_eq!(fates[1], &Fate::Same("mem".into()));
-        assert!(matches!(fates[2], Fate::Kept(w) if w.contains("--rename git=NEW")));
-        assert_eq!(fates[3], &Fate::Moved("git2".into()), "--rename dup=git2");
-        assert_eq!(fates[4], &Fate::Kept("--keep".into()));
-        assert_eq!(fates[5], &Fate::Moved("mem-project".into()));
-        assert_eq!(
-            p.upstreams[0].env,
-            ["API_KEY=${file:mem-api_key}", "LOG=info"]
-        );
-        assert_eq!(p.secrets.len(), 1);
-        assert_eq!(p.secrets[0].value, "sk-live-0123456789abcdef");
-        assert_eq!(p.upstreams[2].env, ["TOKEN=${GH_TOKEN}"]);
-        assert_eq!(p.variables, [("GH_TOKEN".into(), "mem-project".into())]);
-        let all = format!("{:?}", p.upstreams);
-        assert!(!all.contains("sk-live"), "{all}");
-    }
-}
+#[path = "import_plan_tests.rs"]
+mod tests;

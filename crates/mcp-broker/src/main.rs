@@ -13,9 +13,12 @@ mod demo;
 mod doctor;
 mod example_server;
 mod exec_cmd;
+mod import_apply;
 mod import_cmd;
 mod import_parity;
 mod import_plan;
+mod import_profile;
+mod import_scan;
 mod logfile;
 mod logs_cmd;
 mod measure;
@@ -265,6 +268,9 @@ fn main() -> ExitCode {
                 env,
                 lifecycle,
                 cwd: None,
+                tools_allow: Vec::new(),
+                tools_deny: Vec::new(),
+                trust_annotations: false,
             },
         ),
         Command::Remove { name } => upstreams_cmd::remove(config, &name),

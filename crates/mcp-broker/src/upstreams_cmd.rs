@@ -23,6 +23,9 @@ pub(crate) struct NewUpstream {
     pub env: Vec<String>,
     pub lifecycle: Option<String>,
     pub cwd: Option<String>,
+    pub tools_allow: Vec<String>,
+    pub tools_deny: Vec<String>,
+    pub trust_annotations: bool,
 }
 
 /// A YAML scalar that reads back exactly as given (JSON strings are YAML).
@@ -54,6 +57,28 @@ fn pairs(what: &str, items: &[String]) -> Result<Vec<String>, String> {
         .collect()
 }
 
+/// A name as a YAML key or list item: quoted when YAML would read it as something other than
+/// text (`null`, `true`, `1e3`, `0x1F`…).
+pub(crate) fn yaml_name(name: &str) -> String {
+    let lower = name.to_ascii_lowercase();
+    let special = [
+        "null", "~", "true", "false", "yes", "no", "on", "off", "y", "n",
+    ]
+    .contains(&lower.as_str())
+        || lower.parse::<f64>().is_ok()
+        || lower.starts_with("0x")
+        || lower.starts_with("0o")
+        || lower.starts_with("0b")
+        || lower
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '_' || c == '-');
+    if special {
+        quoted(name)
+    } else {
+        name.to_string()
+    }
+}
+
 pub(crate) fn entry(new: &NewUpstream) -> Result<Vec<String>, String> {
     // The name goes into the file as a key: only the characters upstream names may have.
     let name_ok = new.name.starts_with(|c: char| c.is_ascii_alphanumeric())
@@ -70,7 +95,7 @@ pub(crate) fn entry(new: &NewUpstream) -> Result<Vec<String>, String> {
     if new.transport.is_some() && new.url.is_none() {
         return Err("--transport goes with --url".into());
     }
-    let mut lines = vec![format!("{}:", new.name)];
+    let mut lines = vec![format!("{}:", yaml_name(&new.name))];
     match (&new.url, new.command.split_first()) {
         (Some(url), None) => {
             let transport = new.transport.as_deref().unwrap_or("streamable_http");
@@ -99,6 +124,18 @@ pub(crate) fn entry(new: &NewUpstream) -> Result<Vec<String>, String> {
     }
     if let Some(c) = &new.cwd {
         lines.push(format!("  cwd: {}", quoted(c)));
+    }
+    for (key, list) in [
+        ("tools_allow", &new.tools_allow),
+        ("tools_deny", &new.tools_deny),
+    ] {
+        if !list.is_empty() {
+            let items: Vec<String> = list.iter().map(|t| quoted(t)).collect();
+            lines.push(format!("  {key}: [{}]", items.join(", ")));
+        }
+    }
+    if new.trust_annotations {
+        lines.push("  trust_annotations: true".into());
     }
     if let Some(l) = &new.lifecycle {
         lines.push(format!("  lifecycle: {l}"));

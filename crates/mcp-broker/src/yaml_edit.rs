@@ -55,6 +55,7 @@ fn block(lines: &[&str], section: &str) -> Result<Option<(usize, usize)>, EditEr
         return Ok(None);
     };
     let rest = lines[header][key.len()..].trim();
+    let rest = rest.split(" #").next().unwrap_or(rest).trim();
     if rest.starts_with('{') && rest != "{}" {
         return Err(EditError::FlowStyle);
     }
@@ -219,7 +220,7 @@ pub(crate) fn add_to_profile_upstreams(
             .filter(|x| !x.is_empty())
             .collect();
         let comment = &inner[close + 1..];
-        items.extend(names.iter().cloned());
+        items.extend(names.iter().map(|n| crate::upstreams_cmd::yaml_name(n)));
         out[at] = format!(
             "{}upstreams: [{}]{}",
             " ".repeat(field_indent),
@@ -243,7 +244,13 @@ pub(crate) fn add_to_profile_upstreams(
         }
         let new: Vec<String> = names
             .iter()
-            .map(|n| format!("{}- {n}", " ".repeat(item_indent)))
+            .map(|n| {
+                format!(
+                    "{}- {}",
+                    " ".repeat(item_indent),
+                    crate::upstreams_cmd::yaml_name(n)
+                )
+            })
             .collect();
         out.splice(last + 1..last + 1, new);
     } else {

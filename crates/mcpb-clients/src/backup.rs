@@ -23,6 +23,9 @@ pub struct Backup {
     pub existed: bool,
     /// `sha256:` of what the broker wrote in its place.
     pub after: String,
+    /// Put back by taking the broker's change out of a file the client changed since, not
+    /// byte for byte.
+    pub merged: bool,
 }
 
 pub struct Backups {
@@ -77,6 +80,7 @@ impl Backups {
             path: path.to_path_buf(),
             existed: before.is_some(),
             after: after.to_string(),
+            merged: false,
         })
     }
 
@@ -96,11 +100,19 @@ impl Backups {
                     path: PathBuf::from(m["path"].as_str()?),
                     existed: m["existed"].as_bool()?,
                     after: m["after"].as_str().unwrap_or("").to_string(),
+                    merged: false,
                 })
             })
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
+    }
+
+    /// Keeps what the broker wrote over backup `name`: a later rollback of a file the client
+    /// changed since takes only the broker's change back out of it.
+    pub fn keep_written(&self, name: &str, bytes: &[u8]) -> Result<(), ClientsError> {
+        let data = self.dir.join(format!("{name}.new"));
+        mcpb_config::layout::write_private(&data, bytes).map_err(|e| ClientsError::io(&data, e))
     }
 
     /// The bytes backup `name` kept (`None`: there was no file, or no such backup).
@@ -113,6 +125,7 @@ impl Backups {
         for old in &all[..all.len().saturating_sub(KEEP)] {
             let _ = std::fs::remove_file(self.dir.join(format!("{}.json", old.name)));
             let _ = std::fs::remove_file(self.dir.join(format!("{}.bak", old.name)));
+            let _ = std::fs::remove_file(self.dir.join(format!("{}.new", old.name)));
         }
     }
 
@@ -142,10 +155,17 @@ impl Backups {
             Err(e) => return Err(ClientsError::io(&b.path, e)),
         };
         if !force && now.as_deref() != Some(b.after.as_str()) {
-            return Err(ClientsError::Changed {
-                path: b.path.clone(),
-                backup: b.name.clone(),
-            });
+            // The client (or a person) changed the file since: only the broker's change goes.
+            let merged = self.take_back(&b, client);
+            let Some(text) = merged else {
+                return Err(ClientsError::Changed {
+                    path: b.path.clone(),
+                    backup: b.name.clone(),
+                });
+            };
+            write_keeping_mode(&b.path, text.as_bytes())?;
+            self.forget(&b.name);
+            return Ok(Backup { merged: true, ..b });
         }
         if b.existed {
             let data = self.dir.join(format!("{}.bak", b.name));
@@ -154,9 +174,31 @@ impl Backups {
         } else if b.path.exists() {
             std::fs::remove_file(&b.path).map_err(|e| ClientsError::io(&b.path, e))?;
         }
-        let _ = std::fs::remove_file(self.dir.join(format!("{}.json", b.name)));
-        let _ = std::fs::remove_file(self.dir.join(format!("{}.bak", b.name)));
+        self.forget(&b.name);
         Ok(b)
+    }
+
+    fn forget(&self, name: &str) {
+        for ext in ["json", "bak", "new"] {
+            let _ = std::fs::remove_file(self.dir.join(format!("{name}.{ext}")));
+        }
+    }
+
+    /// The file now, with the broker's change of backup `b` taken out; `None` when the
+    /// written bytes were not kept, or a value the broker changed changed again.
+    fn take_back(&self, b: &Backup, client: &str) -> Option<String> {
+        let client = crate::Client::parse(client)?;
+        let written = std::fs::read_to_string(self.dir.join(format!("{}.new", b.name))).ok()?;
+        if crate::sha256(written.as_bytes()) != b.after {
+            return None;
+        }
+        let before = if b.existed {
+            String::from_utf8(self.bytes(&b.name)?).ok()?
+        } else {
+            String::new()
+        };
+        let current = std::fs::read_to_string(&b.path).ok()?;
+        crate::undo(client, &b.path, &before, &written, &current).ok()
     }
 }
 

@@ -37,7 +37,7 @@ pub fn entry_value(client: Client, entry: &Entry) -> Value {
     v
 }
 
-fn to_cst(v: &Value) -> CstInputValue {
+pub(crate) fn to_cst(v: &Value) -> CstInputValue {
     match v {
         Value::Null => CstInputValue::Null,
         Value::Bool(b) => CstInputValue::Bool(*b),

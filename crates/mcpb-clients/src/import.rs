@@ -5,9 +5,9 @@ use jsonc_parser::ParseOptions;
 use jsonc_parser::cst::CstRootNode;
 use serde_json::Value;
 
-use crate::ClientsError;
 use crate::client::Format;
 use crate::place::{Place, broker_key, servers_object};
+use crate::{Client, ClientsError};
 
 /// One server of a client's file, as written there.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,11 +22,24 @@ pub struct Server {
     pub headers: Vec<(String, String)>,
     /// The working directory the client starts it in, when the file names one.
     pub cwd: Option<String>,
-    /// Switched off in the client (Codex `enabled = false`, `disabled: true`).
+    /// Switched off in the client (Codex `enabled = false`, `disabled: true`), or by the
+    /// client's own approval state (see `Approvals`).
     pub disabled: bool,
+    /// Only these tools (Gemini `includeTools`, Codex `enabled_tools`).
+    pub tools_allow: Vec<String>,
+    /// Never these tools (Gemini `excludeTools`, Codex `disabled_tools`).
+    pub tools_deny: Vec<String>,
+    /// Variables passed through from the client's environment (Codex `env_vars`).
+    pub env_vars: Vec<String>,
+    /// Headers whose values come from variables (Codex `env_http_headers`, and
+    /// `bearer_token_env_var` as `Authorization: Bearer`): (header, variable, prefix).
+    pub env_headers: Vec<(String, String, String)>,
+    /// An env file the client reads (VS Code's and Cursor's `envFile`).
+    pub env_file: Option<String>,
 }
 
-fn strings(v: Option<&Value>) -> Vec<String> {
+/// The strings of a JSON array (others skipped); empty when it is not one.
+pub(crate) fn strings(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -36,33 +49,62 @@ fn strings(v: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A scalar as the client passes it: strings as they are, numbers and booleans as written.
+fn scalar(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
 fn pairs(v: Option<&Value>) -> Vec<(String, String)> {
     v.and_then(Value::as_object)
         .map(|o| {
             o.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .filter_map(|(k, v)| Some((k.clone(), scalar(v)?)))
                 .collect()
         })
         .unwrap_or_default()
 }
 
-fn server_of(name: &str, v: &Value) -> Server {
+fn server_of(client: Client, name: &str, v: &Value) -> Server {
     let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
     // Clients name a server's URL differently (`url`, Gemini's `httpUrl`, `serverUrl`).
-    let url = text("url")
-        .or_else(|| text("httpUrl"))
-        .or_else(|| text("serverUrl"));
+    let http = text("httpUrl").or_else(|| text("serverUrl"));
+    let url = http.clone().or_else(|| text("url"));
+    // Gemini CLI's `url` is an SSE endpoint; `httpUrl` streamable HTTP.
+    let sse = text("type").as_deref() == Some("sse")
+        || text("transport").as_deref() == Some("sse")
+        || (client == Client::Gemini && http.is_none() && url.is_some());
+    let mut env_headers: Vec<(String, String, String)> = pairs(v.get("env_http_headers"))
+        .into_iter()
+        .map(|(h, var)| (h, var, String::new()))
+        .collect();
+    if let Some(var) = text("bearer_token_env_var") {
+        env_headers.push(("Authorization".into(), var, "Bearer ".into()));
+    }
     Server {
         name: name.to_string(),
         command: text("command"),
-        args: strings(v.get("args")),
+        args: v
+            .get("args")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(scalar).collect())
+            .unwrap_or_default(),
         env: pairs(v.get("env")),
-        sse: text("type").as_deref() == Some("sse") || text("transport").as_deref() == Some("sse"),
+        sse,
         url,
         headers: pairs(v.get("headers").or_else(|| v.get("http_headers"))),
         cwd: text("cwd"),
         disabled: v.get("enabled") == Some(&Value::Bool(false))
             || v.get("disabled") == Some(&Value::Bool(true)),
+        tools_allow: strings(v.get("includeTools").or_else(|| v.get("enabled_tools"))),
+        tools_deny: strings(v.get("excludeTools").or_else(|| v.get("disabled_tools"))),
+        env_vars: strings(v.get("env_vars")),
+        env_headers,
+        env_file: text("envFile"),
     }
 }
 
@@ -75,7 +117,7 @@ pub fn servers(place: &Place, text: &str) -> Result<Vec<Server>, ClientsError> {
     Ok(held
         .iter()
         .filter(|(k, _)| Some(k.as_str()) != broker.as_deref())
-        .map(|(k, v)| server_of(k, v))
+        .map(|(k, v)| server_of(place.client, k, v))
         .collect())
 }
 

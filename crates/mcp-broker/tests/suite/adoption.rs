@@ -490,3 +490,107 @@ fn service_install_starts_the_service_when_a_user_manager_answers_and_says_so_wh
     );
     assert!(status.contains("installed, current; active"), "{status}");
 }
+
+fn import(home: &Home, user: &Path, cwd: &Path, extra: &[&str]) -> (bool, String, String) {
+    let mut args = vec!["client", "import"];
+    args.extend_from_slice(extra);
+    let out = home
+        .cmd(&args)
+        .env("HOME", user)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn import_creates_no_file_it_has_nothing_for_and_refuses_a_read_only_one_before_writing() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let user = user_home(&home);
+    let proj = user.join("proj");
+    std::fs::create_dir_all(proj.join("sub")).unwrap();
+    let file = user.join(".cursor/mcp.json");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let theirs = format!(
+        "{{\"mcpServers\": {{\"mine\": {{\"command\": \"{}\", \"args\": [\"--name\", \"mine\"]}}}}}}\n",
+        super::support::fixture().display()
+    );
+    std::fs::write(&file, &theirs).unwrap();
+    let config_before = std::fs::read_to_string(home.config_path()).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let (ok, _, err) = import(&home, &user, &proj, &["--client", "cursor"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = import(&home, &user, &proj, &["--client", "cursor", "--apply"]);
+    assert!(
+        !ok && err.contains("read-only") && err.contains("nothing was written"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.config_path()).unwrap(),
+        config_before
+    );
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (ok, _, err) = import(&home, &user, &proj, &["--client", "cursor"]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = import(&home, &user, &proj, &["--client", "cursor", "--apply"]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        !proj.join(".cursor").exists(),
+        "a project file nobody asked for was made"
+    );
+}
+
+#[test]
+fn a_second_import_extends_the_profile_the_entry_names_and_parity_checks_both() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let user = user_home(&home);
+    let file = user.join(".cursor/mcp.json");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let fx = super::support::fixture();
+    let one = format!(
+        "{{\"mcpServers\": {{\"one\": {{\"command\": \"{}\", \"args\": [\"--name\", \"one\"]}}}}}}\n",
+        fx.display()
+    );
+    std::fs::write(&file, &one).unwrap();
+    for args in [
+        &["--client", "cursor", "--profile", "work"][..],
+        &["--client", "cursor", "--profile", "work", "--apply"][..],
+    ] {
+        let (ok, out, err) = import(&home, &user, &user, args);
+        assert!(ok || !args.contains(&"--apply"), "{out}{err}");
+        if !ok {
+            // `work` does not exist yet: made for the client.
+            panic!("{out}{err}");
+        }
+    }
+    // The client gains a server of its own; a later import without --profile keeps `work`.
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    v["mcpServers"]["two"] = serde_json::json!({"command": fx, "args": ["--name", "two"]});
+    std::fs::write(&file, v.to_string()).unwrap();
+    let (ok, out, err) = import(&home, &user, &user, &["--client", "cursor"]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains("profile work: two added to its upstreams"),
+        "{out}"
+    );
+    let (ok, out, err) = import(&home, &user, &user, &["--client", "cursor", "--apply"]);
+    assert!(ok, "{out}{err}");
+    let parity = home
+        .cmd(&["client", "parity", "--client", "cursor", "--json"])
+        .env("HOME", &user)
+        .output()
+        .unwrap();
+    let p: Value = serde_json::from_slice(&parity.stdout).unwrap();
+    let names: Vec<&str> = p["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["server"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["one", "two"], "{p}");
+    assert_eq!(
+        (p["missing"].as_u64(), p["added"].as_u64()),
+        (Some(0), Some(0)),
+        "{p}"
+    );
+}

@@ -187,10 +187,10 @@ fn rollback_keeps_later_edits_home_must_be_set_and_a_symlink_stays_a_symlink() {
             .contains("mcp-broker")
     );
 
-    // The client (or a person) changed the file after the broker wrote it.
-    let edited = std::fs::read_to_string(&real)
-        .unwrap()
-        .replacen('{', "{\"x\": 1, ", 1);
+    // The client (or a person) changed the broker's own entry after the broker wrote it:
+    // taking it back would lose that, so nothing is changed.
+    let written = std::fs::read_to_string(&real).unwrap();
+    let edited = written.replacen("\"stdio\"", "\"stdio\", \"--verbose\"", 1);
     std::fs::write(&real, &edited).unwrap();
     let refused = client(&home, &user, &["rollback", "--client", "cursor"]);
     assert!(!refused.status.success());
@@ -198,6 +198,19 @@ fn rollback_keeps_later_edits_home_must_be_set_and_a_symlink_stays_a_symlink() {
     assert!(said.contains("changed since the broker wrote it"), "{said}");
     assert!(said.contains("--force"), "{said}");
     assert_eq!(std::fs::read_to_string(&real).unwrap(), edited);
+    // A change elsewhere in the file (clients rewrite their own files): only the broker's
+    // entry goes, the rest stays as the client left it.
+    let elsewhere = written.replacen('{', "{\"x\": 1, ", 1);
+    std::fs::write(&real, &elsewhere).unwrap();
+    let merged = client(&home, &user, &["rollback", "--client", "cursor"]);
+    assert!(
+        merged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    let now: Value = serde_json::from_str(&std::fs::read_to_string(&real).unwrap()).unwrap();
+    assert_eq!(now, json!({"x": 1, "mcpServers": {}}));
+    std::fs::write(&real, &written).unwrap();
 
     let homeless = home
         .cmd(&["client", "render", "--client", "cursor"])

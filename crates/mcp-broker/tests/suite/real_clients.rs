@@ -98,7 +98,7 @@ impl User {
         assert!(applied.status.success(), "{said}");
         assert!(said.contains("starts only the broker now"), "{said}");
         assert!(
-            said.contains("every tool its servers had is reachable"),
+            said.contains("reaches exactly the tools its servers had"),
             "{said}"
         );
         let config = std::fs::read_to_string(self.broker.root().join("broker.yaml")).unwrap();
@@ -134,14 +134,39 @@ impl User {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
-    fn rollback(&self, client: &str, project: bool, file: &Path, before: &[u8]) {
+    /// Rolls `file` back: byte for byte when the client left it alone since the import; when
+    /// it rewrote the file itself (Claude Code keeps its own state in `~/.claude.json`), only
+    /// the broker's change is taken out: every server is back where it was.
+    fn rollback(&self, client: &str, project: bool, file: &Path, before: &[u8], written: &[u8]) {
         let mut args = vec!["client", "rollback", "--client", client];
         if project {
             args.push("--project");
         }
+        let touched = std::fs::read(file).unwrap() != written;
         let out = self.broker_cmd(&args);
         assert!(out.status.success(), "{}", text(&out.stderr));
-        assert_eq!(std::fs::read(file).unwrap(), before, "{}", file.display());
+        let now = std::fs::read(file).unwrap();
+        if !touched {
+            assert_eq!(now, before, "{}", file.display());
+            return;
+        }
+        let c = mcpb_clients::Client::parse(client).unwrap();
+        let servers = |bytes: &[u8]| -> Vec<String> {
+            let t = String::from_utf8_lossy(bytes).into_owned();
+            c.places(
+                &self.home,
+                &self.proj,
+                Some(&self.proj.display().to_string()),
+            )
+            .iter()
+            .filter(|p| p.path == file)
+            .flat_map(|p| mcpb_clients::servers(p, &t).unwrap())
+            .map(|s| format!("{s:?}"))
+            .collect()
+        };
+        assert_eq!(servers(&now), servers(before), "{}", file.display());
+        let entry = mcpb_clients::current_entry(c, file, &String::from_utf8_lossy(&now)).unwrap();
+        assert!(entry.is_none(), "the broker's entry is gone: {entry:?}");
     }
 }
 
@@ -198,10 +223,28 @@ fn claude_code(config_init: bool) {
     );
     let user_file = u.home.join(".claude.json");
     let project_file = u.proj.join(".mcp.json");
+    // A project's servers wait for the user's approval in Claude Code; until then the
+    // import leaves them where they are.
+    let pending = u.broker_cmd(&["client", "import", "--client", "claude-code"]);
+    let table = text(&pending.stdout);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("team") && l.contains("stays, not started: not approved")),
+        "{table}"
+    );
+    // The approval Claude Code's dialog records.
+    let mut claude: Value = serde_json::from_slice(&std::fs::read(&user_file).unwrap()).unwrap();
+    claude["projects"][u.proj.display().to_string()]["enabledMcpjsonServers"] = json!(["team"]);
+    std::fs::write(&user_file, serde_json::to_string_pretty(&claude).unwrap()).unwrap();
     let user_before = std::fs::read(&user_file).unwrap();
     let project_before = std::fs::read(&project_file).unwrap();
 
     u.import("claude-code");
+    let (user_written, project_written) = (
+        std::fs::read(&user_file).unwrap(),
+        std::fs::read(&project_file).unwrap(),
+    );
     let listed = u.client("claude", &["mcp", "list"]);
     let listed = text(&listed.stdout);
     assert!(
@@ -217,8 +260,20 @@ fn claude_code(config_init: bool) {
     let names = u.listed_through_entry(mcpb_clients::Client::ClaudeCode, &user_file);
     same_tools(&u.parity("claude-code"), &names);
 
-    u.rollback("claude-code", false, &user_file, &user_before);
-    u.rollback("claude-code", true, &project_file, &project_before);
+    u.rollback(
+        "claude-code",
+        false,
+        &user_file,
+        &user_before,
+        &user_written,
+    );
+    u.rollback(
+        "claude-code",
+        true,
+        &project_file,
+        &project_before,
+        &project_written,
+    );
 }
 
 fn gemini(config_init: bool) {
@@ -248,12 +303,27 @@ fn gemini(config_init: bool) {
         "gemini",
         &["mcp", "add", "-s", "user", "memory", &u.memory()],
     );
+    u.client("gemini", &["mcp", "add", "-s", "user", "blocked", &fx]);
     let user_file = u.home.join(".gemini/settings.json");
     let project_file = u.proj.join(".gemini/settings.json");
+    // What the user set by hand: a server Gemini CLI must not start, and a tool it hides.
+    let edit = |file: &Path, f: &dyn Fn(&mut Value)| {
+        let mut v: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+        f(&mut v);
+        std::fs::write(file, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    };
+    edit(&user_file, &|v| v["mcp"] = json!({"excluded": ["blocked"]}));
+    edit(&project_file, &|v| {
+        v["mcpServers"]["notes"]["excludeTools"] = json!(["crash"])
+    });
     let user_before = std::fs::read(&user_file).unwrap();
     let project_before = std::fs::read(&project_file).unwrap();
 
     u.import("gemini");
+    let (user_written, project_written) = (
+        std::fs::read(&user_file).unwrap(),
+        std::fs::read(&project_file).unwrap(),
+    );
     let listed = u.client("gemini", &["mcp", "list"]);
     let listed = format!("{}{}", text(&listed.stdout), text(&listed.stderr));
     assert!(
@@ -267,10 +337,22 @@ fn gemini(config_init: bool) {
         );
     }
     let names = u.listed_through_entry(mcpb_clients::Client::Gemini, &user_file);
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.contains("blocked") || n == "notes.crash"),
+        "an excluded server or a hidden tool came through: {names:?}"
+    );
     same_tools(&u.parity("gemini"), &names);
 
-    u.rollback("gemini", false, &user_file, &user_before);
-    u.rollback("gemini", true, &project_file, &project_before);
+    u.rollback("gemini", false, &user_file, &user_before, &user_written);
+    u.rollback(
+        "gemini",
+        true,
+        &project_file,
+        &project_before,
+        &project_written,
+    );
 }
 
 fn codex(config_init: bool) {
@@ -295,6 +377,7 @@ fn codex(config_init: bool) {
     let user_before = std::fs::read(&user_file).unwrap();
 
     u.import("codex");
+    let user_written = std::fs::read(&user_file).unwrap();
     let listed = u.client("codex", &["mcp", "list"]);
     let listed = text(&listed.stdout);
     let rows: Vec<&str> = listed
@@ -316,7 +399,7 @@ fn codex(config_init: bool) {
     );
     same_tools(&u.parity("codex"), &names);
 
-    u.rollback("codex", false, &user_file, &user_before);
+    u.rollback("codex", false, &user_file, &user_before, &user_written);
 }
 
 #[test]

@@ -125,3 +125,123 @@ fn a_profiles_allowlist_is_rendered_into_gemini_and_agy_settings() {
         assert_eq!(v["mcp"]["excluded"], serde_json::json!([]));
     }
 }
+
+#[test]
+fn a_rollback_of_a_file_the_client_rewrote_takes_out_only_the_brokers_change() {
+    let path = Path::new("/home/u/.claude.json");
+    let before = "{\n  \"numStartups\": 1,\n  \"mcpServers\": {\n    \"git\": {\"command\": \"uvx\", \"args\": [\"mcp-server-git\"]}\n  }\n}\n";
+    let place = Client::ClaudeCode.places(Path::new(HOME), Path::new(CWD), Some(CWD))[0].clone();
+    let e = Entry::for_client(Path::new("/bin/mcp-broker"), Client::ClaudeCode, None);
+    let written = render(
+        Client::ClaudeCode,
+        path,
+        Some(&without(&place, before, &["git".into()]).unwrap()),
+        &e,
+    )
+    .unwrap();
+    // The client counts its starts and adds a server of its own.
+    let current = written
+        .replace("\"numStartups\": 1", "\"numStartups\": 7")
+        .replace(
+            "\"mcpServers\": {",
+            "\"mcpServers\": {\n    \"new\": {\"command\": \"x\"},",
+        );
+    let back = mcpb_clients::undo(Client::ClaudeCode, path, before, &written, &current).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&back).unwrap();
+    assert_eq!(v["numStartups"], 7);
+    assert_eq!(
+        names(&place, &back),
+        ["new", "git"],
+        "the client's server stays, the moved one is back: {back}"
+    );
+    assert!(v["mcpServers"].get("mcp-broker").is_none(), "{back}");
+    // The broker's own entry changed by hand: a conflict, nothing is guessed.
+    let edited = written.replace("\"stdio\"", "\"stdio\", \"--x\"");
+    assert!(mcpb_clients::undo(Client::ClaudeCode, path, before, &written, &edited).is_err());
+    // Codex's TOML: the table comes back as it was written.
+    let toml_before = "model = \"o4\"\n\n[mcp_servers.git]\ncommand = \"uvx\"  # git\nargs = [\"mcp-server-git\"]\n";
+    let cplace = Client::Codex.places(Path::new(HOME), Path::new(CWD), None)[0].clone();
+    let ce = Entry::for_client(Path::new("/bin/mcp-broker"), Client::Codex, None);
+    let cwritten = render(
+        Client::Codex,
+        cplace.path.as_path(),
+        Some(&without(&cplace, toml_before, &["git".into()]).unwrap()),
+        &ce,
+    )
+    .unwrap();
+    let ccurrent = cwritten.replace("model = \"o4\"", "model = \"o5\"");
+    let cback = mcpb_clients::undo(
+        Client::Codex,
+        &cplace.path,
+        toml_before,
+        &cwritten,
+        &ccurrent,
+    )
+    .unwrap();
+    assert!(
+        cback.contains("model = \"o5\"") && cback.contains("[mcp_servers.git]"),
+        "{cback}"
+    );
+    assert!(cback.contains("command = \"uvx\"  # git"), "{cback}");
+    assert!(!cback.contains("mcp-broker"), "{cback}");
+}
+
+#[test]
+fn a_server_its_client_would_not_start_is_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let cwd = home.join("app");
+    std::fs::create_dir_all(cwd.join(".claude")).unwrap();
+    let folder = cwd.display().to_string();
+    std::fs::write(
+        home.join(".claude.json"),
+        serde_json::json!({"projects": {folder.clone(): {
+            "enabledMcpjsonServers": ["ok"], "disabledMcpjsonServers": ["no"],
+            "disabledMcpServers": ["off"]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let places = Client::ClaudeCode.places(home, &cwd, Some(&folder));
+    let (user, project) = (&places[0], &places[2]);
+    let a = mcpb_clients::Approvals::read(Client::ClaudeCode, home, &cwd, &folder);
+    assert_eq!(a.refused(project, "ok"), None);
+    assert!(a.refused(project, "no").unwrap().contains("rejected"));
+    assert!(a.refused(project, "new").unwrap().contains("not approved"));
+    assert!(a.refused(user, "off").unwrap().contains("switched off"));
+    assert_eq!(
+        a.refused(user, "new"),
+        None,
+        "user servers need no approval"
+    );
+    std::fs::write(
+        cwd.join(".claude/settings.local.json"),
+        "{\"enableAllProjectMcpServers\": true}",
+    )
+    .unwrap();
+    let a = mcpb_clients::Approvals::read(Client::ClaudeCode, home, &cwd, &folder);
+    assert_eq!(a.refused(project, "new"), None);
+
+    std::fs::create_dir_all(home.join(".gemini")).unwrap();
+    std::fs::write(
+        home.join(".gemini/settings.json"),
+        "{\"mcp\": {\"allowed\": [\"a\", \"x\"], \"excluded\": [\"x\"]}}",
+    )
+    .unwrap();
+    let g = Client::Gemini.places(home, &cwd, None);
+    let a = mcpb_clients::Approvals::read(Client::Gemini, home, &cwd, "");
+    assert_eq!(a.refused(&g[0], "a"), None);
+    assert!(a.refused(&g[0], "x").unwrap().contains("excluded"));
+    assert!(a.refused(&g[0], "b").unwrap().contains("allowed"));
+    assert!(a.refused(&g[1], "a").unwrap().contains("not trusted"));
+    std::fs::write(
+        home.join(".gemini/trustedFolders.json"),
+        serde_json::json!({home.display().to_string(): "TRUST_FOLDER"}).to_string(),
+    )
+    .unwrap();
+    let a = mcpb_clients::Approvals::read(Client::Gemini, home, &cwd, "");
+    assert_eq!(
+        a.refused(&g[1], "a"),
+        None,
+        "a trusted parent trusts the folder"
+    );
+}

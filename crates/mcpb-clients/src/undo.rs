@@ -1,0 +1,144 @@
+//! Taking the broker's change back out of a client file that changed since: clients rewrite
+//! their own files (Claude Code updates `~/.claude.json` on every start), so a backup can
+//! rarely go back byte for byte. Every value the broker changed (`before` → `written`) is
+//! set back where the file still holds what the broker wrote; everything else stays as the
+//! client left it. A value both changed is a conflict, and nothing is written.
+
+use std::path::Path;
+
+use jsonc_parser::cst::CstRootNode;
+use serde_json::Value;
+
+use crate::client::Format;
+use crate::{Client, ClientsError};
+
+/// One value the broker changed: where, what it was (`None`: absent), what it wrote.
+struct Change {
+    path: Vec<String>,
+    before: Option<Value>,
+    written: Option<Value>,
+}
+
+fn changes(before: &Value, written: &Value, at: &mut Vec<String>, out: &mut Vec<Change>) {
+    // A file the broker made: everything in it was the broker's.
+    let empty = serde_json::Map::new();
+    let (Some(b), Some(w)) = (
+        before.as_object().or(before.is_null().then_some(&empty)),
+        written.as_object(),
+    ) else {
+        return;
+    };
+    let keys: std::collections::BTreeSet<&String> = b.keys().chain(w.keys()).collect();
+    for k in keys {
+        let (bv, wv) = (b.get(k), w.get(k));
+        if bv == wv {
+            continue;
+        }
+        at.push(k.clone());
+        match (bv, wv) {
+            // Inside objects both sides have, down to the values; what the broker added or
+            // removed whole goes back whole.
+            (Some(x), Some(y)) if x.is_object() && y.is_object() => changes(x, y, at, out),
+            _ => out.push(Change {
+                path: at.clone(),
+                before: bv.cloned(),
+                written: wv.cloned(),
+            }),
+        }
+        at.pop();
+    }
+}
+
+fn get<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |v, k| v.get(k))
+}
+
+/// `current` with the broker's change from `before` to `written` taken back; a conflict
+/// (a value the broker changed that changed again) is an error naming it.
+pub fn undo(
+    client: Client,
+    path: &Path,
+    before: &str,
+    written: &str,
+    current: &str,
+) -> Result<String, ClientsError> {
+    let parse = |t: &str| crate::edit::parsed(client, path, t).map(Option::unwrap_or_default);
+    let (b, w, c) = (parse(before)?, parse(written)?, parse(current)?);
+    let mut list = Vec::new();
+    changes(&b, &w, &mut Vec::new(), &mut list);
+    let mut todo = Vec::new();
+    for ch in list {
+        let now = get(&c, &ch.path);
+        if now == ch.before.as_ref() {
+            continue;
+        }
+        if now != ch.written.as_ref() {
+            return Err(ClientsError::Shape {
+                path: path.to_path_buf(),
+                what: format!(
+                    "{} changed since the broker wrote it, so it cannot be taken back",
+                    ch.path.join(".")
+                ),
+            });
+        }
+        todo.push(ch);
+    }
+    match client.format() {
+        Format::Json { .. } => {
+            let root = CstRootNode::parse(current, &jsonc_parser::ParseOptions::default())
+                .map_err(|e| crate::edit::broken_json(path, &e, current))?;
+            for ch in &todo {
+                let Some((last, parents)) = ch.path.split_last() else {
+                    continue;
+                };
+                let mut obj = root.object_value();
+                for k in parents {
+                    obj = obj.and_then(|o| o.object_value(k));
+                }
+                let Some(obj) = obj else { continue };
+                match (&ch.before, obj.get(last)) {
+                    (Some(v), Some(prop)) => prop.set_value(crate::edit::to_cst(v)),
+                    (Some(v), None) => {
+                        obj.append(last, crate::edit::to_cst(v));
+                    }
+                    (None, Some(prop)) => prop.remove(),
+                    (None, None) => {}
+                }
+            }
+            Ok(root.to_string())
+        }
+        Format::Toml => {
+            let mut doc: toml_edit::DocumentMut = current
+                .parse()
+                .map_err(|e| crate::edit::broken_toml(path, &e, current))?;
+            let old: toml_edit::DocumentMut = before
+                .parse()
+                .map_err(|e| crate::edit::broken_toml(path, &e, before))?;
+            for ch in &todo {
+                let Some((last, parents)) = ch.path.split_last() else {
+                    continue;
+                };
+                let mut table: Option<&mut dyn toml_edit::TableLike> = Some(doc.as_table_mut());
+                for k in parents {
+                    table = table
+                        .and_then(|t| t.get_mut(k))
+                        .and_then(toml_edit::Item::as_table_like_mut);
+                }
+                let Some(table) = table else { continue };
+                let was = parents
+                    .iter()
+                    .try_fold(old.as_item(), |i, k| i.get(k.as_str()))
+                    .and_then(|i| i.get(last.as_str()));
+                match was {
+                    Some(item) => {
+                        table.insert(last, item.clone());
+                    }
+                    None => {
+                        table.remove(last);
+                    }
+                }
+            }
+            Ok(doc.to_string())
+        }
+    }
+}
