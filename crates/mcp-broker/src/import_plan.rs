@@ -335,6 +335,12 @@ impl Plan {
                 Some(dir) if c.contains('/') && !c.starts_with('/') => {
                     Path::new(dir).join(&c).display().to_string()
                 }
+                None if c.contains('/') && !c.starts_with('/') => {
+                    return Err(format!(
+                        "its command {} is relative to whichever folder the client starts in; give it an absolute path",
+                        cut(&c)
+                    ));
+                }
                 _ => c,
             };
             command.push(c);
