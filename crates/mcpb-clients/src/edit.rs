@@ -188,18 +188,22 @@ pub fn render(
             let text = existing.unwrap_or("");
             let mut doc: toml_edit::DocumentMut =
                 text.parse().map_err(|e| broken_toml(path, &e, text))?;
-            let servers = doc
-                .entry("mcp_servers")
-                .or_insert_with(|| {
-                    let mut t = toml_edit::Table::new();
-                    t.set_implicit(true);
-                    toml_edit::Item::Table(t)
-                })
-                .as_table_mut()
-                .ok_or_else(|| ClientsError::Shape {
-                    path: path.to_path_buf(),
-                    what: "mcp_servers is not a table".into(),
-                })?;
+            let item = doc.entry("mcp_servers").or_insert_with(|| {
+                let mut t = toml_edit::Table::new();
+                t.set_implicit(true);
+                toml_edit::Item::Table(t)
+            });
+            // `mcp_servers = { … }` is valid TOML Codex reads: it becomes a table, whose
+            // entries can take the broker's as a table of its own.
+            if let Some(inline) = item.as_inline_table().cloned() {
+                let mut t = inline.into_table();
+                t.set_implicit(true);
+                *item = toml_edit::Item::Table(t);
+            }
+            let servers = item.as_table_mut().ok_or_else(|| ClientsError::Shape {
+                path: path.to_path_buf(),
+                what: "mcp_servers is not a table".into(),
+            })?;
             let name = crate::place::broker_key(
                 toml_to_json(&toml_edit::Item::Table(servers.clone()))
                     .as_object()

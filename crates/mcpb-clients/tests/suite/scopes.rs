@@ -245,3 +245,19 @@ fn a_server_its_client_would_not_start_is_said_so() {
         "a trusted parent trusts the folder"
     );
 }
+
+#[test]
+fn codex_servers_written_as_an_inline_table_take_the_entry() {
+    let text = "mcp_servers = { git = { command = \"uvx\", args = [\"mcp-server-git\"] } }\n";
+    let path = Path::new("/home/u/.codex/config.toml");
+    let e = Entry::for_client(Path::new("/bin/mcp-broker"), Client::Codex, None);
+    let out = render(Client::Codex, path, Some(text), &e).unwrap();
+    let place = Client::Codex.places(Path::new(HOME), Path::new(CWD), None)[0].clone();
+    assert_eq!(names(&place, &out), ["git"], "{out}");
+    assert!(
+        mcpb_clients::current_entry(Client::Codex, path, &out)
+            .unwrap()
+            .is_some(),
+        "{out}"
+    );
+}
