@@ -156,13 +156,13 @@ impl Backups {
         };
         if !force && now.as_deref() != Some(b.after.as_str()) {
             // The client (or a person) changed the file since: only the broker's change goes.
-            let merged = self.take_back(&b, client);
-            let Some(text) = merged else {
-                return Err(ClientsError::Changed {
+            let text = self
+                .take_back(&b, client)
+                .map_err(|why| ClientsError::Changed {
                     path: b.path.clone(),
                     backup: b.name.clone(),
-                });
-            };
+                    why,
+                })?;
             write_keeping_mode(&b.path, text.as_bytes())?;
             self.forget(&b.name);
             return Ok(Backup { merged: true, ..b });
@@ -184,21 +184,28 @@ impl Backups {
         }
     }
 
-    /// The file now, with the broker's change of backup `b` taken out; `None` when the
-    /// written bytes were not kept, or a value the broker changed changed again.
-    fn take_back(&self, b: &Backup, client: &str) -> Option<String> {
-        let client = crate::Client::parse(client)?;
-        let written = std::fs::read_to_string(self.dir.join(format!("{}.new", b.name))).ok()?;
-        if crate::sha256(written.as_bytes()) != b.after {
-            return None;
-        }
+    /// The file now, with the broker's change of backup `b` taken out; why not when the
+    /// written bytes were not kept, the file is gone, or a value the broker changed changed
+    /// again.
+    fn take_back(&self, b: &Backup, client: &str) -> Result<String, String> {
+        let client = crate::Client::parse(client).ok_or("an unknown client")?;
+        let written = std::fs::read_to_string(self.dir.join(format!("{}.new", b.name)))
+            .ok()
+            .filter(|w| crate::sha256(w.as_bytes()) == b.after)
+            .ok_or("what the broker wrote was not kept")?;
         let before = if b.existed {
-            String::from_utf8(self.bytes(&b.name)?).ok()?
+            self.bytes(&b.name)
+                .and_then(|v| String::from_utf8(v).ok())
+                .ok_or("the backup's bytes are missing")?
         } else {
             String::new()
         };
-        let current = std::fs::read_to_string(&b.path).ok()?;
-        crate::undo(client, &b.path, &before, &written, &current).ok()
+        let current =
+            std::fs::read_to_string(&b.path).map_err(|e| format!("it cannot be read: {e}"))?;
+        crate::undo(client, &b.path, &before, &written, &current).map_err(|e| match e {
+            ClientsError::Shape { what, .. } => what,
+            other => other.to_string(),
+        })
     }
 }
 

@@ -23,9 +23,13 @@ pub enum ClientsError {
     #[error("no backup {name} of {client}")]
     NoBackup { client: String, name: String },
     #[error(
-        "{path} changed since the broker wrote it; putting back backup {backup} would lose those changes"
+        "{path} changed since the broker wrote it ({why}); putting back backup {backup} would lose those changes"
     )]
-    Changed { path: PathBuf, backup: String },
+    Changed {
+        path: PathBuf,
+        backup: String,
+        why: String,
+    },
 }
 
 impl ClientsError {

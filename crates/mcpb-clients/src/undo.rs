@@ -66,10 +66,34 @@ pub fn undo(
     let (b, w, c) = (parse(before)?, parse(written)?, parse(current)?);
     let mut list = Vec::new();
     changes(&b, &w, &mut Vec::new(), &mut list);
+    let servers_key = match client.format() {
+        Format::Json { key, .. } => key,
+        Format::Toml => "mcp_servers",
+    };
     let mut todo = Vec::new();
-    for ch in list {
+    while let Some(ch) = list.pop() {
         let now = get(&c, &ch.path);
         if now == ch.before.as_ref() {
+            continue;
+        }
+        // An object the broker made (a servers list that was not there) that the client has
+        // added to since: only what the broker put in it goes.
+        let list_key = ch
+            .path
+            .last()
+            .is_some_and(|k| k == servers_key || k == "mcp");
+        if let (true, None, Some(Value::Object(w)), Some(Value::Object(_))) =
+            (list_key, &ch.before, &ch.written, now)
+        {
+            let mut at = ch.path.clone();
+            let mut sub = Vec::new();
+            changes(
+                &Value::Object(serde_json::Map::new()),
+                &Value::Object(w.clone()),
+                &mut at,
+                &mut sub,
+            );
+            list.extend(sub);
             continue;
         }
         if now != ch.written.as_ref() {
@@ -91,11 +115,11 @@ pub fn undo(
                 let Some((last, parents)) = ch.path.split_last() else {
                     continue;
                 };
-                let mut obj = root.object_value();
+                // A parent the client removed since comes back to hold what was there.
+                let mut obj = root.object_value_or_set();
                 for k in parents {
-                    obj = obj.and_then(|o| o.object_value(k));
+                    obj = obj.object_value_or_set(k);
                 }
-                let Some(obj) = obj else { continue };
                 match (&ch.before, obj.get(last)) {
                     (Some(v), Some(prop)) => prop.set_value(crate::edit::to_cst(v)),
                     (Some(v), None) => {
@@ -118,13 +142,29 @@ pub fn undo(
                 let Some((last, parents)) = ch.path.split_last() else {
                     continue;
                 };
-                let mut table: Option<&mut dyn toml_edit::TableLike> = Some(doc.as_table_mut());
+                let mut table: &mut dyn toml_edit::TableLike = doc.as_table_mut();
                 for k in parents {
-                    table = table
-                        .and_then(|t| t.get_mut(k))
-                        .and_then(toml_edit::Item::as_table_like_mut);
+                    // A table the client removed since comes back to hold what was there.
+                    if table
+                        .get(k)
+                        .and_then(toml_edit::Item::as_table_like)
+                        .is_none()
+                    {
+                        let mut t = toml_edit::Table::new();
+                        t.set_implicit(true);
+                        table.insert(k, toml_edit::Item::Table(t));
+                    }
+                    let Some(next) = table
+                        .get_mut(k)
+                        .and_then(toml_edit::Item::as_table_like_mut)
+                    else {
+                        return Err(ClientsError::Shape {
+                            path: path.to_path_buf(),
+                            what: format!("{k} is not a table, so it cannot be taken back"),
+                        });
+                    };
+                    table = next;
                 }
-                let Some(table) = table else { continue };
                 let was = parents
                     .iter()
                     .try_fold(old.as_item(), |i, k| i.get(k.as_str()))

@@ -261,3 +261,46 @@ fn codex_servers_written_as_an_inline_table_take_the_entry() {
         "{out}"
     );
 }
+
+#[test]
+fn a_rollback_puts_servers_back_where_the_client_removed_their_list_and_keeps_its_own() {
+    // Codex: `codex mcp remove mcp-broker` left the file empty.
+    let cpath = Path::new("/home/u/.codex/config.toml");
+    let before = "[mcp_servers.c1]\ncommand = \"x\"\n\n[mcp_servers.c2]\ncommand = \"y\"\n";
+    let cplace = Client::Codex.places(Path::new(HOME), Path::new(CWD), None)[0].clone();
+    let e = Entry::for_client(Path::new("/bin/mcp-broker"), Client::Codex, None);
+    let written = render(
+        Client::Codex,
+        cpath,
+        Some(&without(&cplace, before, &["c1".into(), "c2".into()]).unwrap()),
+        &e,
+    )
+    .unwrap();
+    let back = mcpb_clients::undo(Client::Codex, cpath, before, &written, "").unwrap();
+    assert_eq!(names(&cplace, &back), ["c1", "c2"], "{back}");
+    // Claude Code: the import made the user `mcpServers` (only a local server was there);
+    // the user then added a server of their own to it.
+    let path = Path::new("/home/u/.claude.json");
+    let before =
+        "{\"projects\": {\"/home/u/app\": {\"mcpServers\": {\"l1\": {\"command\": \"x\"}}}}}\n";
+    let places = Client::ClaudeCode.places(Path::new(HOME), Path::new(CWD), Some(CWD));
+    let (user, local) = (&places[0], &places[1]);
+    let e = Entry::for_client(Path::new("/bin/mcp-broker"), Client::ClaudeCode, None);
+    let written = render(
+        Client::ClaudeCode,
+        path,
+        Some(&without(local, before, &["l1".into()]).unwrap()),
+        &e,
+    )
+    .unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&written).unwrap();
+    v["mcpServers"]["other"] = serde_json::json!({"command": "o"});
+    let current = serde_json::to_string_pretty(&v).unwrap();
+    let back = mcpb_clients::undo(Client::ClaudeCode, path, before, &written, &current).unwrap();
+    assert_eq!(names(user, &back), ["other"], "{back}");
+    assert_eq!(names(local, &back), ["l1"], "{back}");
+    // The whole list removed by the client: the server comes back, the list with it.
+    let gone = "{\"projects\": {\"/home/u/app\": {}}}\n";
+    let back = mcpb_clients::undo(Client::ClaudeCode, path, before, &written, gone).unwrap();
+    assert_eq!(names(local, &back), ["l1"], "{back}");
+}
