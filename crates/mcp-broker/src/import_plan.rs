@@ -313,17 +313,7 @@ impl Plan {
             headers.push(format!("{h}={prefix}${{{var}}}"));
             self.variables.push((var.clone(), name.to_string()));
         }
-        // A project's (and a folder's) servers run in that folder, as their client runs them.
-        let folder = match place.scope {
-            mcpb_clients::Scope::User => None,
-            _ => Some(
-                place
-                    .folder
-                    .clone()
-                    .unwrap_or_else(|| o.folder.display().to_string()),
-            ),
-        };
-        let cwd = s.cwd.clone().or(folder);
+        let cwd = cwd_of(o, place, s);
         let mut command = Vec::new();
         if let Some(c) = &s.command {
             let c = match value(c, o.folder) {
@@ -370,6 +360,13 @@ impl Plan {
                     );
                 }
                 after_secret_flag = secret_flag && inline.is_none();
+                if cwd.is_none()
+                    && (a == "." || a == ".." || a.starts_with("./") || a.starts_with("../"))
+                {
+                    return Err(format!(
+                        "its argument {a} is relative to whichever folder the client starts in; give an absolute path"
+                    ));
+                }
                 command.push(a);
             }
         }
@@ -424,7 +421,22 @@ fn cut(v: &str) -> String {
     c
 }
 
-/// Whether two servers start the same thing with the same settings.
+/// The folder a server runs in: its own `cwd`, else a project's (or a folder's) servers run in
+/// that folder, as their client runs them; a user's run wherever the client was started.
+fn cwd_of(o: &Options<'_>, place: &Place, s: &Server) -> Option<String> {
+    let folder = match place.scope {
+        mcpb_clients::Scope::User => None,
+        _ => Some(
+            place
+                .folder
+                .clone()
+                .unwrap_or_else(|| o.folder.display().to_string()),
+        ),
+    };
+    s.cwd.clone().or(folder)
+}
+
+/// Whether two servers start the same thing with the same settings (not their folders).
 fn same_start(a: &Server, b: &Server) -> bool {
     (a.command.is_some() || a.url.is_some())
         && a.command == b.command
@@ -461,8 +473,12 @@ fn same_pairs(
             .all(|(k, v)| theirs.get(k).is_some_and(|t| same_value(t, v, o)))
 }
 
-/// Whether an upstream the broker has already is this server: same start, same env and headers.
-fn same_as_upstream(s: &Server, u: &UpstreamSettings, o: &Options<'_>) -> bool {
+/// Whether an upstream the broker has already is this server: same start, same folder, same
+/// env and headers.
+fn same_as_upstream(s: &Server, cwd: Option<&str>, u: &UpstreamSettings, o: &Options<'_>) -> bool {
+    if u.cwd.as_deref().map(|c| c.display().to_string()).as_deref() != cwd {
+        return false;
+    }
     let start = match (&s.command, &s.url) {
         (Some(c), _) => u.command.as_deref() == Some(c.as_str()) && u.args == s.args,
         (None, Some(url)) => u.url.as_deref() == Some(url.as_str()),
@@ -527,7 +543,12 @@ fn decide(
         return Fate::Kept("it names no command or URL".into());
     }
     // The same server under another name, or in another scope: one upstream serves both.
-    if let Some(earlier) = p.found.iter().find(|f| same_start(&f.server, server)) {
+    let cwd = cwd_of(o, place, server);
+    if let Some(earlier) = p
+        .found
+        .iter()
+        .find(|f| same_start(&f.server, server) && cwd_of(o, &f.place, &f.server) == cwd)
+    {
         match &earlier.fate {
             Fate::Moved(u) | Fate::Same(u) => return Fate::Same(u.clone()),
             Fate::Kept(_) | Fate::Off(_) => {}
@@ -545,7 +566,7 @@ fn decide(
     let mut chosen = None;
     for name in tries {
         if let Some(u) = o.existing.get(&name) {
-            if same_as_upstream(server, u, o) {
+            if same_as_upstream(server, cwd.as_deref(), u, o) {
                 return Fate::Same(name);
             }
             continue;

@@ -107,7 +107,7 @@ fn literal_secrets_go_to_files_duplicates_share_one_upstream_and_clashes_get_nam
             None,
         ),
         (
-            place(Scope::Local),
+            place(Scope::User),
             server(
                 "memory",
                 &["-y", "server-memory"],
@@ -218,4 +218,33 @@ fn what_the_config_cannot_hold_safely_stays_in_the_client() {
     assert_eq!(p.found[6].fate, Fate::Moved("null".into()));
     let lines = crate::upstreams_cmd::entry(&p.upstreams[0]).unwrap();
     assert_eq!(lines[0], "\"null\":");
+}
+
+#[test]
+fn the_same_command_in_two_folders_is_two_upstreams() {
+    let dir = tempfile::tempdir().unwrap();
+    let existing = BTreeMap::new();
+    let rename = BTreeMap::new();
+    let o = options(&existing, &rename, &[], dir.path());
+    let in_folder = |f: &str| Place {
+        folder: Some(f.into()),
+        ..place(Scope::Local)
+    };
+    let files = || server("files", &["server-filesystem", "."], &[]);
+    let p = plan(
+        vec![
+            (in_folder("/w/a"), files(), None),
+            (in_folder("/w/b"), files(), None),
+            (place(Scope::User), files(), None),
+        ],
+        &o,
+    );
+    assert_eq!(p.found[0].fate, Fate::Moved("files".into()));
+    assert_eq!(p.found[1].fate, Fate::Moved("files-b".into()));
+    assert_eq!(p.upstreams[1].cwd.as_deref(), Some("/w/b"));
+    assert!(
+        matches!(&p.found[2].fate, Fate::Kept(w) if w.contains("relative")),
+        "a user server's `.` is whichever folder the client started in: {:?}",
+        p.found[2].fate
+    );
 }

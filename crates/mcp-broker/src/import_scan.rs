@@ -147,9 +147,17 @@ pub(crate) fn scan(
         }
     }
     let approvals = Approvals::read(client, home, cwd, &folder);
+    // Another folder's local servers answer to that folder's switches (`--all-projects`).
+    let mut others: BTreeMap<String, Approvals> = BTreeMap::new();
     let mut found = Vec::new();
     let mut stays = Vec::new();
     for p in &places {
+        let approvals = match &p.folder {
+            Some(f) if f != &folder => others
+                .entry(f.clone())
+                .or_insert_with(|| Approvals::read(client, home, Path::new(f), f)),
+            _ => &approvals,
+        };
         let text = before[&p.path].clone().unwrap_or_default();
         let servers = mcpb_clients::servers(p, &text).map_err(|e| refused(&e))?;
         for s in servers {

@@ -31,8 +31,19 @@ pub struct Approvals {
     /// Gemini CLI: the lists, when kept.
     allowed: Option<Vec<String>>,
     excluded: Vec<String>,
-    /// Gemini CLI: whether the folder is trusted (its project settings count).
+    /// Gemini CLI, Codex and Claude Code: whether the folder is trusted (its project's
+    /// servers may start).
     trusted: bool,
+    /// Gemini CLI: servers switched off with `/mcp disable`.
+    off: Vec<String>,
+}
+
+/// The folder a project's files belong to: the nearest enclosing git work tree's root, else the
+/// folder itself.
+fn project_root(cwd: &Path) -> &Path {
+    cwd.ancestors()
+        .find(|a| a.join(".git").exists())
+        .unwrap_or(cwd)
 }
 
 impl Approvals {
@@ -45,18 +56,33 @@ impl Approvals {
         };
         match client {
             Client::ClaudeCode => {
-                let project = read_json(&home.join(".claude.json"))
-                    .and_then(|v| v.get("projects")?.get(folder).cloned())
+                let claude = read_json(&home.join(".claude.json")).unwrap_or_default();
+                let project = claude
+                    .get("projects")
+                    .and_then(|p| p.get(folder))
+                    .cloned()
                     .unwrap_or_default();
-                let settings: Vec<Value> = [
-                    home.join(".claude/settings.json"),
-                    cwd.join(".claude/settings.json"),
-                    cwd.join(".claude/settings.local.json"),
-                ]
-                .iter()
-                .filter_map(|p| read_json(p))
-                .chain([project.clone()])
-                .collect();
+                // A project's servers start only in a folder whose trust dialog was accepted
+                // (there or in an enclosing folder).
+                a.trusted = Path::new(folder).ancestors().any(|d| {
+                    claude
+                        .get("projects")
+                        .and_then(|p| p.get(d.to_string_lossy().as_ref()))
+                        .and_then(|p| p.get("hasTrustDialogAccepted"))
+                        == Some(&Value::Bool(true))
+                });
+                let root = project_root(cwd);
+                let mut files = vec![home.join(".claude/settings.json")];
+                for dir in [root, cwd] {
+                    files.push(dir.join(".claude/settings.json"));
+                    files.push(dir.join(".claude/settings.local.json"));
+                }
+                files.dedup();
+                let settings: Vec<Value> = files
+                    .iter()
+                    .filter_map(|p| read_json(p))
+                    .chain([project.clone()])
+                    .collect();
                 a.off_here = names(project.get("disabledMcpServers"));
                 for s in &settings {
                     a.approved.extend(names(s.get("enabledMcpjsonServers")));
@@ -65,9 +91,31 @@ impl Approvals {
                         s.get("enableAllProjectMcpServers") == Some(&Value::Bool(true));
                 }
             }
+            Client::Codex => {
+                let text =
+                    std::fs::read_to_string(home.join(".codex/config.toml")).unwrap_or_default();
+                let doc: toml_edit::DocumentMut = text.parse().unwrap_or_default();
+                // Codex reads a project's own config only in a folder it trusts.
+                a.trusted = cwd.ancestors().any(|d| {
+                    doc.get("projects")
+                        .and_then(|p| p.get(d.to_string_lossy().as_ref()))
+                        .and_then(|p| p.get("trust_level"))
+                        .and_then(|t| t.as_str())
+                        == Some("trusted")
+                });
+            }
             Client::Gemini => {
                 let user = read_json(&home.join(".gemini/settings.json")).unwrap_or_default();
                 a.trusted = gemini_trusts(home, cwd, &user);
+                if let Some(Value::Object(m)) =
+                    read_json(&home.join(".gemini/mcp-server-enablement.json"))
+                {
+                    a.off = m
+                        .iter()
+                        .filter(|(_, v)| v.get("enabled") == Some(&Value::Bool(false)))
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                }
                 let mut all = vec![user];
                 if a.trusted && cwd != home {
                     all.extend(read_json(&cwd.join(".gemini/settings.json")));
@@ -94,6 +142,11 @@ impl Approvals {
                     return Some("switched off for this folder in Claude Code".into());
                 }
                 if place.scope == Scope::Project {
+                    if !self.trusted {
+                        return Some(
+                            "this folder's trust dialog was not accepted in Claude Code".into(),
+                        );
+                    }
                     if self.rejected.iter().any(|n| n == name) {
                         return Some("rejected in Claude Code for this folder".into());
                     }
@@ -106,9 +159,14 @@ impl Approvals {
                 }
                 None
             }
+            Client::Codex => (place.scope == Scope::Project && !self.trusted)
+                .then(|| "this folder is not trusted in Codex".into()),
             Client::Gemini => {
                 if place.scope == Scope::Project && !self.trusted {
                     return Some("this folder is not trusted in Gemini CLI".into());
+                }
+                if self.off.iter().any(|n| n == name) {
+                    return Some("switched off in Gemini CLI (/mcp disable)".into());
                 }
                 if self.excluded.iter().any(|n| n == name) {
                     return Some("in Gemini CLI's mcp.excluded".into());
@@ -142,17 +200,25 @@ fn gemini_trusts(home: &Path, cwd: &Path, user: &Value) -> bool {
     let Some(rules) = rules.as_object() else {
         return false;
     };
-    let mut trusted = false;
+    // The rule for the longest folder that holds this one decides.
+    let mut best: Option<(usize, bool)> = None;
     for (path, rule) in rules {
         let p = PathBuf::from(path);
-        match rule.as_str() {
-            Some("DO_NOT_TRUST") if p == cwd => return false,
-            Some("TRUST_FOLDER") if cwd.starts_with(&p) => trusted = true,
-            Some("TRUST_PARENT") if p.parent().is_some_and(|parent| cwd.starts_with(parent)) => {
-                trusted = true;
+        let (at, trust) = match rule.as_str() {
+            Some("TRUST_FOLDER") => (p.clone(), true),
+            Some("DO_NOT_TRUST") => (p.clone(), false),
+            Some("TRUST_PARENT") => match p.parent() {
+                Some(parent) => (parent.to_path_buf(), true),
+                None => continue,
+            },
+            _ => continue,
+        };
+        if cwd.starts_with(&at) {
+            let len = at.as_os_str().len();
+            if best.is_none_or(|(l, _)| len >= l) {
+                best = Some((len, trust));
             }
-            _ => {}
         }
     }
-    trusted
+    best.is_some_and(|(_, t)| t)
 }

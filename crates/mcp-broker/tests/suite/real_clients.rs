@@ -235,7 +235,9 @@ fn claude_code(config_init: bool) {
     );
     // The approval Claude Code's dialog records.
     let mut claude: Value = serde_json::from_slice(&std::fs::read(&user_file).unwrap()).unwrap();
-    claude["projects"][u.proj.display().to_string()]["enabledMcpjsonServers"] = json!(["team"]);
+    let folder = u.proj.display().to_string();
+    claude["projects"][&folder]["enabledMcpjsonServers"] = json!(["team"]);
+    claude["projects"][&folder]["hasTrustDialogAccepted"] = json!(true);
     std::fs::write(&user_file, serde_json::to_string_pretty(&claude).unwrap()).unwrap();
     let user_before = std::fs::read(&user_file).unwrap();
     let project_before = std::fs::read(&project_file).unwrap();

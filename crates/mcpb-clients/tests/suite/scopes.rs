@@ -197,7 +197,7 @@ fn a_server_its_client_would_not_start_is_said_so() {
         home.join(".claude.json"),
         serde_json::json!({"projects": {folder.clone(): {
             "enabledMcpjsonServers": ["ok"], "disabledMcpjsonServers": ["no"],
-            "disabledMcpServers": ["off"]}}})
+            "disabledMcpServers": ["off"], "hasTrustDialogAccepted": true}}})
         .to_string(),
     )
     .unwrap();
@@ -220,6 +220,28 @@ fn a_server_its_client_would_not_start_is_said_so() {
     .unwrap();
     let a = mcpb_clients::Approvals::read(Client::ClaudeCode, home, &cwd, &folder);
     assert_eq!(a.refused(project, "new"), None);
+    // An untrusted folder starts no project server, approved or not.
+    std::fs::write(
+        home.join(".claude.json"),
+        serde_json::json!({"projects": {folder.clone(): {"enabledMcpjsonServers": ["ok"]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let a = mcpb_clients::Approvals::read(Client::ClaudeCode, home, &cwd, &folder);
+    assert!(a.refused(project, "ok").unwrap().contains("trust"));
+    // Codex reads a project's config only in a trusted folder.
+    std::fs::create_dir_all(home.join(".codex")).unwrap();
+    let codex = Client::Codex.places(home, &cwd, None);
+    let a = mcpb_clients::Approvals::read(Client::Codex, home, &cwd, "");
+    assert!(a.refused(&codex[1], "cp").unwrap().contains("not trusted"));
+    assert_eq!(a.refused(&codex[0], "cu"), None);
+    std::fs::write(
+        home.join(".codex/config.toml"),
+        format!("[projects.\"{folder}\"]\ntrust_level = \"trusted\"\n"),
+    )
+    .unwrap();
+    let a = mcpb_clients::Approvals::read(Client::Codex, home, &cwd, "");
+    assert_eq!(a.refused(&codex[1], "cp"), None);
 
     std::fs::create_dir_all(home.join(".gemini")).unwrap();
     std::fs::write(
@@ -244,6 +266,21 @@ fn a_server_its_client_would_not_start_is_said_so() {
         None,
         "a trusted parent trusts the folder"
     );
+    // The rule of the nearest folder decides; `/mcp disable` switches a server off.
+    std::fs::write(
+        home.join(".gemini/trustedFolders.json"),
+        serde_json::json!({home.display().to_string(): "TRUST_FOLDER", folder.clone(): "DO_NOT_TRUST"})
+            .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        home.join(".gemini/mcp-server-enablement.json"),
+        "{\"a\": {\"enabled\": false}}",
+    )
+    .unwrap();
+    let a = mcpb_clients::Approvals::read(Client::Gemini, home, &cwd, "");
+    assert!(a.refused(&g[1], "a").unwrap().contains("not trusted"));
+    assert!(a.refused(&g[0], "a").unwrap().contains("switched off"));
 }
 
 #[test]
