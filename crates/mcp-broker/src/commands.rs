@@ -30,6 +30,12 @@ pub(crate) fn daemon(settings: Settings) -> ExitCode {
             errln!("hint: `mcp-broker status` shows it; `mcp-broker stop` ends it");
             ExitCode::from(3)
         }
+        Err(e @ mcpb_daemon::DaemonError::Http(_)) => fail(
+            &format!("mcp-broker: {e}"),
+            &[
+                "another program may listen on http.listen's address: stop it, or change http.listen",
+            ],
+        ),
         Err(e) => fail(
             &format!("mcp-broker: {e}"),
             &[
@@ -50,10 +56,11 @@ pub(crate) fn start(settings: &Settings) -> ExitCode {
     // Where the daemon's own words will start in its log: said back if it does not come up.
     let log = settings.runtime.log_path();
     let from = std::fs::metadata(&log).map_or(0, |m| m.len());
-    if let Err(e) = spawn_daemon(settings) {
-        return fail(&format!("mcp-broker: {e:#}"), &[]);
-    }
-    let failed = match wait_for_socket(settings, Duration::from_secs(15)) {
+    let spawned = match spawn_daemon(settings) {
+        Ok(s) => s,
+        Err(e) => return fail(&format!("mcp-broker: {e:#}"), &[]),
+    };
+    let failed = match wait_for_socket(settings, Duration::from_secs(15), &spawned) {
         Err(e) => format!("mcp-broker: {e:#}"),
         Ok(_) => match admin(settings, AdminCommand::Ping) {
             Ok(Some(reply)) => {

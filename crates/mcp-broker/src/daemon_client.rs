@@ -7,6 +7,8 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -92,8 +94,8 @@ pub(crate) fn connect_or_start(settings: &Settings) -> anyhow::Result<UnixStream
         Err(e) if is_absent(&e) => {}
         Err(e) => return Err(e).context("cannot connect to the daemon"),
     }
-    spawn_daemon(settings)?;
-    wait_for_socket(settings, Duration::from_secs(15))
+    let spawned = spawn_daemon(settings)?;
+    wait_for_socket(settings, Duration::from_secs(15), &spawned)
 }
 
 /// `connect_or_start` for a command a person ran: a daemon it starts is announced (it keeps
@@ -108,8 +110,8 @@ pub(crate) fn connect_or_start_for_cli(settings: &Settings) -> anyhow::Result<Un
         Err(e) if is_absent(&e) => {}
         Err(e) => return Err(e).context("cannot connect to the daemon"),
     }
-    spawn_daemon(settings)?;
-    let stream = wait_for_socket(settings, Duration::from_secs(15))?;
+    let spawned = spawn_daemon(settings)?;
+    let stream = wait_for_socket(settings, Duration::from_secs(15), &spawned)?;
     errln!(
         "mcp-broker: started the daemon for {}; it keeps running (`mcp-broker stop` ends it)",
         settings.source
@@ -142,13 +144,21 @@ fn warn_if_other_config(settings: &Settings) {
     }
 }
 
-pub(crate) fn wait_for_socket(settings: &Settings, limit: Duration) -> anyhow::Result<UnixStream> {
+pub(crate) fn wait_for_socket(
+    settings: &Settings,
+    limit: Duration,
+    spawned: &AtomicI32,
+) -> anyhow::Result<UnixStream> {
     let deadline = Instant::now() + limit;
     let mut pause = Duration::from_millis(1);
     loop {
         match connect(settings) {
             Ok(s) => return Ok(s),
             Err(e) if is_absent(&e) && Instant::now() < deadline => {
+                let code = spawned.load(Ordering::SeqCst);
+                if code != RUNNING && code != ALREADY_RUNNING {
+                    bail!("the daemon exited (code {code}) before it answered");
+                }
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(50));
             }
@@ -166,7 +176,7 @@ pub(crate) fn wait_for_socket(settings: &Settings, limit: Duration) -> anyhow::R
 }
 
 /// Starts `mcp-broker daemon` detached from the caller's process group, logging to the log file.
-pub(crate) fn spawn_daemon(settings: &Settings) -> anyhow::Result<()> {
+pub(crate) fn spawn_daemon(settings: &Settings) -> anyhow::Result<Arc<AtomicI32>> {
     settings
         .runtime
         .ensure()
@@ -206,12 +216,21 @@ pub(crate) fn spawn_daemon(settings: &Settings) -> anyhow::Result<()> {
         .stderr(log)
         .process_group(0);
     let mut child = cmd.spawn().context("cannot start the daemon")?;
-    // Reap it if it exits while we live (e.g. it lost the start race).
+    // Reap it if it exits while we live (e.g. it lost the start race), and say how it ended:
+    // a waiter need not wait out its limit for a daemon that is gone.
+    let exit = Arc::new(AtomicI32::new(RUNNING));
+    let seen = exit.clone();
     std::thread::spawn(move || {
-        let _ = child.wait();
+        let code = child.wait().ok().and_then(|s| s.code()).unwrap_or(-1);
+        seen.store(code, Ordering::SeqCst);
     });
-    Ok(())
+    Ok(exit)
 }
+
+/// The exit code of a spawned daemon while it has none.
+const RUNNING: i32 = i32::MIN;
+/// The code of a daemon that found another running for the same root: that one will answer.
+const ALREADY_RUNNING: i32 = 3;
 
 fn absolute(p: &Path) -> std::path::PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())

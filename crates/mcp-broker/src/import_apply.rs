@@ -100,8 +100,40 @@ fn record(
     }
 }
 
+/// Why a running daemon would not take this import: it serves another config file (its
+/// reload would not read this one, and the client's new profile would be unknown to it).
+fn other_daemon(settings: &Settings, config: &Path) -> Option<String> {
+    let reply = crate::daemon_client::admin(settings, mcpb_protocol::AdminCommand::Status)
+        .ok()
+        .flatten()?;
+    let data = reply.data?;
+    let serves = data["daemon"]["config"].as_str()?.to_string();
+    let same = std::fs::canonicalize(&serves)
+        .ok()
+        .zip(std::fs::canonicalize(config).ok())
+        .is_some_and(|(a, b)| a == b)
+        || serves == config.display().to_string();
+    (!same).then(|| {
+        format!(
+            "the running daemon (pid {}) serves {serves}",
+            data["daemon"]["pid"]
+        )
+    })
+}
+
 pub(crate) fn apply(x: &Apply<'_>) -> ExitCode {
     let (settings, client, plan) = (x.settings, x.client, x.plan);
+    if let Some(why) = other_daemon(settings, x.config_path) {
+        return fail(
+            &format!(
+                "mcp-broker: {why}, not {}; nothing was written",
+                x.config_path.display()
+            ),
+            &[
+                "`mcp-broker stop`, then run the import again: the next client starts the daemon for this file",
+            ],
+        );
+    }
     for path in x.files.after.keys() {
         if let Some(why) = unwritable(path) {
             return fail(

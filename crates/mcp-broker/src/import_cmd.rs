@@ -17,7 +17,7 @@ use crate::client_cmd::{entry_env, refused};
 use crate::fail;
 use crate::import_plan::{Fate, Options, Plan, plan};
 use crate::import_profile::profile_change;
-use crate::import_scan::{Stays, masked, scan, secret_values};
+use crate::import_scan::{Stays, masked, scan};
 use crate::upstreams_cmd::{entry, file_to_edit, validate};
 
 /// The files a client keeps servers in, as they are and as the import leaves them.
@@ -81,6 +81,54 @@ fn parse_renames(items: &[String]) -> Result<BTreeMap<String, String>, ExitCode>
         .collect()
 }
 
+/// Flags that cannot work together, refused before anything is read.
+fn check_flags(
+    a: &ImportArgs,
+    client: Client,
+    renames: &BTreeMap<String, String>,
+) -> Result<(), ExitCode> {
+    if a.all_projects && client != Client::ClaudeCode {
+        return Err(fail(
+            &format!(
+                "mcp-broker: --all-projects is for Claude Code's local scope; {} has none",
+                client.name()
+            ),
+            &["drop --all-projects"],
+        ));
+    }
+    let mut targets: Vec<&str> = Vec::new();
+    for (old, new) in renames {
+        let ok = new.len() <= 40
+            && new.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && new
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            && !new.contains("__");
+        if !ok {
+            return Err(fail(
+                &format!("mcp-broker: --rename {old}={new}: {new:?} is not an upstream name"),
+                &[
+                    "letters, digits, '-' and '_' (no '__'), starting with a letter or digit, at most 40",
+                ],
+            ));
+        }
+        if targets.contains(&new.as_str()) {
+            return Err(fail(
+                &format!("mcp-broker: two servers are renamed to {new}"),
+                &["give each --rename its own new name"],
+            ));
+        }
+        targets.push(new);
+        if a.keep.contains(old) {
+            return Err(fail(
+                &format!("mcp-broker: {old} is both kept (--keep) and renamed (--rename)"),
+                &["drop one of them"],
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn import(
     settings: &Settings,
     a: &ImportArgs,
@@ -103,6 +151,9 @@ pub(crate) fn import(
         Ok(r) => r,
         Err(code) => return code,
     };
+    if let Err(code) = check_flags(a, client, &renames) {
+        return code;
+    }
     let mut scopes: Vec<Scope> = a.scope.iter().filter_map(|s| Scope::parse(s)).collect();
     if a.project {
         scopes.push(Scope::Project);
@@ -161,7 +212,7 @@ pub(crate) fn import(
         );
         return ExitCode::SUCCESS;
     }
-    let mask = secret_values(&scan.found);
+    let mask = scan.mask.clone();
     let (config_path, config_before) = match file_to_edit(explicit_config) {
         Ok(f) => f,
         Err(code) => return code,
@@ -183,6 +234,30 @@ pub(crate) fn import(
             read_only: a.read_only,
         },
     );
+    // --read-only shows a server's tools only when its read-only annotations are believed: an
+    // upstream already in the broker that does not believe them would show none.
+    if a.read_only {
+        let blind: Vec<&str> = plan
+            .found
+            .iter()
+            .filter_map(|f| match &f.fate {
+                Fate::Same(u) => base.upstreams.get(u).filter(|s| !s.trust_annotations),
+                _ => None,
+            })
+            .map(|u| u.name.as_str())
+            .collect();
+        if !blind.is_empty() {
+            return fail(
+                &format!(
+                    "mcp-broker: with --read-only, upstream(s) {} (already in the broker) would show no tools: they do not believe their read-only annotations",
+                    blind.join(", ")
+                ),
+                &[
+                    "set `trust_annotations: true` on them in broker.yaml, or import without --read-only",
+                ],
+            );
+        }
+    }
     let mut config_after = config_before.clone();
     for u in &plan.upstreams {
         let lines = match entry(u) {

@@ -328,6 +328,19 @@ fn report(rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode
         );
         return ExitCode::FAILURE;
     }
+    // Nothing compared proves nothing: only remote servers (which are not started here) may
+    // leave the comparison empty.
+    let compared = rows.len() - unchecked - broken;
+    let only_remote = rows
+        .iter()
+        .all(|r| matches!(&r.before, Err(e) if e.starts_with("a remote server")));
+    if compared == 0 && !only_remote {
+        errln!(
+            "mcp-broker: none of {client}'s servers could be compared (see the table); the import's backups may be gone (rolled back?)"
+        );
+        errln!("hint: `mcp-broker client import --client {client}` again after a rollback");
+        return ExitCode::FAILURE;
+    }
     if unchecked > 0 {
         errln!(
             "mcp-broker: {unchecked} server(s) could not be compared (see the table); the others match"

@@ -373,18 +373,12 @@ impl Plan {
         let url = match (&s.url, &s.command) {
             (Some(u), None) => {
                 if !(u.starts_with("http://") || u.starts_with("https://")) {
-                    return Err(format!("its URL {} is not http(s)", cut(u)));
+                    return Err("its URL is not http(s)".into());
                 }
                 if u.contains("${") {
                     return Err("its URL refers to a variable the client fills in".into());
                 }
-                let query = u.split_once('?').map_or("", |(_, q)| q);
-                if userinfo_password(u)
-                    || query.split('&').any(|kv| {
-                        kv.split_once('=')
-                            .is_some_and(|(k, v)| credential_key(k) || secret_looking(v))
-                    })
-                {
+                if crate::import_scan::url_secret(u) {
                     return Err(
                         "its URL carries a credential, which the broker's config would hold in plain text; use a header".into(),
                     );

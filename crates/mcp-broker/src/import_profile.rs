@@ -25,33 +25,37 @@ pub(crate) fn profile_change(
     entry_profile: Option<&str>,
 ) -> Result<ProfileChange, ExitCode> {
     let mut said = Vec::new();
-    // The profile asked for, else the one the broker's entry names already, else the client's
-    // own from `clients:` when it can show the servers as the client had them, else one named
-    // after the client.
-    let mut candidates: Vec<String> = Vec::new();
+    // The profile asked for, else the one the broker's entry names already (the client keeps
+    // what it reaches through it), else the client's own from `clients:` when it can show the
+    // servers as the client had them, else one named after the client.
+    let mut candidates: Vec<(String, &str)> = Vec::new();
     match &a.profile {
-        Some(p) => candidates.push(p.clone()),
+        Some(p) => candidates.push((p.clone(), "--profile")),
         None => {
             if let Some(e) = entry_profile {
-                candidates.push(e.to_string());
+                candidates.push((e.to_string(), "the broker's entry"));
             }
             if let Some(m) = settings.clients.get(client.name()) {
-                candidates.push(m.clone());
+                candidates.push((m.clone(), "`clients:`"));
             }
-            candidates.push(client.name().to_string());
+            candidates.push((client.name().to_string(), "its own"));
         }
     }
-    for (i, name) in candidates.iter().enumerate() {
-        let last = i + 1 == candidates.len();
+    for (name, source) in &candidates {
         let Some(existing) = settings.profiles.get(name) else {
             return new_profile(a, client, text, name, upstreams, said);
         };
         if let Err((why, fixes)) = fits(existing, a, client) {
-            if last {
+            // A profile the user chose, or the client reaches its tools through now, is never
+            // swapped for another behind their back.
+            if *source != "`clients:`" {
                 let mut hints: Vec<&str> = fixes.iter().map(String::as_str).collect();
                 let fix = format!("--profile NEW makes a profile for {} alone", client.name());
                 hints.push(&fix);
-                return Err(fail(&format!("mcp-broker: profile {name} {why}"), &hints));
+                return Err(fail(
+                    &format!("mcp-broker: profile {name} (named by {source}) {why}"),
+                    &hints,
+                ));
             }
             said.push(format!(
                 "`clients:` maps {} to profile {name}, which {why}; the entry names its own profile instead",

@@ -32,27 +32,8 @@ pub(crate) struct Scan {
     pub stays: Vec<Stays>,
     /// The profile the broker's entry names now, when it has one.
     pub entry_profile: Option<String>,
-}
-
-/// The project file Claude Code reads: `.mcp.json` in the folder, else in the nearest
-/// enclosing folder up to the git work tree's root.
-fn claude_project_file(cwd: &Path) -> PathBuf {
-    let own = cwd.join(".mcp.json");
-    if own.exists() {
-        return own;
-    }
-    let root = cwd.ancestors().find(|a| a.join(".git").exists());
-    if let Some(root) = root {
-        for dir in cwd.ancestors() {
-            if dir.join(".mcp.json").exists() {
-                return dir.join(".mcp.json");
-            }
-            if dir == root {
-                break;
-            }
-        }
-    }
-    own
+    /// Every value in any of the client's servers (any scope) that may be a credential.
+    pub mask: Vec<String>,
 }
 
 /// Every place of the client for this folder (and, with `all_projects`, Claude Code's local
@@ -65,11 +46,6 @@ fn places(client: Client, home: &Path, cwd: &Path, all_projects: bool) -> (Vec<P
     let here = mcpb_clients::local_folder(&claude, cwd);
     let mut out = client.places(home, cwd, Some(&here));
     if client == Client::ClaudeCode {
-        for p in &mut out {
-            if p.scope == Scope::Project {
-                p.path = claude_project_file(cwd);
-            }
-        }
         if all_projects {
             for folder in mcpb_clients::local_folders(&claude) {
                 if folder != here {
@@ -151,6 +127,7 @@ pub(crate) fn scan(
     let mut others: BTreeMap<String, Approvals> = BTreeMap::new();
     let mut found = Vec::new();
     let mut stays = Vec::new();
+    let mut mask = Vec::new();
     for p in &places {
         let approvals = match &p.folder {
             Some(f) if f != &folder => others
@@ -160,6 +137,7 @@ pub(crate) fn scan(
         };
         let text = before[&p.path].clone().unwrap_or_default();
         let servers = mcpb_clients::servers(p, &text).map_err(|e| refused(&e))?;
+        mask.extend(secret_values(&servers));
         for s in servers {
             if scopes.is_empty() || scopes.contains(&p.scope) {
                 let why = approvals.refused(p, &s.name);
@@ -194,20 +172,22 @@ pub(crate) fn scan(
             let at = args.iter().position(|a| a == "--profile")?;
             args.get(at + 1).cloned()
         });
+    mask.sort_by_key(|v: &String| std::cmp::Reverse(v.len()));
+    mask.dedup();
     Ok(Scan {
         places,
         before,
         found,
         stays,
         entry_profile,
+        mask,
     })
 }
 
-/// Every value in the client's servers that may be a credential, longest first: what a dry
-/// run must never print.
-pub(crate) fn secret_values(found: &[(Place, Server, Option<String>)]) -> Vec<String> {
+/// Every value in these servers that may be a credential: what a dry run must never print.
+fn secret_values(servers: &[Server]) -> Vec<String> {
     let mut out = Vec::new();
-    for (_, s, _) in found {
+    for s in servers {
         for (k, v) in s.env.iter().chain(&s.headers) {
             if credential_key(k) || secret_looking(v) {
                 out.push(v.clone());
@@ -216,18 +196,46 @@ pub(crate) fn secret_values(found: &[(Place, Server, Option<String>)]) -> Vec<St
                 }
             }
         }
-        out.extend(s.args.iter().filter(|a| secret_looking(a)).cloned());
-        out.extend(
-            s.url
-                .iter()
-                .filter(|u| u.contains('@') || u.contains('?'))
-                .cloned(),
-        );
+        // `--token abc`, `--api-key=abc`, and anything that looks like a token on its own.
+        let mut after_flag = false;
+        for a in &s.args {
+            let flag = a.trim_start_matches('-');
+            let (name, inline) = flag
+                .split_once('=')
+                .map_or((flag, None), |(f, v)| (f, Some(v)));
+            let secret_flag = a.starts_with('-') && credential_key(name);
+            if after_flag || secret_looking(a) {
+                out.push(a.clone());
+            }
+            if let (true, Some(v)) = (secret_flag, inline) {
+                out.push(v.to_string());
+            }
+            after_flag = secret_flag && inline.is_none();
+        }
+        out.extend(s.url.iter().filter(|u| url_secret(u)).cloned());
     }
     out.retain(|v| v.len() >= 6);
-    out.sort_by_key(|v| std::cmp::Reverse(v.len()));
-    out.dedup();
     out
+}
+
+/// Whether a URL carries a credential: a password, a query value or key that looks like
+/// one, or a path segment that does (`/s/<token>/mcp`).
+pub(crate) fn url_secret(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let (path, query) = path.split_once('?').unwrap_or((path, ""));
+    authority
+        .rsplit_once('@')
+        .is_some_and(|(user, _)| user.contains(':'))
+        || path.split('/').any(secret_looking)
+        || query.split('&').any(|kv| {
+            kv.split_once('=').is_some_and(|(k, v)| {
+                let k = k.to_ascii_uppercase();
+                credential_key(&k)
+                    || matches!(k.as_str(), "KEY" | "SIG" | "SIGNATURE" | "PW" | "CODE")
+                    || secret_looking(v)
+            })
+        })
 }
 
 /// A client file's diff with every credential hidden: the values found (as written, and as
@@ -306,6 +314,40 @@ fn string_end(s: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_are_found_in_arguments_and_urls() {
+        let mut s = mcpb_clients::Server {
+            name: "s".into(),
+            command: Some("x".into()),
+            args: vec![
+                "--token".into(),
+                "abc123".into(),
+                "--api-key=def456".into(),
+                "-v".into(),
+            ],
+            env: vec![],
+            url: None,
+            sse: false,
+            headers: vec![],
+            cwd: None,
+            disabled: false,
+            tools_allow: vec![],
+            tools_deny: vec![],
+            env_vars: vec![],
+            env_headers: vec![],
+            env_file: None,
+        };
+        let found = secret_values(std::slice::from_ref(&s));
+        assert!(found.contains(&"abc123".to_string()) && found.contains(&"def456".to_string()));
+        assert!(!found.contains(&"-v".to_string()));
+        s.args.clear();
+        s.url = Some("https://mcp.example/api/mcp/s/a1b2c3d4e5f6g7h8i9j0/mcp".into());
+        assert_eq!(secret_values(std::slice::from_ref(&s)).len(), 1);
+        assert!(url_secret("ws://admin:S3cret@host/x"));
+        assert!(url_secret("https://h/x?key=abc"));
+        assert!(!url_secret("https://h.example/v1/mcp"));
+    }
 
     #[test]
     fn credentials_are_hidden_however_they_are_written() {

@@ -120,7 +120,7 @@ impl Client {
                 }
             }
             (Client::ClaudeCode, Scope::User | Scope::Local) => home.join(".claude.json"),
-            (Client::ClaudeCode, Scope::Project) => cwd.join(".mcp.json"),
+            (Client::ClaudeCode, Scope::Project) => claude_project_file(cwd),
             (Client::Codex, Scope::User | Scope::Local) => home.join(".codex/config.toml"),
             (Client::Codex, Scope::Project) => cwd.join(".codex/config.toml"),
             (Client::Gemini, Scope::User | Scope::Local) => home.join(".gemini/settings.json"),
@@ -132,4 +132,24 @@ impl Client {
             (Client::Agy, _) => home.join(".gemini/config/mcp_config.json"),
         }
     }
+}
+
+/// The project file Claude Code reads: `.mcp.json` in the folder, else in the nearest enclosing
+/// folder up to the git work tree's root (where a repository keeps it).
+fn claude_project_file(cwd: &Path) -> PathBuf {
+    let own = cwd.join(".mcp.json");
+    if own.exists() {
+        return own;
+    }
+    if let Some(root) = cwd.ancestors().find(|a| a.join(".git").exists()) {
+        for dir in cwd.ancestors() {
+            if dir.join(".mcp.json").exists() {
+                return dir.join(".mcp.json");
+            }
+            if dir == root {
+                break;
+            }
+        }
+    }
+    own
 }

@@ -143,8 +143,15 @@ impl Listener {
         let broker = Arc::new(Broker::new(settings));
         let shutdown = watch::channel(false).0;
         if let Some(http) = &http {
-            let front = crate::http::bind(http, broker.clone(), shutdown.subscribe())
-                .map_err(DaemonError::Http)?;
+            let front = match crate::http::bind(http, broker.clone(), shutdown.subscribe()) {
+                Ok(f) => f,
+                Err(e) => {
+                    // Nothing of this daemon may outlive it: a socket nobody answers on.
+                    let _ = fs::remove_file(&socket_path);
+                    let _ = fs::remove_file(&pid_path);
+                    return Err(DaemonError::Http(e));
+                }
+            };
             tokio::spawn(front);
         }
         // Sessions wait a bounded time for one of `max_clients` slots after their hello; these

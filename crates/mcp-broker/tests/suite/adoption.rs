@@ -351,6 +351,7 @@ fn start_says_the_daemons_own_reason_when_it_does_not_come_up() {
     let home = Home::with_config(&format!(
         "schema_version: 1\nupstreams: {{}}\nprofiles:\n  default: {{}}\nhttp:\n  listen: 127.0.0.1:{port}\n  tokens:\n    - {{token: \"${{MCPB_TEST_HTTP_TOKEN}}\", profile: default}}\n"
     ));
+    let started = std::time::Instant::now();
     let out = home
         .cmd(&["start"])
         .env(
@@ -361,6 +362,15 @@ fn start_says_the_daemons_own_reason_when_it_does_not_come_up() {
         .unwrap();
     let said = text(&out.stderr);
     assert!(!out.status.success(), "{said}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(8),
+        "it waited out its limit for a daemon that was gone: {:?}",
+        started.elapsed()
+    );
+    assert!(
+        !home.socket().exists(),
+        "a socket nobody answers on was left"
+    );
     assert!(said.contains("the daemon said:"), "{said}");
     assert!(said.to_lowercase().contains("in use"), "{said}");
 }
@@ -593,4 +603,41 @@ fn a_second_import_extends_the_profile_the_entry_names_and_parity_checks_both() 
         (Some(0), Some(0)),
         "{p}"
     );
+}
+
+#[test]
+fn import_refuses_before_writing_when_the_running_daemon_serves_another_file() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    home.start_with(&[]);
+    let user = user_home(&home);
+    let file = user.join(".cursor/mcp.json");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let theirs = format!(
+        "{{\"mcpServers\": {{\"mine\": {{\"command\": \"{}\"}}}}}}\n",
+        super::support::fixture().display()
+    );
+    std::fs::write(&file, &theirs).unwrap();
+    let other = home.root().join("other.yaml");
+    std::fs::write(&other, "schema_version: 1\nprofiles:\n  default: {}\n").unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "--config",
+            other.to_str().unwrap(),
+            "client",
+            "import",
+            "--client",
+            "cursor",
+        ];
+        args.extend_from_slice(extra);
+        let out = home.cmd(&args).env("HOME", &user).output().unwrap();
+        (out.status.success(), text(&out.stderr))
+    };
+    assert!(run(&[]).0);
+    let (ok, said) = run(&["--apply"]);
+    assert!(
+        !ok && said.contains("serves") && said.contains("nothing was written"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), theirs);
+    assert!(!std::fs::read_to_string(&other).unwrap().contains("mine"));
 }

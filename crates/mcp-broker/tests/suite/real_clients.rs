@@ -230,7 +230,7 @@ fn claude_code(config_init: bool) {
     assert!(
         table
             .lines()
-            .any(|l| l.contains("team") && l.contains("stays, not started: not approved")),
+            .any(|l| l.contains("team") && l.contains("stays, not started:")),
         "{table}"
     );
     // The approval Claude Code's dialog records.
