@@ -45,17 +45,15 @@ fn places(client: Client, home: &Path, cwd: &Path, all_projects: bool) -> (Vec<P
         .unwrap_or_default();
     let here = mcpb_clients::local_folder(&claude, cwd);
     let mut out = client.places(home, cwd, Some(&here));
-    if client == Client::ClaudeCode {
-        if all_projects {
-            for folder in mcpb_clients::local_folders(&claude) {
-                if folder != here {
-                    out.push(Place {
-                        client,
-                        scope: Scope::Local,
-                        path: client.config_path(Scope::Local, home, cwd),
-                        folder: Some(folder),
-                    });
-                }
+    if client == Client::ClaudeCode && all_projects {
+        for folder in mcpb_clients::local_folders(&claude) {
+            if folder != here {
+                out.push(Place {
+                    client,
+                    scope: Scope::Local,
+                    path: client.config_path(Scope::Local, home, cwd),
+                    folder: Some(folder),
+                });
             }
         }
     }
