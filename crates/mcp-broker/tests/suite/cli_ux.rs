@@ -281,7 +281,12 @@ fn doctor_names_each_problem_with_its_fix_and_its_exit_code_says_so() {
             .contains("no-such-server-binary"),
         "{problem}"
     );
-    assert!(problem["fix"].is_string(), "{problem}");
+    assert!(
+        problem["fix"].as_str().is_some_and(
+            |f| f.contains("upstreams.git.command") && f.contains("mcp-broker remove git")
+        ),
+        "the fix names its upstream: {problem}"
+    );
     assert!(
         checks
             .iter()
