@@ -49,12 +49,7 @@ pub fn hash(value: &Value) -> String {
 
 pub fn hash_text(text: &str) -> String {
     let digest = Sha256::digest(text.as_bytes());
-    let mut out = String::with_capacity(7 + 64);
-    out.push_str("sha256:");
-    for b in digest.iter() {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
+    format!("sha256:{}", hex::encode(digest))
 }
 
 /// The parts of a tool definition a pin covers: everything a model reads or a call depends on.

@@ -14,7 +14,7 @@ pub fn exposed(sep: &str, upstream: &str, tool: &str) -> String {
         return full;
     }
     let digest = Sha256::digest(full.as_bytes());
-    let suffix: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let suffix = hex::encode(&digest[..4]);
     // Cut on a character boundary so the name stays valid UTF-8 and ≤ 64 bytes.
     let mut head = MAX_NAME - suffix.len() - 1;
     while !full.is_char_boundary(head) {

@@ -1,5 +1,8 @@
 //! The clients, where each keeps its servers, and the entry the broker puts there.
 
+// A new client must be placed in every match here: no arm may take it silently.
+#![deny(clippy::wildcard_enum_match_arm)]
+
 use std::path::{Path, PathBuf};
 
 use crate::Scope;
@@ -95,7 +98,7 @@ impl Client {
                 key: "mcpServers",
                 typed: true,
             },
-            _ => Format::Json {
+            Client::ClaudeDesktop | Client::Gemini | Client::Cursor | Client::Agy => Format::Json {
                 key: "mcpServers",
                 typed: false,
             },

@@ -14,7 +14,7 @@ use crate::{Client, ClientsError, Entry};
 /// `sha256:` of a file's bytes (what a dry run saw, checked again before applying).
 pub fn sha256(bytes: &[u8]) -> String {
     let digest = sha2::Sha256::digest(bytes);
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = hex::encode(digest);
     format!("sha256:{hex}")
 }
 

@@ -218,7 +218,7 @@ fn profile_dir(profile: &str) -> String {
     if plain {
         profile.to_string()
     } else {
-        profile.bytes().map(|b| format!("{b:02x}")).collect()
+        hex::encode(profile)
     }
 }
 

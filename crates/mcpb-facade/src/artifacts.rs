@@ -178,7 +178,7 @@ mod tests {
         let again = store.put("p", &text).unwrap();
         assert_ne!(id, again, "ids are random, never derived from the content");
         let digest = Sha256::digest(text.as_bytes());
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = hex::encode(digest);
         assert!(!id.contains(&hex[..8]) && valid_id(&again));
         let first = store.get("p", &id, 0, 4).unwrap();
         assert_eq!(

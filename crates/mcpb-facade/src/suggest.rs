@@ -24,7 +24,7 @@ pub fn closest<'a>(
         .map(|k| {
             let kl = k.to_lowercase();
             let shared = words(&kl).iter().filter(|w| want_words.contains(w)).count();
-            (usize::MAX - shared, distance(&wanted_l, &kl), k)
+            (usize::MAX - shared, strsim::levenshtein(&wanted_l, &kl), k)
         })
         .filter(|(miss, dist, k)| *miss < usize::MAX || *dist <= k.len().max(wanted.len()) / 2)
         .collect();
@@ -34,21 +34,6 @@ pub fn closest<'a>(
         .take(n)
         .map(|(_, _, k)| k.to_string())
         .collect()
-}
-
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]
