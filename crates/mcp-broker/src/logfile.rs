@@ -27,15 +27,8 @@ impl<W: std::io::Write> std::io::Write for Redacting<W> {
     }
 }
 
-/// Rotated files kept beside the live one.
-const KEEP: u32 = 3;
+/// How often the log's size is checked.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
-
-fn numbered(path: &Path, n: u32) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(format!(".{n}"));
-    PathBuf::from(name)
-}
 
 /// Whether stderr is the file at `path` (a daemon run by hand logs to the terminal instead).
 fn stderr_is(path: &Path) -> bool {
@@ -52,13 +45,7 @@ pub(crate) fn rotate_if_large(path: &Path, max: u64) -> std::io::Result<bool> {
     if fs::metadata(path).map(|m| m.len()).unwrap_or(0) <= max {
         return Ok(false);
     }
-    for n in (1..KEEP).rev() {
-        let from = numbered(path, n);
-        if from.exists() {
-            fs::rename(&from, numbered(path, n + 1))?;
-        }
-    }
-    fs::rename(path, numbered(path, 1))?;
+    mcpb_config::layout::rotate(path)?;
     Ok(true)
 }
 
@@ -120,6 +107,7 @@ mod tests {
             assert!(rotate_if_large(&log, 10).unwrap());
         }
         assert!(!log.exists());
+        use mcpb_config::layout::numbered;
         assert_eq!(fs::read(numbered(&log, 1)).unwrap()[0], b'e');
         assert_eq!(fs::read(numbered(&log, 3)).unwrap()[0], b'c');
         assert!(!numbered(&log, 4).exists());

@@ -228,6 +228,28 @@ pub fn remove_stale_temps(dir: &Path, age: std::time::Duration) -> usize {
     removed
 }
 
+/// How many rotated copies of a log are kept (`.1` newest … `.3` oldest).
+pub const LOG_KEEP: u32 = 3;
+
+/// `path.N`: the Nth rotated copy of a log.
+pub fn numbered(path: &Path, n: u32) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
+}
+
+/// Moves a log to `.1`, shifting the older copies up to `.LOG_KEEP` (the oldest goes): the
+/// one rotation of the daemon's log and the audit log.
+pub fn rotate(path: &Path) -> std::io::Result<()> {
+    for n in (1..LOG_KEEP).rev() {
+        let from = numbered(path, n);
+        if from.exists() {
+            std::fs::rename(&from, numbered(path, n + 1))?;
+        }
+    }
+    std::fs::rename(path, numbered(path, 1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

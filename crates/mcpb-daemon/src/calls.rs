@@ -24,8 +24,6 @@ use serde::Serialize;
 const RECENT: usize = 512;
 /// Lines waiting for the writer thread; past this they are dropped and counted.
 const QUEUE: usize = 4096;
-/// Rotated files kept beside the live one.
-const KEEP: u32 = 3;
 
 /// Which door a call came through.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -248,12 +246,6 @@ pub(crate) fn millis(d: Duration) -> f64 {
     (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
 }
 
-fn numbered(path: &Path, n: u32) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(format!(".{n}"));
-    PathBuf::from(name)
-}
-
 /// Appends to the log, never through a link (the runtime dir is the user's alone, but a link
 /// there would send call records elsewhere), and keeps it the owner's only.
 fn open(path: &Path) -> std::io::Result<fs::File> {
@@ -268,17 +260,6 @@ fn open(path: &Path) -> std::io::Result<fs::File> {
     Ok(file)
 }
 
-/// Moves the log to `.1` (older ones up to `.3`) once it is past `max` bytes.
-fn rotate(path: &Path) -> std::io::Result<()> {
-    for n in (1..KEEP).rev() {
-        let from = numbered(path, n);
-        if from.exists() {
-            fs::rename(&from, numbered(path, n + 1))?;
-        }
-    }
-    fs::rename(path, numbered(path, 1))
-}
-
 /// The writer thread: appends each line, rotating past `max` bytes. A failure is said once in
 /// the daemon's log (and shown in `status`) until a write succeeds again; the next line tries
 /// again (a full disk may get room).
@@ -289,7 +270,7 @@ fn write_lines(path: &Path, max: u64, lines: impl Iterator<Item = Vec<u8>>, fail
     for line in lines {
         if size > max && max > 0 {
             file = None;
-            match rotate(path) {
+            match mcpb_config::layout::rotate(path) {
                 Ok(()) => {
                     size = 0;
                     said_rotate = false;
@@ -409,6 +390,7 @@ mod tests {
         let live = fs::read_to_string(&path).unwrap();
         assert!(live.len() <= 100 + 10, "{live}");
         assert!(live.ends_with("{\"n\":49}\n"));
+        use mcpb_config::layout::numbered;
         assert!(numbered(&path, 1).exists() && numbered(&path, 3).exists());
         assert!(!numbered(&path, 4).exists());
         use std::os::unix::fs::PermissionsExt;
