@@ -212,7 +212,6 @@ impl Backups {
 /// Writes `bytes` to `path` in one step (a temporary file beside it, then a rename), keeping
 /// the file's permission bits when it exists (a new file is the user's alone).
 pub fn write_keeping_mode(path: &Path, bytes: &[u8]) -> Result<(), ClientsError> {
-    use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
     // A symlinked file (dotfiles kept elsewhere) is written where it points, so the link stays.
     let target;
@@ -222,23 +221,6 @@ pub fn write_keeping_mode(path: &Path, bytes: &[u8]) -> Result<(), ClientsError>
     } else {
         path
     };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| ClientsError::io(dir, e))?;
     let mode = std::fs::metadata(path).map_or(0o600, |m| m.permissions().mode() & 0o7777);
-    let tmp = dir.join(format!(
-        ".{}.mcp-broker-{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
-        std::process::id()
-    ));
-    let written = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written.map_err(|e| ClientsError::io(path, e))
+    mcpb_config::layout::write_atomic(path, bytes, mode).map_err(|e| ClientsError::io(path, e))
 }

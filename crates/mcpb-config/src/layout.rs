@@ -150,6 +150,11 @@ pub fn expand_home(path: &str, home: Option<&Path>) -> PathBuf {
 /// `.<file name>.<random>.tmp`, so one a crash left behind says whose it was and
 /// `remove_stale_temps` can find it.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic(path, bytes, 0o600)
+}
+
+/// `write_private` with the file's permission bits `mode` (a client's own file keeps its own).
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
     // Directories it makes are the user's alone, like the files.
@@ -169,6 +174,8 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .prefix(&format!(".{name}."))
         .suffix(TEMP_SUFFIX)
         .tempfile_in(dir)?;
+    file.as_file()
+        .set_permissions(fs::Permissions::from_mode(mode & 0o7777))?;
     file.write_all(bytes)?;
     file.as_file().sync_all()?;
     file.persist(path).map_err(|e| e.error)?;
