@@ -3,6 +3,9 @@
 //! untouched, a broker tool or a raw tool of the profile's view), and resources, prompts and
 //! completion (view/content.rs); every answer adapted to the client's era in one place.
 
+// Every method is routed by name: a new one must be placed here, never taken by a catch-all.
+#![deny(clippy::wildcard_enum_match_arm)]
+
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -144,27 +147,29 @@ pub(crate) async fn content(
     params: Option<&RawValue>,
     link: Arc<dyn ClientLink>,
 ) -> Vec<u8> {
-    let listed = match method {
-        Method::ResourcesList => Some(view.list_resources(params).await),
-        Method::ResourceTemplatesList => Some(view.list_resource_templates(params).await),
-        Method::PromptsList => Some(view.list_prompts(params).await),
-        _ => None,
+    let listing = |listed: Result<serde_json::Value, BrokerRpcError>| match listed {
+        Ok(mut list) => {
+            era.complete_listing(&mut list);
+            json_line(id, &list)
+        }
+        Err(e) => e.to_line(Some(id)),
     };
-    if let Some(listed) = listed {
-        return match listed {
-            Ok(mut list) => {
-                era.complete_listing(&mut list);
-                json_line(id, &list)
-            }
-            Err(e) => e.to_line(Some(id)),
-        };
-    }
+    // Every method named: a new one is routed on purpose, never by a catch-all.
     let reply = match method {
+        Method::ResourcesList => return listing(view.list_resources(params).await),
+        Method::ResourceTemplatesList => {
+            return listing(view.list_resource_templates(params).await);
+        }
+        Method::PromptsList => return listing(view.list_prompts(params).await),
         Method::ResourcesRead => view.read_resource(params, link).await,
         Method::PromptsGet => view.get_prompt(params, link).await,
         Method::Subscribe => view.subscription(true, params, link).await,
         Method::Unsubscribe => view.subscription(false, params, link).await,
-        _ => view.complete(params, link).await,
+        Method::Complete => view.complete(params, link).await,
+        Method::ToolsList | Method::ToolsCall => {
+            return BrokerRpcError::Internal("tools are routed by list and call".into())
+                .to_line(Some(id));
+        }
     };
     match reply {
         Ok(Reply::Result(r)) => response_line(id, &era.adapt_result(r)),

@@ -342,20 +342,23 @@ impl Session {
                     Err(e) => e.to_line(Some(id)),
                 }
             }
-            m if crate::route::Method::of(m).is_some() => {
-                if !self.initialized {
-                    self.adopt_request_meta(msg.params);
+            // The method is read once: what it routes to travels with the request.
+            other => match crate::route::Method::of(other) {
+                Some(method) => {
+                    if !self.initialized {
+                        self.adopt_request_meta(msg.params);
+                    }
+                    self.refresh_profile();
+                    if self.broker.drain.is_draining() {
+                        BrokerRpcError::Overloaded("mcp-broker is shutting down".into())
+                            .to_line(Some(id))
+                    } else {
+                        self.spawn_request(&msg, method, id, out, tasks);
+                        return;
+                    }
                 }
-                self.refresh_profile();
-                if self.broker.drain.is_draining() {
-                    BrokerRpcError::Overloaded("mcp-broker is shutting down".into())
-                        .to_line(Some(id))
-                } else {
-                    self.spawn_request(&msg, id, out, tasks);
-                    return;
-                }
-            }
-            other => BrokerRpcError::MethodNotFound(other.to_string()).to_line(Some(id)),
+                None => BrokerRpcError::MethodNotFound(other.to_string()).to_line(Some(id)),
+            },
         };
         out.push(line).await;
     }
@@ -378,6 +381,7 @@ impl Session {
     fn spawn_request(
         &self,
         msg: &Incoming<'_>,
+        method: crate::route::Method,
         id: &RawValue,
         out: &Outbox,
         tasks: &mut JoinSet<()>,
@@ -396,9 +400,6 @@ impl Session {
         let id: Box<RawValue> = id.to_owned();
         let key = id_key(id.get());
         let params: Option<Box<RawValue>> = msg.params.map(ToOwned::to_owned);
-        let Some(method) = crate::route::Method::of(msg.method()) else {
-            return;
-        };
         let running = self.running.clone();
         let guard = self.broker.drain.begin();
         let task_key = key.clone();
@@ -419,8 +420,15 @@ impl Session {
                 crate::route::Method::ToolsCall => {
                     crate::route::call(&view, kind, era, &id, params.as_deref(), link).await
                 }
-                other => {
-                    crate::route::content(&view, other, era, &id, params.as_deref(), link).await
+                crate::route::Method::ResourcesList
+                | crate::route::Method::ResourceTemplatesList
+                | crate::route::Method::ResourcesRead
+                | crate::route::Method::PromptsList
+                | crate::route::Method::PromptsGet
+                | crate::route::Method::Complete
+                | crate::route::Method::Subscribe
+                | crate::route::Method::Unsubscribe => {
+                    crate::route::content(&view, method, era, &id, params.as_deref(), link).await
                 }
             };
             running.lock().remove(&task_key);
