@@ -147,8 +147,6 @@ impl Broker {
         self.config().settings.profiles.get(name).cloned()
     }
 
-    /// Stops the per-session instances of an ended session, in the background: the ladder may
-    /// take seconds and the session's connection is already closing.
     /// Tells each shared upstream still running about the resources an ended session was the
     /// last subscriber of (a per-session instance stops with its session anyway; a stopped
     /// upstream is not started for it).

@@ -13,12 +13,13 @@
 //! 2. `connection.rs`: the hello; then `admin.rs` (one command) or a session with its profile.
 //! 3. `session/mod.rs`: frames in, requests as tasks, cancellation, the end of the session;
 //!    `session/handshake.rs`: `initialize` / `server/discover` and the client's era.
-//! 4. `route.rs`: `tools/list` and `tools/call`, params parsed once, the answer adapted to the
-//!    client's era.
+//! 4. `route.rs`: every method by name (the session read it once), `tools/list` and
+//!    `tools/call` with params parsed once, the answer adapted to the client's era.
 //! 5. `view/`: the `ProfileView` of the request: visible tools (`view/tool.rs`), resolve,
 //!    list, call, the search index (`view/search.rs`).
 //! 6. `tools/`: one module per broker tool (list_servers, search_tools, describe_tool,
-//!    call_tool, get_artifact, status, close_session).
+//!    call_tool, get_artifact, status, close_session; run_code and the exec_* workspace tools
+//!    in `run_code.rs` and `exec_session.rs`).
 //! 7. `mcpb_upstream::Upstream::call`: the upstream's instance for this session, then the
 //!    instance's pending map and the process's stdin.
 //!

@@ -9,12 +9,12 @@
 use mcpb_config::{NameStyle, ProfileSettings, UpstreamSettings};
 use serde_json::Value;
 
-/// `<upstream><sep><tool>`, uncapped: the form allowlists and messages use.
 /// `<upstream>.<tool>`: how allowlists, pins and status name a tool whatever style a client sees.
 pub fn dotted(upstream: &str, tool: &str) -> String {
     qualify(NameStyle::Dotted, upstream, tool)
 }
 
+/// `<upstream><sep><tool>` in a profile's style, uncapped: the form allowlists and messages use.
 pub fn qualify(style: NameStyle, upstream: &str, tool: &str) -> String {
     let sep = style.separator();
     let mut out = String::with_capacity(upstream.len() + sep.len() + tool.len());

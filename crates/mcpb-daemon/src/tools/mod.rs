@@ -1,6 +1,7 @@
 //! The broker tools, one module per tool, each applying its contract (mcpb-facade `tools/`) to
-//! a profile view. Only call_tool reaches an upstream; list_servers and status never start one,
-//! search and describe start only an upstream whose tools were never listed.
+//! a profile view. call_tool and code runs (run_code, exec_run, through the run's SDK) reach
+//! upstreams; list_servers and status never start one; search and describe start only an
+//! upstream whose tools were never listed.
 
 use std::sync::Arc;
 
