@@ -349,7 +349,19 @@ fn big_answers_to_a_client_that_does_not_read(kib: u64, n: u64) {
         }
         input
     });
-    std::thread::sleep(Duration::from_secs(4));
+    // The check means something only once the daemon has had far more answers in hand than
+    // its 4 MiB queue holds (32 MiB), while the client still reads nothing.
+    let answered_upstream = || {
+        home.status()["calls"]["upstreams"]["fx"]["calls"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let enough = (32 * 1024 / kib).max(2);
+    assert!(
+        super::support::wait_until(Duration::from_secs(60), || answered_upstream() >= enough),
+        "the upstream answered only {} calls; {enough} make the check mean something",
+        answered_upstream()
+    );
     let held = rss_kib(daemon).saturating_sub(before);
     // The queue's 4 MiB, answers being built, and allocator slack; answers waiting for room
     // wait on disk.

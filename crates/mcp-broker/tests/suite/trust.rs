@@ -577,7 +577,10 @@ fn a_change_announced_while_the_list_is_being_fetched_reaches_the_client() {
             }
         }
     });
-    std::thread::sleep(Duration::from_secs(5));
+    // Waits for the change to land (or the deadline), instead of a fixed sleep.
+    super::support::wait_until(Duration::from_secs(10), || {
+        upstream_status(&home, "sl")["tool_count"] == base + 3
+    });
     assert_eq!(
         upstream_status(&home, "sl")["tool_count"],
         base + 3,
