@@ -335,7 +335,7 @@ pub(crate) fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
 pub(crate) fn render_status(data: &Value) -> String {
     let d = &data["daemon"];
     let mut out = format!(
-        "daemon: running, pid {}, version {}, up {}\nconfig: {}\nsocket: {}\nlog: {}\nsessions: {} (max {}), calls in flight: {}\n\n",
+        "daemon: running, pid {}, version {}, up {}\nconfig: {}\nsocket: {}\nlog: {}\nsessions: {} (max {}{}), calls in flight: {}\n\n",
         d["pid"],
         d["version"].as_str().unwrap_or(""),
         human_ms(d["uptime_ms"].as_u64().unwrap_or(0)),
@@ -344,6 +344,10 @@ pub(crate) fn render_status(data: &Value) -> String {
         d["log"].as_str().unwrap_or("-"),
         d["sessions"],
         d["max_clients"],
+        match d["waiting_sessions"].as_u64() {
+            Some(n) if n > 0 => format!("; {n} waiting for a slot"),
+            _ => String::new(),
+        },
         d["inflight_calls"],
     );
     let ups: Vec<&Value> = data["upstreams"].as_array().into_iter().flatten().collect();

@@ -24,6 +24,8 @@ pub(crate) struct DaemonStatus {
     /// The daemon's log file.
     pub log: String,
     pub sessions: usize,
+    /// Sessions waiting for a slot (`broker.max_clients` are served at once).
+    pub waiting_sessions: usize,
     pub inflight_calls: usize,
     pub max_clients: usize,
     pub draining: bool,
@@ -93,6 +95,7 @@ pub(crate) fn status(broker: &Broker) -> StatusReport {
             config: config.settings.source.to_string(),
             log: config.settings.runtime.log_path().display().to_string(),
             sessions: broker.sessions.load(Ordering::SeqCst),
+            waiting_sessions: broker.waiting_sessions.load(Ordering::SeqCst),
             inflight_calls: broker.drain.inflight(),
             max_clients: config.settings.broker.max_clients,
             draining: broker.drain.is_draining(),

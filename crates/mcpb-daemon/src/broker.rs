@@ -29,6 +29,8 @@ pub(crate) struct Broker {
     pub(crate) started_unix: u64,
     /// Sessions open now (for status).
     pub(crate) sessions: AtomicUsize,
+    /// Sessions waiting for one of `max_clients` slots (for status).
+    pub(crate) waiting_sessions: AtomicUsize,
     pub(crate) drain: Arc<Drain>,
     /// One per client session being served (`broker.max_clients`).
     pub(crate) session_slots: Arc<tokio::sync::Semaphore>,
@@ -105,6 +107,7 @@ impl Broker {
             started: Instant::now(),
             started_unix: mcpb_config::unix_now(),
             sessions: AtomicUsize::new(0),
+            waiting_sessions: AtomicUsize::new(0),
             drain: Arc::default(),
             session_slots: Arc::new(tokio::sync::Semaphore::new(max_clients)),
             registry,

@@ -120,10 +120,15 @@ impl Handler {
                 };
                 // A slot among `max_clients` before the session is accepted; over the limit the
                 // client waits a bounded time, then hears why it was refused.
+                self.broker.waiting_sessions.fetch_add(1, Ordering::SeqCst);
                 let slot = tokio::select! {
                     s = tokio::time::timeout(SLOT_WAIT, self.broker.session_slots.clone().acquire_owned()) => s,
-                    _ = until_set(&mut self.shutdown) => return,
+                    _ = until_set(&mut self.shutdown) => {
+                        self.broker.waiting_sessions.fetch_sub(1, Ordering::SeqCst);
+                        return;
+                    }
                 };
+                self.broker.waiting_sessions.fetch_sub(1, Ordering::SeqCst);
                 let _slot = match slot {
                     Ok(Ok(s)) => s,
                     Ok(Err(_)) => return,

@@ -202,7 +202,14 @@ fn connections_over_max_clients_wait_for_a_free_slot() {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
     second.send_raw(format!("{init}\n").as_bytes()).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Proves the second session reached the daemon and is held, not merely slow to arrive.
+    assert!(
+        super::support::wait_until(Duration::from_secs(10), || {
+            home.status()["daemon"]["waiting_sessions"] == 1
+        }),
+        "the second session never reached the wait: {}",
+        home.status()
+    );
     assert_eq!(
         home.status()["daemon"]["sessions"],
         1,
