@@ -536,10 +536,25 @@ fn a_cancelled_call_gets_no_answer_and_the_session_goes_on() {
     let slow = json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
         "params": {"name": "everything.trigger-long-running-operation", "arguments": {"duration": 2, "steps": 2}}});
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "slow", "reason": "user"}});
+    let inflight = || {
+        home.status()["daemon"]["inflight_calls"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let started = std::time::Instant::now();
     shim.send_raw(format!("{slow}\n").as_bytes()).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        super::support::wait_until(std::time::Duration::from_secs(10), || inflight() == 1),
+        "the call never started"
+    );
     shim.send_raw(format!("{cancel}\n").as_bytes()).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // The operation takes 2 s: a call that ends well before that was cancelled, not finished.
+    assert!(
+        super::support::wait_until(std::time::Duration::from_millis(1500), || inflight() == 0),
+        "the cancellation did not end the call"
+    );
+    // Past the time its answer would have come, the next answer must be the ping's.
+    std::thread::sleep(std::time::Duration::from_millis(2500).saturating_sub(started.elapsed()));
     let r = shim.request("ping", json!({}));
     assert_eq!(
         r["result"],
