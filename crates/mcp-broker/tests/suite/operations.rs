@@ -139,7 +139,15 @@ fn top_redraws_a_live_view_in_a_terminal() {
             }
             seen.extend_from_slice(&buf[..n]);
             let text = String::from_utf8_lossy(&seen);
-            if text.matches("\x1b[2J").count() >= 3 && text.contains("4 call(s)") {
+            // A frame may arrive in several reads: stop once the newest one is whole (its
+            // last row, `other`, is in).
+            let newest = text.rsplit("\x1b[2J").next().unwrap_or("");
+            if text.matches("\x1b[2J").count() >= 3
+                && newest.contains("4 call(s)")
+                && newest
+                    .lines()
+                    .any(|l| l.starts_with("other ") && l.contains("stopped"))
+            {
                 break;
             }
         }
