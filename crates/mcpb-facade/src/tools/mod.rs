@@ -82,17 +82,27 @@ impl FacadeTool {
             .find(|t| t.verb() == verb)
     }
 
-    fn read_only(self) -> bool {
-        !matches!(
-            self,
+    /// Whether the tool changes anything. Every tool is named: a new one must say, or it
+    /// would be advertised `readOnlyHint: true` by default.
+    fn mutates(self) -> bool {
+        match self {
             FacadeTool::CallTool
-                | FacadeTool::CloseSession
-                | FacadeTool::RunCode
-                | FacadeTool::ExecOpen
-                | FacadeTool::ExecUpload
-                | FacadeTool::ExecRun
-                | FacadeTool::ExecClose
-        )
+            | FacadeTool::CloseSession
+            | FacadeTool::RunCode
+            | FacadeTool::ExecOpen
+            | FacadeTool::ExecUpload
+            | FacadeTool::ExecRun
+            | FacadeTool::ExecClose => true,
+            FacadeTool::ListServers
+            | FacadeTool::SearchTools
+            | FacadeTool::DescribeTool
+            | FacadeTool::GetArtifact
+            | FacadeTool::Status => false,
+        }
+    }
+
+    fn read_only(self) -> bool {
+        !self.mutates()
     }
 
     fn description(self, sep: &str) -> String {
@@ -277,6 +287,26 @@ mod tests {
         let defs = definitions("__", Some(900_000), false);
         assert_eq!(defs[3]["name"], "broker__call_tool");
         assert_eq!(defs[3]["_meta"]["anthropic/maxResultSizeChars"], 500_000);
+    }
+
+    #[test]
+    fn only_the_tools_that_look_are_advertised_read_only() {
+        let defs = definitions(".", None, true);
+        let read_only: Vec<&str> = defs
+            .iter()
+            .filter(|d| d["annotations"]["readOnlyHint"] == true)
+            .map(|d| d["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            read_only,
+            [
+                "broker.list_servers",
+                "broker.search_tools",
+                "broker.describe_tool",
+                "broker.get_artifact",
+                "broker.status"
+            ]
+        );
     }
 
     #[test]
