@@ -20,17 +20,13 @@ use crate::error::json_line;
 use crate::tools::Answer;
 use crate::view::{ProfileView, View};
 
-/// The name of a `tools/call`, borrowed from the request frame: all a raw call needs, since its
-/// params travel on as the client wrote them.
+/// A `tools/call`'s members, read once and borrowed from the request frame: the name routes it;
+/// a raw call's params then travel on as the client wrote them, a broker tool takes its
+/// arguments and `_meta` still as written (skipping a member scans it just as borrowing does).
 #[derive(Deserialize)]
-struct CallName<'a> {
+struct Call<'a> {
     #[serde(borrow)]
     name: Cow<'a, str>,
-}
-
-/// The members of a broker tool's call, still as the client wrote them.
-#[derive(Deserialize)]
-struct BrokerCall<'a> {
     #[serde(borrow, default)]
     arguments: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "_meta")]
@@ -91,12 +87,11 @@ async fn dispatch(
     let params = params.ok_or_else(|| BrokerRpcError::InvalidParams("missing params".into()))?;
     let invalid =
         |e: serde_json::Error| BrokerRpcError::InvalidParams(format!("tools/call params: {e}"));
-    let call: CallName<'_> = serde_json::from_str(params.get()).map_err(invalid)?;
+    let call: Call<'_> = serde_json::from_str(params.get()).map_err(invalid)?;
     if kind.has_facade()
         && let Some(tool) = FacadeTool::from_name(view.sep(), &call.name)
     {
-        let members: BrokerCall<'_> = serde_json::from_str(params.get()).map_err(invalid)?;
-        return crate::tools::apply(tool, view, members.arguments, members.meta, link).await;
+        return crate::tools::apply(tool, view, call.arguments, call.meta, link).await;
     }
     let tool = view.resolve_raw(&call.name, kind).await?;
     Ok(Answer::Upstream(
