@@ -71,15 +71,10 @@ pub(crate) fn start(settings: &Settings) -> ExitCode {
         },
     };
     errln!("{failed}");
-    // The daemon writes its reason as it exits, which may be just after its socket closed.
-    let mut said = daemon_said(&log, from);
-    for _ in 0..20 {
-        if !said.is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        said = daemon_said(&log, from);
-    }
+    // The daemon writes its reason as it exits, which may be just after its socket closed:
+    // read its log once it has exited.
+    crate::daemon_client::wait_for_exit(&spawned, Duration::from_secs(2));
+    let said = daemon_said(&log, from);
     for line in &said {
         errln!("the daemon said: {}", crate::printable(line));
     }

@@ -227,6 +227,18 @@ pub(crate) fn spawn_daemon(settings: &Settings) -> anyhow::Result<Arc<AtomicI32>
     Ok(exit)
 }
 
+/// Waits up to `limit` for a spawned daemon to exit; whether it did.
+pub(crate) fn wait_for_exit(spawned: &AtomicI32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while spawned.load(Ordering::SeqCst) == RUNNING {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
 /// The exit code of a spawned daemon while it has none.
 const RUNNING: i32 = i32::MIN;
 /// The code of a daemon that found another running for the same root: that one will answer.

@@ -232,15 +232,10 @@ fn a_killed_upstream_says_why_and_top_shows_the_last_error() {
         rustix::process::Signal::KILL,
     )
     .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let fx = loop {
-        let status = home.status();
-        let fx = status["upstreams"][0].clone();
-        if fx["state"] == "failed" || std::time::Instant::now() > deadline {
-            break fx;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    super::support::wait_until(std::time::Duration::from_secs(5), || {
+        home.status()["upstreams"][0]["state"] == "failed"
+    });
+    let fx = home.status()["upstreams"][0].clone();
     assert_eq!(fx["state"], "failed", "{fx}");
     assert_eq!(fx["failures"], 1, "{fx}");
     let why = fx["last_error"].as_str().unwrap_or_default();
@@ -327,10 +322,9 @@ fn a_daemon_whose_runtime_dir_is_deleted_stops_with_its_upstreams_and_frees_its_
             let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
         }
     }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while (alive(daemon) || alive(upstream)) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    super::support::wait_until(std::time::Duration::from_secs(10), || {
+        !alive(daemon) && !alive(upstream)
+    });
     assert!(!alive(daemon), "the daemon went on without its socket");
     assert!(!alive(upstream), "its upstream went on");
     assert!(
@@ -385,7 +379,12 @@ fn status_and_doctor_find_a_daemon_that_lost_its_runtime_dir() {
         .env("MCP_BROKER_HOME", &gone)
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Once its argv reads as the broker's, it is the daemon the commands must find.
+    let argv = format!("/proc/{}/cmdline", lost.id());
+    assert!(super::support::wait_until(
+        std::time::Duration::from_secs(10),
+        || std::fs::read(&argv).is_ok_and(|a| a.starts_with(b"mcp-broker\0"))
+    ));
     let status = home.run(&["status"]);
     let said = text(&status.stderr);
     let doctor = home.run(&["doctor", "--json"]);

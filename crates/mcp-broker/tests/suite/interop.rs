@@ -541,7 +541,6 @@ fn a_cancelled_call_gets_no_answer_and_the_session_goes_on() {
             .as_u64()
             .unwrap_or(0)
     };
-    let started = std::time::Instant::now();
     shim.send_raw(format!("{slow}\n").as_bytes()).unwrap();
     assert!(
         super::support::wait_until(std::time::Duration::from_secs(10), || inflight() == 1),
@@ -553,8 +552,16 @@ fn a_cancelled_call_gets_no_answer_and_the_session_goes_on() {
         super::support::wait_until(std::time::Duration::from_millis(1500), || inflight() == 0),
         "the cancellation did not end the call"
     );
-    // Past the time its answer would have come, the next answer must be the ping's.
-    std::thread::sleep(std::time::Duration::from_millis(2500).saturating_sub(started.elapsed()));
+    // The control: the same operation, started later and not cancelled, does answer. Had the
+    // first one not been cancelled, its answer would have come before this one.
+    let control = json!({"jsonrpc": "2.0", "id": "control", "method": "tools/call",
+        "params": {"name": "everything.trigger-long-running-operation", "arguments": {"duration": 2, "steps": 2}}});
+    shim.send_raw(format!("{control}\n").as_bytes()).unwrap();
+    let first: Value = serde_json::from_str(&shim.recv_answer_line().expect("an answer")).unwrap();
+    assert_eq!(
+        first["id"], "control",
+        "the cancelled call answered: {first}"
+    );
     let r = shim.request("ping", json!({}));
     assert_eq!(
         r["result"],
