@@ -38,32 +38,28 @@ pub(crate) fn record_path(settings: &Settings, client: Client) -> PathBuf {
 /// The command line again, with the flags that change what it does (for hints).
 fn again(a: &ImportArgs, apply: bool) -> String {
     let mut s = format!("mcp-broker client import --client {}", a.client);
-    if let Some(p) = &a.profile {
-        s.push_str(&format!(" --profile {p}"));
+    let valued = [
+        ("--profile", a.profile.iter().collect::<Vec<_>>()),
+        ("--scope", a.scope.iter().collect()),
+        ("--keep", a.keep.iter().collect()),
+        ("--rename", a.rename.iter().collect()),
+    ];
+    for (flag, values) in valued {
+        for v in values {
+            s.push_str(&format!(" {flag} {v}"));
+        }
     }
-    for sc in &a.scope {
-        s.push_str(&format!(" --scope {sc}"));
-    }
-    if a.project {
-        s.push_str(" --scope project");
-    }
-    if a.all_projects {
-        s.push_str(" --all-projects");
-    }
-    for k in &a.keep {
-        s.push_str(&format!(" --keep {k}"));
-    }
-    for r in &a.rename {
-        s.push_str(&format!(" --rename {r}"));
-    }
-    if a.compact {
-        s.push_str(" --compact");
-    }
-    if a.read_only {
-        s.push_str(" --read-only");
-    }
-    if apply {
-        s.push_str(" --apply");
+    let switches = [
+        (a.project, " --scope project"),
+        (a.all_projects, " --all-projects"),
+        (a.compact, " --compact"),
+        (a.read_only, " --read-only"),
+        (apply, " --apply"),
+    ];
+    for (on, flag) in switches {
+        if on {
+            s.push_str(flag);
+        }
     }
     s
 }

@@ -97,7 +97,7 @@ pub(crate) fn secret_looking(value: &str) -> bool {
 }
 
 /// `scheme://user:password@host…`.
-fn userinfo_password(value: &str) -> bool {
+pub(crate) fn userinfo_password(value: &str) -> bool {
     value.split_once("://").is_some_and(|(_, rest)| {
         let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
         authority
@@ -194,38 +194,24 @@ impl Plan {
     /// The file a secret goes to: a new name, or one that holds this value already.
     fn secret(&mut self, dir: &Path, upstream: &str, key: &str, value: &str) -> String {
         let base = secret_name(upstream, key);
-        let mut n = 1;
-        loop {
-            let name = if n == 1 {
-                base.clone()
-            } else {
-                format!("{base}-{n}")
-            };
+        let names = std::iter::once(base.clone()).chain((2..).map(|n| format!("{base}-{n}")));
+        for name in names {
             let planned = self.secrets.iter().find(|s| s.name == name);
-            let on_disk = std::fs::read_to_string(dir.join(&name)).ok();
-            let same = planned.map(|s| s.value.as_str()).or(on_disk.as_deref());
-            match same {
-                Some(v) if v.trim_end_matches('\n') == value => {
-                    if planned.is_none() {
-                        self.secrets.push(SecretFile {
-                            name: name.clone(),
-                            value: value.to_string(),
-                            from: format!("{upstream}: {key}"),
-                        });
-                    }
-                    return name;
-                }
-                Some(_) => n += 1,
-                None => {
-                    self.secrets.push(SecretFile {
-                        name: name.clone(),
-                        value: value.to_string(),
-                        from: format!("{upstream}: {key}"),
-                    });
-                    return name;
-                }
+            let held = planned
+                .map(|s| s.value.clone())
+                .or_else(|| std::fs::read_to_string(dir.join(&name)).ok());
+            match held {
+                Some(v) if v.trim_end_matches('\n') != value => continue,
+                _ if planned.is_some() => {}
+                _ => self.secrets.push(SecretFile {
+                    name: name.clone(),
+                    value: value.to_string(),
+                    from: format!("{upstream}: {key}"),
+                }),
             }
+            return name;
         }
+        base
     }
 
     /// One `K=V` of an upstream's env or headers, with a secret moved to a file.

@@ -11,16 +11,7 @@ fn server(name: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
-        url: None,
-        sse: false,
-        headers: vec![],
-        cwd: None,
-        disabled: false,
-        tools_allow: vec![],
-        tools_deny: vec![],
-        env_vars: vec![],
-        env_headers: vec![],
-        env_file: None,
+        ..Server::default()
     }
 }
 

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use mcpb_clients::{Approvals, Client, Place, Scope, Server};
 
 use crate::client_cmd::{read, refused};
-use crate::import_plan::{credential_key, secret_looking};
+use crate::import_plan::{credential_key, secret_looking, userinfo_password};
 
 /// A server that stays in the client whatever the import does, and why.
 pub(crate) struct Stays {
@@ -220,11 +220,9 @@ fn secret_values(servers: &[Server]) -> Vec<String> {
 /// one, or a path segment that does (`/s/<token>/mcp`).
 pub(crate) fn url_secret(url: &str) -> bool {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let path = rest.split_once('/').map_or("", |(_, p)| p);
     let (path, query) = path.split_once('?').unwrap_or((path, ""));
-    authority
-        .rsplit_once('@')
-        .is_some_and(|(user, _)| user.contains(':'))
+    userinfo_password(url)
         || path.split('/').any(secret_looking)
         || query.split('&').any(|kv| {
             kv.split_once('=').is_some_and(|(k, v)| {
@@ -324,17 +322,7 @@ mod tests {
                 "--api-key=def456".into(),
                 "-v".into(),
             ],
-            env: vec![],
-            url: None,
-            sse: false,
-            headers: vec![],
-            cwd: None,
-            disabled: false,
-            tools_allow: vec![],
-            tools_deny: vec![],
-            env_vars: vec![],
-            env_headers: vec![],
-            env_file: None,
+            ..mcpb_clients::Server::default()
         };
         let found = secret_values(std::slice::from_ref(&s));
         assert!(found.contains(&"abc123".to_string()) && found.contains(&"def456".to_string()));

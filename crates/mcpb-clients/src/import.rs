@@ -10,7 +10,7 @@ use crate::place::{Place, broker_key, servers_object};
 use crate::{Client, ClientsError};
 
 /// One server of a client's file, as written there.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Server {
     pub name: String,
     pub command: Option<String>,

@@ -22,6 +22,24 @@ fn user_home(home: &Home) -> std::path::PathBuf {
     u
 }
 
+/// doctor's check of Cursor, run as `user` in `cwd`.
+fn cursor_check(home: &Home, user: &Path, cwd: &Path) -> Value {
+    let doctor = home
+        .cmd(&["doctor", "--json"])
+        .env("HOME", user)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["area"] == "client" && c["detail"].as_str().unwrap().starts_with("cursor"))
+        .cloned()
+        .unwrap_or_else(|| panic!("{report}"))
+}
+
 #[test]
 fn an_entry_under_another_key_is_the_brokers_and_is_updated_not_doubled() {
     let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
@@ -62,18 +80,7 @@ fn an_entry_under_another_key_is_the_brokers_and_is_updated_not_doubled() {
         shown.contains("MCP_BROKER_HOME"),
         "the home is carried: {shown}"
     );
-    let doctor = home
-        .cmd(&["doctor", "--json"])
-        .env("HOME", &user)
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&doctor.stdout).unwrap();
-    let cursor = report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["area"] == "client" && c["detail"].as_str().unwrap().starts_with("cursor"))
-        .unwrap_or_else(|| panic!("{report}"));
+    let cursor = cursor_check(&home, &user, &user);
     assert_eq!(cursor["level"], "ok", "{cursor}");
 }
 
@@ -88,19 +95,7 @@ fn doctor_names_the_import_for_a_client_not_moved_and_hints_repeat_the_flags() {
         "{\"mcpServers\": {\"git\": {\"command\": \"uvx\", \"args\": [\"mcp-server-git\"]}, \"other\": {\"command\": \"uvx\", \"args\": [\"other\"]}}}\n",
     )
     .unwrap();
-    let doctor = home
-        .cmd(&["doctor", "--json"])
-        .env("HOME", &user)
-        .current_dir(&proj)
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&doctor.stdout).unwrap();
-    let cursor = report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["area"] == "client" && c["detail"].as_str().unwrap().starts_with("cursor"))
-        .unwrap_or_else(|| panic!("{report}"));
+    let cursor = cursor_check(&home, &user, &proj);
     assert!(
         cursor["detail"].as_str().unwrap().contains("git (project)"),
         "{cursor}"
