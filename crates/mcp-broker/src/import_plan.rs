@@ -106,6 +106,15 @@ pub(crate) fn userinfo_password(value: &str) -> bool {
     })
 }
 
+/// Whether one argument carries a credential on its own: a token, a URL with one, or a
+/// header as `mcp-remote --header` and `curl -H` take it (`Authorization: Bearer …`).
+pub(crate) fn arg_secret(a: &str) -> bool {
+    let header = a.split_once(':').is_some_and(|(name, value)| {
+        !name.contains(' ') && credential_key(name) && !value.trim().is_empty()
+    });
+    secret_looking(a) || header || (a.contains("://") && crate::import_scan::url_secret(a))
+}
+
 /// Whether a key names a credential: the config's own rule, and the other spellings servers
 /// use (`DB_PASS`, `PASSWD`, `API_KEY`, `CLIENT_SECRET`, `AUTH`…).
 pub(crate) fn credential_key(key: &str) -> bool {
@@ -339,7 +348,7 @@ impl Plan {
                 let secret_flag = a.starts_with('-') && credential_key(flag_name);
                 if after_secret_flag
                     || (secret_flag && inline.is_some_and(|v| !v.is_empty()))
-                    || secret_looking(&a)
+                    || arg_secret(&a)
                 {
                     return Err(
                         "its arguments carry a secret, which the broker's config would hold in plain text; pass it through env first".into(),

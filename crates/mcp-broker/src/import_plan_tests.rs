@@ -239,3 +239,14 @@ fn the_same_command_in_two_folders_is_two_upstreams() {
         p.found[2].fate
     );
 }
+
+#[test]
+fn a_header_or_url_argument_with_a_credential_is_a_secret() {
+    assert!(arg_secret("Authorization:Bearer tok_0123456789abcdefghij"));
+    assert!(arg_secret("X-API-Key: abc123"));
+    assert!(arg_secret(
+        "https://host.example/mcp?apiKey=QUERYSECRET0123456789"
+    ));
+    assert!(!arg_secret("https://host.example/mcp"));
+    assert!(!arg_secret("--name"));
+}

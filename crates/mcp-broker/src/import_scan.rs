@@ -202,7 +202,7 @@ fn secret_values(servers: &[Server]) -> Vec<String> {
                 .split_once('=')
                 .map_or((flag, None), |(f, v)| (f, Some(v)));
             let secret_flag = a.starts_with('-') && credential_key(name);
-            if after_flag || secret_looking(a) {
+            if after_flag || crate::import_plan::arg_secret(a) {
                 out.push(a.clone());
             }
             if let (true, Some(v)) = (secret_flag, inline) {
