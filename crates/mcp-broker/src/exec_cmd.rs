@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use mcpb_config::{ExecLimits, Language, Settings};
+use mcpb_daemon::tools::run_code::RunOptions;
+use mcpb_daemon::tools::{BrokerTool, exec_close, exec_open, exec_run, exec_upload, run_code};
 use mcpb_exec::{Persisted, Workspaces};
-use mcpb_facade::FacadeTool;
-use mcpb_facade::tools::exec::{ExecClose, ExecOpen, ExecRun, ExecUpload, RunCode, RunOptions};
 use serde_json::Value;
 
 use crate::cli::ExecCommand;
@@ -38,7 +38,7 @@ fn to_value<T: serde::Serialize>(args: T) -> anyhow::Result<Value> {
 }
 
 /// The tool and its arguments for one command.
-fn call(command: ExecCommand) -> anyhow::Result<(FacadeTool, Value)> {
+fn call(command: ExecCommand) -> anyhow::Result<(&'static str, Value)> {
     Ok(match command {
         ExecCommand::Run {
             file,
@@ -66,22 +66,25 @@ fn call(command: ExecCommand) -> anyhow::Result<(FacadeTool, Value)> {
                     } else {
                         (Some(read_file(&file)?), None)
                     };
-                    let args = ExecRun {
+                    let args = exec_run::Args {
                         exec_id,
                         code,
                         entry,
                         run,
                     };
-                    (FacadeTool::ExecRun, to_value(args)?)
+                    (exec_run::ExecRun::VERB, to_value(args)?)
                 }
                 None => {
                     let code = read_file(&file)?;
-                    let args = RunCode { code, run };
-                    (FacadeTool::RunCode, to_value(args)?)
+                    let args = run_code::Args { code, run };
+                    (run_code::RunCode::VERB, to_value(args)?)
                 }
             }
         }
-        ExecCommand::Open { persist } => (FacadeTool::ExecOpen, to_value(ExecOpen { persist })?),
+        ExecCommand::Open { persist } => (
+            exec_open::ExecOpen::VERB,
+            to_value(exec_open::Args { persist })?,
+        ),
         ExecCommand::Upload {
             exec_id,
             file,
@@ -96,8 +99,8 @@ fn call(command: ExecCommand) -> anyhow::Result<(FacadeTool, Value)> {
             };
             let content = read_file(&file)?;
             (
-                FacadeTool::ExecUpload,
-                to_value(ExecUpload {
+                exec_upload::ExecUpload::VERB,
+                to_value(exec_upload::Args {
                     exec_id,
                     path,
                     content,
@@ -105,8 +108,8 @@ fn call(command: ExecCommand) -> anyhow::Result<(FacadeTool, Value)> {
             )
         }
         ExecCommand::Close { exec_id, discard } => (
-            FacadeTool::ExecClose,
-            to_value(ExecClose { exec_id, discard })?,
+            exec_close::ExecClose::VERB,
+            to_value(exec_close::Args { exec_id, discard })?,
         ),
         ExecCommand::List | ExecCommand::Prune { .. } => {
             bail!("exec list and prune work on the files, not through a session")

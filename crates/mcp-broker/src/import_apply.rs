@@ -9,9 +9,9 @@ use mcpb_clients::{Backups, Client, Scope};
 use mcpb_config::Settings;
 
 use crate::fail;
-use crate::import_cmd::{Files, print_table, record_path, say_variables};
 use crate::import_plan::{Fate, Plan};
 use crate::import_profile::ProfileChange;
+use crate::import_report::{Files, print_table, record_path, say_variables};
 use crate::import_scan::Stays;
 
 pub(crate) struct Apply<'a> {

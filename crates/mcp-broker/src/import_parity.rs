@@ -143,7 +143,7 @@ pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode
     let Some(c) = Client::parse(client) else {
         return fail(&format!("mcp-broker: no client named {client:?}"), &[]);
     };
-    let path = crate::import_cmd::record_path(settings, c);
+    let path = crate::import_report::record_path(settings, c);
     let record: Value = match std::fs::read_to_string(&path)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())

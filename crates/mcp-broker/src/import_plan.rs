@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::import_secrets::{arg_secret, credential_key, secret_looking, url_secret};
 use mcpb_clients::{Place, Server};
 use mcpb_config::UpstreamSettings;
-use mcpb_config::template::looks_like_credential;
 
 use crate::upstreams_cmd::NewUpstream;
 
@@ -83,56 +83,6 @@ pub(crate) fn upstream_name(server: &str) -> String {
     out.truncate(40);
     let out = out.trim_end_matches(['-', '_']).to_string();
     if out.is_empty() { "server".into() } else { out }
-}
-
-/// Whether a value reads like a credential: long, no spaces, letters and digits mixed, and
-/// not a path or an address; or an address with a password in it (`scheme://user:pw@host`).
-pub(crate) fn secret_looking(value: &str) -> bool {
-    let token = value.len() >= 16
-        && !value.contains(' ')
-        && !value.contains('/')
-        && value.chars().any(|c| c.is_ascii_digit())
-        && value.chars().any(|c| c.is_ascii_alphabetic());
-    token || userinfo_password(value)
-}
-
-/// `scheme://user:password@host…`.
-pub(crate) fn userinfo_password(value: &str) -> bool {
-    value.split_once("://").is_some_and(|(_, rest)| {
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-        authority
-            .rsplit_once('@')
-            .is_some_and(|(user, _)| user.contains(':'))
-    })
-}
-
-/// Whether one argument carries a credential on its own: a token, a URL with one, or a
-/// header as `mcp-remote --header` and `curl -H` take it (`Authorization: Bearer …`).
-pub(crate) fn arg_secret(a: &str) -> bool {
-    let header = a.split_once(':').is_some_and(|(name, value)| {
-        !name.contains(' ') && credential_key(name) && !value.trim().is_empty()
-    });
-    secret_looking(a) || header || (a.contains("://") && crate::import_scan::url_secret(a))
-}
-
-/// Whether a key names a credential: the config's own rule, and the other spellings servers
-/// use (`DB_PASS`, `PASSWD`, `API_KEY`, `CLIENT_SECRET`, `AUTH`…).
-pub(crate) fn credential_key(key: &str) -> bool {
-    let k = key.to_ascii_uppercase().replace('-', "_");
-    looks_like_credential(key)
-        || [
-            "PASS",
-            "PWD",
-            "SECRET",
-            "TOKEN",
-            "APIKEY",
-            "API_KEY",
-            "CREDENTIAL",
-            "AUTH",
-            "PRIVATE",
-        ]
-        .iter()
-        .any(|w| k.contains(w))
 }
 
 /// A value as the client's file writes it: text the broker can hold (literal, or with
@@ -373,7 +323,7 @@ impl Plan {
                 if u.contains("${") {
                     return Err("its URL refers to a variable the client fills in".into());
                 }
-                if crate::import_scan::url_secret(u) {
+                if url_secret(u) {
                     return Err(
                         "its URL carries a credential, which the broker's config would hold in plain text; use a header".into(),
                     );

@@ -117,7 +117,7 @@ fn new_profile(
             "  upstreams: [{}]",
             upstreams
                 .iter()
-                .map(|u| crate::upstreams_cmd::yaml_name(u))
+                .map(|u| crate::yaml_edit::yaml_name(u))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use mcpb_clients::{Approvals, Client, Place, Scope, Server};
 
 use crate::client_cmd::{read, refused};
-use crate::import_plan::{credential_key, secret_looking, userinfo_password};
+use crate::import_secrets::{arg_secret, credential_key, secret_looking, url_secret};
 
 /// A server that stays in the client whatever the import does, and why.
 pub(crate) struct Stays {
@@ -202,7 +202,7 @@ fn secret_values(servers: &[Server]) -> Vec<String> {
                 .split_once('=')
                 .map_or((flag, None), |(f, v)| (f, Some(v)));
             let secret_flag = a.starts_with('-') && credential_key(name);
-            if after_flag || crate::import_plan::arg_secret(a) {
+            if after_flag || arg_secret(a) {
                 out.push(a.clone());
             }
             if let (true, Some(v)) = (secret_flag, inline) {
@@ -214,24 +214,6 @@ fn secret_values(servers: &[Server]) -> Vec<String> {
     }
     out.retain(|v| v.len() >= 6);
     out
-}
-
-/// Whether a URL carries a credential: a password, a query value or key that looks like
-/// one, or a path segment that does (`/s/<token>/mcp`).
-pub(crate) fn url_secret(url: &str) -> bool {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let path = rest.split_once('/').map_or("", |(_, p)| p);
-    let (path, query) = path.split_once('?').unwrap_or((path, ""));
-    userinfo_password(url)
-        || path.split('/').any(secret_looking)
-        || query.split('&').any(|kv| {
-            kv.split_once('=').is_some_and(|(k, v)| {
-                let k = k.to_ascii_uppercase();
-                credential_key(&k)
-                    || matches!(k.as_str(), "KEY" | "SIG" | "SIGNATURE" | "PW" | "CODE")
-                    || secret_looking(v)
-            })
-        })
 }
 
 /// A client file's diff with every credential hidden: the values found (as written, and as

@@ -18,7 +18,9 @@ mod import_cmd;
 mod import_parity;
 mod import_plan;
 mod import_profile;
+mod import_report;
 mod import_scan;
+mod import_secrets;
 mod logfile;
 mod logs_cmd;
 mod measure;
@@ -300,8 +302,7 @@ fn tools(
     json: bool,
     command: ToolsCommand,
 ) -> ExitCode {
-    use mcpb_facade::FacadeTool;
-    use mcpb_facade::tools::{call_tool, describe_tool, search_tools};
+    use mcpb_daemon::tools::{BrokerTool, call_tool, describe_tool, search_tools};
     // The same argument structs the daemon parses a model's calls into.
     let (tool, arguments) = match command {
         ToolsCommand::Search {
@@ -309,7 +310,7 @@ fn tools(
             server,
             limit,
         } => (
-            FacadeTool::SearchTools,
+            search_tools::SearchTools::VERB,
             serde_json::to_value(search_tools::Args {
                 query,
                 server,
@@ -318,7 +319,7 @@ fn tools(
             }),
         ),
         ToolsCommand::Describe { names } => (
-            FacadeTool::DescribeTool,
+            describe_tool::DescribeTool::VERB,
             serde_json::to_value(describe_tool::Args { name: None, names }),
         ),
         ToolsCommand::Call {
@@ -348,7 +349,7 @@ fn tools(
                 }
             };
             (
-                FacadeTool::CallTool,
+                call_tool::CallTool::VERB,
                 serde_json::to_value(call_tool::Args {
                     name,
                     arguments,

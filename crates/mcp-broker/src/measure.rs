@@ -156,12 +156,15 @@ mod tests {
     fn facade_definitions_fit_in_1200_tokens_in_both_styles() {
         let bpe = tiktoken_rs::o200k_base().unwrap();
         for sep in [".", "__"] {
-            let defs = mcpb_facade::definitions(sep, Some(100_000), false);
+            let defs = mcpb_daemon::tools::definitions(sep, Some(100_000), false);
             let s = size(&defs, &bpe);
             assert!(s.tokens <= 1200, "{sep}: {} tokens", s.tokens);
             assert_eq!(s.tools, 7);
             // The code-execution tools, in profiles that enable them, stay small as well.
-            let with_exec = size(&mcpb_facade::definitions(sep, Some(100_000), true), &bpe);
+            let with_exec = size(
+                &mcpb_daemon::tools::definitions(sep, Some(100_000), true),
+                &bpe,
+            );
             assert_eq!(with_exec.tools, 12);
             assert!(
                 with_exec.tokens - s.tokens <= 700,

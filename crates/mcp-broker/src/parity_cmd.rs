@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
 
 use mcpb_config::Settings;
-use mcpb_facade::FacadeTool;
-use mcpb_facade::tools::search_tools;
+use mcpb_daemon::tools::BrokerTool;
+use mcpb_daemon::tools::search_tools;
 use mcpb_protocol::AdminCommand;
 use serde_json::{Value, json};
 
@@ -82,7 +82,7 @@ fn top(
     let got = call_facade(
         settings,
         Some(profile),
-        FacadeTool::SearchTools,
+        search_tools::SearchTools::VERB,
         serde_json::to_value(args).unwrap_or_default(),
     );
     got.ok()

@@ -5,8 +5,7 @@
 use std::process::ExitCode;
 
 use mcpb_config::Settings;
-use mcpb_facade::FacadeTool;
-use mcpb_facade::tools::{call_tool, describe_tool, search_tools};
+use mcpb_daemon::tools::{BrokerTool, call_tool, describe_tool, search_tools};
 use serde_json::Value;
 
 use crate::fail;
@@ -92,7 +91,7 @@ pub(crate) fn validate(settings: &Settings, profile: &str) -> ExitCode {
             let got = call_facade(
                 settings,
                 Some(profile),
-                FacadeTool::SearchTools,
+                search_tools::SearchTools::VERB,
                 serde_json::to_value(args).unwrap_or_default(),
             );
             row(
@@ -125,7 +124,7 @@ pub(crate) fn validate(settings: &Settings, profile: &str) -> ExitCode {
         let got = call_facade(
             settings,
             Some(profile),
-            FacadeTool::DescribeTool,
+            describe_tool::DescribeTool::VERB,
             serde_json::to_value(args).unwrap_or_default(),
         );
         row(
@@ -146,7 +145,7 @@ pub(crate) fn validate(settings: &Settings, profile: &str) -> ExitCode {
             let got = call_facade(
                 settings,
                 Some(profile),
-                FacadeTool::CallTool,
+                call_tool::CallTool::VERB,
                 serde_json::to_value(args).unwrap_or_default(),
             );
             row(name, "call", step(got, |_| Ok(format!("{tool} answered"))));

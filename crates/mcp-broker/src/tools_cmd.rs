@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use mcpb_config::Settings;
-use mcpb_facade::FacadeTool;
+use mcpb_daemon::tools::BrokerTool;
+use mcpb_daemon::tools::search_tools::SearchTools;
 use mcpb_protocol::HelloKind;
 use serde_json::{Value, json};
 
@@ -18,7 +19,7 @@ use crate::fail;
 pub(crate) fn call_facade(
     settings: &Settings,
     profile: Option<&str>,
-    tool: FacadeTool,
+    tool: &'static str,
     arguments: Value,
 ) -> anyhow::Result<Value> {
     let stream = connect_or_start_for_cli(settings)?;
@@ -52,7 +53,7 @@ pub(crate) fn call_facade(
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "mcp-broker-cli", "version": env!("CARGO_PKG_VERSION")}}});
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": tool.name(sep), "arguments": arguments}});
+        "params": {"name": format!("broker{sep}{tool}"), "arguments": arguments}});
     for msg in [
         init,
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
@@ -194,7 +195,12 @@ fn quarantine_hint(settings: &Settings, message: &str) {
 
 /// Prints a result: with `--json` its data (once), else for people. A tool's error goes to
 /// stderr and the exit code says it failed.
-pub(crate) fn print(settings: &Settings, tool: FacadeTool, result: &Value, json: bool) -> ExitCode {
+pub(crate) fn print(
+    settings: &Settings,
+    tool: &'static str,
+    result: &Value,
+    json: bool,
+) -> ExitCode {
     let failed = result["isError"] == true;
     let value = data(result);
     if failed {
@@ -208,7 +214,7 @@ pub(crate) fn print(settings: &Settings, tool: FacadeTool, result: &Value, json:
     }
     match (json, tool, &value) {
         (true, _, v) => outln!("{v:#}"),
-        (false, FacadeTool::SearchTools, v) if v.get("results").is_some() => print_search(v),
+        (false, SearchTools::VERB, v) if v.get("results").is_some() => print_search(v),
         (false, _, Value::String(t)) => outln!("{t}"),
         (false, _, v) => outln!("{v:#}"),
     }
@@ -218,7 +224,7 @@ pub(crate) fn print(settings: &Settings, tool: FacadeTool, result: &Value, json:
 pub(crate) fn run(
     settings: &Settings,
     profile: Option<&str>,
-    tool: FacadeTool,
+    tool: &'static str,
     arguments: Value,
     json: bool,
 ) -> ExitCode {

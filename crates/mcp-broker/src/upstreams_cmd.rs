@@ -10,7 +10,7 @@ use mcpb_protocol::AdminCommand;
 
 use crate::daemon_client::admin;
 use crate::fail;
-use crate::yaml_edit;
+use crate::yaml_edit::{self, quoted, yaml_name};
 
 /// What `add` was told.
 #[derive(Debug)]
@@ -26,11 +26,6 @@ pub(crate) struct NewUpstream {
     pub tools_allow: Vec<String>,
     pub tools_deny: Vec<String>,
     pub trust_annotations: bool,
-}
-
-/// A YAML scalar that reads back exactly as given (JSON strings are YAML).
-fn quoted(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
 /// `K=V` pairs as a block mapping's lines; the first malformed one is the error. Keys are
@@ -55,28 +50,6 @@ fn pairs(what: &str, items: &[String]) -> Result<Vec<String>, String> {
             None => Err(format!("--{what} takes KEY=VALUE, not {kv:?}")),
         })
         .collect()
-}
-
-/// A name as a YAML key or list item: quoted when YAML would read it as something other than
-/// text (`null`, `true`, `1e3`, `0x1F`…).
-pub(crate) fn yaml_name(name: &str) -> String {
-    let lower = name.to_ascii_lowercase();
-    let special = [
-        "null", "~", "true", "false", "yes", "no", "on", "off", "y", "n",
-    ]
-    .contains(&lower.as_str())
-        || lower.parse::<f64>().is_ok()
-        || lower.starts_with("0x")
-        || lower.starts_with("0o")
-        || lower.starts_with("0b")
-        || lower
-            .chars()
-            .all(|c| c.is_ascii_digit() || c == '_' || c == '-');
-    if special {
-        quoted(name)
-    } else {
-        name.to_string()
-    }
 }
 
 pub(crate) fn entry(new: &NewUpstream) -> Result<Vec<String>, String> {

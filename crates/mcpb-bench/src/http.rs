@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
+use crate::env::Env;
 use crate::load::{Peer, percentile};
-use crate::scenario::Env;
 
 const TOKEN: &str = "bench-token-0123456789abcdef";
 
@@ -120,7 +120,7 @@ fn http_throughput(port: u16, callers: usize, per: usize) -> anyhow::Result<f64>
 }
 
 pub(crate) fn run(quick: bool) -> anyhow::Result<()> {
-    let exe = crate::scenario::broker_exe()?;
+    let exe = crate::env::broker_exe()?;
     let home = std::path::PathBuf::from(format!("/tmp/mcpb-bench-http-{}", std::process::id()));
     std::fs::create_dir_all(&home)?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?

@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod env;
 mod exec;
 mod faults;
 mod http;

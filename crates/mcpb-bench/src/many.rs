@@ -9,14 +9,14 @@ use std::io::{BufRead, Write};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::scenario::{Env, rss_kib};
+use crate::env::{Env, rss_kib};
 
 const UPSTREAMS: usize = 40;
 
 /// Sends one request on a fresh session of `profile` and returns its answer.
 fn ask(env: &Env, profile: &str, method: &str, params: &str) -> anyhow::Result<Value> {
     let (mut child, mut stdin, mut out) =
-        crate::soak::open_session_with(env, &["--profile", profile])?;
+        crate::env::open_session_with(env, &["--profile", profile])?;
     writeln!(
         stdin,
         r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{params}}}"#

@@ -3,51 +3,20 @@
 //! once the daemon stops. Then N clients over M shared upstreams must run exactly M processes.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
-use std::process::Stdio;
+use std::io::{BufRead, Write};
 use std::sync::mpsc::{channel, sync_channel};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::scenario::Env;
+use crate::env::{Env, open_session};
 
 #[derive(Debug, Default)]
 struct Tally {
     ok: usize,
     lost: usize,
     misrouted: usize,
-}
-
-pub(crate) type Session = (
-    std::process::Child,
-    std::process::ChildStdin,
-    BufReader<std::process::ChildStdout>,
-);
-
-/// A shim with its `initialize` sent (its answer is left for the caller to read).
-pub(crate) fn open_session(env: &Env) -> anyhow::Result<Session> {
-    open_session_with(env, &[])
-}
-
-/// As `open_session`, with more `stdio` arguments (`--profile P`).
-pub(crate) fn open_session_with(env: &Env, extra: &[&str]) -> anyhow::Result<Session> {
-    let mut args = vec!["stdio"];
-    args.extend_from_slice(extra);
-    let mut child = env
-        .broker(&args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut stdin = child.stdin.take().context("stdin")?;
-    let stdout = BufReader::new(child.stdout.take().context("stdout")?);
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"soak","version":"1"}}}}}}"#
-    )?;
-    Ok((child, stdin, stdout))
 }
 
 /// One session: `calls` echo calls with up to `window` in flight, each answer checked.
@@ -232,5 +201,5 @@ pub(crate) fn run(env: &Env, quick: bool) -> anyhow::Result<()> {
             total.misrouted
         );
     }
-    crate::faults::run(env, quick)
+    Ok(())
 }

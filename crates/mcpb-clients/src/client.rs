@@ -3,6 +3,7 @@
 // A new client must be placed in every match here: no arm may take it silently.
 #![deny(clippy::wildcard_enum_match_arm)]
 
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 use crate::Scope;
@@ -155,4 +156,30 @@ fn claude_project_file(cwd: &Path) -> PathBuf {
         }
     }
     own
+}
+/// Whether a server entry runs the broker's shim (`…/mcp-broker stdio …`), whatever its key.
+pub fn runs_broker(server: &Value) -> bool {
+    let command = server.get("command").and_then(Value::as_str).unwrap_or("");
+    let file = Path::new(command)
+        .file_name()
+        .and_then(|f| f.to_str())
+        .unwrap_or("");
+    let first = server
+        .get("args")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(Value::as_str);
+    file == "mcp-broker" && first == Some("stdio")
+}
+
+/// The key of the broker's entry in an object of servers: `mcp-broker`, or the first entry
+/// that runs the broker under another name (a hand-written `"broker"`).
+pub(crate) fn broker_key(servers: &serde_json::Map<String, Value>) -> Option<String> {
+    if servers.contains_key(ENTRY_NAME) {
+        return Some(ENTRY_NAME.to_string());
+    }
+    servers
+        .iter()
+        .find(|(_, v)| runs_broker(v))
+        .map(|(k, _)| k.clone())
 }

@@ -121,7 +121,7 @@ pub fn render(
                 .flatten()
                 .and_then(|v: Value| v.as_object().cloned())
                 .unwrap_or_default();
-            let name = crate::place::broker_key(&held).unwrap_or_else(|| ENTRY_NAME.to_string());
+            let name = crate::client::broker_key(&held).unwrap_or_else(|| ENTRY_NAME.to_string());
             match servers.get(&name) {
                 // The user's own keys on the entry (env, disabled, ...) stay; ours are set.
                 Some(prop) if prop.object_value().is_some() => {
@@ -204,7 +204,7 @@ pub fn render(
                 path: path.to_path_buf(),
                 what: "mcp_servers is not a table".into(),
             })?;
-            let name = crate::place::broker_key(
+            let name = crate::client::broker_key(
                 toml_to_json(&toml_edit::Item::Table(servers.clone()))
                     .as_object()
                     .unwrap_or(&serde_json::Map::new()),
@@ -325,7 +325,7 @@ pub fn current_entry(
             let Some(servers) = v.get(key).and_then(Value::as_object) else {
                 return Ok(None);
             };
-            Ok(crate::place::broker_key(servers).and_then(|k| servers.get(&k).cloned()))
+            Ok(crate::client::broker_key(servers).and_then(|k| servers.get(&k).cloned()))
         }
         Format::Toml => {
             let doc: toml_edit::DocumentMut =
@@ -333,7 +333,7 @@ pub fn current_entry(
             let Some(servers) = doc.get("mcp_servers") else {
                 return Ok(None);
             };
-            let Some(name) = crate::place::broker_key(
+            let Some(name) = crate::client::broker_key(
                 toml_to_json(servers)
                     .as_object()
                     .unwrap_or(&serde_json::Map::new()),

@@ -6,7 +6,8 @@ use jsonc_parser::cst::CstRootNode;
 use serde_json::Value;
 
 use crate::client::Format;
-use crate::place::{Place, broker_key, servers_object};
+use crate::client::broker_key;
+use crate::place::{Place, servers_object};
 use crate::{Client, ClientsError};
 
 /// One server of a client's file, as written there.

@@ -17,9 +17,10 @@ mod undo;
 
 pub use approval::Approvals;
 pub use backup::{Backup, Backups, write_keeping_mode};
+pub use client::runs_broker;
 pub use client::{Client, Entry};
 pub use edit::{current_entry, diff, entry_value, render, runs, sha256};
 pub use error::ClientsError;
 pub use import::{Server, servers, without};
-pub use place::{Place, Scope, local_folder, local_folders, runs_broker};
+pub use place::{Place, Scope, local_folder, local_folders};
 pub use undo::undo;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::client::{ENTRY_NAME, Format};
+use crate::client::Format;
 use crate::{Client, ClientsError};
 
 /// Whose servers: the user's (every folder), one folder's kept in the user's file (Claude
@@ -143,33 +143,6 @@ fn parsed_json(text: &str) -> Option<Value> {
     jsonc_parser::parse_to_serde_value(text, &jsonc_parser::ParseOptions::default())
         .ok()
         .flatten()
-}
-
-/// Whether a server entry runs the broker's shim (`…/mcp-broker stdio …`), whatever its key.
-pub fn runs_broker(server: &Value) -> bool {
-    let command = server.get("command").and_then(Value::as_str).unwrap_or("");
-    let file = Path::new(command)
-        .file_name()
-        .and_then(|f| f.to_str())
-        .unwrap_or("");
-    let first = server
-        .get("args")
-        .and_then(Value::as_array)
-        .and_then(|a| a.first())
-        .and_then(Value::as_str);
-    file == "mcp-broker" && first == Some("stdio")
-}
-
-/// The key of the broker's entry in an object of servers: `mcp-broker`, or the first entry
-/// that runs the broker under another name (a hand-written `"broker"`).
-pub(crate) fn broker_key(servers: &serde_json::Map<String, Value>) -> Option<String> {
-    if servers.contains_key(ENTRY_NAME) {
-        return Some(ENTRY_NAME.to_string());
-    }
-    servers
-        .iter()
-        .find(|(_, v)| runs_broker(v))
-        .map(|(k, _)| k.clone())
 }
 
 /// The servers object at `place` in the file's text (JSON for TOML too).

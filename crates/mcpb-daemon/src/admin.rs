@@ -132,7 +132,10 @@ async fn measure(broker: &Arc<Broker>, profile: mcpb_config::ProfileSettings) ->
         }
     }
     let exposed = view
-        .list(View::choose(&view.profile, false))
+        .list(
+            View::choose(view.profile(), false),
+            crate::tools::listed_for(view.profile()),
+        )
         .await
         .unwrap_or_else(|e| serde_json::json!({"error": e.to_string()}));
     // Every tool the profile reaches (raw, through the facade or a code run), by its owner's
@@ -149,7 +152,7 @@ async fn measure(broker: &Arc<Broker>, profile: mcpb_config::ProfileSettings) ->
     for up in view.upstreams() {
         up.release_session(MEASURE_SESSION).await;
     }
-    serde_json::json!({"profile": view.profile.name, "upstreams": upstreams, "exposed": exposed,
+    serde_json::json!({"profile": view.profile().name, "upstreams": upstreams, "exposed": exposed,
         "reachable": reachable})
 }
 

@@ -125,18 +125,15 @@ impl Broker {
 
     /// A profile's view for one request of `session`, on the current generation.
     pub(crate) fn view(&self, profile: Arc<ProfileSettings>, session: u64) -> ProfileView {
-        ProfileView {
-            generation: self.config(),
+        let shared = crate::view::Shared {
             known: self.known.clone(),
             searches: self.searches.clone(),
             exec: self.exec.clone(),
             owners: self.owners.clone(),
             subscriptions: self.subscriptions.clone(),
             calls: self.calls.clone(),
-            profile,
-            session,
-            client: None,
-        }
+        };
+        ProfileView::new(self.config(), shared, profile, session)
     }
 
     /// Every upstream that may have processes: current ones and those retired by a reload.

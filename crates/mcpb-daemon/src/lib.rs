@@ -3,8 +3,8 @@
 //! the known tool lists with their pin verdicts, admin commands and graceful shutdown.
 //!
 //! It decides no policy itself (that is `mcpb-policy`), owns no process handling (that is
-//! `mcpb-upstream`), and keeps the broker tools' contracts and the shaping of results in
-//! `mcpb-facade`; it wires clients to them. It never exits because of one client or one
+//! `mcpb-upstream`), and leaves schema trimming and the shaping of results to `mcpb-facade`;
+//! it owns the broker tools and wires clients to them. It never exits because of one client or one
 //! upstream.
 //!
 //! A request, file by file (each file owns one step; data flows down this list only):
@@ -17,9 +17,9 @@
 //!    `tools/call` with params parsed once, the answer adapted to the client's era.
 //! 5. `view/`: the `ProfileView` of the request: visible tools (`view/tool.rs`), resolve,
 //!    list, call, the search index (`view/search.rs`).
-//! 6. `tools/`: one module per broker tool (list_servers, search_tools, describe_tool,
-//!    call_tool, get_artifact, status, close_session; run_code and the exec_* workspace tools
-//!    in `run_code.rs` and `exec_session.rs`).
+//! 6. `tools/`: one file per broker tool (list_servers, search_tools, describe_tool,
+//!    call_tool, get_artifact, status, close_session, run_code, exec_open, exec_upload,
+//!    exec_run, exec_close), listed once in `tools/registry.rs`; each gets a narrow `Ctx`.
 //! 7. `mcpb_upstream::Upstream::call`: the upstream's instance for this session, then the
 //!    instance's pending map and the process's stdin.
 //!
@@ -49,7 +49,7 @@ mod outbox;
 mod reload;
 mod route;
 mod session;
-mod tools;
+pub mod tools;
 mod view;
 
 pub use error::DaemonError;

@@ -9,7 +9,6 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use mcpb_facade::FacadeTool;
 use mcpb_protocol::message::{raw_error_line, response_line, to_raw};
 use mcpb_protocol::{BrokerRpcError, Era};
 use mcpb_upstream::{ClientLink, Reply};
@@ -17,7 +16,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::error::json_line;
-use crate::tools::Answer;
+use crate::tools::{Answer, Ctx};
 use crate::view::{ProfileView, View};
 
 /// A `tools/call`'s members, read once and borrowed from the request frame: the name routes it;
@@ -35,7 +34,10 @@ struct Call<'a> {
 
 /// The answer to `tools/list`.
 pub(crate) async fn list(view: &ProfileView, kind: View, era: Era, id: &RawValue) -> Vec<u8> {
-    match view.list(kind).await {
+    match view
+        .list(kind, crate::tools::listed_for(view.profile()))
+        .await
+    {
         Ok(mut list) => {
             era.complete_listing(&mut list);
             json_line(id, &list)
@@ -89,9 +91,11 @@ async fn dispatch(
         |e: serde_json::Error| BrokerRpcError::InvalidParams(format!("tools/call params: {e}"));
     let call: Call<'_> = serde_json::from_str(params.get()).map_err(invalid)?;
     if kind.has_facade()
-        && let Some(tool) = FacadeTool::from_name(view.sep(), &call.name)
+        && let Some(unit) = crate::tools::find(view.sep(), &call.name)
     {
-        return crate::tools::apply(tool, view, call.arguments, call.meta, link).await;
+        return unit
+            .apply(Ctx::new(view, link, call.meta), call.arguments)
+            .await;
     }
     let tool = view.resolve_raw(&call.name, kind).await?;
     Ok(Answer::Upstream(

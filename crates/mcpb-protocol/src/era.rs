@@ -9,9 +9,7 @@ use serde_json::value::RawValue;
 
 use crate::rewrite;
 
-pub const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
-pub const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
-pub const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+pub use crate::rewrite::{CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, PROTOCOL_VERSION_KEY};
 pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 pub const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
 pub const STATELESS_REVISION: &str = "2026-07-28";

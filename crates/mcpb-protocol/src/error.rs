@@ -6,39 +6,7 @@
 
 use serde_json::value::RawValue;
 
-/// JSON-RPC error codes the broker emits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RpcCode {
-    ParseError,
-    InvalidRequest,
-    MethodNotFound,
-    InvalidParams,
-    InternalError,
-    /// The MCP convention for a request that ran out of time.
-    RequestTimeout,
-    /// An upstream could not be started, crashed or refused the handshake.
-    UpstreamUnavailable,
-    /// The broker is at a capacity limit or shutting down.
-    Overloaded,
-    /// MCP's code for a resource URI nobody serves.
-    ResourceNotFound,
-}
-
-impl RpcCode {
-    pub fn code(self) -> i64 {
-        match self {
-            RpcCode::ParseError => -32700,
-            RpcCode::InvalidRequest => -32600,
-            RpcCode::MethodNotFound => -32601,
-            RpcCode::InvalidParams => -32602,
-            RpcCode::ResourceNotFound => -32002,
-            RpcCode::InternalError => -32603,
-            RpcCode::RequestTimeout => -32001,
-            RpcCode::UpstreamUnavailable => -32010,
-            RpcCode::Overloaded => -32011,
-        }
-    }
-}
+use crate::message::RpcCode;
 
 /// Failures the broker reports to a client in place of an upstream's answer.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -18,6 +18,7 @@ pub mod rewrite;
 
 pub use codec::{FrameError, FrameReader};
 pub use era::Era;
-pub use error::{BrokerRpcError, RpcCode};
+pub use error::BrokerRpcError;
 pub use hello::{AdminCommand, BROKER_PROTOCOL_VERSION, Hello, HelloKind, HelloReply};
+pub use message::RpcCode;
 pub use message::{Incoming, IncomingKind, MessageError};

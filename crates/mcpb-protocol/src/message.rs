@@ -9,8 +9,6 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::error::RpcCode;
-
 #[derive(Debug, thiserror::Error)]
 pub enum MessageError {
     #[error("{0}")]
@@ -23,6 +21,40 @@ impl MessageError {
     /// Syntax errors are parse errors; well-formed JSON of the wrong shape is an invalid request.
     pub fn is_syntax(&self) -> bool {
         matches!(self, MessageError::Json(e) if e.is_syntax() || e.is_eof())
+    }
+}
+
+/// JSON-RPC error codes the broker emits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RpcCode {
+    ParseError,
+    InvalidRequest,
+    MethodNotFound,
+    InvalidParams,
+    InternalError,
+    /// The MCP convention for a request that ran out of time.
+    RequestTimeout,
+    /// An upstream could not be started, crashed or refused the handshake.
+    UpstreamUnavailable,
+    /// The broker is at a capacity limit or shutting down.
+    Overloaded,
+    /// MCP's code for a resource URI nobody serves.
+    ResourceNotFound,
+}
+
+impl RpcCode {
+    pub fn code(self) -> i64 {
+        match self {
+            RpcCode::ParseError => -32700,
+            RpcCode::InvalidRequest => -32600,
+            RpcCode::MethodNotFound => -32601,
+            RpcCode::InvalidParams => -32602,
+            RpcCode::ResourceNotFound => -32002,
+            RpcCode::InternalError => -32603,
+            RpcCode::RequestTimeout => -32001,
+            RpcCode::UpstreamUnavailable => -32010,
+            RpcCode::Overloaded => -32011,
+        }
     }
 }
 

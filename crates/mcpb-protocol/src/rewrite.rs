@@ -59,13 +59,17 @@ pub fn with_members(
     build(&members(obj)?, set)
 }
 
+pub const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+pub const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
+pub const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+
 /// The 2026-07-28 per-request envelope. It describes the client's connection to the broker, not
 /// the broker's connection to an upstream, and a handshake-era upstream refuses requests that
 /// carry it.
 pub const ENVELOPE_KEYS: &[&str] = &[
-    crate::era::PROTOCOL_VERSION_KEY,
-    crate::era::CLIENT_INFO_KEY,
-    crate::era::CLIENT_CAPABILITIES_KEY,
+    PROTOCOL_VERSION_KEY,
+    CLIENT_INFO_KEY,
+    CLIENT_CAPABILITIES_KEY,
     "io.modelcontextprotocol/logLevel",
 ];
 

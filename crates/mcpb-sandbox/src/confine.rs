@@ -12,7 +12,7 @@ use landlock::{
 use rustix::fs::{Mode, OFlags};
 use rustix::process::{Gid, Resource, Rlimit, Uid};
 
-use crate::helper::{Report, refuse};
+use crate::report::{Report, refuse};
 use crate::{JAIL_UID, JAIL_WORK, JailSpec, Layer, SDK_FD, SandboxError, seccomp};
 
 pub(crate) fn program(spec: &JailSpec, report: &Report) -> ! {
@@ -177,7 +177,7 @@ fn confine(spec: &JailSpec, report: &Report) -> Result<Infallible, SandboxError>
     seccomp::apply()?;
     report.applied(Layer::Seccomp);
     if spec.in_process {
-        let run = crate::helper::IN_PROCESS
+        let run = crate::IN_PROCESS
             .get()
             .ok_or_else(|| SandboxError::at(Layer::Exec, "this binary has no built-in runtime"))?;
         // The report pipe is close-on-exec only: without an exec it must go by hand.

@@ -3,170 +3,18 @@
 //! outside (only the parent user namespace may map a uid other than the writer's own).
 
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Instant;
 
-use rustix::fs::{Mode, OFlags};
-use rustix::process::{Gid, Pid, Signal, Uid, WaitOptions};
+use rustix::process::{Gid, Signal, Uid, WaitOptions};
 use rustix::thread::UnshareFlags;
 
-use crate::{Event, JailSpec, Layer, REPORT_FD, SDK_FD, SandboxError, jail};
+use crate::host::{Host, host_entries, open_dir};
+use crate::report::{Report, fork, refuse};
+use crate::{JailSpec, Layer, REPORT_FD, SDK_FD, SandboxError, jail};
 
 /// The spec is small (the snippet is its largest part); more is a broken caller.
 const MAX_SPEC_BYTES: u64 = 16 << 20;
-
-/// The report pipe, shared by every process of the tree (each holds a copy after fork).
-pub(crate) struct Report {
-    fd: OwnedFd,
-    start: Instant,
-}
-
-impl Report {
-    /// One JSON line. Lines stay under PIPE_BUF (reasons are cut), so each write is atomic
-    /// even when two processes of the tree report at once.
-    pub(crate) fn send(&self, event: &Event) {
-        let mut event = event.clone();
-        if let Event::Refused { reason, .. } = &mut event
-            && reason.len() > 1000
-        {
-            let mut cut = 1000;
-            while !reason.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            reason.truncate(cut);
-        }
-        if let Ok(mut line) = serde_json::to_vec(&event) {
-            line.push(b'\n');
-            let _ = rustix::io::write(&self.fd, &line);
-        }
-    }
-
-    pub(crate) fn applied(&self, layer: Layer) {
-        let us = u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.send(&Event::Applied { layer, us });
-    }
-
-    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-}
-
-/// What the jail binds from the host, opened by the helper (which can still reach every path
-/// the daemon can) so that the jail's init, running as the unprivileged jail user, never has
-/// to resolve a host path itself.
-pub(crate) struct Host {
-    pub(crate) workspace: OwnedFd,
-    pub(crate) workspace_out: OwnedFd,
-    pub(crate) entries: Vec<HostEntry>,
-}
-
-pub(crate) enum HostEntry {
-    /// Bind the host object (held as an O_PATH fd) read-only at `at`.
-    Bind {
-        at: PathBuf,
-        fd: OwnedFd,
-        dir: bool,
-        device: bool,
-    },
-    /// Recreate a symlink (merged-/usr systems: /bin -> usr/bin).
-    Link { at: PathBuf, target: PathBuf },
-}
-
-/// The system directories every interpreter needs, when the host has them.
-const SYSTEM: &[&str] = &[
-    "/usr",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/libx32",
-    "/etc/ld.so.cache",
-    "/etc/localtime",
-];
-const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"];
-
-fn open_path(p: &Path) -> Result<OwnedFd, rustix::io::Errno> {
-    rustix::fs::open(p, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
-}
-
-fn host_entries(spec: &JailSpec) -> Result<Vec<HostEntry>, SandboxError> {
-    let mut out = Vec::new();
-    let root_err = |p: &Path, e: &dyn std::fmt::Display| {
-        SandboxError::at(Layer::Root, format!("{}: {e}", p.display()))
-    };
-    for p in SYSTEM.iter().map(Path::new) {
-        let Ok(meta) = std::fs::symlink_metadata(p) else {
-            continue;
-        };
-        if meta.file_type().is_symlink() {
-            let target = std::fs::read_link(p).map_err(|e| root_err(p, &e))?;
-            out.push(HostEntry::Link {
-                at: p.into(),
-                target,
-            });
-        } else {
-            let fd = open_path(p).map_err(|e| root_err(p, &e))?;
-            out.push(HostEntry::Bind {
-                at: p.into(),
-                fd,
-                dir: meta.is_dir(),
-                device: false,
-            });
-        }
-    }
-    if !out
-        .iter()
-        .any(|e| matches!(e, HostEntry::Bind { at, .. } if at == Path::new("/usr")))
-    {
-        return Err(SandboxError::at(
-            Layer::Root,
-            "the host has no /usr to bind",
-        ));
-    }
-    for p in &spec.read_only {
-        // The jail's own places are not the host's to fill.
-        let reserved = [
-            crate::JAIL_WORK,
-            crate::JAIL_SDK,
-            "/tmp",
-            "/proc",
-            "/dev",
-            "/etc",
-        ];
-        if !p.is_absolute() || SYSTEM.iter().chain(&reserved).any(|s| p.starts_with(s)) {
-            continue;
-        }
-        let meta = std::fs::metadata(p).map_err(|e| root_err(p, &e))?;
-        let fd = open_path(p).map_err(|e| root_err(p, &e))?;
-        out.push(HostEntry::Bind {
-            at: p.clone(),
-            fd,
-            dir: meta.is_dir(),
-            device: false,
-        });
-    }
-    for p in DEVICES.iter().map(Path::new) {
-        let fd = open_path(p).map_err(|e| root_err(p, &e))?;
-        out.push(HostEntry::Bind {
-            at: p.into(),
-            fd,
-            dir: false,
-            device: true,
-        });
-    }
-    Ok(out)
-}
-
-fn open_dir(p: &Path) -> Result<OwnedFd, SandboxError> {
-    rustix::fs::open(
-        p,
-        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-        Mode::empty(),
-    )
-    .map_err(|e| SandboxError::at(Layer::Workspace, format!("{}: {e}", p.display())))
-}
 
 /// Takes fd 3 (SDK) and fd 4 (report) from the daemon.
 fn inherited() -> Option<(OwnedFd, OwnedFd)> {
@@ -186,12 +34,9 @@ fn inherited() -> Option<(OwnedFd, OwnedFd)> {
     })
 }
 
-/// The built-in runtime of this binary, for specs with `in_process`.
-pub(crate) static IN_PROCESS: std::sync::OnceLock<crate::InProcess> = std::sync::OnceLock::new();
-
 pub(crate) fn main(in_process: Option<crate::InProcess>) -> ! {
     if let Some(f) = in_process {
-        let _ = IN_PROCESS.set(f);
+        let _ = crate::IN_PROCESS.set(f);
     }
     let start = Instant::now();
     let Some((sdk, report)) = inherited() else {
@@ -201,7 +46,7 @@ pub(crate) fn main(in_process: Option<crate::InProcess>) -> ! {
         );
         std::process::exit(2);
     };
-    let report = Report { fd: report, start };
+    let report = Report::new(report, start);
     let code = match run(&report, &sdk) {
         Ok(code) => code,
         Err(e) => {
@@ -210,14 +55,6 @@ pub(crate) fn main(in_process: Option<crate::InProcess>) -> ! {
         }
     };
     std::process::exit(code)
-}
-
-pub(crate) fn refuse(report: &Report, e: SandboxError) {
-    let (layer, reason) = match e {
-        SandboxError::Layer { layer, reason } => (layer, reason),
-        SandboxError::Unsupported => (Layer::Spec, e.to_string()),
-    };
-    report.send(&Event::Refused { layer, reason });
 }
 
 fn read_spec() -> Result<JailSpec, SandboxError> {
@@ -373,23 +210,4 @@ fn unshare(flags: UnshareFlags, layer: Layer) -> Result<(), SandboxError> {
         }
         SandboxError::at(layer, reason)
     })
-}
-
-/// The bind source for an fd the helper opened: the magic link resolves to the object itself.
-pub(crate) fn fd_path(fd: &OwnedFd) -> String {
-    format!("/proc/self/fd/{}", fd.as_raw_fd())
-}
-
-/// fork(2): `None` in the child.
-pub(crate) fn fork(layer: Layer) -> Result<Option<Pid>, SandboxError> {
-    // SAFETY: every process of the sandbox tree is single-threaded (`helper_main` runs before
-    // the binary starts any thread, and no mode here starts one), so the child gets a
-    // consistent copy of the whole process, locks and allocator included, and may go on
-    // running ordinary Rust code.
-    let pid = unsafe { libc::fork() };
-    match pid {
-        0 => Ok(None),
-        p if p < 0 => Err(SandboxError::at(layer, std::io::Error::last_os_error())),
-        p => Ok(Pid::from_raw(p)),
-    }
 }

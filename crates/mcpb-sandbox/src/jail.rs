@@ -11,7 +11,8 @@ use rustix::fs::{Mode, OFlags, StatVfsMountFlags};
 use rustix::mount::{MountFlags, MountPropagationFlags, UnmountFlags};
 use rustix::process::{Pid, Signal, WaitOptions};
 
-use crate::helper::{Host, HostEntry, Report, fd_path, refuse};
+use crate::host::{Host, HostEntry};
+use crate::report::{Report, fd_path, refuse};
 use crate::{Event, JAIL_SDK, JAIL_WORK, JailSpec, Layer, SandboxError, confine, copy};
 
 /// Where the new root is built before pivot_root: every system has a /tmp, and what the host
@@ -232,7 +233,7 @@ fn setup_and_run(spec: &JailSpec, host: &Host, report: &Report) -> Result<(), Sa
     )
     .map_err(at(Layer::Root))?;
     report.applied(Layer::PivotRoot);
-    let Some(program) = crate::helper::fork(Layer::Supervise)? else {
+    let Some(program) = crate::report::fork(Layer::Supervise)? else {
         confine::program(spec, report);
     };
     supervise(program, spec, host, report)

@@ -30,7 +30,11 @@ mod copy;
 #[cfg(target_os = "linux")]
 mod helper;
 #[cfg(target_os = "linux")]
+mod host;
+#[cfg(target_os = "linux")]
 mod jail;
+#[cfg(target_os = "linux")]
+mod report;
 #[cfg(target_os = "linux")]
 mod seccomp;
 
@@ -211,6 +215,10 @@ impl SandboxError {
 
 /// A runtime built into the binary, run inside the jail on `argv`; returns the exit status.
 pub type InProcess = fn(&[String]) -> i32;
+
+/// The built-in runtime of this binary, for specs with `in_process`.
+#[cfg(target_os = "linux")]
+pub(crate) static IN_PROCESS: std::sync::OnceLock<crate::InProcess> = std::sync::OnceLock::new();
 
 /// The helper mode's entry: call first thing in `main`, before any thread exists (namespaces
 /// and forks need a single-threaded process). `in_process` runs specs that ask for it. Never

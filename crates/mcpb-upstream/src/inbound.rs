@@ -12,10 +12,16 @@ use mcpb_protocol::{Incoming, IncomingKind};
 use serde_json::value::RawValue;
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
-use crate::instance::Reply;
 use crate::link::{ClientLink, Responder};
 
 /// What the broker remembers about one request it sent upstream.
+/// An upstream's answer, kept as raw JSON so it reaches the client exactly as sent.
+#[derive(Debug)]
+pub enum Reply {
+    Result(Box<RawValue>),
+    Error(Box<RawValue>),
+}
+
 pub(crate) struct PendingCall {
     pub tx: oneshot::Sender<Reply>,
     /// The session the request came from, for progress and server-to-client requests.

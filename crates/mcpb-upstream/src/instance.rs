@@ -1,32 +1,23 @@
-//! One running upstream process: a writer task feeding its stdin, a reader task routing its stdout
-//! by rewritten request id, a stderr task feeding the log, and a supervisor task that owns the
-//! child and runs the stop ladder.
+//! One running upstream, whatever its transport: requests sent with ids of the broker's own
+//! (so many sessions share it), their answers, progress and timeouts, cancellation, the
+//! handshake, and the protocol era decided once when it starts. Its `Transport` (a child's
+//! stdio, streamable HTTP, legacy SSE) carries the lines.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use mcpb_config::UpstreamSettings;
 use mcpb_protocol::message::{notification_line, request_line, to_raw};
-use mcpb_protocol::{FrameError, FrameReader, revision};
+use mcpb_protocol::{Era, revision};
 use parking_lot::Mutex;
 use serde_json::value::RawValue;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
-use tokio::sync::{Notify, mpsc, oneshot, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc, oneshot, watch};
 
 use crate::UpstreamError;
-pub use crate::inbound::ListChanged;
-use crate::inbound::{Pending, PendingCall, ReadCtx, TOKEN_PREFIX, dispatch, fail_all};
-use crate::ledger::Ledger;
+pub use crate::inbound::{ListChanged, Reply};
+use crate::inbound::{Pending, PendingCall, ReadCtx, TOKEN_PREFIX};
 use crate::link::ClientLink;
-use crate::process::{StopTimings, describe, signal_group, stop_ladder};
-
-/// An upstream's answer, kept as raw JSON so it reaches the client exactly as sent.
-#[derive(Debug)]
-pub enum Reply {
-    Result(Box<RawValue>),
-    Error(Box<RawValue>),
-}
+use crate::transport::{Channels, Peer, Transport};
 
 /// A request to send: plain, or a `tools/call` whose tool name and progress token the broker
 /// rewrites on the way.
@@ -64,11 +55,9 @@ impl CallOptions {
     }
 }
 
-pub(crate) const STDERR_TAIL: usize = 20;
-
 pub(crate) struct Instance {
     pub(crate) name: String,
-    pub(crate) pid: u32,
+    peer: Peer,
     pub(crate) outbox: mpsc::Sender<Vec<u8>>,
     pub(crate) pending: Arc<Pending>,
     pub(crate) next_id: AtomicU64,
@@ -79,8 +68,9 @@ pub(crate) struct Instance {
     /// When the instance last sent or answered a request, for idle timeouts.
     pub(crate) last_used: Mutex<Instant>,
     pub(crate) protocol_version: Arc<Mutex<String>>,
-    /// The upstream speaks 2026-07-28: every request carries the broker's envelope in `_meta`.
-    pub(crate) stateless: AtomicBool,
+    /// Decided once, by the handshake: `Stateless` (2026-07-28) puts the broker's envelope in
+    /// every request's `_meta`; unset until then (the probes carry what they need).
+    era: OnceLock<Era>,
     /// What the upstream said it offers (`capabilities` of its handshake or discovery).
     capabilities: Mutex<Option<serde_json::Value>>,
     /// The client's own `_meta` keys that may travel on besides `progressToken`
@@ -92,175 +82,84 @@ impl std::fmt::Debug for Instance {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Instance")
             .field("name", &self.name)
-            .field("pid", &self.pid)
+            .field("peer", &self.peer)
             .finish_non_exhaustive()
     }
 }
 
-/// What a transport hands over to make an instance.
-pub(crate) struct Wiring {
+/// What every instance needs whatever its transport.
+pub(crate) struct Setup {
     pub name: String,
-    /// Group leader of the process; 0 for a remote upstream.
-    pub pid: u32,
-    pub outbox: mpsc::Sender<Vec<u8>>,
-    pub pending: Arc<Pending>,
-    pub alive: Arc<AtomicBool>,
-    pub exit: watch::Receiver<Option<String>>,
-    pub stop: Arc<Notify>,
-    pub protocol_version: Arc<Mutex<String>>,
-    pub forward_meta: Vec<String>,
-}
-
-pub(crate) struct Launch<'a> {
-    pub settings: &'a UpstreamSettings,
-    pub env: &'a std::collections::BTreeMap<String, String>,
     pub max_frame_bytes: usize,
-    pub timings: StopTimings,
-    pub ledger: Option<Ledger>,
     pub on_list_changed: Option<ListChanged>,
     pub on_notice: Option<crate::inbound::Notice>,
     /// Set when the upstream announces a changed tool list; shared by its instances.
     pub tools_stale: Arc<AtomicBool>,
-    /// Capacity this process holds (instance and process caps), released when it exits.
-    pub permits: Vec<tokio::sync::OwnedSemaphorePermit>,
+    /// Capacity this upstream holds (instance and process caps), released when it has gone.
+    pub permits: Vec<OwnedSemaphorePermit>,
+    /// The client's own `_meta` keys that may travel on besides `progressToken`.
     pub forward_meta: Vec<String>,
-    /// Where the process's last stderr lines go: the upstream's, so they outlive an instance
-    /// that failed to start or crashed (the status and the error show them).
-    pub stderr_tail: Arc<crate::stderr::StderrTail>,
 }
 
-/// Bad lines (not JSON-RPC, or over the frame cap) after which an upstream is stopped as
-/// unhealthy: one stray log line is noise, a stream of them means it is not speaking MCP.
-const MAX_BAD_LINES: u32 = 100;
-
 impl Instance {
-    /// Spawns the process and wires its pipes. The MCP handshake is a separate step.
-    pub(crate) fn spawn(launch: Launch<'_>) -> Result<Arc<Self>, UpstreamError> {
-        let name = launch.settings.name.clone();
-        let mut child = crate::process::spawn(launch.settings, launch.env)?;
-        let pid = child.id().unwrap_or(0);
-        let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            return Err(UpstreamError::Spawn {
-                upstream: name,
-                command: launch.settings.command.clone().unwrap_or_default(),
-                reason: "pipes were not set up".into(),
-            });
-        };
+    /// Opens `transport` and makes the instance over it. The MCP handshake is a separate step.
+    pub(crate) async fn open(
+        transport: Box<dyn Transport>,
+        setup: Setup,
+    ) -> Result<Arc<Self>, UpstreamError> {
         let (outbox, inbox) = mpsc::channel::<Vec<u8>>(1024);
-        let (close_stdin_tx, close_stdin_rx) = oneshot::channel::<()>();
         let stop = Arc::new(Notify::new());
-        if let Some(ledger) = &launch.ledger {
-            ledger.record(&name, pid);
-        }
-        let (exit_tx, exit_rx) = watch::channel::<Option<String>>(None);
+        let (exit_tx, exit) = watch::channel::<Option<String>>(None);
         let pending: Arc<Pending> = Arc::default();
         let alive = Arc::new(AtomicBool::new(true));
-        let stderr_tail = launch.stderr_tail.clone();
-        stderr_tail.clear();
-        let tools_stale = launch.tools_stale.clone();
-        let permits = launch.permits;
-
-        tokio::spawn(write_loop(
-            name.clone(),
-            stdin,
-            inbox,
-            close_stdin_rx,
-            launch.settings.call_timeout.max(Duration::from_millis(100)),
-            stop.clone(),
-        ));
-        tokio::spawn(read_loop(
-            stdout,
-            Arc::new(ReadCtx {
-                name: name.clone(),
-                limit: launch.max_frame_bytes,
-                pending: pending.clone(),
-                outbox: outbox.clone(),
-                alive: alive.clone(),
-                exit: exit_rx.clone(),
-                tools_stale: tools_stale.clone(),
-                stop: stop.clone(),
-                on_list_changed: launch.on_list_changed.clone(),
-                on_notice: launch.on_notice.clone(),
-            }),
-        ));
-        tokio::spawn(crate::stderr::stderr_loop(
-            name.clone(),
-            stderr,
-            stderr_tail.clone(),
-        ));
-
-        let timings = launch.timings;
-        let sup_pending = pending.clone();
-        let sup_alive = alive.clone();
-        let sup_name = name.clone();
-        let sup_stop = stop.clone();
-        let ledger = launch.ledger.clone();
-        tokio::spawn(async move {
-            let status = tokio::select! {
-                s = child.wait() => describe(&s),
-                _ = sup_stop.notified() => {
-                    let _ = close_stdin_tx.send(());
-                    stop_ladder(&mut child, timings).await
-                }
-            };
-            // The leader is gone; sweep whatever it left in its group.
-            signal_group(pid, rustix::process::Signal::KILL);
-            sup_alive.store(false, Ordering::SeqCst);
-            let gone = tokio::task::spawn_blocking(move || {
-                crate::ledger::wait_group_gone(pid, Duration::from_secs(2))
-            })
-            .await
-            .unwrap_or(false);
-            drop(permits);
-            if gone {
-                if let Some(ledger) = ledger {
-                    ledger.forget(pid);
-                }
-            } else {
-                tracing::error!(upstream = %sup_name, pgid = pid, "process group still has members after SIGKILL");
-            }
-            tracing::info!(upstream = %sup_name, pid, %status, "upstream process ended");
-            let _ = exit_tx.send(Some(status));
-            fail_all(&sup_pending);
+        let protocol_version: Arc<Mutex<String>> = Arc::default();
+        let read = Arc::new(ReadCtx {
+            name: setup.name.clone(),
+            limit: setup.max_frame_bytes,
+            pending: pending.clone(),
+            outbox: outbox.clone(),
+            alive: alive.clone(),
+            exit: exit.clone(),
+            tools_stale: setup.tools_stale,
+            stop: stop.clone(),
+            on_list_changed: setup.on_list_changed,
+            on_notice: setup.on_notice,
         });
-
-        Ok(Self::assemble(Wiring {
-            name,
-            pid,
+        let peer = transport
+            .open(Channels {
+                inbox,
+                read,
+                exit: exit_tx,
+                protocol_version: protocol_version.clone(),
+                permits: setup.permits,
+            })
+            .await?;
+        Ok(Arc::new(Self {
+            name: setup.name,
+            peer,
             outbox,
             pending,
+            next_id: AtomicU64::new(1),
             alive,
-            exit: exit_rx,
+            exit,
             stop,
-            protocol_version: Arc::default(),
-            forward_meta: launch.forward_meta,
+            stopped_on_purpose: AtomicBool::new(false),
+            last_used: Mutex::new(Instant::now()),
+            protocol_version,
+            era: OnceLock::new(),
+            capabilities: Mutex::default(),
+            forward_meta: setup.forward_meta,
         }))
     }
 
-    /// The instance over wiring a transport has set up (child pipes or HTTP tasks).
-    pub(crate) fn assemble(w: Wiring) -> Arc<Self> {
-        Arc::new(Self {
-            name: w.name,
-            pid: w.pid,
-            outbox: w.outbox,
-            pending: w.pending,
-            next_id: AtomicU64::new(1),
-            alive: w.alive,
-            exit: w.exit,
-            stop: w.stop,
-            stopped_on_purpose: AtomicBool::new(false),
-            last_used: Mutex::new(Instant::now()),
-            protocol_version: w.protocol_version,
-            stateless: AtomicBool::new(false),
-            capabilities: Mutex::default(),
-            forward_meta: w.forward_meta,
-        })
+    /// The child's pid; `None` for a remote upstream.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.peer.pid()
     }
 
-    pub(crate) fn pid(&self) -> u32 {
-        self.pid
+    /// The era its handshake settled on (`Handshake` until one has).
+    pub(crate) fn era(&self) -> Era {
+        self.era.get().copied().unwrap_or_default()
     }
 
     pub(crate) fn is_alive(&self) -> bool {
@@ -293,6 +192,14 @@ impl Instance {
 
     pub(crate) fn exit_description(&self) -> String {
         format!("exited ({})", self.exit_status())
+    }
+
+    /// How it ended, naming the process when there was one.
+    pub(crate) fn end_description(&self) -> String {
+        match self.pid() {
+            Some(pid) => format!("{} (pid {pid})", self.exit_description()),
+            None => self.exit_description(),
+        }
     }
 
     fn exit_status(&self) -> String {
@@ -337,7 +244,7 @@ impl Instance {
         self.touch();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let env = mcpb_protocol::era::broker_envelope();
-        let mut env_pairs: Vec<(&str, &str)> = if self.stateless.load(Ordering::Relaxed) {
+        let mut env_pairs: Vec<(&str, &str)> = if self.era() == Era::Stateless {
             env.iter().map(|(k, v)| (*k, v.as_str())).collect()
         } else {
             Vec::new()
@@ -502,7 +409,7 @@ impl Instance {
             .is_some_and(|d| d.supported.iter().any(|v| revision::is_modern(v)));
         if modern {
             *self.capabilities.lock() = discovered.and_then(|d| d.capabilities);
-            self.stateless.store(true, Ordering::SeqCst);
+            let _ = self.era.set(Era::Stateless);
             *self.protocol_version.lock() = mcpb_protocol::era::STATELESS_REVISION.to_string();
         }
         Ok(Some(modern))
@@ -551,6 +458,7 @@ impl Instance {
                 init.protocol_version
             )));
         }
+        let _ = self.era.set(Era::of_revision(&init.protocol_version));
         *self.protocol_version.lock() = init.protocol_version;
         *self.capabilities.lock() = init.capabilities;
         self.notify("notifications/initialized", None).await;
@@ -607,85 +515,6 @@ impl Drop for PendingGuard<'_> {
             }
         }
     }
-}
-
-/// Feeds the child's stdin. A write that makes no progress for `stall` means the upstream
-/// stopped reading its input: that is its fault, so it is stopped as unhealthy (its callers fail
-/// at once and the next call starts a fresh process) rather than holding every queued call.
-pub(crate) async fn write_loop(
-    name: String,
-    stdin: impl AsyncWrite + Unpin,
-    mut inbox: mpsc::Receiver<Vec<u8>>,
-    mut close: oneshot::Receiver<()>,
-    stall: Duration,
-    stop: Arc<Notify>,
-) {
-    let mut out = BufWriter::with_capacity(16 * 1024, stdin);
-    loop {
-        tokio::select! {
-            biased;
-            _ = &mut close => break,
-            msg = inbox.recv() => {
-                let Some(msg) = msg else { break };
-                let batch = async {
-                    out.write_all(&msg).await?;
-                    // Batch whatever is already queued into one write before flushing.
-                    while let Ok(more) = inbox.try_recv() {
-                        out.write_all(&more).await?;
-                    }
-                    out.flush().await
-                };
-                match tokio::time::timeout(stall, batch).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) => return,
-                    Err(_) => {
-                        tracing::error!(upstream = %name, stalled_ms = stall.as_millis(), "upstream stopped reading its input; stopping it as unhealthy");
-                        stop.notify_one();
-                        return;
-                    }
-                }
-            }
-        }
-    }
-    let _ = out.flush().await;
-    let _ = out.shutdown().await;
-}
-
-pub(crate) async fn read_loop(stdout: impl AsyncRead + Unpin, ctx: Arc<ReadCtx>) {
-    let mut frames = FrameReader::new(BufReader::with_capacity(16 * 1024, stdout), ctx.limit);
-    let mut bad_lines = 0u32;
-    loop {
-        if bad_lines >= MAX_BAD_LINES {
-            tracing::error!(upstream = %ctx.name, bad_lines, "upstream keeps writing lines that are not JSON-RPC; stopping it as unhealthy");
-            break;
-        }
-        let frame = match frames.next_frame().await {
-            Ok(Some(f)) => f,
-            Ok(None) => break,
-            Err(FrameError::TooLarge { limit }) => {
-                bad_lines += 1;
-                tracing::warn!(upstream = %ctx.name, limit, "upstream wrote a line over the frame cap; skipped");
-                match frames.skip_rest_of_line().await {
-                    Ok(true) => continue,
-                    _ => break,
-                }
-            }
-            Err(e) => {
-                tracing::error!(upstream = %ctx.name, error = %e, "cannot read upstream output");
-                break;
-            }
-        };
-        if !dispatch(&ctx, frame).await {
-            bad_lines += 1;
-        }
-    }
-    // Output closed or unusable: make sure the process goes too (a no-op when it already
-    // exited), give the supervisor a moment to report the status, then fail what still waits.
-    ctx.stop.notify_one();
-    let mut exit = ctx.exit.clone();
-    let _ = tokio::time::timeout(Duration::from_millis(200), exit.wait_for(Option::is_some)).await;
-    ctx.alive.store(false, Ordering::SeqCst);
-    fail_all(&ctx.pending);
 }
 
 #[cfg(test)]

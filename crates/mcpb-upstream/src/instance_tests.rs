@@ -1,20 +1,24 @@
-//! An instance over an in-memory pipe pair instead of a child process: the same writer and
-//! reader tasks, pending map and timers, with the test playing the upstream.
+//! An instance over an in-memory pipe pair instead of a child process: a `Transport` of the
+//! test's own driving the same writer and reader tasks, pending map and timers, with the test
+//! playing the upstream.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
-use tokio::sync::{Notify, mpsc, oneshot, watch};
+use tokio::sync::oneshot;
 
-use super::{CallOptions, Instance, Outgoing, Reply, Wiring, read_loop, write_loop};
+use super::{CallOptions, Instance, Outgoing, Reply, Setup};
 use crate::UpstreamError;
-use crate::inbound::{Pending, ReadCtx, fail_all};
+use crate::inbound::fail_all;
 use crate::link::{ClientLink, Responder};
+use crate::stdio::{read_loop, write_loop};
+use crate::transport::{Channels, Transport};
 
 /// The upstream's end: what the broker wrote, and a way to answer.
 struct Peer {
@@ -34,63 +38,60 @@ impl Peer {
     }
 }
 
-/// An instance whose "process" is the returned peer. Stopping it closes its input and fails
-/// what waits, as the supervisor of a real process does.
-fn instance() -> (Arc<Instance>, Peer, Arc<AtomicBool>) {
+/// The broker's end of an in-memory pipe as a transport. Stopping it closes its input and
+/// fails what waits, as the supervisor of a real process does.
+struct Duplex(DuplexStream);
+
+impl Transport for Duplex {
+    fn open(
+        self: Box<Self>,
+        ch: Channels,
+    ) -> BoxFuture<'static, Result<crate::transport::Peer, UpstreamError>> {
+        Box::pin(async move {
+            let (our_read, our_write) = tokio::io::split(self.0);
+            let (close_tx, close_rx) = oneshot::channel::<()>();
+            let read = ch.read;
+            tokio::spawn(write_loop(
+                "mem".into(),
+                our_write,
+                ch.inbox,
+                close_rx,
+                Duration::from_secs(5),
+                read.stop.clone(),
+            ));
+            tokio::spawn(read_loop(our_read, read.clone()));
+            let exit = ch.exit;
+            tokio::spawn(async move {
+                read.stop.notified().await;
+                let _ = close_tx.send(());
+                read.alive.store(false, Ordering::SeqCst);
+                let _ = exit.send(Some("stopped".into()));
+                fail_all(&read.pending);
+            });
+            Ok(crate::transport::Peer::Remote { url: "mem".into() })
+        })
+    }
+}
+
+/// An instance whose upstream is the returned peer.
+async fn instance() -> (Arc<Instance>, Peer, Arc<AtomicBool>) {
     let (ours, theirs) = tokio::io::duplex(1 << 20);
-    let (our_read, our_write) = tokio::io::split(ours);
     let (their_read, their_write) = tokio::io::split(theirs);
-    let (outbox, inbox) = mpsc::channel::<Vec<u8>>(64);
-    let (close_tx, close_rx) = oneshot::channel::<()>();
-    let (exit_tx, exit_rx) = watch::channel::<Option<String>>(None);
-    let stop = Arc::new(Notify::new());
-    let pending: Arc<Pending> = Arc::default();
-    let alive = Arc::new(AtomicBool::new(true));
     let stale = Arc::new(AtomicBool::new(false));
-    tokio::spawn(write_loop(
-        "mem".into(),
-        our_write,
-        inbox,
-        close_rx,
-        Duration::from_secs(5),
-        stop.clone(),
-    ));
-    tokio::spawn(read_loop(
-        our_read,
-        Arc::new(ReadCtx {
+    let inst = Instance::open(
+        Box::new(Duplex(ours)),
+        Setup {
             name: "mem".into(),
-            limit: 64 * 1024,
-            pending: pending.clone(),
-            outbox: outbox.clone(),
-            alive: alive.clone(),
-            exit: exit_rx.clone(),
-            tools_stale: stale.clone(),
-            stop: stop.clone(),
+            max_frame_bytes: 64 * 1024,
             on_list_changed: None,
             on_notice: None,
-        }),
-    ));
-    {
-        let (stop, alive, pending) = (stop.clone(), alive.clone(), pending.clone());
-        tokio::spawn(async move {
-            stop.notified().await;
-            let _ = close_tx.send(());
-            alive.store(false, Ordering::SeqCst);
-            let _ = exit_tx.send(Some("stopped".into()));
-            fail_all(&pending);
-        });
-    }
-    let inst = Instance::assemble(Wiring {
-        name: "mem".into(),
-        pid: 0,
-        outbox,
-        pending,
-        alive,
-        exit: exit_rx,
-        stop,
-        protocol_version: Arc::default(),
-        forward_meta: vec!["vendor/keep".into()],
-    });
+            tools_stale: stale.clone(),
+            permits: Vec::new(),
+            forward_meta: vec!["vendor/keep".into()],
+        },
+    )
+    .await
+    .unwrap();
     let peer = Peer {
         lines: BufReader::new(their_read).lines(),
         out: their_write,
@@ -149,7 +150,7 @@ impl ClientLink for Recorder {
 
 #[tokio::test]
 async fn an_answer_reaches_its_request_and_leaves_nothing_pending() {
-    let (inst, mut peer, _) = instance();
+    let (inst, mut peer, _) = instance().await;
     let call = request(&inst, "ping", Duration::from_secs(5));
     let sent = peer.next().await;
     assert_eq!(sent["method"], "ping");
@@ -167,7 +168,7 @@ async fn an_answer_reaches_its_request_and_leaves_nothing_pending() {
 
 #[tokio::test]
 async fn answers_out_of_order_go_to_their_own_requests() {
-    let (inst, mut peer, _) = instance();
+    let (inst, mut peer, _) = instance().await;
     let a = request(&inst, "a", Duration::from_secs(5));
     let b = request(&inst, "b", Duration::from_secs(5));
     let first = peer.next().await;
@@ -188,7 +189,7 @@ async fn answers_out_of_order_go_to_their_own_requests() {
 
 #[tokio::test]
 async fn a_dropped_call_is_withdrawn_and_cancelled_upstream() {
-    let (inst, mut peer, _) = instance();
+    let (inst, mut peer, _) = instance().await;
     let call = request(&inst, "slow", Duration::from_secs(60));
     let sent = peer.next().await;
     call.abort();
@@ -214,7 +215,7 @@ async fn a_dropped_call_is_withdrawn_and_cancelled_upstream() {
 
 #[tokio::test(start_paused = true)]
 async fn a_silent_upstream_times_out_and_the_request_is_forgotten() {
-    let (inst, mut peer, _) = instance();
+    let (inst, mut peer, _) = instance().await;
     let call = request(&inst, "hang", Duration::from_millis(500));
     let _ = peer.next().await;
     match call.await.unwrap() {
@@ -227,7 +228,7 @@ async fn a_silent_upstream_times_out_and_the_request_is_forgotten() {
 
 #[tokio::test(start_paused = true)]
 async fn progress_keeps_a_call_alive_up_to_the_hard_limit_and_reaches_its_session() {
-    let (inst, mut peer, _) = instance();
+    let (inst, mut peer, _) = instance().await;
     let rec = Arc::new(Recorder::default());
     let link: Arc<dyn ClientLink> = rec.clone();
     let call = {
@@ -275,7 +276,7 @@ async fn progress_keeps_a_call_alive_up_to_the_hard_limit_and_reaches_its_sessio
 
 #[tokio::test]
 async fn a_stopped_instance_fails_what_waits_and_refuses_new_requests() {
-    let (inst, mut peer, _) = instance();
+    let (inst, mut peer, _) = instance().await;
     let call = request(&inst, "hang", Duration::from_secs(60));
     let _ = peer.next().await;
     inst.stop().await;
@@ -292,8 +293,8 @@ async fn a_stopped_instance_fails_what_waits_and_refuses_new_requests() {
 
 #[tokio::test]
 async fn an_upstream_that_writes_garbage_is_stopped_as_unhealthy() {
-    let (inst, mut peer, _) = instance();
-    for _ in 0..super::MAX_BAD_LINES {
+    let (inst, mut peer, _) = instance().await;
+    for _ in 0..crate::stdio::MAX_BAD_LINES {
         peer.send("this is a log line, not JSON-RPC").await;
     }
     let mut exit = inst.exit.clone();
@@ -306,7 +307,7 @@ async fn an_upstream_that_writes_garbage_is_stopped_as_unhealthy() {
 
 #[tokio::test]
 async fn a_changed_list_is_marked_and_server_requests_reach_the_calling_session() {
-    let (inst, mut peer, stale) = instance();
+    let (inst, mut peer, stale) = instance().await;
     peer.send(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#)
         .await;
     let link: Arc<dyn ClientLink> = Arc::new(Recorder::default());
@@ -342,8 +343,8 @@ async fn a_changed_list_is_marked_and_server_requests_reach_the_calling_session(
 
 #[tokio::test]
 async fn a_stateless_upstream_gets_the_envelope_and_only_allowed_client_meta() {
-    let (inst, mut peer, _) = instance();
-    inst.stateless.store(true, Ordering::SeqCst);
+    let (inst, mut peer, _) = instance().await;
+    inst.era.set(mcpb_protocol::Era::Stateless).unwrap();
     let call = {
         let inst = inst.clone();
         tokio::spawn(async move {

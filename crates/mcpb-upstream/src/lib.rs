@@ -12,14 +12,12 @@
 
 mod env;
 mod error;
-mod guards;
 mod health;
 mod inbound;
 mod instance;
 mod last_words;
 mod ledger;
 mod link;
-mod listing;
 mod orphans;
 mod process;
 mod remote;
@@ -27,7 +25,9 @@ mod sign_in;
 mod state;
 mod status;
 mod stderr;
+mod stdio;
 mod toolcheck;
+mod transport;
 mod upstream;
 
 pub use env::BASE_ALLOWLIST;

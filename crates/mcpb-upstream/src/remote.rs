@@ -8,37 +8,39 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use parking_lot::Mutex;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use mcpb_config::{Transport, UpstreamSettings};
+use futures_util::future::BoxFuture;
+use mcpb_config::UpstreamSettings;
 use mcpb_protocol::{Incoming, IncomingKind, RpcCode};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use sse_stream::SseByteStream;
-use tokio::sync::{Notify, mpsc, watch};
 
 use crate::UpstreamError;
-use crate::inbound::{ListChanged, Pending, ReadCtx, dispatch, fail_all};
-use crate::instance::{Instance, Wiring};
+use crate::inbound::{ReadCtx, dispatch, fail_all};
+use crate::transport::{Channels, Peer, Transport};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 
-pub(crate) struct RemoteLaunch<'a> {
-    pub settings: &'a UpstreamSettings,
+/// A remote upstream as it will be reached: streamable HTTP, or the legacy HTTP+SSE transport
+/// when its settings say `transport: sse`.
+pub(crate) struct Http {
+    pub settings: UpstreamSettings,
     /// Header values with their secret references already resolved.
     pub headers: BTreeMap<String, String>,
     /// The upstream's OAuth sign-in, when there is one.
     pub bearer: Option<Arc<mcpb_oauth::Bearer>>,
-    pub max_frame_bytes: usize,
-    pub on_list_changed: Option<ListChanged>,
-    pub on_notice: Option<crate::inbound::Notice>,
-    pub tools_stale: Arc<AtomicBool>,
-    pub permits: Vec<tokio::sync::OwnedSemaphorePermit>,
-    pub forward_meta: Vec<String>,
+}
+
+impl Transport for Http {
+    fn open(self: Box<Self>, ch: Channels) -> BoxFuture<'static, Result<Peer, UpstreamError>> {
+        Box::pin(self.connect(ch))
+    }
 }
 
 /// What the tasks of one remote instance share.
@@ -358,9 +360,10 @@ struct Resume {
     retry: Option<Duration>,
 }
 
-impl Instance {
-    /// Connects to a remote upstream. No process is started; `pid` is 0.
-    pub(crate) async fn connect(launch: RemoteLaunch<'_>) -> Result<Arc<Self>, UpstreamError> {
+impl Http {
+    /// Connects to the remote upstream; no process is started.
+    async fn connect(self, ch: Channels) -> Result<Peer, UpstreamError> {
+        let launch = self;
         let name = launch.settings.name.clone();
         // reqwest is built without a bundled TLS provider; ring is ours. A second install fails
         // harmlessly.
@@ -388,45 +391,34 @@ impl Instance {
             .build()
             .map_err(|e| unreachable_error(&name, e))?;
 
-        let (outbox, mut inbox) = mpsc::channel::<Vec<u8>>(1024);
-        let stop = Arc::new(Notify::new());
-        let (exit_tx, exit_rx) = watch::channel::<Option<String>>(None);
-        let pending: Arc<Pending> = Arc::default();
-        let alive = Arc::new(AtomicBool::new(true));
-        let version: Arc<Mutex<String>> = Arc::default();
-        let ctx = Arc::new(ReadCtx {
-            name: name.clone(),
-            limit: launch.max_frame_bytes,
-            pending: pending.clone(),
-            outbox: outbox.clone(),
-            alive: alive.clone(),
-            exit: exit_rx.clone(),
-            tools_stale: launch.tools_stale.clone(),
-            stop: stop.clone(),
-            on_list_changed: launch.on_list_changed.clone(),
-            on_notice: launch.on_notice.clone(),
-        });
+        let Channels {
+            mut inbox,
+            read,
+            exit: exit_tx,
+            protocol_version,
+            permits,
+        } = ch;
+        let (stop, alive, pending) = (read.stop.clone(), read.alive.clone(), read.pending.clone());
         let remote = Arc::new(Remote {
             client,
             url: url.clone(),
             session: Mutex::new(None),
-            version: version.clone(),
-            ctx,
-            limit: launch.max_frame_bytes,
+            version: protocol_version,
+            limit: read.limit,
+            ctx: read,
             bearer: launch.bearer,
         });
 
         // Legacy SSE: the stream must be open, and name its POST endpoint, before anything is sent.
         let mut post_url = None;
         let mut reader = None;
-        if launch.settings.transport == Transport::Sse {
+        if launch.settings.transport == mcpb_config::Transport::Sse {
             let (endpoint, task) =
                 open_legacy_stream(&remote, launch.settings.startup_timeout).await?;
             post_url = Some(endpoint);
             reader = Some(task);
         }
 
-        let permits = launch.permits;
         let sender_remote = remote.clone();
         let sender_stop = stop.clone();
         let sender_alive = alive.clone();
@@ -479,17 +471,7 @@ impl Instance {
             fail_all(&sender_pending);
         });
 
-        Ok(Self::assemble(Wiring {
-            name,
-            pid: 0,
-            outbox,
-            pending,
-            alive,
-            exit: exit_rx,
-            stop,
-            protocol_version: version,
-            forward_meta: launch.forward_meta,
-        }))
+        Ok(Peer::Remote { url: url_text })
     }
 }
 

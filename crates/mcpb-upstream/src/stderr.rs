@@ -14,8 +14,8 @@ use tokio::io::BufReader;
 use tokio::process::ChildStderr;
 use tokio::sync::Notify;
 
-use crate::instance::STDERR_TAIL;
-
+/// Lines of an upstream's stderr kept for its status.
+pub(crate) const STDERR_TAIL: usize = 20;
 /// Longest stderr line kept whole; longer ones are cut, never a reason to stop reading (a
 /// server whose stderr pipe closes dies of SIGPIPE or hangs on EPIPE).
 const STDERR_LINE: usize = 64 * 1024;

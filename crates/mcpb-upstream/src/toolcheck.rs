@@ -4,7 +4,7 @@
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::upstream::RejectedTool;
+use crate::status::RejectedTool;
 
 /// MCP's tool name rule: 1 to 128 characters out of ASCII letters, digits, `_`, `-`, `.` and
 /// `/`. Anything else (control characters, escape sequences, spaces) could reach a terminal or

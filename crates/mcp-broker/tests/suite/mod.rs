@@ -15,6 +15,7 @@ mod http_front;
 mod http_streams;
 mod interop;
 mod interop_facade;
+mod layering;
 mod lifecycle;
 mod operations;
 mod real_clients;

@@ -2,15 +2,62 @@
 //! profile's budget (the rest goes to an artifact) before the model sees it. Error results and
 //! 2026-07-28 multi-round-trip answers pass on exactly as the upstream wrote them.
 
-use std::sync::Arc;
-
-pub(super) use mcpb_facade::tools::call_tool::Args;
+use mcpb_facade::projection::Projection;
 use mcpb_protocol::BrokerRpcError;
-use mcpb_upstream::{ClientLink, Reply};
+use mcpb_upstream::Reply;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 use serde_json::value::RawValue;
 
-use super::{Answer, unknown_tool};
-use crate::view::ProfileView;
+use super::{Answer, Apply, BrokerTool, Ctx};
+
+/// The most a profile may declare as `anthropic/maxResultSizeChars`.
+pub const MAX_RESULT_SIZE_CHARS: u64 = 500_000;
+
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = require_name)]
+pub struct Args {
+    #[serde(default)]
+    pub name: String,
+    // Kept as the client wrote it: it travels to the upstream byte for byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    pub arguments: Option<Box<RawValue>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection: Option<Projection>,
+}
+
+fn require_name(schema: &mut schemars::Schema) {
+    mcpb_facade::schema::require(schema, &["name"]);
+}
+
+pub struct CallTool;
+
+impl BrokerTool for CallTool {
+    const VERB: &'static str = "call_tool";
+    const MUTATES: bool = true;
+    const NEEDS_EXEC: bool = false;
+    type Args = Args;
+
+    fn description(sep: &str) -> String {
+        format!(
+            "Call a tool by name with arguments matching its input schema. projection trims the result before you see it. A result over the budget comes back as a preview plus an artifact id for {}.",
+            super::get_artifact::GetArtifact::name(sep)
+        )
+    }
+
+    fn definition_meta(result_size_chars: Option<u64>) -> Option<serde_json::Value> {
+        let size = result_size_chars?;
+        Some(json!({"anthropic/maxResultSizeChars": size.min(MAX_RESULT_SIZE_CHARS)}))
+    }
+}
+
+impl Apply for CallTool {
+    async fn apply(ctx: Ctx<'_>, args: Args) -> Result<Answer, BrokerRpcError> {
+        call(&ctx, args).await
+    }
+}
 
 /// The params the upstream gets: the tool's own name, the client's arguments and `_meta` (its
 /// progress token) byte for byte.
@@ -37,26 +84,22 @@ fn forwarded(
     RawValue::from_string(text)
 }
 
-pub(super) async fn apply(
-    view: &ProfileView,
-    args: Args,
-    meta: Option<&RawValue>,
-    link: Arc<dyn ClientLink>,
-) -> Result<Answer, BrokerRpcError> {
+async fn call(ctx: &Ctx<'_>, args: Args) -> Result<Answer, BrokerRpcError> {
+    let view = ctx.view;
     let tool = match view
         .resolve_for_call(&args.name, crate::calls::Via::Facade)
         .await
     {
         Ok(t) => t,
         Err(BrokerRpcError::UnknownTool(_)) => {
-            return Ok(Answer::Result(unknown_tool(view, &args.name).await));
+            return Ok(Answer::Result(ctx.unknown_tool(&args.name).await));
         }
         Err(e) => return Err(e),
     };
-    let params = forwarded(tool.tool_name(), args.arguments.as_deref(), meta)
+    let params = forwarded(tool.tool_name(), args.arguments.as_deref(), ctx.meta)
         .map_err(|e| BrokerRpcError::Internal(e.to_string()))?;
     let reply = view
-        .call(&tool, &params, link, crate::calls::Via::Facade)
+        .call(&tool, &params, ctx.link.clone(), crate::calls::Via::Facade)
         .await?;
     let Reply::Result(result) = reply else {
         return Ok(Answer::Upstream(reply));
@@ -73,7 +116,7 @@ pub(super) async fn apply(
     if let Some(p) = &args.projection {
         mcpb_facade::result::apply_projection(&mut value, p);
     }
-    value = super::held_to_budget(view, value);
+    value = ctx.held_to_budget(value);
     Ok(Answer::Result(value))
 }
 

@@ -1,17 +1,38 @@
 //! `broker.close_session`: stops the caller's own per-session instances of the profile's
 //! upstreams; shared ones keep running.
 
-use serde_json::{Value, json};
+use mcpb_protocol::BrokerRpcError;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
-use super::tool_result;
-use crate::view::ProfileView;
+use super::{Answer, Apply, BrokerTool, Ctx, done, tool_result};
 
-pub(super) async fn apply(view: &ProfileView) -> Value {
-    let mut released = Vec::new();
-    for up in view.upstreams() {
-        if up.release_session(view.session).await {
-            released.push(up.name().to_string());
-        }
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Args {}
+
+pub struct CloseSession;
+
+impl BrokerTool for CloseSession {
+    const VERB: &'static str = "close_session";
+    const MUTATES: bool = true;
+    const NEEDS_EXEC: bool = false;
+    type Args = Args;
+
+    fn description(_sep: &str) -> String {
+        "Stop the server processes started for this session only. Shared servers keep running."
+            .to_string()
     }
-    tool_result(json!({"released": released}))
+}
+
+impl Apply for CloseSession {
+    async fn apply(ctx: Ctx<'_>, _args: Args) -> Result<Answer, BrokerRpcError> {
+        let mut released = Vec::new();
+        for up in ctx.view.upstreams() {
+            if up.release_session(ctx.view.session()).await {
+                released.push(up.name().to_string());
+            }
+        }
+        done(tool_result(json!({"released": released})))
+    }
 }

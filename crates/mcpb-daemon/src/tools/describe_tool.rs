@@ -1,14 +1,56 @@
-//! `broker.describe_tool`: full definitions of visible tools; unknown names get the closest
-//! visible ones.
+//! `broker.describe_tool`: full definitions of visible tools, by the names search returned;
+//! unknown names get the closest visible ones.
 
-pub(super) use mcpb_facade::tools::describe_tool::Args;
 use mcpb_protocol::BrokerRpcError;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{tool_error, tool_result};
-use crate::view::ProfileView;
+use super::{Answer, Apply, BrokerTool, Ctx, done, tool_error, tool_result};
 
-pub(super) async fn apply(view: &ProfileView, args: Args) -> Value {
+/// Names described in one call; more are ignored.
+pub const MAX_NAMES: usize = 20;
+
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Args {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_NAMES))]
+    pub names: Vec<String>,
+}
+
+impl Args {
+    /// Every name asked for, `names` first, at most MAX_NAMES.
+    pub fn into_names(self) -> Vec<String> {
+        let mut names = self.names;
+        names.extend(self.name);
+        names.truncate(MAX_NAMES);
+        names
+    }
+}
+
+pub struct DescribeTool;
+
+impl BrokerTool for DescribeTool {
+    const VERB: &'static str = "describe_tool";
+    const MUTATES: bool = false;
+    const NEEDS_EXEC: bool = false;
+    type Args = Args;
+
+    fn description(_sep: &str) -> String {
+        "Full definition (input schema, annotations) of one or more tools, by the names search returned.".to_string()
+    }
+}
+
+impl Apply for DescribeTool {
+    async fn apply(ctx: Ctx<'_>, args: Args) -> Result<Answer, BrokerRpcError> {
+        done(describe(&ctx, args).await)
+    }
+}
+
+async fn describe(ctx: &Ctx<'_>, args: Args) -> Value {
+    let view = ctx.view;
     let names = args.into_names();
     if names.is_empty() {
         return tool_error("give name or names");

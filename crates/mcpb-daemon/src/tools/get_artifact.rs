@@ -1,39 +1,78 @@
-//! `broker.get_artifact`: a page of an artifact of this profile.
+//! `broker.get_artifact`: a page of a stored large result of this profile.
 
-pub(super) use mcpb_facade::tools::get_artifact::Args;
-use mcpb_facade::tools::get_artifact::DEFAULT_PAGE_CHARS;
-use serde_json::{Value, json};
+use mcpb_protocol::BrokerRpcError;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
-use super::tool_error;
-use crate::view::ProfileView;
+use super::{Answer, Apply, BrokerTool, Ctx, done, tool_error};
 
-pub(super) fn apply(view: &ProfileView, args: Args) -> Value {
-    let profile = &view.profile;
-    let length = args.length.unwrap_or_else(|| {
-        profile
-            .result_budget_chars
-            .and_then(|b| usize::try_from(b).ok())
-            .unwrap_or(DEFAULT_PAGE_CHARS)
-    });
-    let store = view.generation.artifacts();
-    match store.get(&profile.name, &args.id, args.offset.unwrap_or(0), length) {
-        Ok(page) => {
-            let mut content = vec![json!({"type": "text", "text": page.text})];
-            if let Some(next) = page.next_offset {
-                content.push(json!({"type": "text", "text": format!(
-                    "[mcp-broker] {} of {} characters shown; next page at offset {next}",
-                    next - page.offset, page.total_chars
-                )}));
+/// Page length when neither the call nor the profile's budget gives one.
+pub const DEFAULT_PAGE_CHARS: usize = 20_000;
+
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = require_id)]
+pub struct Args {
+    #[serde(default)]
+    pub id: String,
+    /// In characters, default 0
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<usize>,
+    /// In characters
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub length: Option<usize>,
+}
+
+fn require_id(schema: &mut schemars::Schema) {
+    mcpb_facade::schema::require(schema, &["id"]);
+}
+
+pub struct GetArtifact;
+
+impl BrokerTool for GetArtifact {
+    const VERB: &'static str = "get_artifact";
+    const MUTATES: bool = false;
+    const NEEDS_EXEC: bool = false;
+    type Args = Args;
+
+    fn description(_sep: &str) -> String {
+        "Read a stored large result by artifact id, a page at a time.".to_string()
+    }
+}
+
+impl Apply for GetArtifact {
+    async fn apply(ctx: Ctx<'_>, args: Args) -> Result<Answer, BrokerRpcError> {
+        let profile = ctx.profile();
+        let length = args.length.unwrap_or_else(|| {
+            profile
+                .result_budget_chars
+                .and_then(|b| usize::try_from(b).ok())
+                .unwrap_or(DEFAULT_PAGE_CHARS)
+        });
+        let page = ctx
+            .artifacts
+            .get(&profile.name, &args.id, args.offset.unwrap_or(0), length);
+        done(match page {
+            Ok(page) => {
+                let mut content = vec![json!({"type": "text", "text": page.text})];
+                if let Some(next) = page.next_offset {
+                    content.push(json!({"type": "text", "text": format!(
+                        "[mcp-broker] {} of {} characters shown; next page at offset {next}",
+                        next - page.offset, page.total_chars
+                    )}));
+                }
+                json!({
+                    "content": content,
+                    "structuredContent": {"id": page.id, "offset": page.offset,
+                        "total_chars": page.total_chars, "next_offset": page.next_offset},
+                })
             }
-            json!({
-                "content": content,
-                "structuredContent": {"id": page.id, "offset": page.offset,
-                    "total_chars": page.total_chars, "next_offset": page.next_offset},
-            })
-        }
-        Err(mcpb_facade::ArtifactError::Unknown(id)) => tool_error(format!(
-            "unknown artifact '{id}'\nhint: artifact ids come from a broker_call_tool result of this profile and expire"
-        )),
-        Err(e) => tool_error(e.to_string()),
+            Err(mcpb_facade::ArtifactError::Unknown(id)) => tool_error(format!(
+                "unknown artifact '{id}'\nhint: artifact ids come from a {} result of this profile and expire",
+                super::call_tool::CallTool::name(ctx.sep())
+            )),
+            Err(e) => tool_error(e.to_string()),
+        })
     }
 }

@@ -1,25 +1,49 @@
 //! `broker.list_servers`: the profile's upstreams from configuration and known lists; starts
 //! nothing.
 
+use mcpb_protocol::BrokerRpcError;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::tool_result;
-use crate::view::ProfileView;
+use super::{Answer, Apply, BrokerTool, Ctx, done, tool_result};
 
-pub(super) fn apply(view: &ProfileView) -> Value {
-    let servers: Vec<Value> = view
-        .upstreams()
-        .iter()
-        .map(|up| {
-            let s = up.settings();
-            json!({
-                "name": s.name,
-                "description": s.description,
-                "tags": s.tags,
-                "tools": view.known_count(up),
-                "state": up.status().state,
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Args {}
+
+pub struct ListServers;
+
+impl BrokerTool for ListServers {
+    const VERB: &'static str = "list_servers";
+    const MUTATES: bool = false;
+    const NEEDS_EXEC: bool = false;
+    type Args = Args;
+
+    fn description(sep: &str) -> String {
+        format!(
+            "List the MCP servers behind this broker: name, description, tags, tool count, state. Then {} to find tools.",
+            super::search_tools::SearchTools::name(sep)
+        )
+    }
+}
+
+impl Apply for ListServers {
+    async fn apply(ctx: Ctx<'_>, _args: Args) -> Result<Answer, BrokerRpcError> {
+        let view = ctx.view;
+        let servers: Vec<Value> = view
+            .upstreams()
+            .iter()
+            .map(|up| {
+                let s = up.settings();
+                json!({
+                    "name": s.name,
+                    "description": s.description,
+                    "tags": s.tags,
+                    "tools": view.known_count(up),
+                    "state": up.status().state,
+                })
             })
-        })
-        .collect();
-    tool_result(json!({"servers": servers}))
+            .collect();
+        done(tool_result(json!({"servers": servers})))
+    }
 }

@@ -1,34 +1,157 @@
-//! The broker tools, one module per tool, each applying its contract (mcpb-facade `tools/`) to
-//! a profile view. call_tool and code runs (run_code, exec_run, through the run's SDK) reach
-//! upstreams; list_servers and status never start one; search and describe start only an
-//! upstream whose tools were never listed.
+//! The broker tools. Each is one unit in its own file: a type implementing [`BrokerTool`] (its
+//! verb, argument struct, description, whether it mutates, whether it needs exec) and
+//! [`Apply`] (what it does, given a narrow [`Ctx`]). `registry.rs` lists them once; the
+//! facade's listing, the routing of calls, the CLI and the token-cost test all read that list.
+//!
+//! Adding a broker tool: a new file here with its type and both impls, plus one line in
+//! `registry.rs`. The compiler asks for `MUTATES` and `NEEDS_EXEC` (no defaults), so a tool is
+//! never advertised read-only by omission.
+//!
+//! call_tool and code runs (run_code, exec_run, through the run's SDK) reach upstreams;
+//! list_servers and status never start one; search and describe start only an upstream whose
+//! tools were never listed.
 
+use std::future::Future;
 use std::sync::Arc;
 
-use mcpb_facade::FacadeTool;
-use mcpb_facade::tools::exec::{ExecClose, ExecOpen, ExecRun, ExecUpload};
+use mcpb_config::ProfileSettings;
 use mcpb_protocol::BrokerRpcError;
 use mcpb_upstream::{ClientLink, Reply};
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::view::ProfileView;
 
-mod call_tool;
-mod close_session;
-mod describe_tool;
-mod exec_session;
-mod get_artifact;
-mod list_servers;
-mod run_code;
-mod search_tools;
-mod status;
+mod registry;
+
+pub mod call_tool;
+pub mod close_session;
+pub mod describe_tool;
+pub mod exec_close;
+pub mod exec_open;
+pub mod exec_run;
+pub mod exec_upload;
+pub mod get_artifact;
+pub mod list_servers;
+pub mod run_code;
+pub mod search_tools;
+pub mod status;
+
+pub use registry::{REGISTRY, Unit, definitions, find};
+
+/// A broker tool's contract: what a client sees of it, and what the CLI builds its calls from.
+pub trait BrokerTool {
+    /// The name after `broker<sep>`.
+    const VERB: &'static str;
+    /// Whether the tool changes anything (`readOnlyHint` is its negation). No default.
+    const MUTATES: bool;
+    /// Listed only in profiles that configure `exec`. No default.
+    const NEEDS_EXEC: bool;
+    /// The arguments; their schemars derive is the input schema clients see, and absent or
+    /// `null` arguments mean `Default`.
+    type Args: JsonSchema + DeserializeOwned + Default + Send + 'static;
+
+    /// One or two sentences, paid for in every client's context; `sep` names other tools.
+    fn description(sep: &str) -> String;
+
+    /// `broker<sep><verb>`: the facade follows the profile's name style like every tool.
+    fn name(sep: &str) -> String {
+        format!("broker{sep}{}", Self::VERB)
+    }
+
+    /// `_meta` of the tool's definition, given the profile's declared result size.
+    fn definition_meta(_result_size_chars: Option<u64>) -> Option<Value> {
+        None
+    }
+}
+
+/// What a broker tool does with a call.
+pub(crate) trait Apply: BrokerTool {
+    fn apply(
+        ctx: Ctx<'_>,
+        args: Self::Args,
+    ) -> impl Future<Output = Result<Answer, BrokerRpcError>> + Send;
+}
 
 /// What a broker tool answers: its own result, or an upstream's reply to pass on as it is.
 pub(crate) enum Answer {
     Result(Value),
     Upstream(Reply),
+}
+
+/// What a broker tool may use: the profile's view as the one gate to visible tools (resolve,
+/// call, search, the upstreams' states), the code-execution service, the artifact store, the
+/// profile's settings and limits, and the calling session. Nothing else of the daemon.
+pub(crate) struct Ctx<'a> {
+    pub(crate) view: &'a ProfileView,
+    pub(crate) exec: Arc<crate::exec::Exec>,
+    pub(crate) artifacts: mcpb_facade::ArtifactStore,
+    pub(crate) link: Arc<dyn ClientLink>,
+    /// The call's own `_meta`, as the client wrote it (call_tool relays its progress token).
+    pub(crate) meta: Option<&'a RawValue>,
+}
+
+impl<'a> Ctx<'a> {
+    pub(crate) fn new(
+        view: &'a ProfileView,
+        link: Arc<dyn ClientLink>,
+        meta: Option<&'a RawValue>,
+    ) -> Self {
+        let (exec, artifacts) = view.tool_services();
+        Self {
+            view,
+            exec,
+            artifacts,
+            link,
+            meta,
+        }
+    }
+
+    pub(crate) fn profile(&self) -> &ProfileSettings {
+        self.view.profile()
+    }
+
+    pub(crate) fn sep(&self) -> &'static str {
+        self.view.sep()
+    }
+
+    /// A result over the profile's `result_budget_chars` becomes a preview plus an artifact
+    /// id.
+    pub(crate) fn held_to_budget(&self, value: Value) -> Value {
+        let profile = self.profile();
+        let Some(chars) = profile.result_budget_chars else {
+            return value;
+        };
+        let reader = get_artifact::GetArtifact::name(self.sep());
+        mcpb_facade::result::apply_budget(
+            value,
+            &mcpb_facade::result::Budget {
+                chars: usize::try_from(chars).unwrap_or(usize::MAX),
+                store: &self.artifacts,
+                profile: &profile.name,
+                reader: &reader,
+            },
+        )
+    }
+
+    /// "Unknown tool" as a broker tool answers it: with the closest visible names, or a
+    /// pointer to search when there are none.
+    pub(crate) async fn unknown_tool(&self, name: &str) -> Value {
+        let near = self.view.suggest(name).await;
+        if near.is_empty() {
+            let search = search_tools::SearchTools::name(self.sep());
+            tool_error(format!(
+                "Unknown tool: {name}\nhint: find tools with {search}"
+            ))
+        } else {
+            tool_error(format!(
+                "Unknown tool: {name}\nhint: did you mean {}?",
+                near.join(", ")
+            ))
+        }
+    }
 }
 
 /// A tool-level error: the model reads it and can correct itself.
@@ -39,26 +162,22 @@ pub(crate) fn tool_error(text: impl Into<String>) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": true})
 }
 
-/// A result over the profile's `result_budget_chars` becomes a preview plus an artifact id.
-fn held_to_budget(view: &ProfileView, value: Value) -> Value {
-    let Some(chars) = view.profile.result_budget_chars else {
-        return value;
-    };
-    let store = view.generation.artifacts();
-    let reader = FacadeTool::GetArtifact.name(view.sep());
-    mcpb_facade::result::apply_budget(
-        value,
-        &mcpb_facade::result::Budget {
-            chars: usize::try_from(chars).unwrap_or(usize::MAX),
-            store: &store,
-            profile: &view.profile.name,
-            reader: &reader,
-        },
+pub(crate) fn tool_result(data: Value) -> Value {
+    json!({"content": [{"type": "text", "text": data.to_string()}], "structuredContent": data})
+}
+
+/// The broker tools a profile lists, as it names them.
+pub(crate) fn listed_for(profile: &ProfileSettings) -> Vec<Value> {
+    definitions(
+        profile.broker_tool_name_style.separator(),
+        profile.result_size_chars,
+        profile.exec.is_some(),
     )
 }
 
-pub(crate) fn tool_result(data: Value) -> Value {
-    json!({"content": [{"type": "text", "text": data.to_string()}], "structuredContent": data})
+/// A broker tool's own result, for `apply`.
+pub(crate) fn done(value: Value) -> Result<Answer, BrokerRpcError> {
+    Ok(Answer::Result(value))
 }
 
 /// The call's `arguments` as the tool's argument struct; absent or null means all defaults.
@@ -72,60 +191,5 @@ fn args<T: DeserializeOwned + Default>(arguments: Option<&RawValue>) -> Result<T
             let text = text.split(" at line ").next().unwrap_or(&text);
             tool_error(format!("invalid arguments: {text}"))
         }),
-    }
-}
-
-/// One `tools/call` of a broker tool. `arguments` and `meta` are the call's own members, still
-/// as the client wrote them.
-pub(crate) async fn apply(
-    tool: FacadeTool,
-    view: &ProfileView,
-    arguments: Option<&RawValue>,
-    meta: Option<&RawValue>,
-    link: Arc<dyn ClientLink>,
-) -> Result<Answer, BrokerRpcError> {
-    let done = |v: Value| Ok(Answer::Result(v));
-    macro_rules! parsed {
-        ($args:ty) => {
-            match args::<$args>(arguments) {
-                Ok(a) => a,
-                Err(e) => return done(e),
-            }
-        };
-    }
-    match tool {
-        FacadeTool::ListServers => done(list_servers::apply(view)),
-        FacadeTool::Status => done(status::apply(view)),
-        FacadeTool::CloseSession => done(close_session::apply(view).await),
-        FacadeTool::SearchTools => {
-            done(search_tools::apply(view, parsed!(search_tools::Args)).await)
-        }
-        FacadeTool::DescribeTool => {
-            done(describe_tool::apply(view, parsed!(describe_tool::Args)).await)
-        }
-        FacadeTool::GetArtifact => done(get_artifact::apply(view, parsed!(get_artifact::Args))),
-        FacadeTool::CallTool => call_tool::apply(view, parsed!(call_tool::Args), meta, link).await,
-        FacadeTool::RunCode => done(run_code::apply(view, parsed!(run_code::Args), link).await),
-        FacadeTool::ExecOpen => done(exec_session::open(view, parsed!(ExecOpen))),
-        FacadeTool::ExecUpload => done(exec_session::upload(view, parsed!(ExecUpload))),
-        FacadeTool::ExecRun => done(exec_session::run(view, parsed!(ExecRun), link).await),
-        FacadeTool::ExecClose => done(exec_session::close(view, parsed!(ExecClose))),
-    }
-}
-
-/// "Unknown tool" as a broker tool answers it: with the closest visible names, or a pointer to
-/// search when there are none.
-pub(crate) async fn unknown_tool(view: &ProfileView, name: &str) -> Value {
-    let near = view.suggest(name).await;
-    if near.is_empty() {
-        let search = FacadeTool::SearchTools.name(view.sep());
-        tool_error(format!(
-            "Unknown tool: {name}\nhint: find tools with {search}"
-        ))
-    } else {
-        tool_error(format!(
-            "Unknown tool: {name}\nhint: did you mean {}?",
-            near.join(", ")
-        ))
     }
 }

@@ -2,29 +2,88 @@
 //! calls come back through this profile's view, the one path every call takes (visibility,
 //! policy, pins, the upstream's timeouts), with the run's own allow list and read_only on top.
 
-use std::sync::Arc;
-
 use futures_util::future::BoxFuture;
-use mcpb_config::{Language, ProfileExec};
+use mcpb_config::{ExecLimits, Language, ProfileExec};
 use mcpb_exec::{CallOutcome, Lease, RunRequest, ToolHost};
-use mcpb_facade::FacadeTool;
-pub(super) use mcpb_facade::tools::exec::RunCode as Args;
-use mcpb_facade::tools::exec::RunOptions;
 use mcpb_protocol::BrokerRpcError;
-use mcpb_upstream::{ClientLink, Reply};
+use mcpb_upstream::Reply;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::tool_error;
-use crate::view::ProfileView;
+use super::{Answer, Apply, BrokerTool, Ctx, done, tool_error};
 
-/// The profile view as a run's tool host.
-struct ViewHost<'a> {
-    view: &'a ProfileView,
-    link: Arc<dyn ClientLink>,
+/// What every run states besides its program (run_code and exec_run).
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct RunOptions {
+    /// python (default) or javascript
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<Language>,
+    /// Tool name globs the program may call, e.g. ["github.get_*"]
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Refuse tools that may change something
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
+    /// Only lower than the profile's (ms, KiB, MiB as named)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = terse_limits)]
+    pub limits: Option<ExecLimits>,
 }
 
-impl ToolHost for ViewHost<'_> {
+/// The run limits without their per-field prose (the config schema keeps it).
+fn terse_limits(schema: &mut schemars::Schema) {
+    mcpb_facade::schema::terse(schema, &[]);
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = require_code)]
+pub struct Args {
+    /// The program. Python: `from mcp_sdk import call_tool, ToolError, save_artifact, result`.
+    /// JavaScript: `await callTool(name, args)`, `saveArtifact`, `result`.
+    #[serde(default)]
+    pub code: String,
+    #[serde(flatten)]
+    pub run: RunOptions,
+}
+
+fn require_code(schema: &mut schemars::Schema) {
+    mcpb_facade::schema::require(schema, &["code", "allow"]);
+}
+
+pub struct RunCode;
+
+impl BrokerTool for RunCode {
+    const VERB: &'static str = "run_code";
+    const MUTATES: bool = true;
+    const NEEDS_EXEC: bool = true;
+    type Args = Args;
+
+    fn description(sep: &str) -> String {
+        format!(
+            "Run a short sandboxed program that calls tools and returns only what it chooses: \
+             fetch, filter and store in one step instead of many large results. It may call only \
+             the tools its `allow` globs name (as {} names them). \
+             `call_tool(\"srv{sep}tool\", {{...}})` returns the structured result or raises \
+             ToolError; `result(x)` sets the answer. No network; files only in /work.",
+            super::search_tools::SearchTools::name(sep)
+        )
+    }
+}
+
+impl Apply for RunCode {
+    async fn apply(ctx: Ctx<'_>, args: Args) -> Result<Answer, BrokerRpcError> {
+        done(run_once(&ctx, args).await)
+    }
+}
+
+/// The profile's visible tools as a run's tool host.
+struct ViewHost<'c, 'a> {
+    ctx: &'c Ctx<'a>,
+}
+
+impl ToolHost for ViewHost<'_, '_> {
     fn call<'a>(
         &'a self,
         name: &'a str,
@@ -33,10 +92,11 @@ impl ToolHost for ViewHost<'_> {
     ) -> BoxFuture<'a, CallOutcome> {
         Box::pin(async move {
             // A run reaches upstream tools only; the broker's own tools are not for programs.
-            if FacadeTool::from_name(self.view.sep(), name).is_some() {
+            if super::find(self.ctx.sep(), name).is_some() {
                 return CallOutcome::Unknown;
             }
             let tool = match self
+                .ctx
                 .view
                 .resolve_for_call(name, crate::calls::Via::Exec)
                 .await
@@ -61,8 +121,14 @@ impl ToolHost for ViewHost<'_> {
                 return CallOutcome::Failed("the arguments could not be encoded".into());
             };
             match self
+                .ctx
                 .view
-                .call(&tool, &params, self.link.clone(), crate::calls::Via::Exec)
+                .call(
+                    &tool,
+                    &params,
+                    self.ctx.link.clone(),
+                    crate::calls::Via::Exec,
+                )
                 .await
             {
                 Ok(Reply::Result(raw)) => match serde_json::from_str::<Value>(raw.get()) {
@@ -87,17 +153,16 @@ impl ToolHost for ViewHost<'_> {
     }
 
     fn save_artifact(&self, text: &str) -> Result<String, String> {
-        self.view
-            .generation
-            .artifacts()
-            .put(&self.view.profile.name, text)
+        self.ctx
+            .artifacts
+            .put(&self.ctx.profile().name, text)
             .map_err(|e| e.to_string())
     }
 }
 
 /// What a run of the profile may be: its language allowed, its limits under the profile's.
 pub(super) fn request(
-    view: &ProfileView,
+    ctx: &Ctx<'_>,
     run: RunOptions,
     code: Option<String>,
     entry: Option<String>,
@@ -108,8 +173,8 @@ pub(super) fn request(
         read_only,
         limits,
     } = run;
-    let exec: &ProfileExec = view
-        .profile
+    let exec: &ProfileExec = ctx
+        .profile()
         .exec
         .as_ref()
         .ok_or_else(|| tool_error("code execution is off for this profile"))?;
@@ -137,16 +202,11 @@ pub(super) fn request(
 
 /// Runs `req` in the leased workspace; the answer as a tool result held to the profile's
 /// budget like any other result. Returns whether the workspace's changes should be kept.
-pub(super) async fn run(
-    view: &ProfileView,
-    req: &RunRequest,
-    lease: &Lease,
-    link: Arc<dyn ClientLink>,
-) -> (Value, bool) {
-    let host = ViewHost { view, link };
-    let ran = view.exec.runner.run(req, lease, &host).await;
+pub(super) async fn run(ctx: &Ctx<'_>, req: &RunRequest, lease: &Lease) -> (Value, bool) {
+    let host = ViewHost { ctx };
+    let ran = ctx.exec.runner.run(req, lease, &host).await;
     tracing::info!(
-        profile = %view.profile.name,
+        profile = %ctx.profile().name,
         language = req.language.name(),
         status = ?ran.answer.status,
         calls = ran.answer.calls.len(),
@@ -154,23 +214,24 @@ pub(super) async fn run(
         "code run"
     );
     let mut value = ran.answer.to_tool_result();
-    value = super::held_to_budget(view, value);
+    value = ctx.held_to_budget(value);
     (value, ran.keep_workspace)
 }
 
-pub(super) async fn apply(view: &ProfileView, args: Args, link: Arc<dyn ClientLink>) -> Value {
-    let req = match request(view, args.run, Some(args.code), None) {
+/// One shot: a workspace of its own, removed after the run.
+async fn run_once(ctx: &Ctx<'_>, args: Args) -> Value {
+    let req = match request(ctx, args.run, Some(args.code), None) {
         Ok(r) => r,
         Err(e) => return e,
     };
-    let ws = &view.exec.workspaces;
-    let profile = &view.profile.name;
+    let ws = &ctx.exec.workspaces;
+    let profile = &ctx.profile().name;
     let id = match ws.open_one_shot(profile) {
         Ok(id) => id,
         Err(e) => return tool_error(e.to_string()),
     };
     let value = match ws.lease(profile, &id.hyphenated().to_string()) {
-        Ok(lease) => run(view, &req, &lease, link).await.0,
+        Ok(lease) => run(ctx, &req, &lease).await.0,
         Err(e) => tool_error(e.to_string()),
     };
     ws.remove(profile, id);

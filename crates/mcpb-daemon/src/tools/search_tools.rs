@@ -1,13 +1,93 @@
-//! `broker.search_tools`: ranked visible tools for a request, or one server's whole list.
+//! `broker.search_tools`: ranked visible tools for a request in plain words, or one server's
+//! whole list; resources and prompts ranked the same way.
 
-use mcpb_facade::FacadeTool;
-pub(super) use mcpb_facade::tools::search_tools::Args;
-use mcpb_facade::tools::search_tools::Kind;
+use mcpb_protocol::BrokerRpcError;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{tool_error, tool_result};
+use super::{Answer, Apply, BrokerTool, Ctx, done, tool_error, tool_result};
 use crate::view::{ProfileView, Source};
 
+/// Results when the caller gives no limit.
+pub const DEFAULT_LIMIT: usize = 8;
+pub const MAX_LIMIT: usize = 50;
+/// Longest query searched; a longer one is cut, not refused.
+pub const MAX_QUERY_BYTES: usize = 1024;
+
+/// What a search looks for.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    #[default]
+    Tool,
+    Resource,
+    Prompt,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = require_query)]
+pub struct Args {
+    /// What you want to do, in plain words
+    #[serde(default)]
+    pub query: String,
+    /// Only tools of this server
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// Default 8
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = MAX_LIMIT))]
+    pub limit: Option<usize>,
+    /// tool (default), resource or prompt
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Kind>,
+}
+
+fn require_query(schema: &mut schemars::Schema) {
+    mcpb_facade::schema::require(schema, &["query"]);
+}
+
+impl Args {
+    /// The limit to apply: the default when none is given, within 1..=MAX_LIMIT.
+    pub fn limit(&self) -> usize {
+        self.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT)
+    }
+
+    /// The query cut to MAX_QUERY_BYTES on a character boundary.
+    pub fn query(&self) -> &str {
+        let mut end = self.query.len().min(MAX_QUERY_BYTES);
+        while !self.query.is_char_boundary(end) {
+            end -= 1;
+        }
+        &self.query[..end]
+    }
+}
+
+pub struct SearchTools;
+
+impl BrokerTool for SearchTools {
+    const VERB: &'static str = "search_tools";
+    const MUTATES: bool = false;
+    const NEEDS_EXEC: bool = false;
+    type Args = Args;
+
+    fn description(sep: &str) -> String {
+        format!(
+            "Find tools by what you want to do. Returns ranked names with one-line descriptions (no schemas); then {}, then {}. Empty query with server lists that server's tools.",
+            super::describe_tool::DescribeTool::name(sep),
+            super::call_tool::CallTool::name(sep)
+        )
+    }
+}
+
+impl Apply for SearchTools {
+    async fn apply(ctx: Ctx<'_>, args: Args) -> Result<Answer, BrokerRpcError> {
+        done(match args.kind.unwrap_or_default() {
+            Kind::Tool => search(ctx.view, &args).await,
+            kind @ (Kind::Resource | Kind::Prompt) => search_content(ctx.view, &args, kind).await,
+        })
+    }
+}
 /// The first sentence of a description's first line, at most 200 characters.
 fn one_line(description: &str) -> String {
     let first = description
@@ -100,11 +180,7 @@ async fn search_content(view: &ProfileView, args: &Args, kind: Kind) -> Value {
     tool_result(json!({"results": results, "hint": hint}))
 }
 
-pub(super) async fn apply(view: &ProfileView, args: Args) -> Value {
-    match args.kind.unwrap_or_default() {
-        Kind::Tool => {}
-        kind => return search_content(view, &args, kind).await,
-    }
+async fn search(view: &ProfileView, args: &Args) -> Value {
     let query = args.query();
     let limit = args.limit();
     let server = args.server.as_deref().filter(|s| !s.is_empty());
@@ -176,13 +252,13 @@ pub(super) async fn apply(view: &ProfileView, args: Args) -> Value {
     let hint = if results.is_empty() {
         format!(
             "no match; try other words or {}",
-            FacadeTool::ListServers.name(sep)
+            super::list_servers::ListServers::name(sep)
         )
     } else {
         format!(
             "{} {{\"name\": ...}} shows the input schema; {} {{\"name\": ..., \"arguments\": {{...}}}} runs it",
-            FacadeTool::DescribeTool.name(sep),
-            FacadeTool::CallTool.name(sep)
+            super::describe_tool::DescribeTool::name(sep),
+            super::call_tool::CallTool::name(sep)
         )
     };
     let mut out = json!({"results": results, "hint": hint});
@@ -198,6 +274,21 @@ pub(super) async fn apply(view: &ProfileView, args: Args) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_and_long_queries() {
+        let mut a = Args::default();
+        assert_eq!(a.limit(), DEFAULT_LIMIT);
+        a.limit = Some(0);
+        assert_eq!(a.limit(), 1);
+        a.limit = Some(10_000);
+        assert_eq!(a.limit(), MAX_LIMIT);
+        a.query = "é".repeat(MAX_QUERY_BYTES);
+        assert!(a.query().len() <= MAX_QUERY_BYTES);
+        assert!(a.query().len() >= MAX_QUERY_BYTES - 1);
+    }
+
     #[test]
     fn one_line_keeps_the_first_sentence() {
         assert_eq!(

@@ -1,39 +1,56 @@
 //! `broker.status`: what the profile's upstreams are doing and what is wrong with them; starts
 //! nothing.
 
+use mcpb_protocol::BrokerRpcError;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::tool_result;
-use crate::view::ProfileView;
+use super::{Answer, Apply, BrokerTool, Ctx, done, tool_result};
 
-pub(super) fn apply(view: &ProfileView) -> Value {
-    let servers: Vec<Value> = view
-        .upstreams()
-        .iter()
-        .map(|up| {
-            let st = up.status();
-            let entry = view.known.cached(up.name());
-            let quarantined = entry
-                .as_ref()
-                .map_or(0, |e| e.verdicts.iter().filter(|v| v.is_some()).count());
-            let findings = entry.as_ref().map_or(0, |e| e.findings.len());
-            let auth_needed = st.last_error.as_deref().is_some_and(needs_auth);
-            json!({
-                "name": st.name,
-                "state": st.state,
-                "tools": view.known_count(up),
-                "quarantined": quarantined,
-                "findings": findings,
-                "last_error": st.last_error,
-                "auth_needed": auth_needed,
-            })
-        })
-        .collect();
-    let mut out = json!({"servers": servers});
-    if let Some(e) = view.known.pin_error() {
-        out["pin_store_error"] = e.into();
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Args {}
+
+pub struct Status;
+
+impl BrokerTool for Status {
+    const VERB: &'static str = "status";
+    const MUTATES: bool = false;
+    const NEEDS_EXEC: bool = false;
+    type Args = Args;
+
+    fn description(_sep: &str) -> String {
+        "State of each server (running, stopped, failed), last error and whether it needs credentials. Starts nothing.".to_string()
     }
-    tool_result(out)
+}
+
+impl Apply for Status {
+    async fn apply(ctx: Ctx<'_>, _args: Args) -> Result<Answer, BrokerRpcError> {
+        let view = ctx.view;
+        let servers: Vec<Value> = view
+            .upstreams()
+            .iter()
+            .map(|up| {
+                let st = up.status();
+                let (quarantined, findings) = view.trust_counts(up.name());
+                let auth_needed = st.last_error.as_deref().is_some_and(needs_auth);
+                json!({
+                    "name": st.name,
+                    "state": st.state,
+                    "tools": view.known_count(up),
+                    "quarantined": quarantined,
+                    "findings": findings,
+                    "last_error": st.last_error,
+                    "auth_needed": auth_needed,
+                })
+            })
+            .collect();
+        let mut out = json!({"servers": servers});
+        if let Some(e) = view.pin_error() {
+            out["pin_store_error"] = e.into();
+        }
+        done(tool_result(out))
+    }
 }
 
 /// A heuristic on the last error: the words servers use when credentials are missing or wrong.

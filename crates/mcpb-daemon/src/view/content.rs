@@ -151,7 +151,7 @@ impl ProfileView {
     ) -> Vec<(Arc<Upstream>, Vec<Value>)> {
         let ups = self.upstreams();
         futures_util::future::join_all(ups.into_iter().map(|up| async move {
-            let known = self.known.content(up.name(), key);
+            let known = self.shared.known.content(up.name(), key);
             let items = if up.failing().is_some() {
                 up.retry_in_background();
                 known.map(|l| l.to_vec()).unwrap_or_default()
@@ -162,7 +162,10 @@ impl ProfileView {
             } else {
                 match self.list_pages(&up, method, key).await {
                     Some(items) => {
-                        self.known.observe_content(up.name(), key, &items).await;
+                        self.shared
+                            .known
+                            .observe_content(up.name(), key, &items)
+                            .await;
                         items
                     }
                     None => known.map(|l| l.to_vec()).unwrap_or_default(),
@@ -246,7 +249,7 @@ impl ProfileView {
                 let Some(uri) = r.get("uri").and_then(Value::as_str).map(str::to_string) else {
                     continue;
                 };
-                self.owners.learn(&uri, up.name());
+                self.shared.owners.learn(&uri, up.name());
                 if seen.get(&uri).copied().unwrap_or(0) > 1 {
                     r["uri"] = Value::String(format!("{PREFIX}{}/{uri}", up.name()));
                 }
@@ -331,12 +334,12 @@ impl ProfileView {
                 .map(|u| (u, original.to_string()))
                 .ok_or_else(unknown);
         }
-        if let Some(up) = self.owners.owner(uri).and_then(|n| named(&n)) {
+        if let Some(up) = self.shared.owners.owner(uri).and_then(|n| named(&n)) {
             return Ok((up, uri.to_string()));
         }
         // Not seen in a listing yet: list, then try the templates.
         let _ = self.list_resources(None).await;
-        if let Some(up) = self.owners.owner(uri).and_then(|n| named(&n)) {
+        if let Some(up) = self.shared.owners.owner(uri).and_then(|n| named(&n)) {
             return Ok((up, uri.to_string()));
         }
         for (up, templates) in self
@@ -544,10 +547,12 @@ impl ProfileView {
             "resources/unsubscribe"
         };
         let pass_on = if subscribe {
-            self.subscriptions
+            self.shared
+                .subscriptions
                 .add(self.session, up.name(), &original, &uri)
         } else {
-            self.subscriptions
+            self.shared
+                .subscriptions
                 .remove(self.session, up.name(), &original)
         };
         if !pass_on {
@@ -559,7 +564,8 @@ impl ProfileView {
             .forward(&up, method, &json!({ "uri": original }), link)
             .await;
         if subscribe && !matches!(reply, Ok(Reply::Result(_))) {
-            self.subscriptions
+            self.shared
+                .subscriptions
                 .remove(self.session, up.name(), &original);
         }
         reply

@@ -65,22 +65,73 @@ impl View {
     }
 }
 
+/// The daemon-wide state every view shares, as the broker hands it over.
 #[derive(Clone)]
-pub(crate) struct ProfileView {
-    pub(crate) generation: Arc<Generation>,
+pub(crate) struct Shared {
     pub(crate) known: Arc<KnownLists>,
     pub(crate) searches: Arc<SearchCache>,
     pub(crate) exec: Arc<crate::exec::Exec>,
     pub(crate) owners: Arc<ResourceOwners>,
     pub(crate) subscriptions: Arc<crate::notices::Subscriptions>,
     pub(crate) calls: Arc<crate::calls::Calls>,
-    pub(crate) profile: Arc<ProfileSettings>,
-    pub(crate) session: u64,
+}
+
+#[derive(Clone)]
+pub(crate) struct ProfileView {
+    generation: Arc<Generation>,
+    shared: Shared,
+    profile: Arc<ProfileSettings>,
+    session: u64,
     /// The client's name (`--client` or `clientInfo.name`), for the audit log.
-    pub(crate) client: Option<Arc<str>>,
+    client: Option<Arc<str>>,
 }
 
 impl ProfileView {
+    /// `profile`'s view for one request of `session` on `generation`.
+    pub(crate) fn new(
+        generation: Arc<Generation>,
+        shared: Shared,
+        profile: Arc<ProfileSettings>,
+        session: u64,
+    ) -> Self {
+        Self {
+            generation,
+            shared,
+            profile,
+            session,
+            client: None,
+        }
+    }
+
+    pub(crate) fn profile(&self) -> &ProfileSettings {
+        &self.profile
+    }
+
+    pub(crate) fn session(&self) -> u64 {
+        self.session
+    }
+
+    /// What a broker tool uses beside the view (tools/mod.rs `Ctx`): the code-execution
+    /// service and this generation's artifact store.
+    pub(crate) fn tool_services(&self) -> (Arc<crate::exec::Exec>, mcpb_facade::ArtifactStore) {
+        (self.shared.exec.clone(), self.generation.artifacts())
+    }
+
+    /// An upstream's quarantined tools and scan findings in its last judged list.
+    pub(crate) fn trust_counts(&self, upstream: &str) -> (usize, usize) {
+        self.shared.known.cached(upstream).map_or((0, 0), |e| {
+            (
+                e.verdicts.iter().filter(|v| v.is_some()).count(),
+                e.findings.len(),
+            )
+        })
+    }
+
+    /// Why the pin store could not be read or written, if it could not.
+    pub(crate) fn pin_error(&self) -> Option<String> {
+        self.shared.known.pin_error()
+    }
+
     pub(crate) fn with_client(mut self, client: Option<Arc<str>>) -> Self {
         self.client = client;
         self
@@ -121,7 +172,7 @@ impl ProfileView {
     ) -> Result<Arc<Entry>, BrokerRpcError> {
         if !for_call && let Some(reason) = up.failing() {
             up.retry_in_background();
-            return self.known.cached(up.name()).ok_or_else(|| {
+            return self.shared.known.cached(up.name()).ok_or_else(|| {
                 BrokerRpcError::UpstreamUnavailable {
                     upstream: up.name().to_string(),
                     reason,
@@ -129,17 +180,18 @@ impl ProfileView {
             });
         }
         let tools = up.tools(self.session).await.map_err(rpc_error)?;
-        if let Some(e) = self.known.current(up.name(), &tools) {
+        if let Some(e) = self.shared.known.current(up.name(), &tools) {
             return Ok(e);
         }
         // Hashing, judging, scanning and writing a new list happen on the catalog's thread, so
         // a large list never stalls the other sessions on the daemon's one thread. The job holds
         // no list: it observes the newest one staged when it runs, so requests queued behind a
         // storm of lists cost a name each, and every list but the newest is skipped.
-        let known = self.known.clone();
+        let known = self.shared.known.clone();
         let name = up.name().to_string();
-        self.known.stage(&name, tools);
+        self.shared.known.stage(&name, tools);
         let (entry, new) = self
+            .shared
             .known
             .worker
             .run(move || known.observe_staged(&name))
@@ -149,14 +201,14 @@ impl ProfileView {
         // The whole list, tools held back for review included: they are searched once
         // approved.
         if new && let Some(e) = self.list_embedder(up.settings()) {
-            e.submit(&self.known.worker);
+            e.submit(&self.shared.known.worker);
         }
         Ok(entry)
     }
 
     /// The upstream's entry without starting it when any list is known; started otherwise.
     pub(crate) async fn entry(&self, up: &Arc<Upstream>) -> Result<Arc<Entry>, BrokerRpcError> {
-        match self.known.cached(up.name()) {
+        match self.shared.known.cached(up.name()) {
             Some(e) => Ok(e),
             None => self.fetch_entry(up, false).await,
         }
@@ -189,22 +241,22 @@ impl ProfileView {
 
     /// The visible tools of one upstream from what is known, without starting it.
     pub(crate) fn known_count(&self, up: &Arc<Upstream>) -> Option<usize> {
-        let entry = self.known.cached(up.name())?;
+        let entry = self.shared.known.cached(up.name())?;
         Some(VisibleTool::all_of(&self.profile, up, &entry).len())
     }
 
     /// What `tools/list` shows: the broker tools plus pinned tools when compact (which starts
     /// nothing: pinned tools come from the known lists), else every visible tool, with the
-    /// broker tools in front when the session asked for them. Over `max_tools` the answer is
-    /// an error, never a silent cut.
-    pub(crate) async fn list(&self, view: View) -> Result<Value, BrokerRpcError> {
+    /// broker tools in front when the session asked for them (`facade`: their definitions,
+    /// from the tools' registry). Over `max_tools` the answer is an error, never a silent cut.
+    pub(crate) async fn list(
+        &self,
+        view: View,
+        facade: Vec<Value>,
+    ) -> Result<Value, BrokerRpcError> {
         let mut out = Vec::new();
         if view.has_facade() {
-            out = mcpb_facade::definitions(
-                self.sep(),
-                self.profile.result_size_chars,
-                self.profile.exec.is_some(),
-            );
+            out = facade;
         }
         if view == View::Compact {
             if !self.profile.pinned_tools.is_empty() {
@@ -258,7 +310,7 @@ impl ProfileView {
             && !matches!(e, BrokerRpcError::UnknownTool(_))
             && let Some(up) = self.owner_of(exposed)
         {
-            self.calls.record(&CallRecord {
+            self.shared.calls.record(&CallRecord {
                 outcome: Outcome::Error,
                 error: Some(audit_error(e.to_string())),
                 ..self.call_record(up.name(), exposed, via, started.elapsed())
@@ -378,14 +430,14 @@ impl ProfileView {
                     .and_then(|v| v.get("code")?.as_i64())
                     .unwrap_or(0);
                 let msg = match said {
-                    Some(m) if self.calls.wants_arguments() => m.to_string(),
+                    Some(m) if self.shared.calls.wants_arguments() => m.to_string(),
                     _ => format!("the upstream answered error {code}"),
                 };
                 (Outcome::Error, Some(msg), e.get().len())
             }
             Err(e) => (Outcome::Error, Some(e.to_string()), 0),
         };
-        let args = if self.calls.wants_arguments() {
+        let args = if self.shared.calls.wants_arguments() {
             serde_json::from_str::<Args>(params.get())
                 .ok()
                 .and_then(|a| a.arguments)
@@ -393,7 +445,7 @@ impl ProfileView {
         } else {
             None
         };
-        self.calls.record(&CallRecord {
+        self.shared.calls.record(&CallRecord {
             outcome,
             error: error.map(audit_error),
             result_bytes: bytes,

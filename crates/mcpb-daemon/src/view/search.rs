@@ -225,8 +225,8 @@ impl ProfileView {
             return None;
         }
         Some(ListEmbedder {
-            searches: self.searches.clone(),
-            known: self.known.clone(),
+            searches: self.shared.searches.clone(),
+            known: self.shared.known.clone(),
             dir: settings.runtime.catalog_dir(),
             upstream: up.name.clone(),
             server_text: server_text(up),
@@ -237,8 +237,8 @@ impl ProfileView {
     /// without the caller waiting (nothing is written when no vector was added).
     pub(crate) fn keep_deep_vectors(&self) {
         #[cfg(feature = "semantic-minilm")]
-        if let Some(deep) = self.searches.deep.get().cloned() {
-            self.known.worker.submit(move || {
+        if let Some(deep) = self.shared.searches.deep.get().cloned() {
+            self.shared.known.worker.submit(move || {
                 if let Err(e) = deep.save() {
                     tracing::warn!(error = %e, "tool embeddings not kept for the next start");
                 }
@@ -253,7 +253,7 @@ impl ProfileView {
         &self,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Option<T> {
-        self.known.worker.run(f).await
+        self.shared.known.worker.run(f).await
     }
 
     pub(crate) async fn search_index(&self) -> Arc<ProfileIndex> {
@@ -262,7 +262,7 @@ impl ProfileView {
         let never_listed: Vec<_> = self
             .upstreams()
             .into_iter()
-            .filter(|up| self.known.cached(up.name()).is_none())
+            .filter(|up| self.shared.known.cached(up.name()).is_none())
             .collect();
         let fetched = futures_util::future::join_all(
             never_listed
@@ -275,9 +275,10 @@ impl ProfileView {
                 tracing::warn!(upstream = name, error = %e, "left out of the search");
             }
         }
-        let key = (self.known.generation(), self.generation.serial());
+        let key = (self.shared.known.generation(), self.generation.serial());
         let current = || {
-            self.searches
+            self.shared
+                .searches
                 .by_profile
                 .lock()
                 .get(&self.profile.name)
@@ -301,7 +302,7 @@ impl ProfileView {
             })
             .collect();
         let weights = self.search_weights();
-        let searches = self.searches.clone();
+        let searches = self.shared.searches.clone();
         let dir = self.generation.settings.runtime.catalog_dir();
         // Each upstream's whole known list: its vectors of other texts (older lists, an older
         // description in the configuration) are dropped after the build.
@@ -311,7 +312,7 @@ impl ProfileView {
             .upstreams()
             .iter()
             .filter_map(|up| {
-                let entry = self.known.cached(up.name())?;
+                let entry = self.shared.known.cached(up.name())?;
                 let settings = up.settings();
                 Some((
                     settings.name.clone(),
@@ -323,7 +324,7 @@ impl ProfileView {
         // The slow part, one at a time (searches of a stale index wait for the build under way
         // instead of queueing their own); the lists above were gathered before, so a slow
         // upstream never holds the others' searches.
-        let _one = self.searches.building.lock().await;
+        let _one = self.shared.searches.building.lock().await;
         if let Some(ix) = current() {
             return ix;
         }
@@ -332,6 +333,7 @@ impl ProfileView {
         // keep an allocator arena of its own, ~9 MB with 40 upstreams).
         let words = docs.clone();
         let built = self
+            .shared
             .known
             .worker
             .run(move || {
@@ -367,7 +369,8 @@ impl ProfileView {
             }
         };
         let built = Arc::new(ProfileIndex { key, index, tools });
-        self.searches
+        self.shared
+            .searches
             .by_profile
             .lock()
             .insert(self.profile.name.clone(), built.clone());

@@ -168,7 +168,10 @@ async fn the_name_style_is_the_profiles() {
 async fn a_compact_view_lists_broker_tools_and_pinned_tools_only() {
     let f = fixture("");
     let v = view(&f, "compact");
-    let listed = v.list(View::Compact).await.unwrap();
+    let listed = v
+        .list(View::Compact, crate::tools::listed_for(v.profile()))
+        .await
+        .unwrap();
     let listed: Vec<&str> = listed["tools"]
         .as_array()
         .unwrap()

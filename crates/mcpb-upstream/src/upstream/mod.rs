@@ -4,6 +4,9 @@
 //! on first need; the tool list is cached across instances; caps on instances, processes and
 //! concurrent calls fail fast with a clear error; state is readable without starting anything.
 
+mod guards;
+mod listing;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -18,15 +21,16 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::UpstreamError;
 use crate::env::child_env;
-use crate::guards::{PerCallInstance, Starting};
 use crate::health::Health;
-use crate::instance::{CallOptions, Instance, Launch, ListChanged, Outgoing, Reply};
+use crate::instance::{CallOptions, Instance, ListChanged, Outgoing, Reply, Setup};
 use crate::ledger::Ledger;
-use crate::listing::{ToolList, list_all_tools};
 use crate::process::StopTimings;
-use crate::remote::RemoteLaunch;
+use crate::remote::Http;
 use crate::state::{Probe, StartGate, State};
 pub use crate::status::{RejectedTool, UpstreamState, UpstreamStatus};
+use crate::stdio::StdioProcess;
+use guards::{PerCallInstance, Starting};
+use listing::{ToolList, list_all_tools};
 
 /// Limits shared by every upstream of a daemon.
 #[derive(Debug, Clone)]
@@ -169,11 +173,7 @@ impl Upstream {
         let state = self.state.lock();
         let mut s = state.status.clone();
         let running = state.running();
-        s.pids = running
-            .iter()
-            .map(|i| i.pid())
-            .filter(|p| *p != 0)
-            .collect();
+        s.pids = running.iter().filter_map(|i| i.pid()).collect();
         s.active_call_count = self.active_calls.load(Ordering::SeqCst);
         s.session_count = state.sessions.values().filter(|i| i.is_alive()).count();
         s.stderr_tail = self.stderr_tail.lines();
@@ -187,9 +187,8 @@ impl Upstream {
                     if !inst.stopped_on_purpose() {
                         s.failures += 1;
                         s.last_error = Some(format!(
-                            "{} (pid {}){}",
-                            inst.exit_description(),
-                            inst.pid(),
+                            "{}{}",
+                            inst.end_description(),
                             self.last_words().unwrap_or_default()
                         ));
                     }
@@ -233,7 +232,7 @@ impl Upstream {
             }
             if !inst.stopped_on_purpose() {
                 self.stderr_tail.settled(STDERR_SETTLE).await;
-                self.record_failure(format!("{} (pid {})", inst.exit_description(), inst.pid()));
+                self.record_failure(inst.end_description());
             }
             self.state.lock().set_instance(lifecycle, session, None);
         }
@@ -241,7 +240,7 @@ impl Upstream {
         let mut state = self.state.lock();
         if lifecycle == Lifecycle::Shared {
             // Remote upstreams run no process here: no pid to show.
-            state.status.pid = Some(inst.pid()).filter(|p| *p != 0);
+            state.status.pid = inst.pid();
         }
         // A session released while this start ran keeps no instance: this call uses it, and
         // the last handle going stops it.
@@ -422,11 +421,34 @@ impl Upstream {
         }
     }
 
-    /// Spawns a process (or connects to a remote upstream) holding `permits`.
+    /// Starts a process (or connects to a remote upstream) holding `permits`.
     async fn spawn_instance(
         &self,
         permits: Vec<OwnedSemaphorePermit>,
     ) -> Result<Arc<Instance>, UpstreamError> {
+        let setup = Setup {
+            name: self.settings.name.clone(),
+            max_frame_bytes: self.ctx.max_frame_bytes,
+            on_list_changed: self.ctx.on_list_changed.clone(),
+            on_notice: self.ctx.on_notice.clone(),
+            tools_stale: self.tools_stale.clone(),
+            permits,
+            forward_meta: self.ctx.forward_meta.clone(),
+        };
+        let inst = Instance::open(self.transport().await?, setup).await?;
+        match inst.pid() {
+            Some(pid) => {
+                tracing::info!(upstream = %self.settings.name, pid, "upstream process started")
+            }
+            None => {
+                tracing::info!(upstream = %self.settings.name, url = self.settings.url.as_deref().unwrap_or(""), "remote upstream connected")
+            }
+        }
+        Ok(inst)
+    }
+
+    /// How this upstream is reached, from its settings: its process, or its HTTP endpoint.
+    async fn transport(&self) -> Result<Box<dyn crate::transport::Transport>, UpstreamError> {
         let lookup = |k: &str| std::env::var(k).ok();
         if self.settings.transport == Transport::Stdio {
             let env = child_env(
@@ -435,21 +457,13 @@ impl Upstream {
                 &lookup,
                 &self.ctx.secrets_dir,
             )?;
-            let inst = Instance::spawn(Launch {
-                settings: &self.settings,
-                env: &env,
-                max_frame_bytes: self.ctx.max_frame_bytes,
+            return Ok(Box::new(StdioProcess {
+                settings: self.settings.clone(),
+                env,
                 timings: self.ctx.timings,
                 ledger: self.ctx.ledger.clone(),
-                on_list_changed: self.ctx.on_list_changed.clone(),
-                on_notice: self.ctx.on_notice.clone(),
-                tools_stale: self.tools_stale.clone(),
-                permits,
-                forward_meta: self.ctx.forward_meta.clone(),
                 stderr_tail: self.stderr_tail.clone(),
-            })?;
-            tracing::info!(upstream = %self.settings.name, pid = inst.pid(), "upstream process started");
-            return Ok(inst);
+            }));
         }
         let mut headers = std::collections::BTreeMap::new();
         for (key, template) in &self.settings.headers {
@@ -463,20 +477,11 @@ impl Upstream {
             headers.insert(key.clone(), value);
         }
         let bearer = self.bearer(&headers).await?;
-        let inst = Instance::connect(RemoteLaunch {
-            settings: &self.settings,
+        Ok(Box::new(Http {
+            settings: self.settings.clone(),
             headers,
             bearer,
-            max_frame_bytes: self.ctx.max_frame_bytes,
-            on_list_changed: self.ctx.on_list_changed.clone(),
-            on_notice: self.ctx.on_notice.clone(),
-            tools_stale: self.tools_stale.clone(),
-            permits,
-            forward_meta: self.ctx.forward_meta.clone(),
-        })
-        .await?;
-        tracing::info!(upstream = %self.settings.name, url = self.settings.url.as_deref().unwrap_or(""), "remote upstream connected");
-        Ok(inst)
+        }))
     }
 
     fn record_failure(&self, error: String) {
@@ -781,7 +786,7 @@ impl Upstream {
                 .running()
                 .iter()
                 .chain(&state.starting)
-                .map(|i| i.pid())
+                .filter_map(|i| i.pid())
                 .collect()
         };
         for pid in pids {
@@ -791,5 +796,4 @@ impl Upstream {
 }
 
 #[cfg(test)]
-#[path = "upstream_tests.rs"]
 mod tests;

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use mcpb_protocol::message::to_raw;
 use serde_json::Value;
 
+use super::{REFRESH_WAIT, RejectedTool, Upstream};
 use crate::UpstreamError;
 use crate::instance::{Instance, Reply};
-use crate::upstream::{REFRESH_WAIT, RejectedTool, Upstream};
 
 /// The least time between two refreshes of one upstream's list: an upstream announcing changes
 /// faster (a storm of `list_changed`) is listed once a second, not once per announcement; each

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use super::{Upstream, UpstreamState};
 use crate::instance::Instance;
-use crate::upstream::{Upstream, UpstreamState};
 
 /// An instance between spawn and the end of its handshake. Listed in `starting` so `stop`
 /// reaches it; when the caller goes away mid-handshake (a cancelled request, a closed session)

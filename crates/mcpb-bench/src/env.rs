@@ -1,0 +1,165 @@
+//! What every scenario runs against: the release broker binary, a private home and config,
+//! sessions through the shim, and the daemon's resource use read from /proc.
+
+use std::io::{BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+#[derive(Debug, Clone)]
+pub(crate) struct Env {
+    exe: PathBuf,
+    home: PathBuf,
+    config: PathBuf,
+    path: String,
+}
+
+impl Env {
+    pub(crate) fn new(exe: PathBuf, home: PathBuf, config: PathBuf, path: String) -> Env {
+        Env {
+            exe,
+            home,
+            config,
+            path,
+        }
+    }
+
+    /// The same runtime dir with a config of `m` example upstreams named u0, u1, ...
+    pub(crate) fn with_upstreams(&self, m: usize) -> Env {
+        let config = self.home.join(format!("upstreams-{m}.yaml"));
+        let mut yaml = String::from("schema_version: 1\nupstreams:\n");
+        for u in 0..m {
+            yaml.push_str(&format!("  u{u}: {{command: \"{{broker.exe}}\", args: [example-server], trust_annotations: true}}\n"));
+        }
+        yaml.push_str("profiles:\n  default: {allow_mutating_upstreams: true}\n");
+        let _ = std::fs::write(&config, yaml);
+        Env {
+            config,
+            ..self.clone()
+        }
+    }
+
+    /// The same runtime dir with `yaml` as its config (written as `name`).
+    pub(crate) fn with_config(&self, name: &str, yaml: &str) -> Env {
+        let config = self.home.join(name);
+        let _ = std::fs::write(&config, yaml);
+        Env {
+            config,
+            ..self.clone()
+        }
+    }
+
+    /// The benchmark's runtime dir.
+    pub(crate) fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// Where the broker binary (and the fixture server built beside it) lives.
+    pub(crate) fn exe(&self) -> &Path {
+        &self.exe
+    }
+
+    pub(crate) fn exe_dir(&self) -> PathBuf {
+        self.exe.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+
+    pub(crate) fn broker(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.exe);
+        c.env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", &self.path)
+            .env("MCP_BROKER_HOME", &self.home)
+            .env("MCP_BROKER_CONFIG", &self.config)
+            .args(args);
+        if let Some(filter) = std::env::var_os("MCP_BROKER_LOG") {
+            c.env("MCP_BROKER_LOG", filter);
+        }
+        c
+    }
+}
+
+pub(crate) fn rss_kib(pid: u64) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// The process's peak resident set since it started.
+pub(crate) fn peak_rss_kib(pid: u64) -> u64 {
+    status_kib(pid, "VmHWM:")
+}
+
+fn status_kib(pid: u64, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+/// User plus system CPU time of a process, from /proc (clock ticks of 10 ms on Linux).
+pub(crate) fn cpu_time(pid: u64) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // After the state field: ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+    let ticks = f.get(10).copied().unwrap_or(0) + f.get(11).copied().unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+pub(crate) fn daemon_pid(env: &Env) -> anyhow::Result<u64> {
+    let out = env.broker(&["status", "--json"]).output()?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("status --json")?;
+    v["daemon"]["pid"].as_u64().context("no daemon pid")
+}
+
+/// The release broker binary beside this benchmark's own.
+pub(crate) fn broker_exe() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?
+        .parent()
+        .context("no exe dir")?
+        .join("mcp-broker");
+    if !exe.is_file() {
+        bail!(
+            "{} not found; run `cargo build --release` first",
+            exe.display()
+        );
+    }
+    Ok(exe)
+}
+
+pub(crate) type Session = (
+    std::process::Child,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+);
+
+/// A shim with its `initialize` sent (its answer is left for the caller to read).
+pub(crate) fn open_session(env: &Env) -> anyhow::Result<Session> {
+    open_session_with(env, &[])
+}
+
+/// As `open_session`, with more `stdio` arguments (`--profile P`).
+pub(crate) fn open_session_with(env: &Env, extra: &[&str]) -> anyhow::Result<Session> {
+    let mut args = vec!["stdio"];
+    args.extend_from_slice(extra);
+    let mut child = env
+        .broker(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut stdin = child.stdin.take().context("stdin")?;
+    let stdout = BufReader::new(child.stdout.take().context("stdout")?);
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"soak","version":"1"}}}}}}"#
+    )?;
+    Ok((child, stdin, stdout))
+}

@@ -1,0 +1,223 @@
+//! The one list of broker tools. The facade's listing, the routing of `tools/call`, a code
+//! run's refusal of broker tools, the CLI and the token-cost test all read it; nothing else
+//! names the set.
+
+use futures_util::future::BoxFuture;
+use mcpb_protocol::BrokerRpcError;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::{Answer, Apply, Ctx};
+
+/// Every broker tool, in the order clients list them. One line per tool.
+pub static REGISTRY: &[Unit] = &[
+    unit::<super::list_servers::ListServers>(),
+    unit::<super::search_tools::SearchTools>(),
+    unit::<super::describe_tool::DescribeTool>(),
+    unit::<super::call_tool::CallTool>(),
+    unit::<super::get_artifact::GetArtifact>(),
+    unit::<super::status::Status>(),
+    unit::<super::close_session::CloseSession>(),
+    unit::<super::run_code::RunCode>(),
+    unit::<super::exec_open::ExecOpen>(),
+    unit::<super::exec_upload::ExecUpload>(),
+    unit::<super::exec_run::ExecRun>(),
+    unit::<super::exec_close::ExecClose>(),
+];
+
+type ApplyFn =
+    for<'a> fn(Ctx<'a>, Option<&'a RawValue>) -> BoxFuture<'a, Result<Answer, BrokerRpcError>>;
+
+/// One broker tool as the registry holds it: its contract's values and its `apply`, with the
+/// argument type erased (arguments are parsed into it here, once).
+pub struct Unit {
+    pub verb: &'static str,
+    pub mutates: bool,
+    pub needs_exec: bool,
+    description: fn(&str) -> String,
+    schema: fn() -> Value,
+    meta: fn(Option<u64>) -> Option<Value>,
+    apply: ApplyFn,
+}
+
+const fn unit<T: Apply + 'static>() -> Unit {
+    Unit {
+        verb: T::VERB,
+        mutates: T::MUTATES,
+        needs_exec: T::NEEDS_EXEC,
+        description: T::description,
+        schema: mcpb_facade::schema::schema_of::<T::Args>,
+        meta: T::definition_meta,
+        apply: apply_erased::<T>,
+    }
+}
+
+fn apply_erased<'a, T: Apply + 'static>(
+    ctx: Ctx<'a>,
+    arguments: Option<&'a RawValue>,
+) -> BoxFuture<'a, Result<Answer, BrokerRpcError>> {
+    let parsed = super::args::<T::Args>(arguments);
+    Box::pin(async move {
+        match parsed {
+            Ok(args) => T::apply(ctx, args).await,
+            Err(e) => Ok(Answer::Result(e)),
+        }
+    })
+}
+
+impl Unit {
+    pub fn name(&self, sep: &str) -> String {
+        format!("broker{sep}{}", self.verb)
+    }
+
+    /// The tool's definition as a profile with separator `sep` lists it.
+    pub fn definition(&self, sep: &str, result_size_chars: Option<u64>) -> Value {
+        let mut def = json!({
+            "name": self.name(sep),
+            "description": (self.description)(sep),
+            "inputSchema": (self.schema)(),
+            "annotations": {"readOnlyHint": !self.mutates},
+        });
+        if let Some(meta) = (self.meta)(result_size_chars) {
+            def["_meta"] = meta;
+        }
+        def
+    }
+
+    /// One `tools/call` of this tool; `arguments` as the client wrote them.
+    pub(crate) fn apply<'a>(
+        &self,
+        ctx: Ctx<'a>,
+        arguments: Option<&'a RawValue>,
+    ) -> BoxFuture<'a, Result<Answer, BrokerRpcError>> {
+        (self.apply)(ctx, arguments)
+    }
+}
+
+/// The broker tool a profile with separator `sep` names `name`, whether or not the profile
+/// lists the exec tools (their `apply` says when exec is off).
+pub fn find(sep: &str, name: &str) -> Option<&'static Unit> {
+    let verb = name.strip_prefix("broker")?.strip_prefix(sep)?;
+    REGISTRY.iter().find(|u| u.verb == verb)
+}
+
+/// The definitions for a profile with separator `sep`, with the code-execution tools when
+/// `exec`. `result_size_chars` is what the profile declares for clients that honour
+/// `anthropic/maxResultSizeChars`.
+pub fn definitions(sep: &str, result_size_chars: Option<u64>, exec: bool) -> Vec<Value> {
+    REGISTRY
+        .iter()
+        .filter(|u| exec || !u.needs_exec)
+        .map(|u| u.definition(sep, result_size_chars))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::{call_tool, describe_tool, search_tools};
+
+    #[test]
+    fn every_listed_tool_comes_from_the_registry_once() {
+        let mut verbs: Vec<&str> = REGISTRY.iter().map(|u| u.verb).collect();
+        verbs.sort_unstable();
+        verbs.dedup();
+        assert_eq!(verbs.len(), REGISTRY.len(), "a verb is registered twice");
+        for sep in [".", "__", "_"] {
+            for exec in [false, true] {
+                for def in definitions(sep, None, exec) {
+                    let name = def["name"].as_str().unwrap();
+                    let unit = find(sep, name).unwrap_or_else(|| panic!("{name} not found"));
+                    assert_eq!(def["annotations"]["readOnlyHint"], !unit.mutates, "{name}");
+                    assert!(exec || !unit.needs_exec, "{name}");
+                }
+            }
+            for u in REGISTRY {
+                assert!(std::ptr::eq(find(sep, &u.name(sep)).unwrap(), u));
+            }
+        }
+        assert!(find(".", "broker.nope").is_none());
+        assert!(find(".", "broker__status").is_none());
+        assert_eq!(definitions(".", None, true).len(), REGISTRY.len());
+    }
+
+    /// One file per tool: each file of `tools/` but mod.rs and registry.rs holds exactly one
+    /// `impl BrokerTool for`, and the registry has a line for each.
+    #[test]
+    fn each_tool_is_one_file_and_one_registry_line() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/tools");
+        let registry = std::fs::read_to_string(dir.join("registry.rs")).unwrap();
+        let mut files = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
+            if stem == "mod" || stem == "registry" {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(text.matches("impl BrokerTool for").count(), 1, "{stem}");
+            assert!(
+                registry.contains(&format!("unit::<super::{stem}::")),
+                "{stem}"
+            );
+            files += 1;
+        }
+        assert_eq!(files, REGISTRY.len());
+    }
+
+    #[test]
+    fn only_the_tools_that_look_are_advertised_read_only() {
+        let read_only: Vec<String> = definitions(".", None, true)
+            .iter()
+            .filter(|d| d["annotations"]["readOnlyHint"] == true)
+            .map(|d| d["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            read_only,
+            [
+                "broker.list_servers",
+                "broker.search_tools",
+                "broker.describe_tool",
+                "broker.get_artifact",
+                "broker.status"
+            ]
+        );
+    }
+
+    #[test]
+    fn schemas_carry_the_limits_the_daemon_applies() {
+        let defs = definitions("__", Some(900_000), true);
+        assert_eq!(defs[3]["name"], "broker__call_tool");
+        assert_eq!(defs[3]["_meta"]["anthropic/maxResultSizeChars"], 500_000);
+        let search = &defs[1]["inputSchema"];
+        assert_eq!(search["required"], json!(["query"]));
+        assert_eq!(
+            search["properties"]["limit"]["maximum"],
+            json!(search_tools::MAX_LIMIT)
+        );
+        assert_eq!(search["properties"]["limit"]["minimum"], json!(1));
+        let describe = &defs[2]["inputSchema"];
+        assert_eq!(
+            describe["properties"]["names"]["maxItems"],
+            json!(describe_tool::MAX_NAMES)
+        );
+        let call = &defs[3]["inputSchema"];
+        assert_eq!(call["required"], json!(["name"]));
+        assert_eq!(call["properties"]["arguments"]["type"], "object");
+        assert_eq!(
+            call["properties"]["projection"]["properties"]["max_chars"]["minimum"],
+            json!(1)
+        );
+        let artifact = &defs[4]["inputSchema"];
+        assert_eq!(artifact["required"], json!(["id"]));
+        for d in &defs {
+            let text = d.to_string();
+            assert!(!text.contains("\"title\""), "{text}");
+            assert!(!text.contains("\"format\""), "{text}");
+            assert!(!text.contains("$schema"), "{text}");
+            assert!(!text.contains("$defs"), "{text}");
+            assert_eq!(d["inputSchema"]["type"], "object", "{text}");
+        }
+        let _ = call_tool::MAX_RESULT_SIZE_CHARS;
+    }
+}
