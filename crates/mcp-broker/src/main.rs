@@ -96,21 +96,25 @@ pub fn load_settings(cli_config: Option<&std::path::Path>) -> Result<Settings, E
     })
 }
 
-fn main() -> ExitCode {
+/// The modes this binary runs in for the sandbox, before any CLI parsing: the jail's helper
+/// (which never returns) and the JavaScript worker inside a jail.
+fn sandbox_mode() -> Option<ExitCode> {
+    let first = std::env::args_os().nth(1)?;
     // The sandbox helper forks and unshares: it must run before anything starts a thread.
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a == mcpb_sandbox::HELPER_ARG)
-    {
+    if first == mcpb_sandbox::HELPER_ARG {
         mcpb_sandbox::helper_main(Some(mcpb_exec::js::run_in_jail));
     }
     // The JavaScript worker runs inside the jail; it needs nothing of the CLI.
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|a| a == mcpb_exec::js::WORKER_ARG)
-    {
+    if first == mcpb_exec::js::WORKER_ARG {
         let script = std::env::args_os().nth(2).unwrap_or_default();
-        return mcpb_exec::js::worker_main(std::path::Path::new(&script));
+        return Some(mcpb_exec::js::worker_main(std::path::Path::new(&script)));
+    }
+    None
+}
+
+fn main() -> ExitCode {
+    if let Some(code) = sandbox_mode() {
+        return code;
     }
     let cli = Cli::parse();
     let config = cli.config.as_deref();
@@ -128,36 +132,17 @@ fn main() -> ExitCode {
             }
         }
         Command::Start => with_settings(config, commands::start),
-        Command::Stop => match settings_for_socket(config, true) {
-            Ok(s) => commands::stop(&s),
-            Err(code) => code,
+        Command::Stop => on_daemon(config, true, commands::stop),
+        Command::Restart => match on_daemon(config, true, commands::stop) {
+            ExitCode::SUCCESS => with_settings(config, commands::start),
+            stopped => stopped,
         },
-        Command::Restart => match settings_for_socket(config, true) {
-            Ok(s) => {
-                let stopped = commands::stop(&s);
-                if stopped != ExitCode::SUCCESS {
-                    return stopped;
-                }
-                with_settings(config, commands::start)
-            }
-            Err(code) => code,
-        },
-        Command::Status { json } => match settings_for_socket(config, true) {
-            Ok(s) => commands::status(&s, json),
-            Err(code) => code,
-        },
-        Command::Top { interval, count } => match settings_for_socket(config, true) {
-            Ok(s) => top_cmd::top(&s, interval.into(), count),
-            Err(code) => code,
-        },
-        Command::Reload => match settings_for_socket(config, false) {
-            Ok(s) => commands::reload(&s),
-            Err(code) => code,
-        },
-        Command::Reap => match settings_for_socket(config, true) {
-            Ok(s) => commands::reap(&s),
-            Err(code) => code,
-        },
+        Command::Status { json } => on_daemon(config, true, |s| commands::status(s, json)),
+        Command::Top { interval, count } => {
+            on_daemon(config, true, |s| top_cmd::top(s, interval.into(), count))
+        }
+        Command::Reload => on_daemon(config, false, commands::reload),
+        Command::Reap => on_daemon(config, true, commands::reap),
         Command::Demo => demo::run(),
         Command::Config { command } => match command {
             ConfigCommand::Init => commands::config_init(config),
@@ -187,15 +172,7 @@ fn main() -> ExitCode {
         } => with_settings(config, |s| {
             exec_cmd::run(s, profile.as_deref(), json, command)
         }),
-        Command::Pins { command } => with_settings(config, |s| match command {
-            PinsCommand::List { json } => pins_cmd::list(s, json),
-            PinsCommand::Approve {
-                names,
-                all,
-                reset,
-                yes,
-            } => pins_cmd::approve(s, &names, all, reset, yes),
-        }),
+        Command::Pins { command } => with_settings(config, |s| pins(s, command)),
         Command::Doctor { json } => doctor::run(config, json),
         Command::Profile {
             command: ProfileCommand::Validate { profile },
@@ -205,45 +182,11 @@ fn main() -> ExitCode {
             second,
             json,
         } => with_settings(config, |s| parity_cmd::run(s, &first, &second, json)),
-        Command::Metrics => match settings_for_socket(config, true) {
-            Ok(s) => metrics_cmd::run(&s),
-            Err(code) => code,
-        },
-        Command::Service { command, manager } => with_settings(config, |s| {
-            let m = service_cmd::Manager::parse(manager.as_deref());
-            match command {
-                ServiceCommand::Install { apply, no_start } => {
-                    service_cmd::install(s, m, apply, !no_start)
-                }
-                ServiceCommand::Uninstall { apply } => service_cmd::uninstall(s, m, apply),
-                ServiceCommand::Status => service_cmd::status(s, m),
-            }
-        }),
-        Command::Client { command } => with_settings(config, |s| match &command {
-            ClientCommand::Render { target: t } => {
-                client_cmd::render(s, &client_cmd::Target::of(t, config))
-            }
-            ClientCommand::Apply { target: t } => {
-                client_cmd::apply(s, &client_cmd::Target::of(t, config))
-            }
-            ClientCommand::Rollback {
-                target: t,
-                backup,
-                force,
-            } => client_cmd::rollback(
-                s,
-                &client_cmd::Target::of(t, config),
-                backup.as_deref(),
-                *force,
-            ),
-            ClientCommand::Status {
-                client,
-                project,
-                json,
-            } => client_cmd::status(s, client.as_deref(), *project, *json),
-            ClientCommand::Import(args) => import_cmd::import(s, args, config),
-            ClientCommand::Parity { client, json } => import_parity::run(s, client, *json),
-        }),
+        Command::Metrics => on_daemon(config, true, metrics_cmd::run),
+        Command::Service { command, manager } => {
+            with_settings(config, |s| service(s, command, manager.as_deref()))
+        }
+        Command::Client { command } => with_settings(config, |s| client(s, &command, config)),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             let mut script = Vec::new();
@@ -269,10 +212,7 @@ fn main() -> ExitCode {
                 headers,
                 env,
                 lifecycle,
-                cwd: None,
-                tools_allow: Vec::new(),
-                tools_deny: Vec::new(),
-                trust_annotations: false,
+                ..Default::default()
             },
         ),
         Command::Remove { name } => upstreams_cmd::remove(config, &name),
@@ -284,15 +224,7 @@ fn main() -> ExitCode {
         } => with_settings(config, |s| {
             logs_cmd::run(s, upstream.as_deref(), lines, follow)
         }),
-        Command::Auth { command } => with_settings(config, |s| match command {
-            AuthCommand::Login {
-                upstream,
-                scopes,
-                timeout_s,
-            } => run_async(auth_cmd::login(s, &upstream, scopes, timeout_s)),
-            AuthCommand::Logout { upstream } => auth_cmd::logout(s, &upstream),
-            AuthCommand::Status { json } => auth_cmd::status(s, json),
-        }),
+        Command::Auth { command } => with_settings(config, |s| auth(s, command)),
     }
 }
 
@@ -395,6 +327,88 @@ fn settings_for_socket(config: Option<&std::path::Path>, warn: bool) -> Result<S
         );
     }
     Ok(settings)
+}
+
+/// `mcp-broker pins …`.
+fn pins(s: &Settings, command: PinsCommand) -> ExitCode {
+    match command {
+        PinsCommand::List { json } => pins_cmd::list(s, json),
+        PinsCommand::Approve {
+            names,
+            all,
+            reset,
+            yes,
+        } => pins_cmd::approve(s, &names, all, reset, yes),
+    }
+}
+
+/// `mcp-broker service …`.
+fn service(s: &Settings, command: ServiceCommand, manager: Option<&str>) -> ExitCode {
+    let m = service_cmd::Manager::parse(manager);
+    match command {
+        ServiceCommand::Install { apply, no_start } => service_cmd::install(s, m, apply, !no_start),
+        ServiceCommand::Uninstall { apply } => service_cmd::uninstall(s, m, apply),
+        ServiceCommand::Status => service_cmd::status(s, m),
+    }
+}
+
+/// `mcp-broker auth …`.
+fn auth(s: &Settings, command: AuthCommand) -> ExitCode {
+    match command {
+        AuthCommand::Login {
+            upstream,
+            scopes,
+            timeout_s,
+        } => run_async(auth_cmd::login(s, &upstream, scopes, timeout_s)),
+        AuthCommand::Logout { upstream } => auth_cmd::logout(s, &upstream),
+        AuthCommand::Status { json } => auth_cmd::status(s, json),
+    }
+}
+
+/// `f` with settings that reach the running daemon even when the config file is invalid.
+fn on_daemon(
+    config: Option<&std::path::Path>,
+    warn: bool,
+    f: impl FnOnce(&Settings) -> ExitCode,
+) -> ExitCode {
+    match settings_for_socket(config, warn) {
+        Ok(s) => f(&s),
+        Err(code) => code,
+    }
+}
+
+/// `mcp-broker client …`.
+fn client(
+    settings: &Settings,
+    command: &ClientCommand,
+    config: Option<&std::path::Path>,
+) -> ExitCode {
+    let s = settings;
+    match command {
+        ClientCommand::Render { target: t } => {
+            client_cmd::render(s, &client_cmd::Target::of(t, config))
+        }
+        ClientCommand::Apply { target: t } => {
+            client_cmd::apply(s, &client_cmd::Target::of(t, config))
+        }
+        ClientCommand::Rollback {
+            target: t,
+            backup,
+            force,
+        } => client_cmd::rollback(
+            s,
+            &client_cmd::Target::of(t, config),
+            backup.as_deref(),
+            *force,
+        ),
+        ClientCommand::Status {
+            client,
+            project,
+            json,
+        } => client_cmd::status(s, client.as_deref(), *project, *json),
+        ClientCommand::Import(args) => import_cmd::import(s, args, config),
+        ClientCommand::Parity { client, json } => import_parity::run(s, client, *json),
+    }
 }
 
 fn with_settings(

@@ -13,7 +13,7 @@ use crate::fail;
 use crate::yaml_edit::{self, quoted, yaml_name};
 
 /// What `add` was told.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct NewUpstream {
     pub name: String,
     pub command: Vec<String>,

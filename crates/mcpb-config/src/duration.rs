@@ -35,6 +35,49 @@ pub fn parse_ms(text: &str) -> Option<u64> {
     u64::try_from(d.as_millis()).ok()
 }
 
+/// An `_ms` key's value: milliseconds, written as a number (`30000`) or as a duration people
+/// write (`"30s"`). Its schema is `MsOrText`'s; every `_ms` key is an `Option<Millis>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Millis(pub u64);
+
+impl Millis {
+    pub fn duration(self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.0)
+    }
+}
+
+impl serde::Serialize for Millis {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Millis {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(Ms)?
+            .map(Millis)
+            .ok_or_else(|| de::Error::custom("a duration is required"))
+    }
+}
+
+impl JsonSchema for Millis {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        MsOrText::schema_name()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        MsOrText::schema_id()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        MsOrText::json_schema(generator)
+    }
+
+    fn inline_schema() -> bool {
+        MsOrText::inline_schema()
+    }
+}
+
 struct Ms;
 
 impl<'de> Visitor<'de> for Ms {

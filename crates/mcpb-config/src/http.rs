@@ -34,9 +34,8 @@ pub struct RawHttp {
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
     /// A session without requests for this long is closed. Default 1800000 (30 min).
-    #[serde(default, deserialize_with = "crate::duration::ms")]
-    #[schemars(with = "Option<crate::duration::MsOrText>")]
-    pub session_idle_ms: Option<u64>,
+    #[serde(default)]
+    pub session_idle_ms: Option<crate::duration::Millis>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

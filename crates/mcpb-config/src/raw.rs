@@ -72,26 +72,21 @@ pub struct RawBroker {
     pub max_clients: Option<u32>,
     /// How long a tool call may go without an answer or a progress notification, in
     /// milliseconds; progress restarts it. Default 60000.
-    #[serde(default, deserialize_with = "crate::duration::ms")]
-    #[schemars(with = "Option<crate::duration::MsOrText>")]
-    pub call_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub call_timeout_ms: Option<crate::duration::Millis>,
     /// Hard limit for one tool call whatever progress it reports. Default 600000.
-    #[serde(default, deserialize_with = "crate::duration::ms")]
-    #[schemars(with = "Option<crate::duration::MsOrText>")]
-    pub max_call_ms: Option<u64>,
+    #[serde(default)]
+    pub max_call_ms: Option<crate::duration::Millis>,
     /// Default time an upstream may take to start and answer its handshake. Default 30000.
-    #[serde(default, deserialize_with = "crate::duration::ms")]
-    #[schemars(with = "Option<crate::duration::MsOrText>")]
-    pub startup_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub startup_timeout_ms: Option<crate::duration::Millis>,
     /// How long shutdown waits for in-flight calls before cancelling them. Default 5000.
-    #[serde(default, deserialize_with = "crate::duration::ms")]
-    #[schemars(with = "Option<crate::duration::MsOrText>")]
-    pub shutdown_grace_ms: Option<u64>,
+    #[serde(default)]
+    pub shutdown_grace_ms: Option<crate::duration::Millis>,
     /// A client whose answers cannot be delivered for this long (it stopped reading) is
     /// disconnected. Default 10000.
-    #[serde(default, deserialize_with = "crate::duration::ms")]
-    #[schemars(with = "Option<crate::duration::MsOrText>")]
-    pub client_write_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub client_write_timeout_ms: Option<crate::duration::Millis>,
     /// Largest single JSON-RPC frame accepted from a client or an upstream. Default 16 MiB.
     #[serde(default)]
     pub max_frame_bytes: Option<u64>,
@@ -123,9 +118,8 @@ pub struct RawBroker {
     pub env_passthrough: Vec<String>,
     /// How long a stored oversized result (artifact) stays readable, in milliseconds.
     /// Default 3600000 (one hour).
-    #[serde(default, deserialize_with = "crate::duration::ms")]
-    #[schemars(with = "Option<crate::duration::MsOrText>")]
-    pub artifact_ttl_ms: Option<u64>,
+    #[serde(default)]
+    pub artifact_ttl_ms: Option<crate::duration::Millis>,
     /// Disk space all artifacts may take together; the oldest go first. Default 268435456.
     #[serde(default)]
     pub artifact_max_bytes: Option<u64>,
@@ -223,9 +217,8 @@ pub struct RawUpstream {
     #[serde(default)]
     pub lifecycle: Lifecycle,
     /// Stop a shared or per-session instance after this long without calls.
-    #[serde(default, deserialize_with = "crate::duration::ms")]
-    #[schemars(with = "Option<crate::duration::MsOrText>")]
-    pub idle_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub idle_timeout_ms: Option<crate::duration::Millis>,
     /// Processes of this upstream running at once (per_session, per_call). Default 16.
     #[serde(default)]
     pub max_instances: Option<u32>,
@@ -233,18 +226,14 @@ pub struct RawUpstream {
     #[serde(default)]
     pub max_concurrency: Option<u32>,
     /// How long a call may wait in that queue before failing. Default 5000.
-    #[serde(default, deserialize_with = "crate::duration::ms")]
-    #[schemars(with = "Option<crate::duration::MsOrText>")]
-    pub queue_timeout_ms: Option<u64>,
-    #[serde(default, deserialize_with = "crate::duration::ms")]
-    #[schemars(with = "Option<crate::duration::MsOrText>")]
-    pub startup_timeout_ms: Option<u64>,
-    #[serde(default, deserialize_with = "crate::duration::ms")]
-    #[schemars(with = "Option<crate::duration::MsOrText>")]
-    pub call_timeout_ms: Option<u64>,
-    #[serde(default, deserialize_with = "crate::duration::ms")]
-    #[schemars(with = "Option<crate::duration::MsOrText>")]
-    pub max_call_ms: Option<u64>,
+    #[serde(default)]
+    pub queue_timeout_ms: Option<crate::duration::Millis>,
+    #[serde(default)]
+    pub startup_timeout_ms: Option<crate::duration::Millis>,
+    #[serde(default)]
+    pub call_timeout_ms: Option<crate::duration::Millis>,
+    #[serde(default)]
+    pub max_call_ms: Option<crate::duration::Millis>,
     /// One line shown to people and models.
     #[serde(default)]
     pub description: Option<String>,

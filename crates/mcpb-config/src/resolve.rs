@@ -4,10 +4,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::duration::Millis;
 use crate::error::ConfigIssue;
 use crate::layout::{DEFAULT_ROOT, RuntimeLayout, expand_home};
 use crate::located::Located;
-use crate::raw::{Lifecycle, RawConfig, RawUpstream, Transport};
+use crate::raw::{Lifecycle, RawBroker, RawConfig, RawProfile, RawUpstream, Transport};
 use crate::settings::{
     BrokerSettings, ConfigSource, ProfileSettings, Settings, SmokeSettings, UpstreamSettings,
 };
@@ -260,7 +261,7 @@ impl Resolver<'_> {
             allowed_origins: raw.allowed_origins.clone(),
             allow_loopback_origins: raw.allow_loopback_origins.unwrap_or(false),
             allowed_hosts: raw.allowed_hosts.clone(),
-            session_idle_ms: raw.session_idle_ms.unwrap_or(1_800_000).max(1000),
+            session_idle_ms: raw.session_idle_ms.map_or(1_800_000, |m| m.0).max(1000),
         }
     }
 
@@ -336,7 +337,7 @@ impl Resolver<'_> {
                 Some("remove oauth:, or set transport: streamable_http with a url:"),
             );
         }
-        let ms = Duration::from_millis;
+        let ms = Millis::duration;
         UpstreamSettings {
             name: n.to_string(),
             transport: raw.transport,
@@ -383,33 +384,11 @@ fn transport_name(t: Transport) -> &'static str {
     }
 }
 
-/// Resolves a parsed file; every problem found is returned, not only the first.
-pub fn resolve(
-    raw: &RawConfig,
-    source: ConfigSource,
-    ctx: &ResolveContext,
-) -> Result<Settings, Vec<ConfigIssue>> {
-    let layout = RuntimeLayout::new(ctx.runtime_root(raw.runtime.root.as_deref()));
-    let mut r = Resolver {
-        ctx,
-        layout,
-        issues: Vec::new(),
-    };
-    if raw.schema_version.value != 1 {
-        r.issue(
-            &raw.schema_version,
-            "schema_version".into(),
-            format!(
-                "schema_version {} is not supported",
-                raw.schema_version.value
-            ),
-            Some("this version of mcp-broker reads schema_version: 1"),
-        );
-    }
-    let ms = Duration::from_millis;
+/// The broker's settings: each key as written, or its default, held to its floor.
+fn broker_settings(b: &RawBroker) -> BrokerSettings {
+    let ms = Millis::duration;
     let defaults = BrokerSettings::default();
-    let b = &raw.broker;
-    let broker = BrokerSettings {
+    BrokerSettings {
         max_clients: b
             .max_clients
             .map_or(defaults.max_clients, |n| n.max(1) as usize),
@@ -452,7 +431,177 @@ pub fn resolve(
             arguments: b.audit.arguments.unwrap_or(defaults.audit.arguments),
         },
         search_model: b.search.model.unwrap_or(defaults.search_model),
+    }
+}
+
+impl Resolver<'_> {
+    fn schema_version(&mut self, raw: &RawConfig) {
+        if raw.schema_version.value != 1 {
+            self.issue(
+                &raw.schema_version,
+                "schema_version".into(),
+                format!(
+                    "schema_version {} is not supported",
+                    raw.schema_version.value
+                ),
+                Some("this version of mcp-broker reads schema_version: 1"),
+            );
+        }
+    }
+
+    /// The upstreams a profile sees: its list (each name known, none twice), or every enabled
+    /// upstream when it has none.
+    fn profile_upstreams(
+        &mut self,
+        n: &str,
+        list: Option<&Vec<Located<String>>>,
+        upstreams: &BTreeMap<String, UpstreamSettings>,
+    ) -> Vec<String> {
+        let Some(list) = list else {
+            return upstreams
+                .values()
+                .filter(|u| u.enabled())
+                .map(|u| u.name.clone())
+                .collect();
+        };
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for (i, up) in list.iter().enumerate() {
+            let path = format!("profiles.{n}.upstreams[{i}]");
+            if !upstreams.contains_key(&up.value) {
+                let known: Vec<&str> = upstreams.keys().map(String::as_str).collect();
+                self.issue(
+                    up,
+                    path,
+                    format!("profile '{n}' names unknown upstream '{}'", up.value),
+                    Some(&format!("known upstreams: {}", listed(&known))),
+                );
+            } else if !seen.insert(up.value.clone()) {
+                self.issue(
+                    up,
+                    path,
+                    format!("profile '{n}' lists upstream '{}' twice", up.value),
+                    None,
+                );
+            } else {
+                out.push(up.value.clone());
+            }
+        }
+        out
+    }
+
+    /// One profile, with every problem of its name, upstreams, namespace and pinned tools.
+    fn profile(
+        &mut self,
+        name: &Located<String>,
+        p: &RawProfile,
+        upstreams: &BTreeMap<String, UpstreamSettings>,
+        broker: &BrokerSettings,
+    ) -> ProfileSettings {
+        let n = &name.value;
+        if let Err(e) = check_name(n) {
+            self.issue(
+                name,
+                format!("profiles.{n}"),
+                format!("invalid profile name: {e}"),
+                None,
+            );
+        }
+        let visible = self.profile_upstreams(n, p.upstreams.as_ref(), upstreams);
+        if p.namespace == Some(false) && visible.len() != 1 {
+            self.issue(
+                name,
+                format!("profiles.{n}.namespace"),
+                format!(
+                    "profile '{n}' has namespace: false but sees {} upstreams",
+                    visible.len()
+                ),
+                Some("unprefixed names are only unambiguous for one upstream: list exactly one in `upstreams`"),
+            );
+        }
+        for (i, pinned) in p.pinned_tools.iter().enumerate() {
+            let known = pinned
+                .split_once('.')
+                .is_some_and(|(up, _)| visible.iter().any(|u| u == up));
+            if !known {
+                self.issue(
+                    name,
+                    format!("profiles.{n}.pinned_tools[{i}]"),
+                    format!("pinned tool '{pinned}' is not of an upstream this profile sees"),
+                    Some("write pinned tools as <upstream>.<tool> of an upstream in the profile's upstreams"),
+                );
+            }
+        }
+        ProfileSettings {
+            name: n.clone(),
+            description: p.description.clone(),
+            upstreams: visible,
+            compact_tools_enabled: p.compact_tools_enabled,
+            max_tools: p.max_tools,
+            allow_mutating_upstreams: p.allow_mutating_upstreams,
+            mutating_allowlist: p.mutating_allowlist.clone(),
+            pinned_tools: p.pinned_tools.clone(),
+            broker_tool_name_style: p.broker_tool_name_style,
+            result_budget_chars: p.result_budget_chars,
+            result_size_chars: p.result_size_chars.map(|n| n.min(500_000)),
+            mcp_allowed_servers: p.mcp_allowed_servers.clone(),
+            namespace: p.namespace.unwrap_or(true),
+            exec: p
+                .exec
+                .as_ref()
+                .and_then(|e| crate::exec::ProfileExec::resolve(e, &broker.exec)),
+        }
+    }
+
+    /// Each client's profile, which must exist.
+    fn clients(
+        &mut self,
+        raw: &RawConfig,
+        profiles: &BTreeMap<String, ProfileSettings>,
+    ) -> BTreeMap<String, String> {
+        let mut clients = BTreeMap::new();
+        for (name, c) in &raw.clients {
+            if !profiles.contains_key(&c.profile.value) {
+                let known: Vec<&str> = profiles.keys().map(String::as_str).collect();
+                self.issue(
+                    &c.profile,
+                    format!("clients.{}.profile", name.value),
+                    format!(
+                        "client '{}' uses unknown profile '{}'",
+                        name.value, c.profile.value
+                    ),
+                    Some(&format!("known profiles: {}", listed(&known))),
+                );
+            }
+            clients.insert(name.value.clone(), c.profile.value.clone());
+        }
+        clients
+    }
+}
+
+/// Names for a hint, or "(none)".
+fn listed(names: &[&str]) -> String {
+    if names.is_empty() {
+        "(none)".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// Resolves a parsed file; every problem found is returned, not only the first.
+pub fn resolve(
+    raw: &RawConfig,
+    source: ConfigSource,
+    ctx: &ResolveContext,
+) -> Result<Settings, Vec<ConfigIssue>> {
+    let layout = RuntimeLayout::new(ctx.runtime_root(raw.runtime.root.as_deref()));
+    let mut r = Resolver {
+        ctx,
+        layout,
+        issues: Vec::new(),
     };
+    r.schema_version(raw);
+    let broker = broker_settings(&raw.broker);
 
     let mut upstreams = BTreeMap::new();
     for (name, up) in &raw.upstreams {
@@ -462,126 +611,11 @@ pub fn resolve(
 
     let mut profiles = BTreeMap::new();
     for (name, p) in &raw.profiles {
-        let n = &name.value;
-        if let Err(e) = check_name(n) {
-            r.issue(
-                name,
-                format!("profiles.{n}"),
-                format!("invalid profile name: {e}"),
-                None,
-            );
-        }
-        let visible: Vec<String> = match &p.upstreams {
-            None => upstreams
-                .values()
-                .filter(|u| u.enabled())
-                .map(|u| u.name.clone())
-                .collect(),
-            Some(list) => {
-                let mut seen = BTreeSet::new();
-                let mut out = Vec::new();
-                for (i, up) in list.iter().enumerate() {
-                    let path = format!("profiles.{n}.upstreams[{i}]");
-                    if !upstreams.contains_key(&up.value) {
-                        let known: Vec<&str> = upstreams.keys().map(String::as_str).collect();
-                        r.issue(
-                            up,
-                            path,
-                            format!("profile '{n}' names unknown upstream '{}'", up.value),
-                            Some(&format!(
-                                "known upstreams: {}",
-                                if known.is_empty() {
-                                    "(none)".to_string()
-                                } else {
-                                    known.join(", ")
-                                }
-                            )),
-                        );
-                    } else if !seen.insert(up.value.clone()) {
-                        r.issue(
-                            up,
-                            path,
-                            format!("profile '{n}' lists upstream '{}' twice", up.value),
-                            None,
-                        );
-                    } else {
-                        out.push(up.value.clone());
-                    }
-                }
-                out
-            }
-        };
-        profiles.insert(
-            n.clone(),
-            ProfileSettings {
-                name: n.clone(),
-                description: p.description.clone(),
-                upstreams: visible,
-                compact_tools_enabled: p.compact_tools_enabled,
-                max_tools: p.max_tools,
-                allow_mutating_upstreams: p.allow_mutating_upstreams,
-                mutating_allowlist: p.mutating_allowlist.clone(),
-                pinned_tools: p.pinned_tools.clone(),
-                broker_tool_name_style: p.broker_tool_name_style,
-                result_budget_chars: p.result_budget_chars,
-                result_size_chars: p.result_size_chars.map(|n| n.min(500_000)),
-                mcp_allowed_servers: p.mcp_allowed_servers.clone(),
-                namespace: p.namespace.unwrap_or(true),
-                exec: p
-                    .exec
-                    .as_ref()
-                    .and_then(|e| crate::exec::ProfileExec::resolve(e, &broker.exec)),
-            },
-        );
-        if p.namespace == Some(false) && profiles[n].upstreams.len() != 1 {
-            r.issue(
-                name,
-                format!("profiles.{n}.namespace"),
-                format!(
-                    "profile '{n}' has namespace: false but sees {} upstreams",
-                    profiles[n].upstreams.len()
-                ),
-                Some("unprefixed names are only unambiguous for one upstream: list exactly one in `upstreams`"),
-            );
-        }
-        for (i, pinned) in p.pinned_tools.iter().enumerate() {
-            let known = pinned
-                .split_once('.')
-                .is_some_and(|(up, _)| profiles[n].upstreams.iter().any(|u| u == up));
-            if !known {
-                r.issue(
-                    name,
-                    format!("profiles.{n}.pinned_tools[{i}]"),
-                    format!("pinned tool '{pinned}' is not of an upstream this profile sees"),
-                    Some("write pinned tools as <upstream>.<tool> of an upstream in the profile's upstreams"),
-                );
-            }
-        }
+        let profile = r.profile(name, p, &upstreams, &broker);
+        profiles.insert(name.value.clone(), profile);
     }
 
-    let mut clients = BTreeMap::new();
-    for (name, c) in &raw.clients {
-        if !profiles.contains_key(&c.profile.value) {
-            let known: Vec<&str> = profiles.keys().map(String::as_str).collect();
-            r.issue(
-                &c.profile,
-                format!("clients.{}.profile", name.value),
-                format!(
-                    "client '{}' uses unknown profile '{}'",
-                    name.value, c.profile.value
-                ),
-                Some(&format!(
-                    "known profiles: {}",
-                    if known.is_empty() {
-                        "(none)".to_string()
-                    } else {
-                        known.join(", ")
-                    }
-                )),
-            );
-        }
-        clients.insert(name.value.clone(), c.profile.value.clone());
-    }
+    let clients = r.clients(raw, &profiles);
 
     let http = raw.http.as_ref().map(|h| r.http(h, &profiles));
 

@@ -249,33 +249,17 @@ impl Runner {
         cgroup: Option<&mcpb_sandbox::RunCgroup>,
     ) -> std::io::Result<Ran> {
         let start = Instant::now();
-        let (ours, theirs) = tokio::net::UnixStream::pair()?;
-        let theirs = theirs.into_std()?;
-        // The program's end is an ordinary blocking socket, whatever tokio made of it.
-        theirs.set_nonblocking(false)?;
-        let theirs: OwnedFd = theirs.into();
-        let (report_r, report_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-        let mut cmd = tokio::process::Command::new(&self.helper);
-        cmd.arg(mcpb_sandbox::HELPER_ARG)
-            .env_clear()
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        crate::spawn::place_fds(&mut cmd, theirs.as_raw_fd(), report_w.as_raw_fd());
-        let mut child = cmd.spawn()?;
-        drop((theirs, report_w));
+        let Helper {
+            mut child,
+            sdk: ours,
+            report: report_r,
+        } = self.start_helper(spec).await?;
         let group = child.id();
         let kill = || {
             if let Some(pid) = group.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
                 let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
             }
         };
-        if let Some(mut stdin) = child.stdin.take() {
-            let text = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
-            stdin.write_all(&text).await?;
-        }
         let budget =
             usize::try_from(req.limits.max_output_kb.saturating_mul(1024)).unwrap_or(usize::MAX);
         let mut stdout = Output::new(budget);
@@ -318,22 +302,7 @@ impl Runner {
                 }
                 frame = frames.next(&mut reader),
                     if sdk_open && queued.load(std::sync::atomic::Ordering::Relaxed) < MAX_QUEUED => {
-                    let step = match frame {
-                        Ok(Some(sdk::Incoming::Line(f, held))) => Some(calls.handle(&f, held, host)),
-                        Ok(Some(sdk::Incoming::OverBudget { id, bytes })) => {
-                            Some(calls.over_budget(&id, bytes, self.frames.available()))
-                        }
-                        Ok(None) | Err(sdk::FrameError::Io(_)) => {
-                            sdk_open = false;
-                            None
-                        }
-                        Err(sdk::FrameError::TooLarge) => {
-                            abuse = Some(format!("an SDK frame over {} MiB", sdk::MAX_FRAME_BYTES >> 20));
-                            kill();
-                            break;
-                        }
-                    };
-                    match step {
+                    match self.step(frame, &mut calls, host) {
                         Some(Step::Answer(line)) => send(line),
                         Some(Step::Call(fut)) => pending.push(fut),
                         Some(Step::Abuse(why)) => {
@@ -341,7 +310,7 @@ impl Runner {
                             kill();
                             break;
                         }
-                        None => {}
+                        None => sdk_open = false,
                     }
                 }
                 Some((line, record)) = pending.next(), if !pending.is_empty() => {
@@ -361,21 +330,91 @@ impl Runner {
         // What is still in the pipes after the tree is gone.
         drain(out_pipe, &mut stdout, &mut obuf).await;
         drain(err_pipe, &mut stderr, &mut ebuf).await;
+        self.finish(
+            report_r,
+            cgroup,
+            start,
+            Concluded {
+                events: Vec::new(),
+                timed_out,
+                abuse,
+                calls,
+                stdout,
+                stderr,
+                wall_ms: 0,
+                limits: req.limits,
+            },
+        )
+        .await
+    }
+
+    /// What one read from the SDK channel asks for; `None` when the program closed it.
+    fn step<'h>(
+        &self,
+        frame: Result<Option<sdk::Incoming>, sdk::FrameError>,
+        calls: &mut Calls,
+        host: &'h dyn ToolHost,
+    ) -> Option<Step<'h>> {
+        match frame {
+            Ok(Some(sdk::Incoming::Line(f, held))) => Some(calls.handle(&f, held, host)),
+            Ok(Some(sdk::Incoming::OverBudget { id, bytes })) => {
+                Some(calls.over_budget(&id, bytes, self.frames.available()))
+            }
+            Ok(None) | Err(sdk::FrameError::Io(_)) => None,
+            Err(sdk::FrameError::TooLarge) => Some(Step::Abuse(format!(
+                "an SDK frame over {} MiB",
+                sdk::MAX_FRAME_BYTES >> 20
+            ))),
+        }
+    }
+
+    /// The sandbox helper for one run, its spec already written: the SDK channel (fd 3) and
+    /// the report pipe (fd 4) placed in it, ours kept.
+    async fn start_helper(&self, spec: &JailSpec) -> std::io::Result<Helper> {
+        let (ours, theirs) = tokio::net::UnixStream::pair()?;
+        let theirs = theirs.into_std()?;
+        // The program's end is an ordinary blocking socket, whatever tokio made of it.
+        theirs.set_nonblocking(false)?;
+        let theirs: OwnedFd = theirs.into();
+        let (report_r, report_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        let mut cmd = tokio::process::Command::new(&self.helper);
+        cmd.arg(mcpb_sandbox::HELPER_ARG)
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        crate::spawn::place_fds(&mut cmd, theirs.as_raw_fd(), report_w.as_raw_fd());
+        let mut child = cmd.spawn()?;
+        drop((theirs, report_w));
+        if let Some(mut stdin) = child.stdin.take() {
+            let text = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
+            stdin.write_all(&text).await?;
+        }
+        Ok(Helper {
+            child,
+            sdk: ours,
+            report: report_r,
+        })
+    }
+
+    /// The run's answer once its tree is gone: the helper's report, the memory cgroup's word
+    /// on an OOM kill, the wall time.
+    async fn finish(
+        &self,
+        report_r: OwnedFd,
+        cgroup: Option<&mcpb_sandbox::RunCgroup>,
+        start: Instant,
+        mut c: Concluded,
+    ) -> std::io::Result<Ran> {
         let mut events = read_events(report_r).await;
         if cgroup.is_some_and(mcpb_sandbox::RunCgroup::oom_killed) {
             events.push(Event::OutOfMemory);
         }
-        let wall_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
-        Ok(conclude(Concluded {
-            events,
-            timed_out,
-            abuse,
-            calls,
-            stdout,
-            stderr,
-            wall_ms,
-            limits: req.limits,
-        }))
+        c.events = events;
+        c.wall_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Ok(conclude(c))
     }
 }
 
@@ -442,6 +481,13 @@ async fn read_events(fd: OwnedFd) -> Vec<Event> {
         .collect()
 }
 
+/// A started sandbox helper and our ends of its channels.
+struct Helper {
+    child: tokio::process::Child,
+    sdk: tokio::net::UnixStream,
+    report: OwnedFd,
+}
+
 struct Concluded {
     events: Vec<Event>,
     timed_out: bool,
@@ -472,95 +518,121 @@ fn signal_reason(sig: i32) -> (Status, String) {
     }
 }
 
-fn conclude(c: Concluded) -> Ran {
-    let mut status = Status::Ok;
-    let mut reason = None;
-    let mut keep = false;
-    let mut cpu_ms = 0;
-    let mut max_rss_kb = 0;
-    let mut layers = Vec::new();
-    let mut refusal = None;
-    let mut oom = false;
-    for e in &c.events {
+/// What the sandbox's events said about a run, before anything overrules it.
+struct Reported {
+    status: Status,
+    reason: Option<String>,
+    keep: bool,
+    cpu_ms: u64,
+    max_rss_kb: u64,
+    layers: Vec<(String, u64)>,
+    refusal: Option<(Layer, String)>,
+    oom: bool,
+    exited: bool,
+}
+
+fn reported(events: &[Event]) -> Reported {
+    let mut r = Reported {
+        status: Status::Ok,
+        reason: None,
+        keep: false,
+        cpu_ms: 0,
+        max_rss_kb: 0,
+        layers: Vec::new(),
+        refusal: None,
+        oom: false,
+        exited: false,
+    };
+    for e in events {
         match e {
-            Event::Applied { layer, us } => layers.push((layer.name().to_string(), *us)),
+            Event::Applied { layer, us } => r.layers.push((layer.name().to_string(), *us)),
             Event::Refused { layer, reason } => {
-                refusal.get_or_insert((*layer, reason.clone()));
+                r.refusal.get_or_insert((*layer, reason.clone()));
             }
             Event::Exited {
                 code,
                 signal,
-                cpu_ms: c,
-                max_rss_kb: m,
+                cpu_ms,
+                max_rss_kb,
             } => {
-                cpu_ms = *c;
-                max_rss_kb = *m;
+                r.exited = true;
+                r.cpu_ms = *cpu_ms;
+                r.max_rss_kb = *max_rss_kb;
                 if let Some(s) = signal {
-                    (status, reason) = {
-                        let (st, r) = signal_reason(*s);
-                        (st, Some(r))
-                    };
+                    let (st, why) = signal_reason(*s);
+                    (r.status, r.reason) = (st, Some(why));
                 } else if *code != Some(0) {
-                    status = Status::Error;
-                    reason = Some(format!(
+                    r.status = Status::Error;
+                    r.reason = Some(format!(
                         "the program exited with status {}",
                         code.unwrap_or(-1)
                     ));
                 }
             }
-            Event::OutOfMemory => oom = true,
+            Event::OutOfMemory => r.oom = true,
             Event::Saved { complete, .. } => {
-                keep = true;
-                if !complete && status == Status::Ok {
-                    status = Status::Limit;
-                    reason =
+                r.keep = true;
+                if !complete && r.status == Status::Ok {
+                    r.status = Status::Limit;
+                    r.reason =
                         Some("the workspace went over disk_kb: some files were not kept".into());
                 }
             }
         }
     }
-    if oom && refusal.is_none() && !c.timed_out {
-        status = Status::Limit;
-        reason = Some(format!(
+    r
+}
+
+/// What overrules the program's own ending, strongest first: a sandbox layer refused, abuse
+/// of the SDK, the wall clock, no report at all; then a call limit or the memory cgroup.
+fn overrule(r: &mut Reported, c: &Concluded) {
+    if r.oom && r.refusal.is_none() && !c.timed_out {
+        r.status = Status::Limit;
+        r.reason = Some(format!(
             "the run went over its memory ({} MiB with its workspace): the kernel stopped it",
             c.limits.memory_mb
         ));
     }
-    if let Some((layer, why)) = refusal {
-        status = Status::Refused;
-        let mut r = format!(
+    let (status, reason) = if let Some((layer, why)) = &r.refusal {
+        let mut text = format!(
             "sandbox layer '{}' could not be applied: {why}",
             layer.name()
         );
-        if layer == Layer::UserNamespace
+        if *layer == Layer::UserNamespace
             && let Some(h) = mcpb_sandbox::userns_hint()
         {
-            r.push_str("\nhint: ");
-            r.push_str(&h);
+            text.push_str("\nhint: ");
+            text.push_str(&h);
         }
-        reason = Some(r);
-        keep = false;
-    } else if let Some(a) = c.abuse {
-        status = Status::Violation;
-        reason = Some(a);
-        keep = false;
+        (Status::Refused, text)
+    } else if let Some(a) = &c.abuse {
+        (Status::Violation, a.clone())
     } else if c.timed_out {
-        status = Status::Timeout;
-        reason = Some(format!(
+        let text = format!(
             "wall_clock_ms ({} ms) passed; every process of the run was killed",
             c.limits.wall_clock_ms
-        ));
-        keep = false;
-    } else if c.events.iter().all(|e| !matches!(e, Event::Exited { .. })) {
-        status = Status::Error;
-        reason = Some("the sandbox ended without reporting how the program did".into());
-        keep = false;
-    } else if status == Status::Ok
-        && let Some(l) = &c.calls.limit_hit
-    {
-        status = Status::Limit;
-        reason = Some(l.clone());
-    }
+        );
+        (Status::Timeout, text)
+    } else if !r.exited {
+        let text = "the sandbox ended without reporting how the program did".to_string();
+        (Status::Error, text)
+    } else {
+        if r.status == Status::Ok
+            && let Some(l) = &c.calls.limit_hit
+        {
+            r.status = Status::Limit;
+            r.reason = Some(l.clone());
+        }
+        return;
+    };
+    r.status = status;
+    r.reason = Some(reason);
+    r.keep = false;
+}
+
+fn conclude(c: Concluded) -> Ran {
+    let mut r = reported(&c.events);
+    overrule(&mut r, &c);
     let budget = usize::try_from(c.limits.max_output_kb.saturating_mul(1024)).unwrap_or(usize::MAX);
     // The result is parsed only once it is known to fit the answer: a program's result of any
     // size costs the daemon its bytes once, never a tree of them.
@@ -581,33 +653,33 @@ fn conclude(c: Concluded) -> Ran {
     };
     let (stdout, stderr, cut) = Output::fit(c.stdout, c.stderr, left);
     let truncated = cut || result_len > budget;
-    if truncated && status == Status::Ok {
-        status = Status::Limit;
-        reason = Some(format!(
+    if truncated && r.status == Status::Ok {
+        r.status = Status::Limit;
+        r.reason = Some(format!(
             "output went over max_output_kb ({} KiB) and was cut",
             c.limits.max_output_kb
         ));
     }
     Ran {
         answer: RunAnswer {
-            status,
+            status: r.status,
             result,
             stdout,
             stderr,
             usage: Usage {
                 wall_ms: c.wall_ms,
-                cpu_ms,
-                max_rss_kb,
+                cpu_ms: r.cpu_ms,
+                max_rss_kb: r.max_rss_kb,
                 calls: c.calls.made,
                 output_bytes: produced,
                 uid: None,
             },
             calls: c.calls.records,
             artifacts: c.calls.artifacts,
-            reason,
+            reason: r.reason,
             truncated,
-            layers,
+            layers: r.layers,
         },
-        keep_workspace: keep,
+        keep_workspace: r.keep,
     }
 }

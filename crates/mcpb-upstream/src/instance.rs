@@ -243,6 +243,35 @@ impl Instance {
         }
         self.touch();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (line, client_token) = self.encode(id, outgoing)?;
+        let (tx, rx) = oneshot::channel();
+        let activity = Arc::new(Notify::new());
+        self.pending.lock().insert(
+            id,
+            PendingCall {
+                tx,
+                link: opts.link.clone(),
+                client_token,
+                activity: activity.clone(),
+                progress: Default::default(),
+            },
+        );
+        let guard = PendingGuard {
+            instance: self,
+            id,
+            armed: true,
+        };
+        self.deliver(line, rx, &activity, guard, opts).await
+    }
+
+    /// The request's line with the broker's id; a tool call's name, progress token and `_meta`
+    /// rewritten (the client's own token returned, to put back on its progress); the
+    /// 2026-07-28 envelope added when the handshake chose that era.
+    fn encode(
+        &self,
+        id: u64,
+        outgoing: Outgoing<'_>,
+    ) -> Result<(Vec<u8>, Option<Box<RawValue>>), UpstreamError> {
         let env = mcpb_protocol::era::broker_envelope();
         let mut env_pairs: Vec<(&str, &str)> = if self.era() == Era::Stateless {
             env.iter().map(|(k, v)| (*k, v.as_str())).collect()
@@ -283,25 +312,19 @@ impl Instance {
                 (request_line(id, "tools/call", Some(&params)), client_token)
             }
         };
-        let (tx, mut rx) = oneshot::channel();
-        let activity = Arc::new(Notify::new());
-        {
-            self.pending.lock().insert(
-                id,
-                PendingCall {
-                    tx,
-                    link: opts.link.clone(),
-                    client_token,
-                    activity: activity.clone(),
-                    progress: Default::default(),
-                },
-            );
-        }
-        let mut guard = PendingGuard {
-            instance: self,
-            id,
-            armed: true,
-        };
+        Ok((line, client_token))
+    }
+
+    /// Queues the line and waits for its answer, the upstream's end, or the deadline. Dropping
+    /// this (the caller went away) drops `guard`, which withdraws the request.
+    async fn deliver(
+        &self,
+        line: Vec<u8>,
+        mut rx: oneshot::Receiver<Reply>,
+        activity: &Notify,
+        mut guard: PendingGuard<'_>,
+        opts: &CallOptions,
+    ) -> Result<Reply, UpstreamError> {
         // One timer for the whole call, waiting to be written included: the idle deadline,
         // moved on by progress but never past the hard limit. An upstream that stopped reading
         // its input must not hold callers past their deadline.

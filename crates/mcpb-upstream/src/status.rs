@@ -24,7 +24,8 @@ pub struct UpstreamStatus {
     pub pids: Vec<u32>,
     /// Running per-session instances.
     pub session_count: usize,
-    /// Calls in flight on per-call instances.
+    /// Calls in flight on this upstream, from admission to answer, whatever its lifecycle
+    /// (a per-call listing counts too).
     pub active_call_count: usize,
     pub protocol_version: Option<String>,
     /// What the upstream said it offers at its last start.

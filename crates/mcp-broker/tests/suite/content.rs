@@ -432,8 +432,13 @@ fn the_upstream_hears_one_subscribe_and_one_unsubscribe_when_the_last_subscriber
     assert!(wait_until(std::time::Duration::from_secs(2), || said(
         "fixture: subscribe"
     ) == 1));
+    let closed = said("session closed");
     drop(a);
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The daemon has handled the end of `a` (where an unsubscribe would be decided) ...
+    assert!(wait_until(std::time::Duration::from_secs(3), || said(
+        "session closed"
+    ) == closed
+        + 1));
     assert_eq!(
         said("fixture: unsubscribe"),
         0,
@@ -448,4 +453,6 @@ fn the_upstream_hears_one_subscribe_and_one_unsubscribe_when_the_last_subscriber
         home.log()
     );
     assert_eq!(said("fixture: subscribe"), 1);
+    // ... and the one unsubscribe the upstream heard is the last session's.
+    assert_eq!(said("fixture: unsubscribe"), 1, "{}", home.log());
 }

@@ -161,7 +161,13 @@ fn orphaned_launcher() -> (Home, u32) {
     )
     .unwrap();
     drop(shim);
-    std::thread::sleep(Duration::from_millis(300));
+    // Gone, or a zombie no one has reaped yet.
+    let gone = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+            s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z'))
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || gone(daemon) && gone(group)));
     // The launcher died with the daemon; the server it started and its grandchild did not.
     assert!(
         group_alive(group),

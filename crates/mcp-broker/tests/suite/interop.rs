@@ -342,13 +342,23 @@ fn foreground_daemon_with_session() -> (Home, std::process::Child, super::suppor
     (home, daemon, shim)
 }
 
+/// Waits until `upstream` has a call in flight: what the signal tests need before signalling.
+fn in_flight(home: &Home, upstream: &str) {
+    assert!(
+        super::support::wait_until(std::time::Duration::from_secs(5), || {
+            super::support::upstream_status(home, upstream)["active_call_count"] == 1
+        }),
+        "the call never reached {upstream}"
+    );
+}
+
 #[test]
 fn sigterm_lets_an_in_flight_call_finish_before_exiting() {
-    let (_home, mut daemon, mut shim) = foreground_daemon_with_session();
+    let (home, mut daemon, mut shim) = foreground_daemon_with_session();
     let slow = json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
         "params": {"name": "everything.trigger-long-running-operation", "arguments": {"duration": 1, "steps": 2}}});
     shim.send_raw(format!("{slow}\n").as_bytes()).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    in_flight(&home, "everything");
     let t = std::time::Instant::now();
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(daemon.id() as i32).unwrap(),
@@ -386,7 +396,7 @@ fn a_second_sigterm_stops_at_once_and_kills_the_upstreams() {
     let slow = json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
         "params": {"name": "everything.trigger-long-running-operation", "arguments": {"duration": 30, "steps": 3}}});
     shim.send_raw(format!("{slow}\n").as_bytes()).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    in_flight(&home, "everything");
     let pid = rustix::process::Pid::from_raw(daemon.id() as i32).unwrap();
     let t = std::time::Instant::now();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();

@@ -160,7 +160,11 @@ fn instance_process_and_concurrency_caps_fail_fast_with_a_clear_error() {
     let mut s = session(&home);
     s.call("narrow.echo", json!({"text": "warm"}));
     s.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":\"long\",\"method\":\"tools/call\",\"params\":{\"name\":\"narrow.sleep\",\"arguments\":{\"ms\":1000}}}\n").unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    // The long call holds the one slot before the next call is sent.
+    assert!(wait_until(Duration::from_secs(3), || upstream_status(
+        &home, "narrow"
+    )["active_call_count"]
+        == 1));
     let t = Instant::now();
     let r = s.call("narrow.echo", json!({"text": "queued"}));
     let msg = r["error"]["message"].as_str().unwrap_or_default();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::support::{Home, Shim, fixture, group_alive, wait_until};
+use super::support::{Home, Shim, fixture, group_alive, upstream_status, wait_until};
 
 fn yaml(a_args: &str, with_c: bool) -> String {
     let fx = fixture();
@@ -37,7 +37,10 @@ fn only_changed_upstreams_restart_and_sessions_hear_about_it() {
     let (a1, b1) = (pid(&mut shim, "a.pid"), pid(&mut shim, "b.pid"));
     // A call in flight on `a` must finish before the old `a` stops.
     shim.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":\"slow\",\"method\":\"tools/call\",\"params\":{\"name\":\"a.sleep\",\"arguments\":{\"ms\":700}}}\n").unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    assert!(wait_until(Duration::from_secs(3), || upstream_status(
+        &home, "a"
+    )["active_call_count"]
+        == 1));
     std::fs::write(home.config.as_ref().unwrap(), yaml("--name, two", true)).unwrap();
     let out = home.run(&["reload"]);
     let text = String::from_utf8_lossy(&out.stdout);

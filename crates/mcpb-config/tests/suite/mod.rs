@@ -1,3 +1,4 @@
 mod contract;
+mod defaults;
 mod props;
 mod validate;

@@ -601,9 +601,11 @@ impl Upstream {
     ) -> Result<Reply, UpstreamError> {
         self.check_enabled()?;
         let _admitted = self.admit().await?;
+        // Counted from admission to answer, whatever the lifecycle: `status` shows the calls
+        // in flight on every upstream, a shared one's included.
+        let _active = self.begin_call();
         match self.settings.lifecycle {
             Lifecycle::PerCall => {
-                let _active = self.begin_call();
                 let inst = PerCallInstance::new(self, self.start().await?);
                 let reply = inst.inst.send(outgoing, opts).await;
                 inst.inst.stop().await;
