@@ -86,6 +86,12 @@ fn server_of(client: Client, name: &str, v: &Value) -> Server {
     if let Some(var) = text("bearer_token_env_var") {
         env_headers.push(("Authorization".into(), var, "Bearer ".into()));
     }
+    let mut headers = pairs(v.get("headers").or_else(|| v.get("http_headers")));
+    // Codex's literal `bearer_token`: a header like any other, so the import treats its value as
+    // the credential it is (moved to a secret file, hidden in the dry run), never dropping it.
+    if let Some(token) = text("bearer_token") {
+        headers.push(("Authorization".into(), format!("Bearer {token}")));
+    }
     Server {
         name: name.to_string(),
         command: text("command"),
@@ -97,7 +103,7 @@ fn server_of(client: Client, name: &str, v: &Value) -> Server {
         env: pairs(v.get("env")),
         sse,
         url,
-        headers: pairs(v.get("headers").or_else(|| v.get("http_headers"))),
+        headers,
         cwd: text("cwd"),
         disabled: v.get("enabled") == Some(&Value::Bool(false))
             || v.get("disabled") == Some(&Value::Bool(true)),

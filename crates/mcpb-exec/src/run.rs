@@ -266,8 +266,8 @@ impl Runner {
         let mut stderr = Output::new(budget);
         let (mut out_pipe, mut err_pipe) = (child.stdout.take(), child.stderr.take());
         let (read_half, mut write_half) = ours.into_split();
-        let mut reader = tokio::io::BufReader::new(read_half);
-        let mut frames = sdk::FrameReader::new(sdk::MAX_FRAME_BYTES, &self.frames);
+        let reader = tokio::io::BufReader::new(read_half);
+        let mut frames = sdk::FrameReader::new(reader, sdk::MAX_FRAME_BYTES, &self.frames);
         // Answers wait here for a program that reads them; while more than MAX_QUEUED bytes
         // wait, no further frame is read (a program that never reads cannot grow the daemon).
         let queued = std::sync::atomic::AtomicUsize::new(0);
@@ -300,7 +300,7 @@ impl Runner {
                     kill();
                     break;
                 }
-                frame = frames.next(&mut reader),
+                frame = frames.next(),
                     if sdk_open && queued.load(std::sync::atomic::Ordering::Relaxed) < MAX_QUEUED => {
                     match self.step(frame, &mut calls, host) {
                         Some(Step::Answer(line)) => send(line),

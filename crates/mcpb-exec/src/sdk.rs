@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use futures_util::future::BoxFuture;
+use mcpb_protocol::Line;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use tokio::io::AsyncBufRead;
 
 use crate::answer::{ArtifactRecord, CallRecord};
 
@@ -124,85 +125,60 @@ pub(crate) enum Incoming {
     OverBudget { id: Value, bytes: usize },
 }
 
-/// Reads the program's frames: lines of at most `max` bytes, each charged to the budget past
-/// its first 64 KiB. Cancel-safe: what was read stays here for the next call.
-pub(crate) struct FrameReader {
-    buf: Vec<u8>,
+/// Reads the program's frames: the protocol's capped line reader (lines of at most `max`
+/// bytes; a line cut by the program's end is dropped), each line charged to the budget past its
+/// first 64 KiB as it grows. Cancel-safe: what was read stays here for the next call.
+pub(crate) struct FrameReader<R> {
+    lines: mcpb_protocol::FrameReader<R>,
     held: Held,
-    max: usize,
-    /// Set while a refused frame is read to its end: its first bytes (for the id) and length.
-    skipping: Option<(Vec<u8>, usize)>,
 }
 
-impl FrameReader {
-    pub(crate) fn new(max: usize, budget: &FrameBudget) -> Self {
+impl<R: AsyncBufRead + Unpin> FrameReader<R> {
+    pub(crate) fn new(r: R, max: usize, budget: &FrameBudget) -> Self {
         Self {
-            buf: Vec::new(),
+            lines: mcpb_protocol::FrameReader::new(r, max).whole_lines_only(),
             held: budget.empty(),
-            max,
-            skipping: None,
         }
     }
 
     /// The next frame; `None` at the end.
-    pub(crate) async fn next<R: AsyncBufRead + Unpin>(
-        &mut self,
-        r: &mut R,
-    ) -> Result<Option<Incoming>, FrameError> {
-        loop {
-            let chunk = r
-                .fill_buf()
-                .await
-                .map_err(|e| FrameError::Io(e.to_string()))?;
-            if chunk.is_empty() {
-                // A truncated last frame is dropped: the program ended mid-write.
+    pub(crate) async fn next(&mut self) -> Result<Option<Incoming>, FrameError> {
+        let held = &mut self.held;
+        // A line over the budget holds nothing while it is read to its end.
+        let hold = |bytes: usize| {
+            if bytes <= FREE_FRAME_BYTES || held.grow(bytes) {
+                return true;
+            }
+            *held = held.budget.empty();
+            false
+        };
+        let refused = match self.lines.next_line(hold).await {
+            Ok(Line::Frame(_)) => None,
+            Ok(Line::Refused { head, bytes }) => Some((leading_id(head), bytes)),
+            Ok(Line::End) => {
                 self.release();
-                self.skipping = None;
                 return Ok(None);
             }
-            let newline = chunk.iter().position(|b| *b == b'\n');
-            let take = newline.unwrap_or(chunk.len());
-            let total = self.buf.len() + self.skipping.as_ref().map_or(0, |s| s.1) + take;
-            if total > self.max {
-                return Err(FrameError::TooLarge);
-            }
-            if let Some((head, seen)) = &mut self.skipping {
-                *seen += take;
-                if head.len() < 64 {
-                    let more = (64 - head.len()).min(take);
-                    head.extend_from_slice(&chunk[..more]);
-                }
-            } else if total > FREE_FRAME_BYTES && !self.held.grow(total) {
-                let mut head = std::mem::take(&mut self.buf);
-                head.truncate(64);
-                let more = (64usize.saturating_sub(head.len())).min(take);
-                head.extend_from_slice(&chunk[..more]);
-                self.skipping = Some((head, total));
+            Err(e) => {
                 self.release();
-            } else {
-                self.buf.extend_from_slice(&chunk[..take]);
+                return Err(match e {
+                    mcpb_protocol::FrameError::TooLarge { .. } => FrameError::TooLarge,
+                    mcpb_protocol::FrameError::Io(e) => FrameError::Io(e.to_string()),
+                });
             }
-            r.consume(newline.map_or(take, |i| i + 1));
-            if newline.is_none() {
-                continue;
-            }
-            if let Some((head, bytes)) = self.skipping.take() {
-                return Ok(Some(Incoming::OverBudget {
-                    id: leading_id(&head),
-                    bytes,
-                }));
-            }
-            let fresh = self.held.budget.empty();
-            let held = std::mem::replace(&mut self.held, fresh);
-            return Ok(Some(Incoming::Line(std::mem::take(&mut self.buf), held)));
+        };
+        if let Some((id, bytes)) = refused {
+            self.release();
+            return Ok(Some(Incoming::OverBudget { id, bytes }));
         }
+        let fresh = self.held.budget.empty();
+        let held = std::mem::replace(&mut self.held, fresh);
+        Ok(Some(Incoming::Line(self.lines.take_frame(), held)))
     }
 
-    /// Gives back the buffer and what it held.
+    /// Gives back what the current line held.
     fn release(&mut self) {
-        self.buf = Vec::new();
-        let fresh = self.held.budget.empty();
-        self.held = fresh;
+        self.held = self.held.budget.empty();
     }
 }
 

@@ -3,11 +3,11 @@
 use super::*;
 
 async fn lines(data: &[u8], max: usize, budget: &FrameBudget) -> Vec<Result<String, String>> {
-    let mut r = tokio::io::BufReader::with_capacity(64, data);
-    let mut reader = FrameReader::new(max, budget);
+    let r = tokio::io::BufReader::with_capacity(64, data);
+    let mut reader = FrameReader::new(r, max, budget);
     let mut out = Vec::new();
     loop {
-        match reader.next(&mut r).await {
+        match reader.next().await {
             Ok(Some(Incoming::Line(l, _))) => out.push(Ok(String::from_utf8(l).unwrap())),
             Ok(Some(Incoming::OverBudget { id, bytes })) => {
                 out.push(Err(format!("over {id} {bytes}")));
@@ -53,9 +53,9 @@ async fn a_kept_frame_holds_its_bytes_until_dropped() {
     let mut frame = br#"{"id":1,"method":"result","params":{"value":""#.to_vec();
     frame.extend(std::iter::repeat_n(b'0', 3 << 20));
     frame.extend_from_slice(b"\"}}\n");
-    let mut r = tokio::io::BufReader::new(frame.as_slice());
-    let mut reader = FrameReader::new(16 << 20, &budget);
-    let Some(Incoming::Line(line, held)) = reader.next(&mut r).await.unwrap() else {
+    let r = tokio::io::BufReader::new(frame.as_slice());
+    let mut reader = FrameReader::new(r, 16 << 20, &budget);
+    let Some(Incoming::Line(line, held)) = reader.next().await.unwrap() else {
         panic!("a line")
     };
     assert_eq!(budget.available(), 4 << 20);
@@ -163,11 +163,11 @@ mod props {
             let budget = FrameBudget::new(2 << 20);
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async {
-                let mut r = tokio::io::BufReader::with_capacity(chunk, data.as_slice());
-                let mut reader = FrameReader::new(16 << 20, &budget);
+                let r = tokio::io::BufReader::with_capacity(chunk, data.as_slice());
+                let mut reader = FrameReader::new(r, 16 << 20, &budget);
                 let mut calls = test_calls();
                 let host = NoHost;
-                while let Ok(Some(incoming)) = reader.next(&mut r).await {
+                while let Ok(Some(incoming)) = reader.next().await {
                     let step = match incoming {
                         Incoming::Line(line, held) => calls.handle(&line, held, &host),
                         Incoming::OverBudget { id, bytes } => calls.over_budget(&id, bytes, 0),

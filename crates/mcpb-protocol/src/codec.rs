@@ -1,9 +1,15 @@
-//! Newline-delimited frames with a hard size cap.
+//! Newline-delimited frames with a hard size cap, and optionally a memory budget.
 //!
 //! A reader that buffers "until newline" lets one peer exhaust the daemon's memory with a single
 //! endless line; this reader refuses a frame as soon as it grows past the cap, before buffering it.
+//! Where many peers share one memory budget (a code run's SDK channel), [`FrameReader::next_line`]
+//! also asks, as a line grows, whether it may be held; a line refused there is read to its end
+//! without being kept, and reported with its first bytes (to answer it by its id).
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+/// Bytes of a refused line kept to say which request it was.
+const REFUSED_HEAD: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
@@ -11,6 +17,18 @@ pub enum FrameError {
     TooLarge { limit: usize },
     #[error("read failed: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// A line as [`FrameReader::next_line`] reads it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line<'a> {
+    /// A whole non-empty line, without its line ending.
+    Frame(&'a [u8]),
+    /// A line the budget would not hold, read to its end and dropped: its first bytes and its
+    /// length.
+    Refused { head: &'a [u8], bytes: usize },
+    /// End of stream.
+    End,
 }
 
 /// Reads one frame at a time from a buffered reader, reusing one allocation.
@@ -24,6 +42,13 @@ pub struct FrameReader<R> {
     complete: bool,
     /// The last refused frame was read to its end already: there is nothing left to skip.
     refused_whole: bool,
+    /// While the budget refuses the current line: its length so far (`buf` keeps its head).
+    skipping: Option<usize>,
+    /// The length of the last frame handed out, for `take_frame`.
+    frame_len: usize,
+    /// A last line without a newline at end of stream is a frame (some peers omit it); false
+    /// drops it (a program that ended mid-write).
+    partial_last_line: bool,
 }
 
 impl<R: AsyncBufRead + Unpin> FrameReader<R> {
@@ -34,7 +59,16 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
             limit,
             complete: false,
             refused_whole: false,
+            skipping: None,
+            frame_len: 0,
+            partial_last_line: true,
         }
+    }
+
+    /// Drops a last line that has no newline at end of stream instead of handing it out.
+    pub fn whole_lines_only(mut self) -> Self {
+        self.partial_last_line = false;
+        self
     }
 
     /// Next non-empty frame without its line ending, or `None` at end of stream.
@@ -44,12 +78,26 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
     /// Cancel-safe: a caller that drops this future (e.g. in `select!`) loses nothing; the part
     /// of a line read so far stays buffered for the next call.
     pub async fn next_frame(&mut self) -> Result<Option<&[u8]>, FrameError> {
+        match self.next_line(|_| true).await? {
+            Line::Frame(f) => Ok(Some(f)),
+            // Never refused: every line may be held.
+            Line::Refused { .. } | Line::End => Ok(None),
+        }
+    }
+
+    /// Next line, asking `hold` before a line grows to each new length whether it may be kept
+    /// in memory. Cancel-safe like `next_frame`.
+    pub async fn next_line(
+        &mut self,
+        mut hold: impl FnMut(usize) -> bool,
+    ) -> Result<Line<'_>, FrameError> {
         loop {
             if self.complete {
                 self.buf.clear();
+                self.skipping = None;
                 self.complete = false;
             }
-            let eof = match self.fill_line().await {
+            let eof = match self.fill_line(&mut hold).await {
                 Ok(eof) => eof,
                 Err(e) => {
                     self.complete = true;
@@ -57,13 +105,22 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
                 }
             };
             self.complete = true;
+            if eof && !self.partial_last_line {
+                return Ok(Line::End);
+            }
+            if let Some(bytes) = self.skipping {
+                return Ok(Line::Refused {
+                    head: &self.buf,
+                    bytes,
+                });
+            }
             let mut end = self.buf.len();
             while end > 0 && matches!(self.buf[end - 1], b'\n' | b'\r') {
                 end -= 1;
             }
             if end == 0 {
                 if eof {
-                    return Ok(None);
+                    return Ok(Line::End);
                 }
                 continue;
             }
@@ -73,12 +130,25 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
                 self.refused_whole = true;
                 return Err(FrameError::TooLarge { limit: self.limit });
             }
-            return Ok(Some(&self.buf[..end]));
+            self.frame_len = end;
+            return Ok(Line::Frame(&self.buf[..end]));
         }
     }
 
-    /// Appends bytes up to and including the next newline; returns true at end of stream.
-    async fn fill_line(&mut self) -> Result<bool, FrameError> {
+    /// The frame `next_line` just handed out, as an owned buffer (no copy).
+    pub fn take_frame(&mut self) -> Vec<u8> {
+        let mut frame = std::mem::take(&mut self.buf);
+        frame.truncate(self.frame_len);
+        self.frame_len = 0;
+        frame
+    }
+
+    /// Appends bytes up to and including the next newline (only the head of a line the budget
+    /// refused); returns true at end of stream.
+    async fn fill_line(
+        &mut self,
+        hold: &mut impl FnMut(usize) -> bool,
+    ) -> Result<bool, FrameError> {
         loop {
             let available = self.inner.fill_buf().await?;
             if available.is_empty() {
@@ -88,10 +158,22 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
                 Some(i) => (i + 1, true),
                 None => (available.len(), false),
             };
-            if self.buf.len() + take > self.limit + 2 {
+            let so_far = self.skipping.unwrap_or(self.buf.len());
+            if so_far + take > self.limit + 2 {
                 return Err(FrameError::TooLarge { limit: self.limit });
             }
-            self.buf.extend_from_slice(&available[..take]);
+            if self.skipping.is_none() && !hold(so_far + take) {
+                self.skipping = Some(so_far);
+                self.buf.truncate(REFUSED_HEAD);
+            }
+            match &mut self.skipping {
+                Some(seen) => {
+                    *seen += take;
+                    let room = REFUSED_HEAD.saturating_sub(self.buf.len()).min(take);
+                    self.buf.extend_from_slice(&available[..room]);
+                }
+                None => self.buf.extend_from_slice(&available[..take]),
+            }
             self.inner.consume(take);
             if done {
                 return Ok(false);
@@ -232,6 +314,50 @@ mod tests {
         client.write_all(b"1}\n{\"second\":2}\n").await.unwrap();
         assert_eq!(r.next_frame().await.unwrap(), Some(&b"{\"first\":1}"[..]));
         assert_eq!(r.next_frame().await.unwrap(), Some(&b"{\"second\":2}"[..]));
+    }
+
+    #[tokio::test]
+    async fn a_line_the_budget_refuses_is_skipped_with_its_head_and_length() {
+        let mut input = b"{\"id\":7,\"v\":\"".to_vec();
+        input.extend(std::iter::repeat_n(b'0', 500));
+        input.extend_from_slice(b"\"}\nsmall\n");
+        let mut r = FrameReader::new(tokio::io::BufReader::with_capacity(16, &input[..]), 1000);
+        let mut asked = Vec::new();
+        let mut hold = |n: usize| {
+            asked.push(n);
+            n <= 100
+        };
+        match r.next_line(&mut hold).await.unwrap() {
+            Line::Refused { head, bytes } => {
+                assert_eq!(head.len(), REFUSED_HEAD);
+                assert!(head.starts_with(b"{\"id\":7,"));
+                assert_eq!(bytes, input.len() - b"small\n".len());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(r.next_line(&mut hold).await.unwrap(), Line::Frame(b"small"));
+        assert_eq!(r.take_frame(), b"small");
+        assert_eq!(r.next_line(&mut hold).await.unwrap(), Line::End);
+        assert!(
+            asked.iter().any(|n| *n > 100),
+            "asked as the line grew: {asked:?}"
+        );
+        assert!(
+            asked.iter().all(|n| *n <= 116),
+            "never asked past the refusal: {asked:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn whole_lines_only_drops_a_line_cut_by_the_end_of_stream() {
+        let mut r = FrameReader::new(&b"one\npartial"[..], 100).whole_lines_only();
+        assert_eq!(r.next_frame().await.unwrap(), Some(&b"one"[..]));
+        assert_eq!(r.next_frame().await.unwrap(), None);
+        assert_eq!(
+            frames(b"one\npartial", 100).await.len(),
+            2,
+            "kept by default"
+        );
     }
 
     #[tokio::test]

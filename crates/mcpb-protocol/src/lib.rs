@@ -16,7 +16,7 @@ pub mod message;
 pub mod revision;
 pub mod rewrite;
 
-pub use codec::{FrameError, FrameReader};
+pub use codec::{FrameError, FrameReader, Line};
 pub use era::Era;
 pub use error::BrokerRpcError;
 pub use hello::{AdminCommand, BROKER_PROTOCOL_VERSION, Hello, HelloKind, HelloReply};

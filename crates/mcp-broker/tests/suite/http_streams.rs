@@ -139,7 +139,7 @@ fn a_broken_stream_resumes_from_its_last_event_id_and_a_stalled_reader_misses_no
 
 #[test]
 fn a_cancelled_request_gets_its_answer_at_once_and_the_session_goes_on() {
-    let (_home, port) = fixture_front();
+    let (home, port) = fixture_front();
     let sid = open(port, json!({}));
     let hang = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
         "params": {"name": "fx.hang", "arguments": {}}})
@@ -149,7 +149,12 @@ fn a_cancelled_request_gets_its_answer_at_once_and_the_session_goes_on() {
         let sid = sid.clone();
         std::thread::spawn(move || post(port, &in_session(&sid), &hang))
     };
-    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        super::support::wait_until(Duration::from_secs(5), || {
+            super::support::upstream_status(&home, "fx")["active_call_count"] == 1
+        }),
+        "the call never reached the upstream"
+    );
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 7, "reason": "user gave up"}})
     .to_string();

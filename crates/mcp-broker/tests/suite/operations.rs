@@ -129,7 +129,9 @@ fn top_redraws_a_live_view_in_a_terminal() {
         .stderr(Stdio::from(slave));
     let mut child = cmd.spawn().unwrap();
     drop(cmd);
-    // Read the screen until a frame after the fourth call shows it.
+    // Read the screen until a frame after the fourth call shows it; say when the first frame
+    // is in, so the fourth call comes after a frame that could not show it.
+    let (drawn_tx, drawn) = std::sync::mpsc::channel::<()>();
     let reader = std::thread::spawn(move || {
         let mut seen = Vec::new();
         let mut buf = [0u8; 4096];
@@ -139,6 +141,9 @@ fn top_redraws_a_live_view_in_a_terminal() {
             }
             seen.extend_from_slice(&buf[..n]);
             let text = String::from_utf8_lossy(&seen);
+            if text.contains("CALLS/S") {
+                let _ = drawn_tx.send(());
+            }
             // A frame may arrive in several reads: stop once the newest one is whole (its
             // last row, `other`, is in).
             let newest = text.rsplit("\x1b[2J").next().unwrap_or("");
@@ -153,7 +158,9 @@ fn top_redraws_a_live_view_in_a_terminal() {
         }
         String::from_utf8_lossy(&seen).into_owned()
     });
-    std::thread::sleep(Duration::from_millis(300));
+    drawn
+        .recv_timeout(Duration::from_secs(10))
+        .expect("top drew no frame");
     shim.call("fx.echo", json!({"text": "x"}));
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !reader.is_finished() && std::time::Instant::now() < deadline {

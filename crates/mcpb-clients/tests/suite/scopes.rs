@@ -284,6 +284,26 @@ fn a_server_its_client_would_not_start_is_said_so() {
 }
 
 #[test]
+fn a_codex_bearer_token_is_read_as_the_authorization_header_it_sends() {
+    let text = "[mcp_servers.api]\nurl = \"https://api.example/mcp\"\nbearer_token = \"tok-123\"\n[mcp_servers.env]\nurl = \"https://e.example/mcp\"\nbearer_token_env_var = \"E_TOKEN\"\n";
+    let place = Client::Codex.places(Path::new(HOME), Path::new(CWD), None)[0].clone();
+    let found = servers(&place, text).unwrap();
+    assert_eq!(
+        found[0].headers,
+        [("Authorization".to_string(), "Bearer tok-123".to_string())]
+    );
+    assert!(found[1].headers.is_empty());
+    assert_eq!(
+        found[1].env_headers,
+        [(
+            "Authorization".to_string(),
+            "E_TOKEN".to_string(),
+            "Bearer ".to_string()
+        )]
+    );
+}
+
+#[test]
 fn codex_servers_written_as_an_inline_table_take_the_entry() {
     let text = "mcp_servers = { git = { command = \"uvx\", args = [\"mcp-server-git\"] } }\n";
     let path = Path::new("/home/u/.codex/config.toml");
