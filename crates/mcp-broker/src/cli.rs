@@ -34,6 +34,9 @@ pub(crate) enum Command {
         /// Client name, matched against `clients` in the config.
         #[arg(long)]
         client: Option<String>,
+        /// Write the default config first when there is none (for package installs).
+        #[arg(long)]
+        init_if_missing: bool,
     },
     /// Run the daemon in the foreground.
     Daemon,

@@ -441,7 +441,18 @@ pub(crate) fn last_lines(v: &Value, n: usize) -> Vec<&str> {
 
 /// Writes the commented example to `--config` (or `MCP_BROKER_CONFIG`) when given, else to the
 /// runtime root; the JSON Schema goes beside it, where the example's first line points editors.
-pub(crate) fn config_init(config: Option<&std::path::Path>) -> ExitCode {
+/// Why the default config could not be written.
+pub(crate) enum InitError {
+    /// A file is there already; it is never overwritten.
+    Exists(std::path::PathBuf),
+    Failed(String),
+}
+
+/// Writes the default config (and its schema beside it) where the broker looks for it: the
+/// `--config` path or `MCP_BROKER_CONFIG`, else `broker.yaml` under the runtime dir (made 0700).
+pub(crate) fn write_default_config(
+    config: Option<&std::path::Path>,
+) -> Result<std::path::PathBuf, InitError> {
     let ctx = ResolveContext::from_env();
     let layout = mcpb_config::RuntimeLayout::new(ctx.runtime_root(None));
     let path = match mcpb_config::locate(config, &ctx) {
@@ -454,45 +465,58 @@ pub(crate) fn config_init(config: Option<&std::path::Path>) -> ExitCode {
     } else {
         std::fs::create_dir_all(dir)
     };
-    if let Err(e) = made {
-        return fail(
-            &format!("mcp-broker: cannot create {}: {e}", dir.display()),
-            &[],
-        );
-    }
+    made.map_err(|e| InitError::Failed(format!("cannot create {}: {e}", dir.display())))?;
     let schema = dir.join("broker.schema.json");
-    if let Err(e) = std::fs::write(&schema, mcpb_config::schema::json_schema()) {
-        return fail(
-            &format!("mcp-broker: cannot write {}: {e}", schema.display()),
-            &[],
-        );
-    }
+    std::fs::write(&schema, mcpb_config::schema::json_schema())
+        .map_err(|e| InitError::Failed(format!("cannot write {}: {e}", schema.display())))?;
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&path);
-    match file {
-        Ok(mut f) => {
-            if let Err(e) = std::io::Write::write_all(&mut f, mcpb_config::EXAMPLE.as_bytes()) {
-                return fail(
-                    &format!("mcp-broker: cannot write {}: {e}", path.display()),
-                    &[],
-                );
-            }
+    let mut f = match file {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(InitError::Exists(path));
+        }
+        Err(e) => {
+            return Err(InitError::Failed(format!(
+                "cannot write {}: {e}",
+                path.display()
+            )));
+        }
+    };
+    std::io::Write::write_all(&mut f, mcpb_config::EXAMPLE.as_bytes())
+        .map_err(|e| InitError::Failed(format!("cannot write {}: {e}", path.display())))?;
+    Ok(path)
+}
+
+pub(crate) fn config_init(config: Option<&std::path::Path>) -> ExitCode {
+    match write_default_config(config) {
+        Ok(path) => {
             outln!("{}", path.display());
             ExitCode::SUCCESS
         }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => fail(
+        Err(InitError::Exists(path)) => fail(
             &format!(
                 "mcp-broker: {} already exists; not overwriting it",
                 path.display()
             ),
             &["edit it, or move it away and run `mcp-broker config init` again"],
         ),
-        Err(e) => fail(
-            &format!("mcp-broker: cannot write {}: {e}", path.display()),
-            &[],
-        ),
+        Err(InitError::Failed(why)) => fail(&format!("mcp-broker: {why}"), &[]),
+    }
+}
+
+/// `stdio --init-if-missing`: the default config written on first use, so a package install
+/// needs no set-up step. Quiet on stdout (it is the client's MCP channel); a file already there
+/// is left as it is, and a failure to write only warns: the broker serves the embedded default.
+pub(crate) fn init_if_missing(config: Option<&std::path::Path>) {
+    match write_default_config(config) {
+        Ok(path) => errln!("mcp-broker: wrote the default config to {}", path.display()),
+        Err(InitError::Exists(_)) => {}
+        Err(InitError::Failed(why)) => {
+            errln!("mcp-broker: warning: {why}; serving the built-in default config");
+        }
     }
 }
 

@@ -119,10 +119,19 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let config = cli.config.as_deref();
     match cli.command {
-        Command::Stdio { profile, client } => match load_settings(config) {
-            Ok(s) => shim::run(&s, profile, client),
-            Err(code) => code,
-        },
+        Command::Stdio {
+            profile,
+            client,
+            init_if_missing,
+        } => {
+            if init_if_missing {
+                commands::init_if_missing(config);
+            }
+            match load_settings(config) {
+                Ok(s) => shim::run(&s, profile, client),
+                Err(code) => code,
+            }
+        }
         Command::ExampleServer => run_async(example_server::run()),
         Command::Daemon => {
             init_logging(cli.color);

@@ -108,6 +108,30 @@ impl Limits {
         disk_kb: 1_048_576,
     };
 
+    /// The values `asked` sets above `self`'s, by name: `(key, asked, limit)`. A run may only
+    /// lower its profile's limits; these are what a refusal names.
+    pub fn exceeded_by(self, asked: &ExecLimits) -> Vec<(&'static str, u64, u64)> {
+        [
+            ("wall_clock_ms", asked.wall_clock_ms, self.wall_clock_ms),
+            ("per_call_ms", asked.per_call_ms, self.per_call_ms),
+            ("max_calls", asked.max_calls, self.max_calls),
+            (
+                "max_concurrent_calls",
+                asked.max_concurrent_calls,
+                self.max_concurrent_calls,
+            ),
+            ("max_output_kb", asked.max_output_kb, self.max_output_kb),
+            ("memory_mb", asked.memory_mb, self.memory_mb),
+            ("processes", asked.processes, self.processes),
+            ("file_size_kb", asked.file_size_kb, self.file_size_kb),
+            ("open_files", asked.open_files, self.open_files),
+            ("disk_kb", asked.disk_kb, self.disk_kb),
+        ]
+        .into_iter()
+        .filter_map(|(key, asked, limit)| Some((key, asked.filter(|a| *a > limit)?, limit)))
+        .collect()
+    }
+
     /// Each value of `self` lowered to `asked`'s where that is set (never raised).
     pub fn lowered(self, asked: &ExecLimits) -> Limits {
         each_field!(self, asked, |mine: u64, a: Option<u64>| a
@@ -266,6 +290,32 @@ impl ProfileExec {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn asked_limits_above_the_profiles_are_named() {
+        let asked = ExecLimits {
+            wall_clock_ms: Some(900_000),
+            max_calls: Some(3),
+            disk_kb: Some(Limits::DEFAULT.disk_kb + 1),
+            ..ExecLimits::default()
+        };
+        assert_eq!(
+            Limits::DEFAULT.exceeded_by(&asked),
+            [
+                ("wall_clock_ms", 900_000, Limits::DEFAULT.wall_clock_ms),
+                (
+                    "disk_kb",
+                    Limits::DEFAULT.disk_kb + 1,
+                    Limits::DEFAULT.disk_kb
+                )
+            ]
+        );
+        assert!(
+            Limits::DEFAULT
+                .exceeded_by(&ExecLimits::default())
+                .is_empty()
+        );
+    }
     use super::*;
 
     #[test]

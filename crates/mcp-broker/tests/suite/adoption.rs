@@ -635,3 +635,28 @@ fn import_refuses_before_writing_when_the_running_daemon_serves_another_file() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), theirs);
     assert!(!std::fs::read_to_string(&other).unwrap().contains("mine"));
 }
+
+#[test]
+fn stdio_init_if_missing_writes_the_default_config_once_and_serves_on_a_clean_stdout() {
+    let home = Home::new();
+    let config = home.root().join("broker.yaml");
+    assert!(!config.exists());
+    let mut shim = home.shim(&["--init-if-missing"]);
+    // The first thing on stdout is the answer to initialize: nothing else was printed there.
+    let init = shim.initialize("2025-11-25");
+    assert_eq!(init["result"]["serverInfo"]["name"], "mcp-broker", "{init}");
+    assert!(!shim.tool_names().is_empty());
+    drop(shim);
+    let written = std::fs::read_to_string(&config).unwrap();
+    assert!(written.contains("schema_version: 1"), "{written}");
+    assert!(home.root().join("broker.schema.json").is_file());
+    // A file that is there already is the user's: left exactly as it is.
+    let mine = format!("{written}\n# mine\n");
+    std::fs::write(&config, &mine).unwrap();
+    let mut again = home.shim(&["--init-if-missing"]);
+    let init = again.initialize("2025-11-25");
+    assert!(init.get("result").is_some(), "{init}");
+    drop(again);
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), mine);
+    let _ = home.run(&["stop"]);
+}

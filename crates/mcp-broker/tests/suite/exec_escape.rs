@@ -748,3 +748,37 @@ fn javascript_runs_are_hermetic_and_bounded() {
     );
     jail.still_works();
 }
+
+#[test]
+fn limits_asked_above_the_profiles_are_refused_before_the_run_naming_them() {
+    let jail = Jail::new();
+    let file = jail.file("print('ran')");
+    let out = jail
+        .home
+        .cmd(&[
+            "exec",
+            "run",
+            file.to_str().unwrap(),
+            "--json",
+            "--profile",
+            "code",
+            "--allow",
+            "example.*",
+            "--limits",
+            r#"{"wall_clock_ms": 900000, "max_calls": 3}"#,
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("wall_clock_ms 900000 (this profile allows 30000)"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("max_calls"),
+        "a lower limit is no problem: {err}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("ran"));
+    jail.still_works();
+}

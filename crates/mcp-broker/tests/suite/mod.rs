@@ -16,6 +16,7 @@ mod http_streams;
 mod interop;
 mod interop_facade;
 mod layering;
+mod licence;
 mod lifecycle;
 mod operations;
 mod real_clients;

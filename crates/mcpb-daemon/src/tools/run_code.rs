@@ -190,13 +190,27 @@ pub(super) fn request(
                 .join(", ")
         )));
     }
+    // The policy holds before the run starts: a limit asked above the profile's is refused,
+    // naming it, rather than lowered where the program would not know.
+    let asked = limits.unwrap_or_default();
+    let over = exec.limits.exceeded_by(&asked);
+    if !over.is_empty() {
+        let named: Vec<String> = over
+            .iter()
+            .map(|(key, asked, limit)| format!("{key} {asked} (this profile allows {limit})"))
+            .collect();
+        return Err(tool_error(format!(
+            "limits over this profile's: {}\nhint: ask for at most the profile's values, or leave limits out to get them",
+            named.join(", ")
+        )));
+    }
     Ok(RunRequest {
         language,
         code,
         entry,
         allow,
         read_only,
-        limits: exec.limits.lowered(&limits.unwrap_or_default()),
+        limits: exec.limits.lowered(&asked),
     })
 }
 
