@@ -44,6 +44,9 @@ pub struct FrameReader<R> {
     refused_whole: bool,
     /// While the budget refuses the current line: its length so far (`buf` keeps its head).
     skipping: Option<usize>,
+    /// The refused line's last byte so far, and the length of its line ending once read.
+    skip_last: u8,
+    skip_ending: usize,
     /// The length of the last frame handed out, for `take_frame`.
     frame_len: usize,
     /// A last line without a newline at end of stream is a frame (some peers omit it); false
@@ -60,6 +63,8 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
             complete: false,
             refused_whole: false,
             skipping: None,
+            skip_last: 0,
+            skip_ending: 0,
             frame_len: 0,
             partial_last_line: true,
         }
@@ -95,6 +100,7 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
             if self.complete {
                 self.buf.clear();
                 self.skipping = None;
+                self.skip_ending = 0;
                 self.complete = false;
             }
             let eof = match self.fill_line(&mut hold).await {
@@ -109,6 +115,12 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
                 return Ok(Line::End);
             }
             if let Some(bytes) = self.skipping {
+                // The cap holds for a refused line as for any other: over it is TooLarge.
+                let bytes = bytes - self.skip_ending;
+                if bytes > self.limit {
+                    self.refused_whole = true;
+                    return Err(FrameError::TooLarge { limit: self.limit });
+                }
                 return Ok(Line::Refused {
                     head: &self.buf,
                     bytes,
@@ -164,13 +176,25 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
             }
             if self.skipping.is_none() && !hold(so_far + take) {
                 self.skipping = Some(so_far);
-                self.buf.truncate(REFUSED_HEAD);
+                self.skip_last = self.buf.last().copied().unwrap_or(0);
+                // Only the head stays, in an allocation of its own: what the budget refused
+                // is not held in a buffer it no longer counts.
+                self.buf = self.buf[..self.buf.len().min(REFUSED_HEAD)].to_vec();
             }
             match &mut self.skipping {
                 Some(seen) => {
                     *seen += take;
                     let room = REFUSED_HEAD.saturating_sub(self.buf.len()).min(take);
                     self.buf.extend_from_slice(&available[..room]);
+                    if done {
+                        let before = if take >= 2 {
+                            available[take - 2]
+                        } else {
+                            self.skip_last
+                        };
+                        self.skip_ending = if before == b'\r' { 2 } else { 1 };
+                    }
+                    self.skip_last = available[take - 1];
                 }
                 None => self.buf.extend_from_slice(&available[..take]),
             }
@@ -331,7 +355,11 @@ mod tests {
             Line::Refused { head, bytes } => {
                 assert_eq!(head.len(), REFUSED_HEAD);
                 assert!(head.starts_with(b"{\"id\":7,"));
-                assert_eq!(bytes, input.len() - b"small\n".len());
+                assert_eq!(
+                    bytes,
+                    input.len() - b"\nsmall\n".len(),
+                    "without its newline"
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -346,6 +374,33 @@ mod tests {
             asked.iter().all(|n| *n <= 116),
             "never asked past the refusal: {asked:?}"
         );
+    }
+
+    /// A refused line is still held to the cap, exactly: one byte over is TooLarge (a program
+    /// that sends it is stopped), a CRLF line at the cap is only refused.
+    #[tokio::test]
+    async fn a_refused_line_is_held_to_the_cap_exactly() {
+        let refuse_all = |_: usize| false;
+        let mut over = vec![b'x'; 201];
+        over.extend_from_slice(b"\nnext\n");
+        let mut r = FrameReader::new(tokio::io::BufReader::with_capacity(16, &over[..]), 200);
+        assert!(matches!(
+            r.next_line(refuse_all).await,
+            Err(FrameError::TooLarge { .. })
+        ));
+        assert!(r.skip_rest_of_line().await.unwrap(), "nothing left to skip");
+        assert_eq!(
+            r.next_line(|_| true).await.unwrap(),
+            Line::Frame(b"next"),
+            "the next line is kept"
+        );
+        let mut at = vec![b'x'; 200];
+        at.extend_from_slice(b"\r\n");
+        let mut r = FrameReader::new(tokio::io::BufReader::with_capacity(7, &at[..]), 200);
+        assert!(matches!(
+            r.next_line(refuse_all).await.unwrap(),
+            Line::Refused { bytes: 200, .. }
+        ));
     }
 
     #[tokio::test]

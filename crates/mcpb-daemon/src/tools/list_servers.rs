@@ -2,14 +2,12 @@
 //! nothing.
 
 use mcpb_protocol::BrokerRpcError;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Answer, Apply, BrokerTool, Ctx, done, tool_result};
 
-#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
-pub struct Args {}
+/// Takes no arguments (any given are ignored).
+pub type Args = super::NoArgs;
 
 pub struct ListServers;
 

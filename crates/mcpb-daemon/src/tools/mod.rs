@@ -19,6 +19,7 @@ use mcpb_protocol::BrokerRpcError;
 use mcpb_upstream::{ClientLink, Reply};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
@@ -173,6 +174,18 @@ pub(crate) fn listed_for(profile: &ProfileSettings) -> Vec<Value> {
         profile.result_size_chars,
         profile.exec.is_some(),
     )
+}
+
+/// The arguments of a tool that takes none: whatever a client sends is accepted and ignored
+/// (some send `"{}"` as a string), as these tools always did.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub struct NoArgs {}
+
+impl<'de> Deserialize<'de> for NoArgs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d)?;
+        Ok(NoArgs {})
+    }
 }
 
 /// A broker tool's own result, for `apply`.

@@ -165,6 +165,19 @@ mod tests {
         assert_eq!(files, REGISTRY.len());
     }
 
+    /// Tools without arguments take whatever a client sends, as they always did; the others
+    /// say what is wrong with theirs.
+    #[test]
+    fn tools_without_arguments_ignore_what_they_are_given() {
+        let raw = |t: &str| RawValue::from_string(t.to_string()).unwrap();
+        for given in ["\"{}\"", "5", "[1]", "{\"x\": 1}", "null"] {
+            let parsed = crate::tools::args::<crate::tools::NoArgs>(Some(&raw(given)));
+            assert!(parsed.is_ok(), "{given}");
+        }
+        let bad = crate::tools::args::<search_tools::Args>(Some(&raw("5")));
+        assert!(bad.is_err());
+    }
+
     #[test]
     fn only_the_tools_that_look_are_advertised_read_only() {
         let read_only: Vec<String> = definitions(".", None, true)
