@@ -323,6 +323,9 @@ pub enum NameStyle {
     Dotted,
     /// `<upstream>__<tool>`, for clients that reject dots in tool names.
     DoubleUnderscore,
+    /// `<upstream>_<tool>` and `broker_search_tools`: the names the daemon's design and Codex
+    /// prompts use. The upstreams the profile sees may not have `_` in their names.
+    Underscore,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]

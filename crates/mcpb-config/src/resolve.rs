@@ -8,7 +8,7 @@ use crate::duration::Millis;
 use crate::error::ConfigIssue;
 use crate::layout::{DEFAULT_ROOT, RuntimeLayout, expand_home};
 use crate::located::Located;
-use crate::raw::{Lifecycle, RawBroker, RawConfig, RawProfile, RawUpstream, Transport};
+use crate::raw::{Lifecycle, NameStyle, RawBroker, RawConfig, RawProfile, RawUpstream, Transport};
 use crate::settings::{
     BrokerSettings, ConfigSource, ProfileSettings, Settings, SmokeSettings, UpstreamSettings,
 };
@@ -508,6 +508,20 @@ impl Resolver<'_> {
             );
         }
         let visible = self.profile_upstreams(n, p.upstreams.as_ref(), upstreams);
+        // `<upstream>_<tool>` splits at the first `_`: an upstream name with one would be read
+        // as another upstream's.
+        if p.broker_tool_name_style == NameStyle::Underscore {
+            for u in visible.iter().filter(|u| u.contains('_')) {
+                self.issue(
+                    name,
+                    format!("profiles.{n}.broker_tool_name_style"),
+                    format!(
+                        "profile '{n}' names tools <upstream>_<tool>, but upstream '{u}' has '_' in its name"
+                    ),
+                    Some("rename the upstream (e.g. with '-'), or use broker_tool_name_style: double_underscore"),
+                );
+            }
+        }
         if p.namespace == Some(false) && visible.len() != 1 {
             self.issue(
                 name,

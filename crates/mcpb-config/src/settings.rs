@@ -286,6 +286,7 @@ impl NameStyle {
         match self {
             NameStyle::Dotted => ".",
             NameStyle::DoubleUnderscore => "__",
+            NameStyle::Underscore => "_",
         }
     }
 }

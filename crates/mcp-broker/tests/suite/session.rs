@@ -321,3 +321,55 @@ fn modern_upstreams_get_the_envelope_and_others_fall_back_to_initialize() {
     assert_eq!(version("plain"), "2025-11-25");
     assert_eq!(version("fragile"), "2025-11-25");
 }
+
+#[test]
+fn the_underscore_style_names_broker_and_upstream_tools_with_one_underscore() {
+    let home = Home::with_config(
+        r#"schema_version: 1
+upstreams:
+  example: {command: "{broker.exe}", args: [example-server], trust_annotations: true}
+profiles:
+  default: {allow_mutating_upstreams: true, broker_tool_name_style: underscore}
+  compact: {compact_tools_enabled: true, allow_mutating_upstreams: true, broker_tool_name_style: underscore}
+"#,
+    );
+    let mut raw = home.shim(&[]);
+    raw.initialize("2025-11-25");
+    assert_eq!(
+        raw.tool_names(),
+        [
+            "example_add",
+            "example_append_note",
+            "example_echo",
+            "example_list_notes"
+        ]
+    );
+    let r = raw.call("example_echo", json!({"message": "one underscore"}));
+    assert_eq!(r["result"]["content"][0]["text"], "one underscore", "{r}");
+
+    let mut compact = home.shim(&["--profile", "compact"]);
+    compact.initialize("2025-11-25");
+    let names = compact.tool_names();
+    for expected in [
+        "broker_search_tools",
+        "broker_describe_tool",
+        "broker_call_tool",
+        "broker_status",
+        "broker_close_session",
+    ] {
+        assert!(names.iter().any(|n| n == expected), "{expected}: {names:?}");
+    }
+    let found = compact.call("broker_search_tools", json!({"query": "echo a message"}));
+    let text = found["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("example_echo"), "{found}");
+    let called = compact.call(
+        "broker_call_tool",
+        json!({"name": "example_echo", "arguments": {"message": "through the facade"}}),
+    );
+    assert!(
+        called.to_string().contains("through the facade"),
+        "{called}"
+    );
+}

@@ -170,3 +170,11 @@ fn a_file_past_the_size_cap_is_refused_without_parsing_it() {
     assert!(e.to_string().contains("hint:"), "{e}");
     assert!(started.elapsed() < std::time::Duration::from_secs(1));
 }
+
+#[test]
+fn the_underscore_style_refuses_upstream_names_it_could_not_split() {
+    let text = "schema_version: 1\nupstreams:\n  my_srv: {command: x}\n  git: {command: y}\nprofiles:\n  codex: {broker_tool_name_style: underscore}\n";
+    insta::assert_snapshot!(errors(text));
+    let fine = "schema_version: 1\nupstreams:\n  my-srv: {command: x}\nprofiles:\n  codex: {broker_tool_name_style: underscore}\n";
+    assert_eq!(errors(fine), "ok");
+}
