@@ -45,7 +45,7 @@ pub(crate) fn profile_change(
         let Some(existing) = settings.profiles.get(name) else {
             return new_profile(a, client, text, name, upstreams, said);
         };
-        if let Err((why, fixes)) = fits(existing, a, client) {
+        if let Err((why, fixes)) = fits(existing, a, client, upstreams) {
             // A profile the user chose, or the client reaches its tools through now, is never
             // swapped for another behind their back.
             if *source != "`clients:`" {
@@ -73,6 +73,7 @@ fn fits(
     existing: &mcpb_config::ProfileSettings,
     a: &ImportArgs,
     client: Client,
+    upstreams: &[String],
 ) -> Result<(), (String, Vec<String>)> {
     let name = &existing.name;
     if !a.read_only && !existing.allow_mutating_upstreams {
@@ -91,7 +92,8 @@ fn fits(
         return Err((
             format!("names tools with dots, which {} refuses", client.name()),
             vec![format!(
-                "set `broker_tool_name_style: double_underscore` in profile {name}"
+                "set `broker_tool_name_style: {}` in profile {name}",
+                plain_style(upstreams)
             )],
         ));
     }
@@ -124,7 +126,10 @@ fn new_profile(
         format!("  allow_mutating_upstreams: {}", !a.read_only),
     ];
     if needs_plain_names(client) {
-        lines.push("  broker_tool_name_style: double_underscore".into());
+        lines.push(format!(
+            "  broker_tool_name_style: {}",
+            plain_style(upstreams)
+        ));
     }
     if a.compact {
         lines.push("  compact_tools_enabled: true".into());
@@ -139,10 +144,10 @@ fn new_profile(
             "mutating tools shown as the client had them (--read-only hides them)"
         },
         if a.compact { "compact" } else { "raw" },
-        if needs_plain_names(client) {
-            ", names like server__tool"
-        } else {
-            ""
+        match (needs_plain_names(client), plain_style(upstreams)) {
+            (false, _) => "",
+            (true, "underscore") => ", names like server_tool",
+            (true, _) => ", names like server__tool (a server's name has '_')",
         }
     ));
     Ok(ProfileChange {
@@ -207,4 +212,30 @@ fn extend_profile(
 /// Clients whose model API takes tool names of `^[a-zA-Z0-9_-]{1,64}$` only.
 fn needs_plain_names(client: Client) -> bool {
     matches!(client, Client::Codex)
+}
+
+/// The name style without dots for these upstreams: `underscore` (`broker_search_tools`, the
+/// names Codex prompts use), or `double_underscore` when a name has `_` (one `_` would not
+/// say where the upstream's name ends).
+fn plain_style(upstreams: &[String]) -> &'static str {
+    if upstreams.iter().any(|u| u.contains('_')) {
+        "double_underscore"
+    } else {
+        "underscore"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_style;
+
+    #[test]
+    fn codex_gets_single_underscores_unless_a_server_name_has_one() {
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(plain_style(&names(&["git", "notes-db"])), "underscore");
+        assert_eq!(
+            plain_style(&names(&["git", "my_notes"])),
+            "double_underscore"
+        );
+    }
 }
