@@ -155,14 +155,22 @@ mod tests {
     #[test]
     fn facade_definitions_fit_in_1200_tokens_in_both_styles() {
         let bpe = tiktoken_rs::o200k_base().unwrap();
-        for sep in [".", "__"] {
-            let defs = mcpb_daemon::tools::definitions(sep, Some(100_000), false);
+        for sep in [".", "__", "_"] {
+            let defs = mcpb_daemon::tools::definitions(
+                mcpb_daemon::tools::Naming::broker(sep),
+                Some(100_000),
+                false,
+            );
             let s = size(&defs, &bpe);
             assert!(s.tokens <= 1200, "{sep}: {} tokens", s.tokens);
             assert_eq!(s.tools, 7);
             // The code-execution tools, in profiles that enable them, stay small as well.
             let with_exec = size(
-                &mcpb_daemon::tools::definitions(sep, Some(100_000), true),
+                &mcpb_daemon::tools::definitions(
+                    mcpb_daemon::tools::Naming::broker(sep),
+                    Some(100_000),
+                    true,
+                ),
                 &bpe,
             );
             assert_eq!(with_exec.tools, 12);
@@ -172,6 +180,17 @@ mod tests {
                 with_exec.tokens - s.tokens
             );
         }
+        // The MCP Exec Broker's vocabulary, exec included, costs no more.
+        let exec_broker = mcpb_daemon::tools::Naming {
+            vocabulary: mcpb_config::Vocabulary::ExecBroker,
+            sep: ".",
+        };
+        let s = size(
+            &mcpb_daemon::tools::definitions(exec_broker, Some(100_000), true),
+            &bpe,
+        );
+        assert_eq!(s.tools, 7);
+        assert!(s.tokens <= 1200, "exec_broker: {} tokens", s.tokens);
     }
 
     #[test]

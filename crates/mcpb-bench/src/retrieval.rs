@@ -346,8 +346,11 @@ pub(crate) fn run() -> anyhow::Result<()> {
 /// fields only, as an upstream lists them) against the facade's seven definitions.
 fn context(root: &Path) -> anyhow::Result<()> {
     let bpe = tiktoken_rs::o200k_base().map_err(|e| anyhow::anyhow!("o200k_base: {e}"))?;
-    let facade =
-        serde_json::to_string(&mcpb_daemon::tools::definitions(".", Some(100_000), false))?;
+    let facade = serde_json::to_string(&mcpb_daemon::tools::definitions(
+        mcpb_daemon::tools::Naming::broker("."),
+        Some(100_000),
+        false,
+    ))?;
     let after = bpe.encode_ordinary(&facade).len();
     println!();
     println!("| catalog | tools | before (o200k tokens) | after: facade | reduction |");

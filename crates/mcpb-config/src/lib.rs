@@ -23,7 +23,9 @@ pub use error::{ConfigError, ConfigIssue};
 pub use exec::{BrokerExec, ExecLimits, Language, Limits, ProfileExec};
 pub use layout::RuntimeLayout;
 pub use load::{EMBEDDED_DEFAULT, EXAMPLE, load, load_str, locate};
-pub use raw::{Lifecycle, NameStyle, OAuthGrant, PinModeSetting, SearchModel, Transport};
+pub use raw::{
+    Lifecycle, NameStyle, OAuthGrant, PinModeSetting, SearchModel, Transport, Vocabulary,
+};
 pub use resolve::ResolveContext;
 pub use settings::{
     AuditSettings, BrokerSettings, ConfigSource, NameFilter, ProfileSettings, Settings, ToolFilter,

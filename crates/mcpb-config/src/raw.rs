@@ -317,6 +317,17 @@ pub struct RawSmoke {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
+pub enum Vocabulary {
+    /// `broker<sep><verb>`: list_servers, search_tools, describe_tool, call_tool, get_artifact,
+    /// status, close_session (and the exec tools).
+    #[default]
+    Broker,
+    /// The MCP Exec Broker's tools: discovery by server, then code runs.
+    ExecBroker,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum NameStyle {
     /// `<upstream>.<tool>`
     #[default]
@@ -354,6 +365,11 @@ pub struct RawProfile {
     pub pinned_tools: Vec<String>,
     #[serde(default)]
     pub broker_tool_name_style: NameStyle,
+    /// The names of the compact facade's tools: `broker` (broker.search_tools, ...) or
+    /// `exec_broker` (servers_list, server_tools_list, tool_info, exec_open, exec_run,
+    /// exec_close, exec_get_artifact: the MCP Exec Broker's names).
+    #[serde(default)]
+    pub facade_vocabulary: Vocabulary,
     /// Largest result (in characters) handed to the client whole; a larger one is stored as an
     /// artifact and the client gets a preview. Also sent upstream as
     /// `_meta["mcp-broker/result_budget_chars"]`.

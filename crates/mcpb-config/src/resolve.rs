@@ -556,6 +556,7 @@ impl Resolver<'_> {
             mutating_allowlist: p.mutating_allowlist.clone(),
             pinned_tools: p.pinned_tools.clone(),
             broker_tool_name_style: p.broker_tool_name_style,
+            facade_vocabulary: p.facade_vocabulary,
             result_budget_chars: p.result_budget_chars,
             result_size_chars: p.result_size_chars.map(|n| n.min(500_000)),
             mcp_allowed_servers: p.mcp_allowed_servers.clone(),

@@ -272,6 +272,7 @@ pub struct ProfileSettings {
     pub mutating_allowlist: Vec<String>,
     pub pinned_tools: Vec<String>,
     pub broker_tool_name_style: NameStyle,
+    pub facade_vocabulary: crate::raw::Vocabulary,
     pub result_budget_chars: Option<u64>,
     pub result_size_chars: Option<u64>,
     pub mcp_allowed_servers: Option<Vec<String>>,

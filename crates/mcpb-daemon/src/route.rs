@@ -91,7 +91,7 @@ async fn dispatch(
         |e: serde_json::Error| BrokerRpcError::InvalidParams(format!("tools/call params: {e}"));
     let call: Call<'_> = serde_json::from_str(params.get()).map_err(invalid)?;
     if kind.has_facade()
-        && let Some(unit) = crate::tools::find(view.sep(), &call.name)
+        && let Some(unit) = crate::tools::find(crate::tools::Naming::of(view.profile()), &call.name)
     {
         return unit
             .apply(Ctx::new(view, link, call.meta), call.arguments)

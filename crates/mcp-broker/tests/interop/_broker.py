@@ -1,4 +1,6 @@
-"""What the driver scripts share: how to reach the broker."""
+"""What the driver scripts share: how to reach the broker, and a tool result's JSON."""
+
+import json
 
 from mcp.client.stdio import StdioServerParameters
 
@@ -12,3 +14,9 @@ def server(cfg):
         http = create_mcp_http_client(headers={"Authorization": "Bearer " + cfg["token"]})
         return streamable_http_client(cfg["url"], http_client=http)
     return StdioServerParameters(command=cfg["command"], args=cfg["args"], env=cfg.get("env"))
+
+
+def data(result):
+    """A broker tool's answer: the JSON in its text content."""
+    text = "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+    return json.loads(text)

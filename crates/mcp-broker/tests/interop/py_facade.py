@@ -9,13 +9,9 @@ import asyncio
 import json
 import sys
 
+from _broker import data
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-
-
-def data(result):
-    text = "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
-    return json.loads(text)
 
 
 async def main() -> None:

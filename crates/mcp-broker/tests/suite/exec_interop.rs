@@ -111,3 +111,79 @@ fn python_sdk_client_runs_code_that_reads_a_file_and_stores_a_summary_and_uses_t
         "{long}"
     );
 }
+
+#[test]
+fn python_sdk_client_uses_the_exec_broker_vocabulary() {
+    let deps = super::support::deps();
+    let path = super::support::deps_path(&deps);
+    let home = super::support::Home::with_config(
+        r#"schema_version: 1
+upstreams:
+  example: {command: "{broker.exe}", args: [example-server], trust_annotations: true}
+profiles:
+  default: {}
+  eb:
+    compact_tools_enabled: true
+    allow_mutating_upstreams: true
+    facade_vocabulary: exec_broker
+    exec: {languages: [python]}
+"#,
+    );
+    let spec = shim_spec(
+        &home,
+        &path,
+        &["stdio", "--profile", "eb"],
+        json!({
+            "server": "example",
+            "code": "from mcp_sdk import call_tool, result\nresult(call_tool('example.echo', {'message': 'via exec_run'}))",
+            "allow": ["example.*"],
+        }),
+    );
+    let mut child = py_driver(&deps, &path, "py_vocab.py", &spec);
+    let out = read_result(&mut child);
+    let _ = child.wait();
+    let mut tools: Vec<&str> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    tools.sort_unstable();
+    assert_eq!(
+        tools,
+        [
+            "exec_close",
+            "exec_get_artifact",
+            "exec_open",
+            "exec_run",
+            "server_tools_list",
+            "servers_list",
+            "tool_info"
+        ],
+        "{out}"
+    );
+    assert_eq!(out["servers"]["servers"][0]["name"], "example", "{out}");
+    let page = &out["page"];
+    assert_eq!(page["server"], "example");
+    let listed: Vec<&str> = page["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(listed.contains(&"example.echo"), "{page}");
+    assert!(
+        page["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["mutating"].is_boolean())
+    );
+    assert!(page.get("next_cursor").is_none(), "one page: {page}");
+    assert_eq!(out["info"]["tools"][0]["name"], listed[0], "{out}");
+    assert!(out["info"]["tools"][0]["inputSchema"].is_object());
+    assert_eq!(out["ran_is_error"], false, "{out}");
+    assert_eq!(out["ran"]["status"], "ok", "{out}");
+    assert_eq!(out["ran"]["result"], "via exec_run", "{out}");
+    assert_eq!(out["closed"]["removed"], true, "{out}");
+}

@@ -373,3 +373,44 @@ profiles:
         "{called}"
     );
 }
+
+#[test]
+fn server_tools_list_pages_through_one_servers_tools() {
+    let mut yaml = super::support::fixture_config(&[("fx", "\"--tools\", \"120\"")], "");
+    yaml.push_str("  eb: {compact_tools_enabled: true, facade_vocabulary: exec_broker}\n");
+    let home = Home::with_config(&yaml);
+    let mut shim = home.shim(&["--profile", "eb"]);
+    shim.initialize("2025-11-25");
+    let data = |r: &serde_json::Value| r["result"]["structuredContent"].clone();
+    let mut names = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut args = json!({"server": "fx"});
+        if let Some(c) = &cursor {
+            args["cursor"] = c.clone().into();
+        }
+        let page = data(&shim.call("server_tools_list", args));
+        pages += 1;
+        for t in page["tools"].as_array().unwrap() {
+            names.push(t["name"].as_str().unwrap().to_string());
+        }
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => {
+                assert_eq!(page["total"].as_u64().unwrap() as usize, names.len());
+                break;
+            }
+        }
+        assert!(pages < 10, "{page}");
+    }
+    assert!(names.len() > 120, "{}", names.len());
+    assert_eq!(pages, names.len().div_ceil(50));
+    let unique: std::collections::BTreeSet<&String> = names.iter().collect();
+    assert_eq!(unique.len(), names.len(), "a tool on two pages");
+    let bad = shim.call("server_tools_list", json!({"server": "fx", "cursor": "x"}));
+    assert_eq!(bad["result"]["isError"], true, "{bad}");
+    let unknown = shim.call("server_tools_list", json!({"server": "nope"}));
+    let text = unknown["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("known servers: fx"), "{text}");
+}

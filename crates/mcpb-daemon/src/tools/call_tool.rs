@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use super::{Answer, Apply, BrokerTool, Ctx};
+use super::{Answer, Apply, BrokerTool, Ctx, Naming};
 
 /// The most a profile may declare as `anthropic/maxResultSizeChars`.
 pub const MAX_RESULT_SIZE_CHARS: u64 = 500_000;
@@ -40,10 +40,10 @@ impl BrokerTool for CallTool {
     const NEEDS_EXEC: bool = false;
     type Args = Args;
 
-    fn description(sep: &str) -> String {
+    fn description(n: Naming) -> String {
         format!(
             "Call a tool by name with arguments matching its input schema. projection trims the result before you see it. A result over the budget comes back as a preview plus an artifact id for {}.",
-            super::get_artifact::GetArtifact::name(sep)
+            super::get_artifact::GetArtifact::named(n)
         )
     }
 

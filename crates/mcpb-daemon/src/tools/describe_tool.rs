@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{Answer, Apply, BrokerTool, Ctx, done, tool_error, tool_result};
+use super::{Answer, Apply, BrokerTool, Ctx, Naming, done, tool_error, tool_result};
 
 /// Names described in one call; more are ignored.
 pub const MAX_NAMES: usize = 20;
@@ -36,9 +36,10 @@ impl BrokerTool for DescribeTool {
     const VERB: &'static str = "describe_tool";
     const MUTATES: bool = false;
     const NEEDS_EXEC: bool = false;
+    const EXEC_BROKER: Option<&'static str> = Some("tool_info");
     type Args = Args;
 
-    fn description(_sep: &str) -> String {
+    fn description(_: Naming) -> String {
         "Full definition (input schema, annotations) of one or more tools, by the names search returned.".to_string()
     }
 }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::exec_open::exec_enabled;
-use super::{Answer, Apply, BrokerTool, Ctx, done, tool_error, tool_result};
+use super::{Answer, Apply, BrokerTool, Ctx, Naming, done, tool_error, tool_result};
 
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(transform = require_exec_id)]
@@ -27,9 +27,10 @@ impl BrokerTool for ExecClose {
     const VERB: &'static str = "exec_close";
     const MUTATES: bool = true;
     const NEEDS_EXEC: bool = true;
+    const EXEC_BROKER: Option<&'static str> = Some("exec_close");
     type Args = Args;
 
-    fn description(_sep: &str) -> String {
+    fn description(_: Naming) -> String {
         "Close an exec workspace (kept if persisted, unless `discard`).".to_string()
     }
 }

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Answer, Apply, BrokerTool, Ctx, done, tool_error, tool_result};
+use super::{Answer, Apply, BrokerTool, Ctx, Naming, done, tool_error, tool_result};
 
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Args {
@@ -21,9 +21,10 @@ impl BrokerTool for ExecOpen {
     const VERB: &'static str = "exec_open";
     const MUTATES: bool = true;
     const NEEDS_EXEC: bool = true;
+    const EXEC_BROKER: Option<&'static str> = Some("exec_open");
     type Args = Args;
 
-    fn description(_sep: &str) -> String {
+    fn description(_: Naming) -> String {
         "Open a workspace for several runs; gives exec_id.".to_string()
     }
 }

@@ -1,13 +1,14 @@
 //! `broker.exec_run`: a run in an exec workspace (as often as needed, each run seeing what the
 //! last one left); the run itself is run_code's.
 
+use mcpb_config::Vocabulary;
 use mcpb_protocol::BrokerRpcError;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::run_code::{RunOptions, request, run};
-use super::{Answer, Apply, BrokerTool, Ctx, done, tool_error};
+use super::{Answer, Apply, BrokerTool, Ctx, Naming, done, tool_error};
 
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(transform = exec_run_schema)]
@@ -38,13 +39,22 @@ impl BrokerTool for ExecRun {
     const VERB: &'static str = "exec_run";
     const MUTATES: bool = true;
     const NEEDS_EXEC: bool = true;
+    const EXEC_BROKER: Option<&'static str> = Some("exec_run");
     type Args = Args;
 
-    fn description(sep: &str) -> String {
-        format!(
-            "Run code (or workspace file `entry`) in an exec workspace, as {}.",
-            super::run_code::RunCode::name(sep)
-        )
+    fn description(n: Naming) -> String {
+        match n.vocabulary {
+            Vocabulary::Broker => format!(
+                "Run code (or workspace file `entry`) in an exec workspace, as {}.",
+                super::run_code::RunCode::named(n)
+            ),
+            // No run_code in this vocabulary to point at: the contract is said here.
+            Vocabulary::ExecBroker => format!(
+                "Run a sandboxed program (or workspace file `entry`) in an exec_open workspace; \
+                 it calls tools and returns only what it chooses. {}",
+                super::run_code::program_contract(n)
+            ),
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::exec_open::exec_enabled;
-use super::{Answer, Apply, BrokerTool, Ctx, done, tool_error, tool_result};
+use super::{Answer, Apply, BrokerTool, Ctx, Naming, done, tool_error, tool_result};
 
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[schemars(transform = require_upload)]
@@ -33,7 +33,7 @@ impl BrokerTool for ExecUpload {
     const NEEDS_EXEC: bool = true;
     type Args = Args;
 
-    fn description(_sep: &str) -> String {
+    fn description(_: Naming) -> String {
         "Write a file in an exec workspace.".to_string()
     }
 }

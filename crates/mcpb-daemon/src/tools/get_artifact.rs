@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Answer, Apply, BrokerTool, Ctx, done, tool_error};
+use super::{Answer, Apply, BrokerTool, Ctx, Naming, done, tool_error};
 
 /// Page length when neither the call nor the profile's budget gives one.
 pub const DEFAULT_PAGE_CHARS: usize = 20_000;
@@ -34,9 +34,10 @@ impl BrokerTool for GetArtifact {
     const VERB: &'static str = "get_artifact";
     const MUTATES: bool = false;
     const NEEDS_EXEC: bool = false;
+    const EXEC_BROKER: Option<&'static str> = Some("exec_get_artifact");
     type Args = Args;
 
-    fn description(_sep: &str) -> String {
+    fn description(_: Naming) -> String {
         "Read a stored large result by artifact id, a page at a time.".to_string()
     }
 }
@@ -70,7 +71,7 @@ impl Apply for GetArtifact {
             }
             Err(mcpb_facade::ArtifactError::Unknown(id)) => tool_error(format!(
                 "unknown artifact '{id}'\nhint: artifact ids come from a {} result of this profile and expire",
-                super::call_tool::CallTool::name(ctx.sep())
+                super::call_tool::CallTool::named(ctx.naming())
             )),
             Err(e) => tool_error(e.to_string()),
         })

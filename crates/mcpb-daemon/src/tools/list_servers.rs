@@ -4,7 +4,9 @@
 use mcpb_protocol::BrokerRpcError;
 use serde_json::{Value, json};
 
-use super::{Answer, Apply, BrokerTool, Ctx, done, tool_result};
+use mcpb_config::Vocabulary;
+
+use super::{Answer, Apply, BrokerTool, Ctx, Naming, done, tool_result};
 
 /// Takes no arguments (any given are ignored).
 pub type Args = super::NoArgs;
@@ -15,12 +17,24 @@ impl BrokerTool for ListServers {
     const VERB: &'static str = "list_servers";
     const MUTATES: bool = false;
     const NEEDS_EXEC: bool = false;
+    const EXEC_BROKER: Option<&'static str> = Some("servers_list");
     type Args = Args;
 
-    fn description(sep: &str) -> String {
+    fn description(n: Naming) -> String {
+        let next = match n.vocabulary {
+            Vocabulary::Broker => {
+                format!(
+                    "{} to find tools",
+                    super::search_tools::SearchTools::named(n)
+                )
+            }
+            Vocabulary::ExecBroker => format!(
+                "{} for a server's tools",
+                super::server_tools_list::ServerToolsList::named(n)
+            ),
+        };
         format!(
-            "List the MCP servers behind this broker: name, description, tags, tool count, state. Then {} to find tools.",
-            super::search_tools::SearchTools::name(sep)
+            "List the MCP servers behind this broker: name, description, tags, tool count, state. Then {next}."
         )
     }
 }

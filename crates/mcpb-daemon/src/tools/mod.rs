@@ -14,7 +14,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use mcpb_config::ProfileSettings;
+use mcpb_config::{ProfileSettings, Vocabulary};
 use mcpb_protocol::BrokerRpcError;
 use mcpb_upstream::{ClientLink, Reply};
 use schemars::JsonSchema;
@@ -38,6 +38,7 @@ pub mod get_artifact;
 pub mod list_servers;
 pub mod run_code;
 pub mod search_tools;
+pub mod server_tools_list;
 pub mod status;
 
 pub use registry::{REGISTRY, Unit, definitions, find};
@@ -54,17 +55,54 @@ pub trait BrokerTool {
     /// `null` arguments mean `Default`.
     type Args: JsonSchema + DeserializeOwned + Default + Send + 'static;
 
-    /// One or two sentences, paid for in every client's context; `sep` names other tools.
-    fn description(sep: &str) -> String;
+    /// Listed under `broker<sep><verb>` in the broker vocabulary.
+    const IN_BROKER: bool = true;
+    /// The tool's name in the MCP Exec Broker's vocabulary; `None`: not part of it.
+    const EXEC_BROKER: Option<&'static str> = None;
+
+    /// One or two sentences, paid for in every client's context; `n` names other tools.
+    fn description(n: Naming) -> String;
 
     /// `broker<sep><verb>`: the facade follows the profile's name style like every tool.
     fn name(sep: &str) -> String {
         format!("broker{sep}{}", Self::VERB)
     }
 
+    /// The tool's name under `n`.
+    fn named(n: Naming) -> String {
+        match (n.vocabulary, Self::EXEC_BROKER) {
+            (Vocabulary::ExecBroker, Some(name)) => name.to_string(),
+            (Vocabulary::ExecBroker, None) | (Vocabulary::Broker, _) => Self::name(n.sep),
+        }
+    }
+
     /// `_meta` of the tool's definition, given the profile's declared result size.
     fn definition_meta(_result_size_chars: Option<u64>) -> Option<Value> {
         None
+    }
+}
+
+/// How a profile names the broker tools: its vocabulary and its name style's separator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Naming {
+    pub vocabulary: Vocabulary,
+    pub sep: &'static str,
+}
+
+impl Naming {
+    pub fn of(profile: &ProfileSettings) -> Self {
+        Self {
+            vocabulary: profile.facade_vocabulary,
+            sep: profile.broker_tool_name_style.separator(),
+        }
+    }
+
+    /// The broker vocabulary with separator `sep`.
+    pub fn broker(sep: &'static str) -> Self {
+        Self {
+            vocabulary: Vocabulary::Broker,
+            sep,
+        }
     }
 }
 
@@ -114,8 +152,8 @@ impl<'a> Ctx<'a> {
         self.view.profile()
     }
 
-    pub(crate) fn sep(&self) -> &'static str {
-        self.view.sep()
+    pub(crate) fn naming(&self) -> Naming {
+        Naming::of(self.profile())
     }
 
     /// A result over the profile's `result_budget_chars` becomes a preview plus an artifact
@@ -125,7 +163,7 @@ impl<'a> Ctx<'a> {
         let Some(chars) = profile.result_budget_chars else {
             return value;
         };
-        let reader = get_artifact::GetArtifact::name(self.sep());
+        let reader = get_artifact::GetArtifact::named(self.naming());
         mcpb_facade::result::apply_budget(
             value,
             &mcpb_facade::result::Budget {
@@ -142,7 +180,7 @@ impl<'a> Ctx<'a> {
     pub(crate) async fn unknown_tool(&self, name: &str) -> Value {
         let near = self.view.suggest(name).await;
         if near.is_empty() {
-            let search = search_tools::SearchTools::name(self.sep());
+            let search = search_tools::SearchTools::named(self.naming());
             tool_error(format!(
                 "Unknown tool: {name}\nhint: find tools with {search}"
             ))
@@ -170,7 +208,7 @@ pub(crate) fn tool_result(data: Value) -> Value {
 /// The broker tools a profile lists, as it names them.
 pub(crate) fn listed_for(profile: &ProfileSettings) -> Vec<Value> {
     definitions(
-        profile.broker_tool_name_style.separator(),
+        Naming::of(profile),
         profile.result_size_chars,
         profile.exec.is_some(),
     )

@@ -7,7 +7,9 @@ use mcpb_protocol::BrokerRpcError;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::{Answer, Apply, Ctx};
+use mcpb_config::Vocabulary;
+
+use super::{Answer, Apply, Ctx, Naming};
 
 /// Every broker tool, in the order clients list them. One line per tool.
 pub static REGISTRY: &[Unit] = &[
@@ -23,6 +25,7 @@ pub static REGISTRY: &[Unit] = &[
     unit::<super::exec_upload::ExecUpload>(),
     unit::<super::exec_run::ExecRun>(),
     unit::<super::exec_close::ExecClose>(),
+    unit::<super::server_tools_list::ServerToolsList>(),
 ];
 
 type ApplyFn =
@@ -34,7 +37,9 @@ pub struct Unit {
     pub verb: &'static str,
     pub mutates: bool,
     pub needs_exec: bool,
-    description: fn(&str) -> String,
+    in_broker: bool,
+    exec_broker: Option<&'static str>,
+    description: fn(Naming) -> String,
     schema: fn() -> Value,
     meta: fn(Option<u64>) -> Option<Value>,
     apply: ApplyFn,
@@ -45,6 +50,8 @@ const fn unit<T: Apply + 'static>() -> Unit {
         verb: T::VERB,
         mutates: T::MUTATES,
         needs_exec: T::NEEDS_EXEC,
+        in_broker: T::IN_BROKER,
+        exec_broker: T::EXEC_BROKER,
         description: T::description,
         schema: mcpb_facade::schema::schema_of::<T::Args>,
         meta: T::definition_meta,
@@ -66,22 +73,28 @@ fn apply_erased<'a, T: Apply + 'static>(
 }
 
 impl Unit {
-    pub fn name(&self, sep: &str) -> String {
-        format!("broker{sep}{}", self.verb)
+    /// The tool's name under `n`; `None` when that vocabulary has no such tool.
+    pub fn name(&self, n: Naming) -> Option<String> {
+        match n.vocabulary {
+            Vocabulary::Broker => self
+                .in_broker
+                .then(|| format!("broker{}{}", n.sep, self.verb)),
+            Vocabulary::ExecBroker => self.exec_broker.map(str::to_string),
+        }
     }
 
-    /// The tool's definition as a profile with separator `sep` lists it.
-    pub fn definition(&self, sep: &str, result_size_chars: Option<u64>) -> Value {
+    /// The tool's definition as a profile naming tools by `n` lists it.
+    pub fn definition(&self, n: Naming, result_size_chars: Option<u64>) -> Option<Value> {
         let mut def = json!({
-            "name": self.name(sep),
-            "description": (self.description)(sep),
+            "name": self.name(n)?,
+            "description": (self.description)(n),
             "inputSchema": (self.schema)(),
             "annotations": {"readOnlyHint": !self.mutates},
         });
         if let Some(meta) = (self.meta)(result_size_chars) {
             def["_meta"] = meta;
         }
-        def
+        Some(def)
     }
 
     /// One `tools/call` of this tool; `arguments` as the client wrote them.
@@ -94,21 +107,27 @@ impl Unit {
     }
 }
 
-/// The broker tool a profile with separator `sep` names `name`, whether or not the profile
-/// lists the exec tools (their `apply` says when exec is off).
-pub fn find(sep: &str, name: &str) -> Option<&'static Unit> {
-    let verb = name.strip_prefix("broker")?.strip_prefix(sep)?;
-    REGISTRY.iter().find(|u| u.verb == verb)
+/// The broker tool a profile naming tools by `n` calls `name`, whether or not the profile
+/// lists the exec tools (their `apply` says when exec is off). The broker vocabulary's names
+/// route in every profile: the CLI's commands use them.
+pub fn find(n: Naming, name: &str) -> Option<&'static Unit> {
+    if n.vocabulary == Vocabulary::ExecBroker
+        && let Some(unit) = REGISTRY.iter().find(|u| u.exec_broker == Some(name))
+    {
+        return Some(unit);
+    }
+    let verb = name.strip_prefix("broker")?.strip_prefix(n.sep)?;
+    REGISTRY.iter().find(|u| u.in_broker && u.verb == verb)
 }
 
-/// The definitions for a profile with separator `sep`, with the code-execution tools when
+/// The definitions for a profile naming tools by `n`, with the code-execution tools when
 /// `exec`. `result_size_chars` is what the profile declares for clients that honour
 /// `anthropic/maxResultSizeChars`.
-pub fn definitions(sep: &str, result_size_chars: Option<u64>, exec: bool) -> Vec<Value> {
+pub fn definitions(n: Naming, result_size_chars: Option<u64>, exec: bool) -> Vec<Value> {
     REGISTRY
         .iter()
         .filter(|u| exec || !u.needs_exec)
-        .map(|u| u.definition(sep, result_size_chars))
+        .filter_map(|u| u.definition(n, result_size_chars))
         .collect()
 }
 
@@ -123,22 +142,34 @@ mod tests {
         verbs.sort_unstable();
         verbs.dedup();
         assert_eq!(verbs.len(), REGISTRY.len(), "a verb is registered twice");
-        for sep in [".", "__", "_"] {
+        let namings = [".", "__", "_"].into_iter().flat_map(|sep| {
+            [Vocabulary::Broker, Vocabulary::ExecBroker]
+                .map(|vocabulary| Naming { vocabulary, sep })
+        });
+        for n in namings {
             for exec in [false, true] {
-                for def in definitions(sep, None, exec) {
+                for def in definitions(n, None, exec) {
                     let name = def["name"].as_str().unwrap();
-                    let unit = find(sep, name).unwrap_or_else(|| panic!("{name} not found"));
+                    let unit = find(n, name).unwrap_or_else(|| panic!("{name} not found"));
                     assert_eq!(def["annotations"]["readOnlyHint"], !unit.mutates, "{name}");
                     assert!(exec || !unit.needs_exec, "{name}");
                 }
             }
             for u in REGISTRY {
-                assert!(std::ptr::eq(find(sep, &u.name(sep)).unwrap(), u));
+                if let Some(name) = u.name(n) {
+                    assert!(std::ptr::eq(find(n, &name).unwrap(), u), "{name}");
+                }
             }
         }
-        assert!(find(".", "broker.nope").is_none());
-        assert!(find(".", "broker__status").is_none());
-        assert_eq!(definitions(".", None, true).len(), REGISTRY.len());
+        let dot = Naming::broker(".");
+        assert!(find(dot, "broker.nope").is_none());
+        assert!(find(dot, "broker__status").is_none());
+        assert!(
+            find(dot, "servers_list").is_none(),
+            "not in the broker vocabulary"
+        );
+        assert!(find(dot, "broker.server_tools_list").is_none());
+        assert_eq!(definitions(dot, None, true).len(), REGISTRY.len() - 1);
     }
 
     /// One file per tool: each file of `tools/` but mod.rs and registry.rs holds exactly one
@@ -178,9 +209,42 @@ mod tests {
         assert!(bad.is_err());
     }
 
+    /// The MCP Exec Broker's vocabulary: its seven names, nothing else listed, and the broker
+    /// names still routed (the CLI uses them).
+    #[test]
+    fn the_exec_broker_vocabulary_lists_its_own_names() {
+        let n = Naming {
+            vocabulary: Vocabulary::ExecBroker,
+            sep: ".",
+        };
+        let names: Vec<String> = definitions(n, None, true)
+            .iter()
+            .map(|d| d["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "servers_list",
+                "tool_info",
+                "exec_get_artifact",
+                "exec_open",
+                "exec_run",
+                "exec_close",
+                "server_tools_list"
+            ]
+        );
+        let without_exec: Vec<Value> = definitions(n, None, false);
+        assert_eq!(without_exec.len(), 4);
+        assert_eq!(find(n, "broker.status").unwrap().verb, "status");
+        for d in definitions(n, None, true) {
+            let text = d["description"].as_str().unwrap();
+            assert!(!text.contains("broker."), "{text}");
+        }
+    }
+
     #[test]
     fn only_the_tools_that_look_are_advertised_read_only() {
-        let read_only: Vec<String> = definitions(".", None, true)
+        let read_only: Vec<String> = definitions(Naming::broker("."), None, true)
             .iter()
             .filter(|d| d["annotations"]["readOnlyHint"] == true)
             .map(|d| d["name"].as_str().unwrap().to_string())
@@ -199,7 +263,7 @@ mod tests {
 
     #[test]
     fn schemas_carry_the_limits_the_daemon_applies() {
-        let defs = definitions("__", Some(900_000), true);
+        let defs = definitions(Naming::broker("__"), Some(900_000), true);
         assert_eq!(defs[3]["name"], "broker__call_tool");
         assert_eq!(defs[3]["_meta"]["anthropic/maxResultSizeChars"], 500_000);
         let search = &defs[1]["inputSchema"];

@@ -3,7 +3,7 @@
 //! policy, pins, the upstream's timeouts), with the run's own allow list and read_only on top.
 
 use futures_util::future::BoxFuture;
-use mcpb_config::{ExecLimits, Language, ProfileExec};
+use mcpb_config::{ExecLimits, Language, ProfileExec, Vocabulary};
 use mcpb_exec::{CallOutcome, Lease, RunRequest, ToolHost};
 use mcpb_protocol::BrokerRpcError;
 use mcpb_upstream::Reply;
@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{Answer, Apply, BrokerTool, Ctx, done, tool_error};
+use super::{Answer, Apply, BrokerTool, Ctx, Naming, done, tool_error};
 
 /// What every run states besides its program (run_code and exec_run).
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
@@ -60,14 +60,11 @@ impl BrokerTool for RunCode {
     const NEEDS_EXEC: bool = true;
     type Args = Args;
 
-    fn description(sep: &str) -> String {
+    fn description(n: Naming) -> String {
         format!(
             "Run a short sandboxed program that calls tools and returns only what it chooses: \
-             fetch, filter and store in one step instead of many large results. It may call only \
-             the tools its `allow` globs name (as {} names them). \
-             `call_tool(\"srv{sep}tool\", {{...}})` returns the structured result or raises \
-             ToolError; `result(x)` sets the answer. No network; files only in /work.",
-            super::search_tools::SearchTools::name(sep)
+             fetch, filter and store in one step instead of many large results. {}",
+            program_contract(n)
         )
     }
 }
@@ -76,6 +73,20 @@ impl Apply for RunCode {
     async fn apply(ctx: Ctx<'_>, args: Args) -> Result<Answer, BrokerRpcError> {
         done(run_once(&ctx, args).await)
     }
+}
+
+/// What a program may call and how, for the descriptions of run_code and exec_run.
+pub(super) fn program_contract(n: Naming) -> String {
+    let finder = match n.vocabulary {
+        Vocabulary::Broker => super::search_tools::SearchTools::named(n),
+        Vocabulary::ExecBroker => super::server_tools_list::ServerToolsList::named(n),
+    };
+    let sep = n.sep;
+    format!(
+        "It may call only the tools its `allow` globs name (as {finder} names them). \
+         `call_tool(\"srv{sep}tool\", {{...}})` returns the structured result or raises \
+         ToolError; `result(x)` sets the answer. No network; files only in /work."
+    )
 }
 
 /// The profile's visible tools as a run's tool host.
@@ -92,7 +103,7 @@ impl ToolHost for ViewHost<'_, '_> {
     ) -> BoxFuture<'a, CallOutcome> {
         Box::pin(async move {
             // A run reaches upstream tools only; the broker's own tools are not for programs.
-            if super::find(self.ctx.sep(), name).is_some() {
+            if super::find(self.ctx.naming(), name).is_some() {
                 return CallOutcome::Unknown;
             }
             let tool = match self

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{Answer, Apply, BrokerTool, Ctx, done, tool_error, tool_result};
+use super::{Answer, Apply, BrokerTool, Ctx, Naming, done, tool_error, tool_result};
 use crate::view::{ProfileView, Source};
 
 /// Results when the caller gives no limit.
@@ -71,11 +71,11 @@ impl BrokerTool for SearchTools {
     const NEEDS_EXEC: bool = false;
     type Args = Args;
 
-    fn description(sep: &str) -> String {
+    fn description(n: Naming) -> String {
         format!(
             "Find tools by what you want to do. Returns ranked names with one-line descriptions (no schemas); then {}, then {}. Empty query with server lists that server's tools.",
-            super::describe_tool::DescribeTool::name(sep),
-            super::call_tool::CallTool::name(sep)
+            super::describe_tool::DescribeTool::named(n),
+            super::call_tool::CallTool::named(n)
         )
     }
 }
@@ -89,7 +89,7 @@ impl Apply for SearchTools {
     }
 }
 /// The first sentence of a description's first line, at most 200 characters.
-fn one_line(description: &str) -> String {
+pub(super) fn one_line(description: &str) -> String {
     let first = description
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -248,17 +248,17 @@ async fn search(view: &ProfileView, args: &Args) -> Value {
             })
         })
         .collect();
-    let sep = view.sep();
+    let n = Naming::of(view.profile());
     let hint = if results.is_empty() {
         format!(
             "no match; try other words or {}",
-            super::list_servers::ListServers::name(sep)
+            super::list_servers::ListServers::named(n)
         )
     } else {
         format!(
             "{} {{\"name\": ...}} shows the input schema; {} {{\"name\": ..., \"arguments\": {{...}}}} runs it",
-            super::describe_tool::DescribeTool::name(sep),
-            super::call_tool::CallTool::name(sep)
+            super::describe_tool::DescribeTool::named(n),
+            super::call_tool::CallTool::named(n)
         )
     };
     let mut out = json!({"results": results, "hint": hint});

@@ -4,7 +4,7 @@
 use mcpb_protocol::BrokerRpcError;
 use serde_json::{Value, json};
 
-use super::{Answer, Apply, BrokerTool, Ctx, done, tool_result};
+use super::{Answer, Apply, BrokerTool, Ctx, Naming, done, tool_result};
 
 /// Takes no arguments (any given are ignored).
 pub type Args = super::NoArgs;
@@ -17,7 +17,7 @@ impl BrokerTool for Status {
     const NEEDS_EXEC: bool = false;
     type Args = Args;
 
-    fn description(_sep: &str) -> String {
+    fn description(_: Naming) -> String {
         "State of each server (running, stopped, failed), last error and whether it needs credentials. Starts nothing.".to_string()
     }
 }
