@@ -25,21 +25,21 @@ impl Language {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExecLimits {
-    /// Whole run, start to end, in milliseconds. Default 30000.
+    /// Whole run, start to end, in milliseconds. Default 45000.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "crate::duration::ms"
     )]
     pub wall_clock_ms: Option<u64>,
-    /// One SDK tool call, in milliseconds. Default 20000.
+    /// One SDK tool call, in milliseconds. Default 15000.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "crate::duration::ms"
     )]
     pub per_call_ms: Option<u64>,
-    /// SDK tool calls per run. Default 50.
+    /// SDK tool calls per run. Default 8.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_calls: Option<u64>,
     /// SDK tool calls in flight at once. Default 4.
@@ -81,10 +81,12 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// The defaults of the MCP Exec Broker's policy (wall clock, per call, calls, output), and
+    /// the jail's own for the rest.
     pub const DEFAULT: Limits = Limits {
-        wall_clock_ms: 30_000,
-        per_call_ms: 20_000,
-        max_calls: 50,
+        wall_clock_ms: 45_000,
+        per_call_ms: 15_000,
+        max_calls: 8,
         max_concurrent_calls: 4,
         max_output_kb: 256,
         memory_mb: 1024,

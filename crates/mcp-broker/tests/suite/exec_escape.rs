@@ -530,8 +530,9 @@ result({"ok": ok, "errors": errors, "kind": kind})
 "#;
     let a = jail.run(flood, &[]);
     assert_eq!(a["status"], "limit", "{a}");
-    assert_eq!(a["result"]["ok"], 50);
-    assert_eq!(a["result"]["errors"], 9950);
+    let max_calls = mcpb_config::Limits::DEFAULT.max_calls;
+    assert_eq!(a["result"]["ok"], max_calls);
+    assert_eq!(a["result"]["errors"], 10_000 - max_calls);
     assert_eq!(a["result"]["kind"], "limit");
     assert!(a["reason"].as_str().unwrap().contains("max_calls"), "{a}");
 
@@ -718,7 +719,7 @@ fn javascript_runs_are_hermetic_and_bounded() {
         &[],
     );
     assert_eq!(a["status"], "limit", "{a}");
-    assert_eq!(a["result"]["ok"], 50);
+    assert_eq!(a["result"]["ok"], mcpb_config::Limits::DEFAULT.max_calls);
     assert_eq!(a["result"]["kinds"], serde_json::json!(["limit"]));
     // A profile runs only the languages it names.
     let file = jail.home.root().join("only-python.js");
@@ -772,7 +773,7 @@ fn limits_asked_above_the_profiles_are_refused_before_the_run_naming_them() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(
-        err.contains("wall_clock_ms 900000 (this profile allows 30000)"),
+        err.contains("wall_clock_ms 900000 (this profile allows 45000)"),
         "{err}"
     );
     assert!(
