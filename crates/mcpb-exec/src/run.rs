@@ -333,7 +333,7 @@ impl Runner {
         self.finish(
             report_r,
             cgroup,
-            start,
+            (start, &spec.workspace_out),
             Concluded {
                 events: Vec::new(),
                 timed_out,
@@ -405,7 +405,7 @@ impl Runner {
         &self,
         report_r: OwnedFd,
         cgroup: Option<&mcpb_sandbox::RunCgroup>,
-        start: Instant,
+        (start, workspace): (Instant, &std::path::Path),
         mut c: Concluded,
     ) -> std::io::Result<Ran> {
         let mut events = read_events(report_r).await;
@@ -413,9 +413,48 @@ impl Runner {
             events.push(Event::OutOfMemory);
         }
         c.events = events;
+        if c.calls.result.is_none() {
+            let cap =
+                usize::try_from(c.limits.max_output_kb.saturating_mul(1024)).unwrap_or(usize::MAX);
+            if let Some(raw) = result_file(workspace, cap) {
+                c.calls.result = Some((raw, self.frames.empty()));
+            }
+        }
         c.wall_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
         Ok(conclude(c))
     }
+}
+
+/// The program's `result.json` in the workspace it left, as its result when it never called
+/// `result()` (the MCP Exec Broker's workflow): JSON as written, other text as a string. Read
+/// only up to one byte past the output budget, which `conclude` then cuts; never followed
+/// through a link (the program wrote the file).
+fn result_file(
+    workspace: &std::path::Path,
+    cap: usize,
+) -> Option<Box<serde_json::value::RawValue>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = workspace.join("result.json");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.take(u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1))
+        .read_to_end(&mut bytes)
+        .ok()?;
+    let text = String::from_utf8_lossy(&bytes).trim().to_string();
+    if bytes.len() <= cap
+        && let Ok(raw) = serde_json::value::RawValue::from_string(text.clone())
+    {
+        return Some(raw);
+    }
+    serde_json::value::to_raw_value(&text).ok()
 }
 
 /// The base for run cgroups, when a probe cgroup can be made there; the stale cgroups of dead

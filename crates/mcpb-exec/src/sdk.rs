@@ -78,7 +78,7 @@ impl FrameBudget {
             .is_ok()
     }
 
-    fn empty(&self) -> Held {
+    pub(crate) fn empty(&self) -> Held {
         Held {
             budget: self.clone(),
             bytes: 0,

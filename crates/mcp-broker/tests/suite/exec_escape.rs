@@ -783,3 +783,30 @@ fn limits_asked_above_the_profiles_are_refused_before_the_run_naming_them() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("ran"));
     jail.still_works();
 }
+
+/// The MCP Exec Broker's workflow: a program that writes `result.json` and never calls
+/// `result()` answers with the file; `result()` wins when both are there.
+#[test]
+fn result_json_in_the_workspace_is_the_answer_when_result_was_not_called() {
+    let jail = Jail::new();
+    let a = jail.run(
+        "import json\nwith open('/work/result.json', 'w') as f:\n    json.dump({'rows': 3, 'ok': True}, f)\nprint('wrote')",
+        &[],
+    );
+    assert_eq!(a["status"], "ok", "{a}");
+    assert_eq!(
+        a["result"],
+        serde_json::json!({"rows": 3, "ok": true}),
+        "{a}"
+    );
+    let b = jail.run(
+        "import json\nfrom mcp_sdk import result\nwith open('/work/result.json', 'w') as f:\n    json.dump({'from': 'file'}, f)\nresult({'from': 'sdk'})",
+        &[],
+    );
+    assert_eq!(b["result"], serde_json::json!({"from": "sdk"}), "{b}");
+    let c = jail.run(
+        "with open('/work/result.json', 'w') as f:\n    f.write('not json')",
+        &[],
+    );
+    assert_eq!(c["result"], "not json", "{c}");
+}
