@@ -120,7 +120,7 @@ fn call(command: ExecCommand) -> anyhow::Result<(&'static str, Value)> {
 /// The workspaces on disk, as the daemon keeps them (the rules come from the config).
 fn workspaces(settings: &Settings) -> Workspaces {
     let exec = &settings.broker.exec;
-    Workspaces::new(settings.runtime.exec_dir(), exec.max_workspaces).with_persisted(Persisted {
+    Workspaces::new(settings.exec_root(), exec.max_workspaces).with_persisted(Persisted {
         max: exec.max_persisted,
         ttl: std::time::Duration::from_millis(exec.persist_ttl_ms),
         disk_bytes: exec.persisted_disk_bytes,

@@ -219,6 +219,10 @@ pub struct RawBrokerExec {
     /// refused until one ends. Default 16.
     #[serde(default)]
     pub max_concurrent_runs: Option<u32>,
+    /// Where code runs' workspaces live (absolute, or `~/…`). Default `state/exec` under the
+    /// runtime dir. The broker makes its directories there private (0700).
+    #[serde(default)]
+    pub workspace_root: Option<crate::located::Located<String>>,
 }
 
 /// A profile's resolved code execution.
@@ -239,6 +243,8 @@ pub struct BrokerExec {
     pub persisted_disk_bytes: u64,
     pub frame_budget_bytes: u64,
     pub max_concurrent_runs: u32,
+    /// `None`: `state/exec` under the runtime dir (`Settings::exec_root`).
+    pub workspace_root: Option<std::path::PathBuf>,
 }
 
 impl Default for BrokerExec {
@@ -267,6 +273,8 @@ impl BrokerExec {
                 .max(1)
                 .saturating_mul(1 << 20),
             max_concurrent_runs: raw.max_concurrent_runs.unwrap_or(16).max(1),
+            // Set by the resolver, which knows the home `~` stands for.
+            workspace_root: None,
         }
     }
 }

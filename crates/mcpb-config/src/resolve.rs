@@ -435,6 +435,22 @@ fn broker_settings(b: &RawBroker) -> BrokerSettings {
 }
 
 impl Resolver<'_> {
+    /// `broker.exec.workspace_root`, `~` expanded; it must be absolute.
+    fn workspace_root(&mut self, raw: &RawConfig) -> Option<PathBuf> {
+        let written = raw.broker.exec.workspace_root.as_ref()?;
+        let path = expand_home(&written.value, self.ctx.home.as_deref());
+        if !path.is_absolute() {
+            self.issue(
+                written,
+                "broker.exec.workspace_root".into(),
+                format!("workspace_root {} is not an absolute path", written.value),
+                Some("write an absolute path or one under ~/"),
+            );
+            return None;
+        }
+        Some(path)
+    }
+
     fn schema_version(&mut self, raw: &RawConfig) {
         if raw.schema_version.value != 1 {
             self.issue(
@@ -616,7 +632,8 @@ pub fn resolve(
         issues: Vec::new(),
     };
     r.schema_version(raw);
-    let broker = broker_settings(&raw.broker);
+    let mut broker = broker_settings(&raw.broker);
+    broker.exec.workspace_root = r.workspace_root(raw);
 
     let mut upstreams = BTreeMap::new();
     for (name, up) in &raw.upstreams {

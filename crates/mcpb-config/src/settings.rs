@@ -282,6 +282,17 @@ pub struct ProfileSettings {
     pub exec: Option<crate::exec::ProfileExec>,
 }
 
+impl Settings {
+    /// Where code runs' workspaces live: `broker.exec.workspace_root`, else `state/exec`.
+    pub fn exec_root(&self) -> PathBuf {
+        self.broker
+            .exec
+            .workspace_root
+            .clone()
+            .unwrap_or_else(|| self.runtime.exec_dir())
+    }
+}
+
 impl NameStyle {
     pub fn separator(self) -> &'static str {
         match self {

@@ -18,8 +18,8 @@ impl Exec {
         // The helper is this very binary in its sandbox mode; /proc/self/exe still names it
         // after an upgrade replaced the file on disk.
         let helper = std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into());
-        let workspaces = Workspaces::new(settings.runtime.exec_dir(), exec.max_workspaces)
-            .with_persisted(Persisted {
+        let workspaces =
+            Workspaces::new(settings.exec_root(), exec.max_workspaces).with_persisted(Persisted {
                 max: exec.max_persisted,
                 ttl: Duration::from_millis(exec.persist_ttl_ms),
                 disk_bytes: exec.persisted_disk_bytes,

@@ -419,3 +419,60 @@ print(len(answer), answer[:120].decode())
     );
     jail.still_works();
 }
+
+/// `broker.exec.workspace_root` moves the workspaces, kept private; a relative one is a config
+/// error.
+#[test]
+fn workspaces_live_under_the_configured_root_and_stay_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = tempfile::tempdir().unwrap();
+    let root = scratch.path().join("ws");
+    let yaml = format!(
+        "schema_version: 1\nbroker: {{exec: {{workspace_root: {:?}}}}}\nupstreams:\n  example: {{command: \"{{broker.exe}}\", args: [example-server], trust_annotations: true}}\nprofiles:\n  code: {{compact_tools_enabled: true, exec: {{languages: [python]}}}}\n",
+        root.display().to_string()
+    );
+    let home = super::support::Home::with_config(&yaml);
+    let out = home
+        .cmd(&["exec", "--json", "--profile", "code", "open", "--persist"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = v["exec_id"].as_str().unwrap();
+    let profile_dir = std::fs::read_dir(&root)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert!(profile_dir.join(id).is_dir(), "{}", profile_dir.display());
+    for dir in [&root, &profile_dir] {
+        let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", dir.display());
+    }
+    assert!(
+        !home
+            .root()
+            .join("state/exec")
+            .join(profile_dir.file_name().unwrap())
+            .exists(),
+        "nothing under the default root"
+    );
+    let listed = home.run(&["exec", "--json", "list"]);
+    assert!(String::from_utf8_lossy(&listed.stdout).contains(id));
+    let _ = home.run(&["stop"]);
+
+    let bad = super::support::Home::with_config(
+        "schema_version: 1\nbroker: {exec: {workspace_root: relative/ws}}\n",
+    );
+    let out = bad.run(&["config", "validate"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("broker.exec.workspace_root"),
+        "{err}"
+    );
+}

@@ -304,12 +304,22 @@ impl Workspaces {
     }
 
     fn create(&self, profile: &str, persist: bool) -> Result<Uuid, ExecError> {
+        use std::os::unix::fs::DirBuilderExt;
+        // Private wherever the root is (`broker.exec.workspace_root` may be outside the
+        // runtime dir): another user reads no program and no result.
+        let private = |path: &Path| {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(path)
+                .map_err(Self::io(path))
+        };
         let base = self.root.join(profile_dir(profile));
-        std::fs::create_dir_all(&base).map_err(Self::io(&base))?;
+        private(&base)?;
         let id = Uuid::new_v4();
         let dir = self.dir(profile, id);
         let work = dir.join(WORK);
-        std::fs::create_dir_all(&work).map_err(Self::io(&work))?;
+        private(&work)?;
         if persist {
             std::fs::write(dir.join(PERSIST), b"").map_err(Self::io(&dir))?;
         }
