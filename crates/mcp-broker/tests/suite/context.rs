@@ -633,3 +633,59 @@ fn tool_vectors_stay_bounded_when_every_start_brings_a_new_list() {
     assert!(!stale.exists(), "a crashed save's file stays behind");
     assert!(young.exists());
 }
+
+/// broker.status says where the daemon listens and how each remote upstream signs its
+/// requests, from the config and the token store; it starts nothing and reaches no server.
+#[test]
+fn status_names_the_socket_and_each_remote_upstreams_sign_in() {
+    // Nothing should connect; if anything did, it would reach this test's own listener.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let yaml = format!(
+        "schema_version: 1\nupstreams:\n  fx: {{command: \"{}\"}}\n  api: {{transport: streamable_http, url: \"http://127.0.0.1:{port}/mcp\", headers: {{Authorization: \"Bearer ${{file:api}}\"}}}}\n  open: {{transport: streamable_http, url: \"http://127.0.0.1:{port}/open\"}}\nprofiles:\n  c: {{compact_tools_enabled: true}}\n",
+        super::support::fixture().display()
+    );
+    let home = Home::with_config(&yaml);
+    let mut s = home.shim(&["--profile", "c"]);
+    s.initialize("2025-11-25");
+    let st = result_json(&s.call("broker.status", json!({})));
+    assert_eq!(st["socket"], home.socket().display().to_string(), "{st}");
+    let by = |name: &str| {
+        st["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert!(
+        by("fx").get("auth").is_none(),
+        "a local server signs nothing"
+    );
+    assert_eq!(
+        by("api")["auth"],
+        json!({"kind": "header", "signed_in": false})
+    );
+    assert_eq!(
+        by("open")["auth"],
+        json!({"kind": "none", "signed_in": false})
+    );
+    // A token file from `auth login` is a sign-in.
+    let tokens = home.root().join("state/oauth");
+    std::fs::create_dir_all(&tokens).unwrap();
+    std::fs::write(tokens.join("open.json"), "{}").unwrap();
+    let st = result_json(&s.call("broker.status", json!({})));
+    let open = st["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "open")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        open["auth"],
+        json!({"kind": "sign_in", "signed_in": true}),
+        "{st}"
+    );
+}

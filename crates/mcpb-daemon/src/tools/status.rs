@@ -32,7 +32,7 @@ impl Apply for Status {
                 let st = up.status();
                 let (quarantined, findings) = view.trust_counts(up.name());
                 let auth_needed = st.last_error.as_deref().is_some_and(needs_auth);
-                json!({
+                let mut server = json!({
                     "name": st.name,
                     "state": st.state,
                     "tools": view.known_count(up),
@@ -40,15 +40,47 @@ impl Apply for Status {
                     "findings": findings,
                     "last_error": st.last_error,
                     "auth_needed": auth_needed,
-                })
+                });
+                if let Some(auth) = auth_of(up.settings(), view.runtime()) {
+                    server["auth"] = auth;
+                }
+                server
             })
             .collect();
-        let mut out = json!({"servers": servers});
+        let mut out = json!({
+            "servers": servers,
+            "socket": view.runtime().socket_path().display().to_string(),
+        });
         if let Some(e) = view.pin_error() {
             out["pin_store_error"] = e.into();
         }
         done(tool_result(out))
     }
+}
+
+/// How a remote upstream signs its requests, from its config and the token store: a sign-in
+/// (`signed_in`: a token file is there; `mcp-broker auth login` makes one), an `Authorization`
+/// header of the config, or nothing. Local (stdio) upstreams have none.
+fn auth_of(
+    up: &mcpb_config::UpstreamSettings,
+    runtime: &mcpb_config::RuntimeLayout,
+) -> Option<Value> {
+    if up.transport == mcpb_config::Transport::Stdio {
+        return None;
+    }
+    let signed_in = mcpb_oauth::FileStore::for_upstream(&runtime.state_dir(), &up.name).exists();
+    let header = up
+        .headers
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case("authorization"));
+    let kind = if up.oauth.is_some() || signed_in {
+        "sign_in"
+    } else if header {
+        "header"
+    } else {
+        "none"
+    };
+    Some(json!({"kind": kind, "signed_in": signed_in}))
 }
 
 /// A heuristic on the last error: the words servers use when credentials are missing or wrong.

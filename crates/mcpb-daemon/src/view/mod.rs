@@ -117,6 +117,11 @@ impl ProfileView {
         (self.shared.exec.clone(), self.generation.artifacts())
     }
 
+    /// This generation's runtime layout (the socket, the state dir).
+    pub(crate) fn runtime(&self) -> &mcpb_config::RuntimeLayout {
+        &self.generation.settings.runtime
+    }
+
     /// An upstream's quarantined tools and scan findings in its last judged list.
     pub(crate) fn trust_counts(&self, upstream: &str) -> (usize, usize) {
         self.shared.known.cached(upstream).map_or((0, 0), |e| {
