@@ -650,15 +650,7 @@ fn status_names_the_socket_and_each_remote_upstreams_sign_in() {
     s.initialize("2025-11-25");
     let st = result_json(&s.call("broker.status", json!({})));
     assert_eq!(st["socket"], home.socket().display().to_string(), "{st}");
-    let by = |name: &str| {
-        st["servers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|u| u["name"] == name)
-            .cloned()
-            .unwrap()
-    };
+    let by = |name: &str| super::support::named(&st["servers"], name);
     assert!(
         by("fx").get("auth").is_none(),
         "a local server signs nothing"
@@ -676,13 +668,7 @@ fn status_names_the_socket_and_each_remote_upstreams_sign_in() {
     std::fs::create_dir_all(&tokens).unwrap();
     std::fs::write(tokens.join("open.json"), "{}").unwrap();
     let st = result_json(&s.call("broker.status", json!({})));
-    let open = st["servers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["name"] == "open")
-        .cloned()
-        .unwrap();
+    let open = super::support::named(&st["servers"], "open");
     assert_eq!(
         open["auth"],
         json!({"kind": "sign_in", "signed_in": true}),

@@ -422,8 +422,12 @@ pub(super) fn tools_home(
 
 /// One upstream's entry in `status --json`.
 pub(super) fn upstream_status(home: &Home, name: &str) -> Value {
-    home.status()["upstreams"]
-        .as_array()
+    named(&home.status()["upstreams"], name)
+}
+
+/// The member of a JSON array whose `name` is `name`.
+pub(super) fn named(list: &Value, name: &str) -> Value {
+    list.as_array()
         .unwrap()
         .iter()
         .find(|u| u["name"] == name)
