@@ -17,6 +17,9 @@ pub struct Budget<'a> {
     pub profile: &'a str,
     /// The exposed name of broker_get_artifact.
     pub reader: &'a str,
+    /// structuredContent members kept beside the preview (a code run's status, calls, usage):
+    /// small fields a model needs whatever the size of the rest.
+    pub keep: &'a [&'a str],
 }
 
 fn note(text: String) -> Value {
@@ -163,19 +166,47 @@ pub fn apply_budget(result: Value, budget: &Budget<'_>) -> Value {
     let mut preview = full.clone();
     cut_chars(&mut preview, PREVIEW_CHARS.min(budget.chars));
     let shown = preview.chars().count();
+    let kept: serde_json::Map<String, Value> = result
+        .get("structuredContent")
+        .and_then(Value::as_object)
+        .map(|sc| {
+            budget
+                .keep
+                .iter()
+                .filter_map(|k| Some(((*k).to_string(), sc.get(*k)?.clone())))
+                .collect()
+        })
+        .unwrap_or_default();
     match budget.store.put(budget.profile, &full) {
         Ok(id) => {
             let total = full.chars().count();
-            json!({
+            // Say what was left out: the text past the preview, or (the text shown whole) the
+            // structured copy that made the result too large.
+            let left_out = if shown < total {
+                format!(
+                    "the first {shown} of its {total} characters of text are shown. The whole result is artifact {id}: call {} {{\"id\": \"{id}\", \"offset\": {shown}}} for the rest",
+                    budget.reader
+                )
+            } else {
+                format!(
+                    "its text is shown whole; its structured copy is left out. The whole result is artifact {id} ({})",
+                    budget.reader
+                )
+            };
+            let mut out = json!({
                 "content": [
                     {"type": "text", "text": preview},
                     note(format!(
-                        "result is {size} characters, over this profile's budget of {}; the first {shown} of {total} are shown. The whole result is artifact {id}: call {} {{\"id\": \"{id}\", \"offset\": {shown}}} for the rest, or call again with a projection.",
-                        budget.chars, budget.reader
+                        "result is {size} characters, over this profile's budget of {}; {left_out}, or call again with a projection.",
+                        budget.chars
                     )),
                 ],
                 "_meta": {"mcp-broker/artifact": {"id": id, "size_chars": total}},
-            })
+            });
+            if !kept.is_empty() {
+                out["structuredContent"] = Value::Object(kept);
+            }
+            out
         }
         Err(e) => json!({
             "content": [
@@ -251,6 +282,7 @@ mod tests {
             store: &store,
             profile: "p",
             reader: "broker.get_artifact",
+            keep: &["status"],
         };
         let small = json!({"content": [{"type": "text", "text": "ok"}]});
         assert_eq!(apply_budget(small.clone(), &budget), small);
@@ -265,5 +297,17 @@ mod tests {
                 .contains("broker.get_artifact")
         );
         assert_eq!(store.get("p", id, 0, 1000).unwrap().total_chars, 500);
+        // Text that fits, made too large by its structured copy: the note says so, and the
+        // kept members stay.
+        let doubled = json!({
+            "content": [{"type": "text", "text": "y".repeat(60)}],
+            "structuredContent": {"status": "ok", "result": "y".repeat(60)},
+        });
+        let out = apply_budget(doubled, &budget);
+        let said = out["content"][1]["text"].as_str().unwrap();
+        assert!(said.contains("its text is shown whole"), "{said}");
+        assert!(!said.contains("the first 60 of"), "{said}");
+        assert_eq!(out["content"][0]["text"].as_str().unwrap().len(), 60);
+        assert_eq!(out["structuredContent"], json!({"status": "ok"}));
     }
 }

@@ -24,6 +24,8 @@ upstreams:
 profiles:
   code:
     compact_tools_enabled: true
+    # Whole answers: these tests look at what max_output_kb and the jail leave of them.
+    result_budget_chars: 1000000
     exec: {languages: [python, javascript]}
   rw:
     compact_tools_enabled: true
@@ -809,4 +811,21 @@ fn result_json_in_the_workspace_is_the_answer_when_result_was_not_called() {
         &[],
     );
     assert_eq!(c["result"], "not json", "{c}");
+}
+
+/// A run's large answer is held to a budget even when the profile sets none: the model gets a
+/// preview and an artifact, and the run's status and usage stay beside it.
+#[test]
+fn a_large_run_answer_is_previewed_with_its_status_kept() {
+    let jail = Jail::new();
+    // `rw` sets no result_budget_chars: the default run budget applies.
+    let a = jail.run_in("rw", "print('z' * 60000)", &[]);
+    assert_eq!(a["status"], "ok", "{a}");
+    assert!(a["usage"]["wall_ms"].is_u64(), "{a}");
+    assert!(
+        a.get("stdout").is_none(),
+        "the 60,000 characters stayed out: {a}"
+    );
+    let small = jail.run_in("rw", "print('short')", &[]);
+    assert_eq!(small["stdout"], "short\n", "{small}");
 }

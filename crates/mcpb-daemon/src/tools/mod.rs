@@ -159,18 +159,44 @@ impl<'a> Ctx<'a> {
     /// A result over the profile's `result_budget_chars` becomes a preview plus an artifact
     /// id.
     pub(crate) fn held_to_budget(&self, value: Value) -> Value {
-        let profile = self.profile();
-        let Some(chars) = profile.result_budget_chars else {
+        let Some(chars) = self.profile().result_budget_chars else {
             return value;
         };
+        self.held_to(value, chars, &[])
+    }
+
+    /// A code run's answer: held to the profile's budget, or to `DEFAULT_RUN_BUDGET_CHARS`
+    /// when it sets none (a run's output may reach `max_output_kb`, far more than a model
+    /// should read at once); its status, calls and usage stay beside the preview.
+    pub(crate) fn run_held_to_budget(&self, value: Value) -> Value {
+        let chars = self
+            .profile()
+            .result_budget_chars
+            .unwrap_or(DEFAULT_RUN_BUDGET_CHARS);
+        self.held_to(
+            value,
+            chars,
+            &[
+                "status",
+                "reason",
+                "calls",
+                "usage",
+                "truncated",
+                "artifacts",
+            ],
+        )
+    }
+
+    fn held_to(&self, value: Value, chars: u64, keep: &[&str]) -> Value {
         let reader = get_artifact::GetArtifact::named(self.naming());
         mcpb_facade::result::apply_budget(
             value,
             &mcpb_facade::result::Budget {
                 chars: usize::try_from(chars).unwrap_or(usize::MAX),
                 store: &self.artifacts,
-                profile: &profile.name,
+                profile: &self.profile().name,
                 reader: &reader,
+                keep,
             },
         )
     }
@@ -192,6 +218,9 @@ impl<'a> Ctx<'a> {
         }
     }
 }
+
+/// The budget of a code run's answer when the profile sets no `result_budget_chars`.
+pub const DEFAULT_RUN_BUDGET_CHARS: u64 = 20_000;
 
 /// A tool-level error: the model reads it and can correct itself.
 /// Its text may carry an upstream's words: secrets are taken out.

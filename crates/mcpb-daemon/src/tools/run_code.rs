@@ -239,7 +239,7 @@ pub(super) async fn run(ctx: &Ctx<'_>, req: &RunRequest, lease: &Lease) -> (Valu
         "code run"
     );
     let mut value = ran.answer.to_tool_result();
-    value = ctx.held_to_budget(value);
+    value = ctx.run_held_to_budget(value);
     (value, ran.keep_workspace)
 }
 
