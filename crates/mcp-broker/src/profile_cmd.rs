@@ -32,6 +32,21 @@ fn step(
     }
 }
 
+/// The probe's tool as this profile exposes it, written upstream-local (`read_graph`) or as
+/// exposed with a dot or two underscores (`memory.read_graph`). One underscore is not read as
+/// a separator: `git_status` may be the tool's own name.
+fn probe_tool(upstream: &str, tool: &str, sep: &str, namespace: bool) -> String {
+    let local = [".", "__"]
+        .iter()
+        .find_map(|s| tool.strip_prefix(upstream)?.strip_prefix(s))
+        .unwrap_or(tool);
+    if namespace {
+        format!("{upstream}{sep}{local}")
+    } else {
+        local.to_string()
+    }
+}
+
 fn data(r: &Value) -> Value {
     r.get("structuredContent").cloned().unwrap_or(Value::Null)
 }
@@ -54,7 +69,7 @@ pub(crate) fn validate(settings: &Settings, profile: &str) -> ExitCode {
         let mut detail = crate::printable(&detail);
         mcpb_facade::projection::cut_chars(&mut detail, 120);
         let result = match (ok, what) {
-            (_, "-") => "none",
+            (_, "-") => "WARN",
             (true, _) => "pass",
             (false, _) => "FAIL",
         };
@@ -70,16 +85,17 @@ pub(crate) fn validate(settings: &Settings, profile: &str) -> ExitCode {
             continue;
         };
         let Some(smoke) = &up.smoke else {
-            row(name, "-", (true, "no smoke probe in the config".into()));
+            row(
+                name,
+                "-",
+                (true, "no smoke probe in the config: nothing checked".into()),
+            );
             continue;
         };
-        let exposed = smoke.tool.as_ref().map(|t| {
-            if p.namespace {
-                format!("{name}{sep}{t}")
-            } else {
-                t.clone()
-            }
-        });
+        let exposed = smoke
+            .tool
+            .as_ref()
+            .map(|t| probe_tool(name, t, sep, p.namespace));
         if let Some(q) = &smoke.query {
             let args = search_tools::Args {
                 query: q.clone(),
@@ -127,12 +143,26 @@ pub(crate) fn validate(settings: &Settings, profile: &str) -> ExitCode {
             describe_tool::DescribeTool::VERB,
             serde_json::to_value(args).unwrap_or_default(),
         );
+        let mutating = got
+            .as_ref()
+            .is_ok_and(|r| data(r)["tools"][0]["mutating"] == true);
         row(
             name,
             "describe",
             step(got, |_| Ok(format!("{tool} described"))),
         );
-        if smoke.call {
+        if smoke.call && mutating && !smoke.allow_mutating {
+            row(
+                name,
+                "call",
+                (
+                    false,
+                    format!(
+                        "not called: {tool} may change something; set smoke.allow_mutating: true to call it on purpose"
+                    ),
+                ),
+            );
+        } else if smoke.call {
             let arguments = smoke
                 .arguments
                 .as_ref()
@@ -160,4 +190,31 @@ pub(crate) fn validate(settings: &Settings, profile: &str) -> ExitCode {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn probe_tools_are_read_in_either_form() {
+        assert_eq!(
+            super::probe_tool("memory", "read_graph", ".", true),
+            "memory.read_graph"
+        );
+        assert_eq!(
+            super::probe_tool("memory", "memory.read_graph", ".", true),
+            "memory.read_graph"
+        );
+        assert_eq!(
+            super::probe_tool("memory", "memory__read_graph", "_", true),
+            "memory_read_graph"
+        );
+        assert_eq!(
+            super::probe_tool("git", "git_status", ".", true),
+            "git.git_status"
+        );
+        assert_eq!(
+            super::probe_tool("memory", "memory.read_graph", ".", false),
+            "read_graph"
+        );
+    }
 }

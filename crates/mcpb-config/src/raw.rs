@@ -313,6 +313,9 @@ pub struct RawSmoke {
     pub arguments: Option<serde_json::Value>,
     #[serde(default)]
     pub call: bool,
+    /// Call the tool even when it may change something (without it, such a call is refused).
+    #[serde(default)]
+    pub allow_mutating: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]

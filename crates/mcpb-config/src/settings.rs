@@ -247,6 +247,7 @@ pub struct SmokeSettings {
     pub tool: Option<String>,
     pub arguments: Option<serde_json::Value>,
     pub call: bool,
+    pub allow_mutating: bool,
 }
 
 impl From<RawSmoke> for SmokeSettings {
@@ -256,6 +257,7 @@ impl From<RawSmoke> for SmokeSettings {
             tool: r.tool,
             arguments: r.arguments,
             call: r.call,
+            allow_mutating: r.allow_mutating,
         }
     }
 }

@@ -507,7 +507,7 @@ fn metrics_say_the_daemons_state_and_a_stopped_one_reads_as_down() {
 fn profile_validate_runs_each_smoke_probe_through_the_profiles_view() {
     let fx = super::support::fixture();
     let home = Home::with_config(&format!(
-        "schema_version: 1\nupstreams:\n  fx:\n    command: \"{f}\"\n    trust_annotations: true\n    smoke: {{query: \"echo some text\", tool: echo, arguments: {{text: hi}}, call: true}}\n  other:\n    command: \"{f}\"\n    trust_annotations: true\n    smoke: {{query: \"echo\", tool: no_such_tool}}\n  bare: {{command: \"{f}\"}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
+        "schema_version: 1\nupstreams:\n  fx:\n    command: \"{f}\"\n    trust_annotations: true\n    smoke: {{query: \"echo some text\", tool: echo, arguments: {{text: hi}}, call: true}}\n  other:\n    command: \"{f}\"\n    trust_annotations: true\n    smoke: {{query: \"echo\", tool: no_such_tool}}\n  bare: {{command: \"{f}\"}}\n  dotted:\n    command: \"{f}\"\n    trust_annotations: true\n    smoke: {{tool: dotted.echo, arguments: {{text: hi}}, call: true}}\n  writer:\n    command: \"{f}\"\n    trust_annotations: true\n    smoke: {{tool: hang, call: true}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
         f = fx.display()
     ));
     let out = home.run(&["profile", "validate", "default"]);
@@ -527,6 +527,16 @@ fn profile_validate_runs_each_smoke_probe_through_the_profiles_view() {
     assert!(line("fx", "call").contains("pass"), "{text}");
     assert!(line("other", "search").contains("FAIL"), "{text}");
     assert!(line("bare", "-").contains("no smoke probe"), "{text}");
+    assert!(line("bare", "-").contains("WARN"), "{text}");
+    // The exposed name form is the same tool.
+    assert!(line("dotted", "describe").contains("pass"), "{text}");
+    assert!(line("dotted", "call").contains("pass"), "{text}");
+    // A probe never changes anything unless it says so.
+    let writer = line("writer", "call");
+    assert!(
+        writer.contains("FAIL") && writer.contains("not called"),
+        "{text}"
+    );
     let unknown = home.run(&["profile", "validate", "nope"]);
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("profiles: default"));
 }
