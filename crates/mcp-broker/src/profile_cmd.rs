@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use mcpb_config::Settings;
-use mcpb_daemon::tools::{BrokerTool, call_tool, describe_tool, search_tools};
+use mcpb_daemon::tools::{BrokerTool, call_tool, describe_tool, search_tools, status};
 use serde_json::Value;
 
 use crate::fail;
@@ -80,7 +80,36 @@ pub(crate) fn validate(settings: &Settings, profile: &str) -> ExitCode {
             detail,
         ]);
     };
+    // The status step first, as the design's validation does: what broker_status says of
+    // each upstream (it starts nothing).
+    let statuses = call_facade(
+        settings,
+        Some(profile),
+        status::Status::VERB,
+        serde_json::json!({}),
+    );
     for name in &p.upstreams {
+        let seen = statuses.as_ref().map(|r| {
+            data(r)["servers"]
+                .as_array()
+                .and_then(|all| all.iter().find(|u| u["name"] == name.as_str()).cloned())
+                .unwrap_or(Value::Null)
+        });
+        row(
+            name,
+            "status",
+            match seen {
+                Err(e) => (false, format!("{e:#}")),
+                Ok(u) if u["state"] == "failed" => (
+                    false,
+                    format!(
+                        "failed: {}",
+                        u["last_error"].as_str().unwrap_or("no reason given")
+                    ),
+                ),
+                Ok(u) => (true, u["state"].as_str().unwrap_or("unknown").to_string()),
+            },
+        );
         let Some(up) = settings.upstreams.get(name) else {
             continue;
         };

@@ -522,6 +522,7 @@ fn profile_validate_runs_each_smoke_probe_through_the_profiles_view() {
             .unwrap_or_else(|| panic!("{up} {step}: {text}"))
             .to_string()
     };
+    assert!(line("fx", "status").contains("pass"), "{text}");
     assert!(line("fx", "search").contains("pass"), "{text}");
     assert!(line("fx", "describe").contains("pass"), "{text}");
     assert!(line("fx", "call").contains("pass"), "{text}");
