@@ -9,6 +9,7 @@ mod daemon;
 mod exec_abuse;
 mod exec_escape;
 mod exec_interop;
+mod exec_policy;
 mod faults;
 mod hardening;
 mod http_front;

@@ -6,6 +6,7 @@
 
 mod guards;
 mod listing;
+mod stopping;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -675,125 +676,6 @@ impl Upstream {
                 .running()
                 .iter()
                 .any(|i| i.idle_for().is_none())
-    }
-
-    /// A session ended (or asked to close): its per-session instance stops, after any start of
-    /// it under way. Returns whether an instance was running for it.
-    pub async fn release_session(&self, session: u64) -> bool {
-        // The gate stays registered until its start is over: a caller dropped while waiting
-        // here leaves everything in place for the next release, and a new call of the session
-        // meanwhile waits on the same gate instead of starting a second instance.
-        let gate = self.state.lock().session_gates.get(&session).cloned();
-        let Some(gate) = gate else {
-            return false;
-        };
-        let _started = gate.lock().await;
-        let inst = {
-            let mut state = self.state.lock();
-            state.session_gates.remove(&session);
-            state.sessions.remove(&session)
-        };
-        match inst {
-            Some(inst) => {
-                inst.stop().await;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Stops instances that had no request for `idle_timeout`; the next call starts one again.
-    /// A slot whose start is under way is left alone.
-    pub async fn stop_idle(&self) {
-        let Some(limit) = self.settings.idle_timeout else {
-            return;
-        };
-        let idle = |i: &Arc<Instance>| i.is_alive() && i.idle_for().is_some_and(|d| d >= limit);
-        let mut stopping = Vec::new();
-        {
-            let mut state = self.state.lock();
-            if self.shared_gate.try_lock().is_ok() && state.shared.as_ref().is_some_and(idle) {
-                stopping.extend(state.shared.take());
-            }
-            let sessions: Vec<u64> = state
-                .sessions
-                .iter()
-                .filter(|(_, i)| idle(i))
-                .map(|(id, _)| *id)
-                .collect();
-            for id in sessions {
-                let free = state
-                    .session_gates
-                    .get(&id)
-                    .is_none_or(|g| g.try_lock().is_ok());
-                if free {
-                    stopping.extend(state.sessions.remove(&id));
-                }
-            }
-        }
-        for inst in stopping {
-            tracing::info!(upstream = %self.settings.name, pid = inst.pid(), "stopping idle upstream");
-            inst.stop().await;
-            if self.settings.lifecycle == Lifecycle::Shared {
-                self.set_status(|s| {
-                    s.state = UpstreamState::Stopped;
-                    s.pid = None;
-                });
-            }
-        }
-    }
-
-    /// Stops every instance, including those still in their handshake, with the stop ladder.
-    pub async fn stop(&self) {
-        let starting = std::mem::take(&mut self.state.lock().starting);
-        for inst in &starting {
-            inst.stop().await;
-        }
-        // Starts under way end (their process is gone) before their slots are emptied.
-        let _shared = self.shared_gate.lock().await;
-        let gates: Vec<StartGate> = self
-            .state
-            .lock()
-            .session_gates
-            .drain()
-            .map(|(_, g)| g)
-            .collect();
-        for gate in gates {
-            let _ = gate.lock().await;
-        }
-        let all: Vec<Arc<Instance>> = {
-            let mut state = self.state.lock();
-            let mut all: Vec<Arc<Instance>> = state.shared.take().into_iter().collect();
-            all.extend(state.sessions.drain().map(|(_, i)| i));
-            all.extend(state.per_call.iter().cloned());
-            all
-        };
-        for inst in all {
-            inst.stop().await;
-        }
-        self.set_status(|s| {
-            if s.state != UpstreamState::Disabled {
-                s.state = UpstreamState::Stopped;
-            }
-            s.pid = None;
-        });
-    }
-
-    /// SIGKILL to every instance's process group, without waiting: for a daemon told twice to
-    /// stop.
-    pub fn kill_now(&self) {
-        let pids: Vec<u32> = {
-            let state = self.state.lock();
-            state
-                .running()
-                .iter()
-                .chain(&state.starting)
-                .filter_map(|i| i.pid())
-                .collect()
-        };
-        for pid in pids {
-            crate::process::signal_group(pid, rustix::process::Signal::KILL);
-        }
     }
 }
 
