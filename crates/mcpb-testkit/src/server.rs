@@ -312,10 +312,6 @@ pub(crate) fn run(opts: Options) {
         eprintln!("mcpb-fixture: {var} is not set; this server needs it");
         std::process::exit(3);
     }
-    if let Some(code) = opts.exit_at_start {
-        eprintln!("fixture: cannot start (exit code {code} on purpose)");
-        std::process::exit(code);
-    }
     let slow = match &opts.slow_once {
         Some(marker) if marker.exists() => false,
         Some(marker) => std::fs::write(marker, b"started once").is_ok(),
@@ -323,6 +319,11 @@ pub(crate) fn run(opts: Options) {
     };
     if slow && opts.slow_start_ms > 0 {
         std::thread::sleep(Duration::from_millis(opts.slow_start_ms));
+    }
+    // After the slow start, so a server can also fail slowly.
+    if let Some(code) = opts.exit_at_start {
+        eprintln!("fixture: cannot start (exit code {code} on purpose)");
+        std::process::exit(code);
     }
     let mut grandchild = None;
     if opts.grandchild {

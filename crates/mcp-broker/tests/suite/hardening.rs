@@ -205,9 +205,19 @@ fn a_slow_2026_upstream_is_never_sent_two_handshakes_and_its_tools_are_listed() 
 #[test]
 fn a_failing_upstream_never_stalls_lists_or_searches_and_the_answer_says_so() {
     let home = Home::with_config(&config(
-        &[("good", "", ""), ("bad", "\"--exit-at-start\", \"1\"", "")],
+        &[
+            ("good", "", ""),
+            (
+                "bad",
+                "\"--slow-start-ms\", \"3000\", \"--exit-at-start\", \"1\"",
+                "",
+            ),
+        ],
         "",
     ));
+    // 'bad' takes 3 s to fail each time: an answer that waited on it is told apart from one
+    // slowed by a busy machine without a tight bound.
+    let stall = Duration::from_millis(2500);
     let mut first = session(&home);
     let names = first.tool_names();
     assert!(names.contains(&"good.echo".to_string()), "{names:?}");
@@ -216,7 +226,7 @@ fn a_failing_upstream_never_stalls_lists_or_searches_and_the_answer_says_so() {
         let t = Instant::now();
         let names = shim.tool_names();
         assert!(
-            t.elapsed() < Duration::from_millis(800),
+            t.elapsed() < stall,
             "a listing waited {:?} for the failing upstream",
             t.elapsed()
         );
@@ -231,11 +241,7 @@ fn a_failing_upstream_never_stalls_lists_or_searches_and_the_answer_says_so() {
     compact.initialize("2025-11-25");
     let t = Instant::now();
     let r = compact.call("broker.search_tools", json!({"query": "echo text"}));
-    assert!(
-        t.elapsed() < Duration::from_millis(800),
-        "a search waited {:?}",
-        t.elapsed()
-    );
+    assert!(t.elapsed() < stall, "a search waited {:?}", t.elapsed());
     let out = &r["result"]["structuredContent"];
     assert_eq!(out["results"][0]["name"], "good.echo", "{r}");
     assert_eq!(out["unavailable"][0]["server"], "bad", "{r}");
