@@ -423,7 +423,7 @@ pub(crate) enum ExecCommand {
     },
     /// Open a workspace for several runs; prints its exec id.
     Open {
-        /// Keep the workspace after `exec close`.
+        /// Keep the workspace after `exec close` (default: the profile's `exec.persist`).
         #[arg(long)]
         persist: bool,
     },
@@ -499,6 +499,9 @@ pub(crate) enum ConfigCommand {
     },
     /// Print the JSON Schema of the config file.
     Schema,
+    /// An MCP Exec Broker config (JSON) as upstreams, a profile in that broker's tool names
+    /// and its exec settings: a dry run (a diff of broker.yaml) unless --apply.
+    Import(crate::config_import::ConfigImportArgs),
     /// Print the resolved settings as YAML (secrets stay references).
     Show {
         /// JSON instead of YAML.

@@ -83,7 +83,9 @@ fn call(command: ExecCommand) -> anyhow::Result<(&'static str, Value)> {
         }
         ExecCommand::Open { persist } => (
             exec_open::ExecOpen::VERB,
-            to_value(exec_open::Args { persist })?,
+            to_value(exec_open::Args {
+                persist: persist.then_some(true),
+            })?,
         ),
         ExecCommand::Upload {
             exec_id,

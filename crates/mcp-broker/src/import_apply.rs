@@ -172,15 +172,8 @@ pub(crate) fn apply(x: &Apply<'_>) -> ExitCode {
     }
     // Secrets first, then the broker, then the client: a client pointed at the broker before
     // it has the servers (and their secrets) would lose them for a while.
-    let secrets_dir = settings.runtime.secrets_dir();
-    for s in &plan.secrets {
-        let path = secrets_dir.join(&s.name);
-        if let Err(e) = mcpb_config::layout::write_private(&path, s.value.as_bytes()) {
-            return fail(
-                &format!("mcp-broker: cannot write {}: {e}", path.display()),
-                &["nothing else was written"],
-            );
-        }
+    if let Err(code) = plan.write_secrets(&settings.runtime.secrets_dir()) {
+        return code;
     }
     let code = crate::upstreams_cmd::commit(
         x.config_path,
@@ -250,7 +243,7 @@ pub(crate) fn apply(x: &Apply<'_>) -> ExitCode {
     for (p, n) in &backups {
         errln!("backup {n} of {}", p.display());
     }
-    say_variables(plan);
+    say_variables(plan, "the client's file");
     // The config as written now: the daemon that answers must be the one for this file.
     let now = crate::upstreams_cmd::validate(x.config_path, x.config_after)
         .unwrap_or_else(|_| settings.clone());

@@ -379,15 +379,11 @@ pub(crate) fn import(
             return fail(&format!("mcp-broker: cannot note the dry run: {e}"), &[]);
         }
         errln!("a dry run: nothing was written");
-        say_variables(&plan);
+        say_variables(&plan, "the client's file");
         errln!("hint: `{}` writes all of it", again(a, true));
         return ExitCode::SUCCESS;
     }
-    let seen: serde_json::Value = std::fs::read_to_string(&note_file)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    if seen != note {
+    if !crate::import_report::seen_in_dry_run(&note_file, &note) {
         return fail(
             "mcp-broker: a file changed since the dry run (or none was made); nothing was written",
             &[&format!("`{}` shows the change", again(a, false))],

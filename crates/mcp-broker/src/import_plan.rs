@@ -150,6 +150,21 @@ fn secret_name(upstream: &str, key: &str) -> String {
 }
 
 impl Plan {
+    /// Writes every secret file (0600) into `dir`; the first that fails is the error, said
+    /// with "nothing else was written" (the caller writes the config only after this).
+    pub(crate) fn write_secrets(&self, dir: &Path) -> Result<(), std::process::ExitCode> {
+        for s in &self.secrets {
+            let path = dir.join(&s.name);
+            if let Err(e) = mcpb_config::layout::write_private(&path, s.value.as_bytes()) {
+                return Err(crate::fail(
+                    &format!("mcp-broker: cannot write {}: {e}", path.display()),
+                    &["nothing else was written"],
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The file a secret goes to: a new name, or one that holds this value already.
     fn secret(&mut self, dir: &Path, upstream: &str, key: &str, value: &str) -> String {
         let base = secret_name(upstream, key);
@@ -204,16 +219,18 @@ impl Plan {
         }
     }
 
-    fn as_upstream(
+    /// Server `s` as upstream `name` running in `cwd`, or why the broker cannot hold it; a
+    /// refused server leaves no secret or variable behind.
+    pub(crate) fn as_upstream(
         &mut self,
         o: &Options<'_>,
-        place: &Place,
+        cwd: Option<String>,
         s: &Server,
         name: &str,
     ) -> Result<NewUpstream, String> {
         let secrets_before = self.secrets.len();
         let variables_before = self.variables.len();
-        let built = self.build(o, place, s, name);
+        let built = self.build(o, cwd, s, name);
         if built.is_err() {
             self.secrets.truncate(secrets_before);
             self.variables.truncate(variables_before);
@@ -224,7 +241,7 @@ impl Plan {
     fn build(
         &mut self,
         o: &Options<'_>,
-        place: &Place,
+        cwd: Option<String>,
         s: &Server,
         name: &str,
     ) -> Result<NewUpstream, String> {
@@ -258,7 +275,6 @@ impl Plan {
             headers.push(format!("{h}={prefix}${{{var}}}"));
             self.variables.push((var.clone(), name.to_string()));
         }
-        let cwd = cwd_of(o, place, s);
         let mut command = Vec::new();
         if let Some(c) = &s.command {
             let c = match value(c, o.folder) {
@@ -343,6 +359,7 @@ impl Plan {
             cwd,
             tools_allow: s.tools_allow.clone(),
             tools_deny: s.tools_deny.clone(),
+            tags: Vec::new(),
             trust_annotations: o.read_only,
         };
         // Whatever the config would refuse stays in the client, with the config's reason.
@@ -414,7 +431,12 @@ fn same_pairs(
 
 /// Whether an upstream the broker has already is this server: same start, same folder, same
 /// env and headers.
-fn same_as_upstream(s: &Server, cwd: Option<&str>, u: &UpstreamSettings, o: &Options<'_>) -> bool {
+pub(crate) fn same_as_upstream(
+    s: &Server,
+    cwd: Option<&str>,
+    u: &UpstreamSettings,
+    o: &Options<'_>,
+) -> bool {
     if u.cwd.as_deref().map(|c| c.display().to_string()).as_deref() != cwd {
         return false;
     }
@@ -423,11 +445,12 @@ fn same_as_upstream(s: &Server, cwd: Option<&str>, u: &UpstreamSettings, o: &Opt
         (None, Some(url)) => u.url.as_deref() == Some(url.as_str()),
         _ => false,
     };
+    let (allow, deny) = u.tool_filter.patterns();
     start
         && s.env_vars.is_empty()
         && s.env_headers.is_empty()
-        && s.tools_allow.is_empty()
-        && s.tools_deny.is_empty()
+        && s.tools_allow == allow
+        && s.tools_deny == deny
         && same_pairs(&s.env, &u.env, o)
         && same_pairs(&s.headers, &u.headers, o)
 }
@@ -522,7 +545,7 @@ fn decide(
             server.name
         ));
     };
-    match p.as_upstream(o, place, server, &name) {
+    match p.as_upstream(o, cwd, server, &name) {
         Ok(u) => {
             taken.insert(name.clone(), p.upstreams.len());
             p.upstreams.push(u);

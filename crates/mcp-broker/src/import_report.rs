@@ -26,7 +26,8 @@ pub(crate) fn record_path(settings: &Settings, client: Client) -> PathBuf {
 }
 
 /// The variables the moved servers still take from the daemon's environment.
-pub(crate) fn say_variables(plan: &Plan) {
+/// `from`: whose file names them ("the client's file").
+pub(crate) fn say_variables(plan: &Plan, from: &str) {
     if plan.variables.is_empty() {
         return;
     }
@@ -37,7 +38,7 @@ pub(crate) fn say_variables(plan: &Plan) {
         .collect();
     names.dedup();
     errln!(
-        "the client's file takes these from its environment; the daemon must have them too: {}",
+        "{from} takes these from its environment; the daemon must have them too: {}",
         names.join(", ")
     );
     errln!(
@@ -74,4 +75,13 @@ pub(crate) fn print_table(plan: &Plan, stays: &[Stays], mask: &[String]) {
         "{}",
         crate::commands::table(&["SCOPE", "SERVER", "NOW", "FILE"], rows)
     );
+}
+
+/// Whether the last dry run noted exactly `now` (the files' hashes before and after): what
+/// `--apply` writes must be what the user saw.
+pub(crate) fn seen_in_dry_run(note_file: &std::path::Path, now: &serde_json::Value) -> bool {
+    std::fs::read_to_string(note_file)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .is_some_and(|seen| &seen == now)
 }

@@ -8,6 +8,8 @@ mod checks;
 mod cli;
 mod client_cmd;
 mod commands;
+mod config_import;
+mod config_import_apply;
 mod daemon_client;
 mod demo;
 mod doctor;
@@ -157,6 +159,9 @@ fn main() -> ExitCode {
             ConfigCommand::Init => commands::config_init(config),
             ConfigCommand::Validate { path } => {
                 commands::config_validate(path.as_deref().or(config))
+            }
+            ConfigCommand::Import(a) => {
+                with_settings(config, |s| config_import::run(s, &a, config))
             }
             ConfigCommand::Schema => {
                 out!("{}", mcpb_config::schema::json_schema());

@@ -25,6 +25,7 @@ pub(crate) struct NewUpstream {
     pub cwd: Option<String>,
     pub tools_allow: Vec<String>,
     pub tools_deny: Vec<String>,
+    pub tags: Vec<String>,
     pub trust_annotations: bool,
 }
 
@@ -101,6 +102,7 @@ pub(crate) fn entry(new: &NewUpstream) -> Result<Vec<String>, String> {
     for (key, list) in [
         ("tools_allow", &new.tools_allow),
         ("tools_deny", &new.tools_deny),
+        ("tags", &new.tags),
     ] {
         if !list.is_empty() {
             let items: Vec<String> = list.iter().map(|t| quoted(t)).collect();

@@ -9,6 +9,8 @@ pub(crate) enum EditError {
     Missing(String),
     NoProfile(String),
     FlowStyle,
+    /// The mapping at this dotted key is written in flow style, or is not a mapping.
+    NotABlock(String),
 }
 
 impl std::fmt::Display for EditError {
@@ -17,6 +19,10 @@ impl std::fmt::Display for EditError {
             EditError::Exists(n) => write!(f, "an upstream named {n} exists already"),
             EditError::Missing(n) => write!(f, "no upstream named {n} in the file"),
             EditError::NoProfile(n) => write!(f, "no profile named {n} in the file"),
+            EditError::NotABlock(k) => write!(
+                f,
+                "`{k}` is written in flow style ({{...}}) or holds a value; only a block mapping is edited"
+            ),
             EditError::FlowStyle => {
                 write!(
                     f,
@@ -292,6 +298,104 @@ pub(crate) fn remove_upstream(text: &str, name: &str) -> Result<String, EditErro
     Ok(joined)
 }
 
+/// The end of the block under the key line at `start` (indented `indent`): one past its last
+/// line that is deeper, before `end`.
+fn block_end(lines: &[&str], start: usize, end: usize, indent: usize) -> usize {
+    let mut last = start;
+    for (i, l) in lines.iter().enumerate().take(end).skip(start + 1) {
+        if l.trim().is_empty() {
+            continue;
+        }
+        if indent_of(l) <= indent {
+            break;
+        }
+        last = i;
+    }
+    last + 1
+}
+
+/// Whether a key line holds its mapping below (`key:` or `key:  # note`).
+fn opens_block(line: &str) -> bool {
+    let body = line.trim_start();
+    let rest = body[body.find(':').map_or(body.len(), |c| c + 1)..].trim();
+    rest.is_empty() || rest.starts_with('#')
+}
+
+/// `text` with the scalar at `keys` (e.g. `broker`, `exec`, `workspace_root`) set to `value`
+/// (already YAML): the line replaced when the key is there, else added at the end of the
+/// deepest block that is, with the missing mappings. Only block mappings are edited.
+pub(crate) fn set_value(text: &str, keys: &[&str], value: &str) -> Result<String, EditError> {
+    let nl = newline(text);
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out: Vec<String> = lines.iter().map(|l| (*l).to_string()).collect();
+    let Some((top, rest)) = keys.split_first() else {
+        return Ok(text.to_string());
+    };
+    let dotted = |d: usize| keys[..=d].join(".");
+    // (the key line, one past its block, the key line's indentation)
+    let mut scope = match block(&lines, top).map_err(|_| EditError::NotABlock(dotted(0)))? {
+        Some((header, end)) if opens_block(lines[header]) => (header, end, 0),
+        Some(_) => return Err(EditError::NotABlock(dotted(0))),
+        None => {
+            if !out.last().is_none_or(|l| l.trim().is_empty()) {
+                out.push(String::new());
+            }
+            out.push(format!("{top}:"));
+            let mut pad = 2;
+            for (d, k) in rest.iter().enumerate() {
+                if d + 1 == rest.len() {
+                    out.push(format!("{}{k}: {value}", " ".repeat(pad)));
+                } else {
+                    out.push(format!("{}{k}:", " ".repeat(pad)));
+                }
+                pad += 2;
+            }
+            let mut joined = out.join(nl);
+            joined.push_str(nl);
+            return Ok(joined);
+        }
+    };
+    for (d, key) in rest.iter().enumerate() {
+        let (start, end, indent) = scope;
+        let child = lines[start + 1..end]
+            .iter()
+            .find(|l| !is_blank_or_comment(l))
+            .map_or(indent + 2, |l| indent_of(l));
+        let last = d + 1 == rest.len();
+        match (start + 1..end).find(|i| child_name(lines[*i], child) == Some(*key)) {
+            Some(at) if last => {
+                if opens_block(lines[at]) && block_end(&lines, at, end, child) > at + 1 {
+                    return Err(EditError::NotABlock(dotted(d + 1)));
+                }
+                out[at] = format!("{}{key}: {value}", " ".repeat(child));
+            }
+            Some(at) if opens_block(lines[at]) => {
+                scope = (at, block_end(&lines, at, end, child), child);
+                continue;
+            }
+            Some(_) => return Err(EditError::NotABlock(dotted(d + 1))),
+            None => {
+                let mut new = Vec::new();
+                let mut pad = child;
+                for (i, k) in rest[d..].iter().enumerate() {
+                    if d + i + 1 == rest.len() {
+                        new.push(format!("{}{k}: {value}", " ".repeat(pad)));
+                    } else {
+                        new.push(format!("{}{k}:", " ".repeat(pad)));
+                    }
+                    pad += 2;
+                }
+                let at = block_end(&lines, start, end, indent);
+                out.splice(at..at, new);
+            }
+        }
+        break;
+    }
+    let mut joined = out.join(nl);
+    joined.push_str(nl);
+    Ok(joined)
+}
+
 /// A YAML scalar that reads back exactly as given (JSON strings are YAML).
 pub(crate) fn quoted(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
@@ -339,6 +443,35 @@ mod tests {
         assert_eq!(
             add_upstream(FILE, "git", &entry()),
             Err(EditError::Exists("git".into()))
+        );
+    }
+
+    #[test]
+    fn a_nested_scalar_is_set_in_place_or_added_with_its_missing_mappings() {
+        let set = |t: &str| set_value(t, &["broker", "exec", "workspace_root"], "\"/w\"");
+        assert_eq!(
+            set("schema_version: 1\n").unwrap(),
+            "schema_version: 1\n\nbroker:\n  exec:\n    workspace_root: \"/w\"\n"
+        );
+        assert_eq!(
+            set("broker:\n    log_level: info  # mine\nprofiles: {}\n").unwrap(),
+            "broker:\n    log_level: info  # mine\n    exec:\n      workspace_root: \"/w\"\nprofiles: {}\n"
+        );
+        assert_eq!(
+            set("broker:\n  exec:\n    python: /usr/bin/python3\n    workspace_root: /old\n\n# next\nupstreams: {}\n").unwrap(),
+            "broker:\n  exec:\n    python: /usr/bin/python3\n    workspace_root: \"/w\"\n\n# next\nupstreams: {}\n"
+        );
+        assert_eq!(
+            set("broker:\n  exec:\n    python: x\n  log_level: info\n").unwrap(),
+            "broker:\n  exec:\n    python: x\n    workspace_root: \"/w\"\n  log_level: info\n"
+        );
+        assert_eq!(
+            set("broker: {log_level: info}\n"),
+            Err(EditError::NotABlock("broker".into()))
+        );
+        assert_eq!(
+            set("broker:\n  exec: {python: x}\n"),
+            Err(EditError::NotABlock("broker.exec".into()))
         );
     }
 

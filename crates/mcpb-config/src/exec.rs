@@ -181,6 +181,9 @@ pub struct RawProfileExec {
     /// Default limits of a run; a run may ask for lower ones, never higher.
     #[serde(default)]
     pub limits: ExecLimits,
+    /// Whether a workspace opened without saying is kept after exec_close. Default false.
+    #[serde(default)]
+    pub persist: bool,
 }
 
 /// `broker.exec`: what holds for every profile.
@@ -231,6 +234,8 @@ pub struct ProfileExec {
     pub languages: Vec<Language>,
     /// The profile's defaults, already under the ceilings.
     pub limits: Limits,
+    /// `exec_open` without `persist` keeps its workspace after exec_close.
+    pub persist: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -290,6 +295,7 @@ impl ProfileExec {
         Some(Self {
             languages,
             limits: Limits::DEFAULT.with(&raw.limits).min(&broker.ceilings),
+            persist: raw.persist,
         })
     }
 
@@ -345,6 +351,7 @@ mod tests {
                     max_calls: Some(7),
                     ..Default::default()
                 },
+                persist: false,
             },
             &broker,
         )

@@ -60,6 +60,19 @@ impl NameFilter {
         self.allow.is_empty() && self.deny.is_empty()
     }
 
+    /// The allow and deny patterns, as written.
+    pub fn patterns(&self) -> (Vec<&str>, Vec<&str>) {
+        fn names(l: &[glob::Pattern]) -> Vec<&str> {
+            l.iter().map(glob::Pattern::as_str).collect()
+        }
+        (names(&self.allow), names(&self.deny))
+    }
+
+    /// The pattern that matches exactly `name`, whatever glob characters it holds.
+    pub fn exact(name: &str) -> String {
+        glob::Pattern::escape(name)
+    }
+
     /// Whether the upstream offers `name`.
     pub fn admits(&self, name: &str) -> bool {
         (self.allow.is_empty() || self.allow.iter().any(|p| p.matches(name)))

@@ -7,6 +7,7 @@ mod content;
 mod context;
 mod daemon;
 mod exec_abuse;
+mod exec_config;
 mod exec_escape;
 mod exec_interop;
 mod exec_policy;

@@ -10,9 +10,9 @@ use super::{Answer, Apply, BrokerTool, Ctx, Naming, done, tool_error, tool_resul
 
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Args {
-    /// Keep it after exec_close
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub persist: bool,
+    /// Keep it after exec_close (default: the profile's `exec.persist`)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persist: Option<bool>,
 }
 
 pub struct ExecOpen;
@@ -34,11 +34,14 @@ impl Apply for ExecOpen {
         if let Err(e) = exec_enabled(&ctx) {
             return done(e);
         }
+        let persist = args
+            .persist
+            .unwrap_or_else(|| ctx.profile().exec.as_ref().is_some_and(|e| e.persist));
         done(
-            match ctx.exec.workspaces.open(&ctx.profile().name, args.persist) {
-                Ok(id) => tool_result(
-                    json!({"exec_id": id.hyphenated().to_string(), "persist": args.persist}),
-                ),
+            match ctx.exec.workspaces.open(&ctx.profile().name, persist) {
+                Ok(id) => {
+                    tool_result(json!({"exec_id": id.hyphenated().to_string(), "persist": persist}))
+                }
                 Err(e) => tool_error(e.to_string()),
             },
         )
