@@ -10,7 +10,7 @@ use super::{Answer, Apply, BrokerTool, Ctx, Naming, done, tool_error, tool_resul
 
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Args {
-    /// Keep it after exec_close (default: the profile's `exec.persist`)
+    /// Keep it after exec_close
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persist: Option<bool>,
 }
