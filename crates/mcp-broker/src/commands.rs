@@ -528,11 +528,13 @@ pub(crate) fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
             // Tool counts are known only for upstreams listed before (the catalog on disk).
             let store = mcpb_catalog::ListStore::new(s.runtime.catalog_dir());
             let known = |up: &str| store.load(up).ok().flatten().map(|l| l.tools.to_vec());
-            let problems: Vec<String> = s
+            let mut problems: Vec<String> = s
                 .profiles
                 .values()
                 .filter_map(|p| mcpb_policy::max_tools_problem(&s, p, &known))
                 .collect();
+            let (probes, unchecked) = crate::profile_cmd::probe_names_unknown(&s, &known);
+            problems.extend(probes);
             if !problems.is_empty() {
                 errln!("invalid config {}: {} error(s)", s.source, problems.len());
                 for p in problems {
@@ -547,6 +549,13 @@ pub(crate) fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
                 s.profiles.len(),
                 s.clients.len()
             );
+            if !unchecked.is_empty() {
+                errln!(
+                    "note: the smoke probe tools of {} are not checked: never listed here",
+                    unchecked.join(", ")
+                );
+                errln!("  hint: `mcp-broker profile validate PROFILE` starts and probes them");
+            }
             // Valid, but what would still fail when it runs from here.
             for f in crate::checks::run_time(&s, None) {
                 errln!("warning: {}", f.what);

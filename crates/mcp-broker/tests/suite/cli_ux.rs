@@ -510,11 +510,32 @@ fn profile_validate_runs_each_smoke_probe_through_the_profiles_view() {
         "schema_version: 1\nupstreams:\n  fx:\n    command: \"{f}\"\n    trust_annotations: true\n    smoke: {{query: \"echo some text\", tool: echo, arguments: {{text: hi}}, call: true}}\n  other:\n    command: \"{f}\"\n    trust_annotations: true\n    smoke: {{query: \"echo\", tool: no_such_tool}}\n  bare: {{command: \"{f}\"}}\n  dotted:\n    command: \"{f}\"\n    trust_annotations: true\n    smoke: {{tool: dotted.echo, arguments: {{text: hi}}, call: true}}\n  writer:\n    command: \"{f}\"\n    trust_annotations: true\n    smoke: {{tool: hang, call: true}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
         f = fx.display()
     ));
+    // Before any listing, config validate cannot check the probes' tool names, and says so.
+    let before = home.run(&["config", "validate"]);
+    let said = String::from_utf8_lossy(&before.stderr).to_string();
+    assert!(before.status.success(), "{said}");
+    assert!(
+        said.contains("not checked: never listed") && said.contains("other"),
+        "{said}"
+    );
     let out = home.run(&["profile", "validate", "default"]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         !out.status.success(),
         "a failed probe fails the command: {text}"
+    );
+    // Once the lists are known, a probe naming a tool its upstream lacks is a config error;
+    // the exposed form of a name that exists is not.
+    let after = home.run(&["config", "validate"]);
+    let said = String::from_utf8_lossy(&after.stderr).to_string();
+    assert!(!after.status.success(), "{said}");
+    assert!(
+        said.contains("upstreams.other.smoke.tool: other has no tool \"no_such_tool\""),
+        "{said}"
+    );
+    assert!(
+        !said.contains("upstreams.dotted") && !said.contains("upstreams.fx"),
+        "{said}"
     );
     let line = |up: &str, step: &str| {
         text.lines()
