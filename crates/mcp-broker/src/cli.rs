@@ -175,7 +175,8 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Profiles: `validate P` runs each upstream's smoke probe through P's view.
+    /// Profiles: `validate P` runs each upstream's smoke probe through P's view; `acceptance P`
+    /// prints the same probes as calls to paste into a live client session.
     Profile {
         #[command(subcommand)]
         command: ProfileCommand,
@@ -485,6 +486,19 @@ pub(crate) enum ProfileCommand {
     Validate {
         /// The profile.
         profile: String,
+    },
+    /// The calls to paste into a live Codex or Claude Code session to accept the profile by
+    /// hand, from each upstream's `smoke` probe, in the names that client shows its model.
+    /// Starts nothing.
+    Acceptance {
+        /// The profile.
+        profile: String,
+        /// Only this client's names (default: Codex and Claude Code).
+        #[arg(long, value_parser = ["codex", "claude-code"])]
+        client: Option<String>,
+        /// The broker's server entry name in the client (what `client apply` writes).
+        #[arg(long, default_value = "mcp-broker")]
+        server: String,
     },
 }
 

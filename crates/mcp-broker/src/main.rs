@@ -3,6 +3,7 @@
 
 #[macro_use]
 mod out;
+mod acceptance_cmd;
 mod auth_cmd;
 mod checks;
 mod cli;
@@ -191,6 +192,16 @@ fn main() -> ExitCode {
         Command::Profile {
             command: ProfileCommand::Validate { profile },
         } => with_settings(config, |s| profile_cmd::validate(s, &profile)),
+        Command::Profile {
+            command:
+                ProfileCommand::Acceptance {
+                    profile,
+                    client,
+                    server,
+                },
+        } => with_settings(config, |s| {
+            acceptance_cmd::acceptance(s, &profile, client.as_deref(), &server)
+        }),
         Command::Parity {
             first,
             second,

@@ -1,3 +1,4 @@
+mod acceptance;
 mod adoption;
 mod bad_input;
 mod cli_ux;
