@@ -81,8 +81,15 @@ pub(crate) enum Command {
     /// tokens of its upstreams' raw tools against what the profile exposes.
     Measure {
         /// Profile whose view to use (default: the `default` profile).
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["client", "all_clients"])]
         profile: Option<String>,
+        /// A client's context before it moved onto the broker (its newest backup) and after
+        /// (the broker's entry plus the servers it still starts), each server listed.
+        #[arg(long, value_parser = ["claude-desktop", "claude-code", "codex", "gemini", "cursor", "vscode", "agy"])]
+        client: Option<String>,
+        /// --client for every client with servers or a broker entry here.
+        #[arg(long, conflicts_with = "client")]
+        all_clients: bool,
         /// Print the data as JSON instead of a table or text.
         #[arg(long)]
         json: bool,

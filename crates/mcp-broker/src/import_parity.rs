@@ -37,6 +37,17 @@ fn expanded(v: &str) -> String {
 
 /// The tool names a stdio server lists, started as its client starts it.
 pub(crate) fn list_direct(s: &Server) -> Result<BTreeSet<String>, String> {
+    list_definitions(s).map(|tools| {
+        tools
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_string))
+            .collect()
+    })
+}
+
+/// The tool definitions a stdio server lists, started as its client starts it, with the
+/// client's own include / exclude lists applied: what the client shows its model.
+pub(crate) fn list_definitions(s: &Server) -> Result<Vec<Value>, String> {
     let Some(cmd) = &s.command else {
         return Err("a remote server; not compared".into());
     };
@@ -55,17 +66,14 @@ pub(crate) fn list_direct(s: &Server) -> Result<BTreeSet<String>, String> {
     let result = talk(&mut child);
     let _ = child.kill();
     let _ = child.wait();
-    // What the client showed of them: its own include / exclude lists applied.
-    result.map(|names| {
-        names
-            .into_iter()
-            .filter(|n| s.tools_allow.is_empty() || s.tools_allow.contains(n))
-            .filter(|n| !s.tools_deny.contains(n))
-            .collect()
-    })
+    let shown = |t: &Value| {
+        let n = t["name"].as_str().unwrap_or_default().to_string();
+        (s.tools_allow.is_empty() || s.tools_allow.contains(&n)) && !s.tools_deny.contains(&n)
+    };
+    result.map(|tools| tools.into_iter().filter(shown).collect())
 }
 
-fn talk(child: &mut std::process::Child) -> Result<BTreeSet<String>, String> {
+fn talk(child: &mut std::process::Child) -> Result<Vec<Value>, String> {
     let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err("no pipes to the server".into());
     };
@@ -106,7 +114,7 @@ fn talk(child: &mut std::process::Child) -> Result<BTreeSet<String>, String> {
     )?;
     wait(1)?;
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
-    let mut names = BTreeSet::new();
+    let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
     for id in 2..200u64 {
         let mut params = json!({});
@@ -115,17 +123,13 @@ fn talk(child: &mut std::process::Child) -> Result<BTreeSet<String>, String> {
         }
         send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params}))?;
         let r = wait(id)?;
-        for t in r["tools"].as_array().into_iter().flatten() {
-            if let Some(n) = t["name"].as_str() {
-                names.insert(n.to_string());
-            }
-        }
+        tools.extend(r["tools"].as_array().into_iter().flatten().cloned());
         match r["nextCursor"].as_str() {
             Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
             _ => break,
         }
     }
-    Ok(names)
+    Ok(tools)
 }
 
 /// One server of the import's record with its tools before and after.

@@ -27,6 +27,7 @@ mod import_secrets;
 mod logfile;
 mod logs_cmd;
 mod measure;
+mod measure_client;
 mod metrics_cmd;
 mod parity_cmd;
 mod pins_cmd;
@@ -172,9 +173,18 @@ fn main() -> ExitCode {
                 with_settings(config, |s| commands::config_show(s, json))
             }
         },
-        Command::Measure { profile, json } => {
-            with_settings(config, |s| measure::run(s, profile.as_deref(), json))
-        }
+        Command::Measure {
+            profile,
+            client,
+            all_clients,
+            json,
+        } => with_settings(config, |s| {
+            if client.is_some() || all_clients {
+                measure_client::run(s, client.as_deref(), json)
+            } else {
+                measure::run(s, profile.as_deref(), json)
+            }
+        }),
         Command::Tools {
             profile,
             json,

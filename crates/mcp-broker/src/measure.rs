@@ -28,7 +28,17 @@ pub(crate) fn size(tools: &[Value], bpe: &tiktoken_rs::CoreBPE) -> Size {
     }
 }
 
-fn reduction(before: usize, after: usize) -> String {
+/// The o200k_base tokenizer, or the failure said.
+pub(crate) fn tokenizer() -> Result<tiktoken_rs::CoreBPE, ExitCode> {
+    tiktoken_rs::o200k_base().map_err(|e| {
+        fail(
+            &format!("mcp-broker: cannot load the o200k_base tokenizer: {e}"),
+            &[],
+        )
+    })
+}
+
+pub(crate) fn reduction(before: usize, after: usize) -> String {
     if before == 0 {
         return "-".into();
     }
@@ -100,14 +110,9 @@ pub(crate) fn run(settings: &Settings, profile: Option<&str>, json: bool) -> Exi
         );
     }
     let data = reply.data.unwrap_or(Value::Null);
-    let bpe = match tiktoken_rs::o200k_base() {
+    let bpe = match tokenizer() {
         Ok(b) => b,
-        Err(e) => {
-            return fail(
-                &format!("mcp-broker: cannot load the o200k_base tokenizer: {e}"),
-                &[],
-            );
-        }
+        Err(code) => return code,
     };
     let mut upstreams = Vec::new();
     for up in data["upstreams"].as_array().into_iter().flatten() {

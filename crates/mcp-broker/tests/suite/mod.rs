@@ -21,6 +21,7 @@ mod interop_facade;
 mod layering;
 mod licence;
 mod lifecycle;
+mod measure_clients;
 mod operations;
 mod real_clients;
 mod reload;
