@@ -14,7 +14,7 @@ mod token;
 
 pub use error::OAuthError;
 pub use login::{LoginOptions, client_credentials, login};
-pub use store::FileStore;
+pub use store::{FileStore, TokenState};
 pub use token::Bearer;
 
 /// reqwest is built without a bundled TLS provider; ring is the workspace's. A second install

@@ -11,6 +11,16 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
 
+/// An upstream's stored sign-in as `broker.status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TokenState {
+    /// When the access token runs out (`None`: the server did not say).
+    pub expires_at_unix: Option<u64>,
+    pub expired: bool,
+    /// A refresh token is kept: an expired access token is renewed without a person.
+    pub refreshable: bool,
+}
+
 #[derive(Clone)]
 pub struct FileStore {
     path: PathBuf,
@@ -41,6 +51,24 @@ impl FileStore {
     /// Whether tokens were ever stored here.
     pub fn exists(&self) -> bool {
         self.path.is_file()
+    }
+
+    /// What the token file says about its access token at `now` (unix seconds), never the
+    /// token itself; `None` when there is no file or no token in it.
+    pub fn state(&self, now: u64) -> Option<TokenState> {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&self.path).ok()?).ok()?;
+        let token = v.get("token_response").filter(|t| t.is_object())?;
+        let expires_at_unix = v["token_received_at"]
+            .as_u64()
+            .zip(token["expires_in"].as_u64())
+            .map(|(at, ttl)| at.saturating_add(ttl));
+        Some(TokenState {
+            expires_at_unix,
+            expired: expires_at_unix.is_some_and(|e| e <= now),
+            refreshable: token["refresh_token"]
+                .as_str()
+                .is_some_and(|r| !r.is_empty()),
+        })
     }
 
     fn failed(&self, what: &str, e: impl std::fmt::Display) -> AuthError {
@@ -119,6 +147,16 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o077, 0, "{mode:o}");
+        assert_eq!(store.state(0), None, "no token in it");
+        std::fs::write(
+            store.path(),
+            r#"{"client_id":"c","token_response":{"access_token":"t","token_type":"bearer","expires_in":60},"token_received_at":1000}"#,
+        )
+        .unwrap();
+        let state = store.state(1059).unwrap();
+        assert_eq!(state.expires_at_unix, Some(1060));
+        assert!(!state.expired && !state.refreshable);
+        assert!(store.state(1060).unwrap().expired);
         store.clear().await.unwrap();
         assert!(!store.exists());
         store.clear().await.unwrap();

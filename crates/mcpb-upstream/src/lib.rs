@@ -10,6 +10,7 @@
 //! `process.rs`.
 #![deny(unsafe_code)]
 
+mod auth_seen;
 mod env;
 mod error;
 mod health;
@@ -30,6 +31,7 @@ mod toolcheck;
 mod transport;
 mod upstream;
 
+pub use auth_seen::{AuthSeen, RefreshFailure, Refusal};
 pub use env::BASE_ALLOWLIST;
 pub use error::UpstreamError;
 pub use inbound::Notice;

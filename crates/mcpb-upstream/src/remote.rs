@@ -35,6 +35,8 @@ pub(crate) struct Http {
     pub headers: BTreeMap<String, String>,
     /// The upstream's OAuth sign-in, when there is one.
     pub bearer: Option<Arc<mcpb_oauth::Bearer>>,
+    /// Where refusals and failed refreshes are recorded for the upstream's status.
+    pub auth_log: Arc<crate::auth_seen::AuthLog>,
 }
 
 impl Transport for Http {
@@ -52,6 +54,7 @@ struct Remote {
     ctx: Arc<ReadCtx>,
     limit: usize,
     bearer: Option<Arc<mcpb_oauth::Bearer>>,
+    auth_log: Arc<crate::auth_seen::AuthLog>,
 }
 
 fn unreachable_error(name: &str, reason: impl std::fmt::Display) -> UpstreamError {
@@ -107,6 +110,9 @@ impl Remote {
         } else {
             bearer.token().await
         };
+        if refresh && let Err(e) = &token {
+            self.auth_log.refresh_failed(&e.to_string());
+        }
         match token {
             Ok(t) => Ok(req.bearer_auth(t)),
             Err(e) => Err(format!(
@@ -195,6 +201,7 @@ impl Remote {
             }
         }
         let status = resp.status();
+        self.auth_log.answered(status.as_u16());
         if status == reqwest::StatusCode::ACCEPTED {
             return;
         }
@@ -407,6 +414,7 @@ impl Http {
             limit: read.limit,
             ctx: read,
             bearer: launch.bearer,
+            auth_log: launch.auth_log,
         });
 
         // Legacy SSE: the stream must be open, and name its POST endpoint, before anything is sent.
@@ -496,6 +504,7 @@ async fn open_legacy_stream(
         ms: timeout.as_millis() as u64,
     })?
     .map_err(|e| unreachable_error(&name, format!("cannot open the event stream: {e}")))?;
+    remote.auth_log.answered(resp.status().as_u16());
     if !resp.status().is_success() {
         return Err(unreachable_error(
             &name,
@@ -560,9 +569,10 @@ async fn post_legacy(remote: Arc<Remote>, endpoint: reqwest::Url, line: Vec<u8>)
         .send()
         .await;
     match sent {
-        Ok(r) if r.status().is_success() => {}
+        Ok(r) if r.status().is_success() => remote.auth_log.accepted(),
         Ok(r) => {
             let status = r.status();
+            remote.auth_log.answered(status.as_u16());
             remote
                 .fail_request(&body, &format!("answered HTTP {status}"))
                 .await;

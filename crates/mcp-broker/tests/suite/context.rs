@@ -675,3 +675,61 @@ fn status_names_the_socket_and_each_remote_upstreams_sign_in() {
         "{st}"
     );
 }
+
+/// broker.status's auth state is what happened, not words in an error: the server's last
+/// refusal (HTTP 401 here, from this test's own listener) and a stored token that ran out
+/// with nothing to renew it.
+#[test]
+fn status_says_a_remote_upstreams_refusal_and_an_expired_sign_in() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut buf = [0u8; 8192];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    let yaml = format!(
+        "schema_version: 1\nupstreams:\n  locked: {{transport: streamable_http, url: \"http://127.0.0.1:{port}/mcp\"}}\n  stale: {{transport: streamable_http, url: \"http://127.0.0.1:{port}/stale\"}}\nprofiles:\n  c: {{compact_tools_enabled: true}}\n"
+    );
+    let home = Home::with_config(&yaml);
+    let tokens = home.root().join("state/oauth");
+    std::fs::create_dir_all(&tokens).unwrap();
+    std::fs::write(
+        tokens.join("stale.json"),
+        r#"{"client_id":"c","token_response":{"access_token":"t","token_type":"bearer","expires_in":60},"token_received_at":1000}"#,
+    )
+    .unwrap();
+    let mut s = home.shim(&["--profile", "c"]);
+    s.initialize("2025-11-25");
+    let before = result_json(&s.call("broker.status", json!({})));
+    let locked = super::support::named(&before["servers"], "locked");
+    assert_eq!(
+        locked["auth_needed"], false,
+        "nothing refused yet: {before}"
+    );
+    assert!(locked["auth"].get("last_refusal").is_none(), "{before}");
+    let _ = s.call(
+        "broker.call_tool",
+        json!({"name": "locked.anything", "arguments": {}}),
+    );
+    let st = result_json(&s.call("broker.status", json!({})));
+    let locked = super::support::named(&st["servers"], "locked");
+    assert_eq!(locked["auth"]["last_refusal"]["status"], 401, "{st}");
+    assert!(locked["auth"]["last_refusal"]["at_unix"].is_u64(), "{st}");
+    assert_eq!(locked["auth_needed"], true, "{st}");
+    let stale = super::support::named(&st["servers"], "stale");
+    assert_eq!(
+        stale["auth"]["token"],
+        json!({"expires_at_unix": 1060, "expired": true, "refreshable": false}),
+        "{st}"
+    );
+    assert_eq!(stale["auth_needed"], true, "{st}");
+    let text = st.to_string();
+    assert!(
+        !text.contains("\"access_token\""),
+        "no token is shown: {text}"
+    );
+}

@@ -31,7 +31,13 @@ impl Apply for Status {
             .map(|up| {
                 let st = up.status();
                 let (quarantined, findings) = view.trust_counts(up.name());
-                let auth_needed = st.last_error.as_deref().is_some_and(needs_auth);
+                let auth = auth_of(up, view.runtime());
+                // A remote upstream's answer is known: what its server said of the credentials
+                // and what the token file holds. A process says nothing but its error's words.
+                let auth_needed = match &auth {
+                    Some((_, needed)) => *needed,
+                    None => st.last_error.as_deref().is_some_and(needs_auth),
+                };
                 let mut server = json!({
                     "name": st.name,
                     "state": st.state,
@@ -41,7 +47,7 @@ impl Apply for Status {
                     "last_error": st.last_error,
                     "auth_needed": auth_needed,
                 });
-                if let Some(auth) = auth_of(up.settings(), view.runtime()) {
+                if let Some((auth, _)) = auth {
                     server["auth"] = auth;
                 }
                 server
@@ -59,16 +65,23 @@ impl Apply for Status {
 }
 
 /// How a remote upstream signs its requests, from its config and the token store: a sign-in
-/// (`signed_in`: a token file is there; `mcp-broker auth login` makes one), an `Authorization`
-/// header of the config, or nothing. Local (stdio) upstreams have none.
+/// (`signed_in`: a token file is there; `mcp-broker auth login` makes one; `token`: when it
+/// runs out and whether it renews itself), an `Authorization` header of the config, or
+/// nothing; with the server's last refusal (401/403) and the last failed refresh, until a
+/// request goes through again. The second value: whether it needs a person now. Local (stdio)
+/// upstreams have none.
 fn auth_of(
-    up: &mcpb_config::UpstreamSettings,
+    upstream: &mcpb_upstream::Upstream,
     runtime: &mcpb_config::RuntimeLayout,
-) -> Option<Value> {
+) -> Option<(Value, bool)> {
+    let up = upstream.settings();
     if up.transport == mcpb_config::Transport::Stdio {
         return None;
     }
-    let signed_in = mcpb_oauth::FileStore::for_upstream(&runtime.state_dir(), &up.name).exists();
+    let store = mcpb_oauth::FileStore::for_upstream(&runtime.state_dir(), &up.name);
+    let signed_in = store.exists();
+    let token = store.state(mcpb_config::unix_now());
+    let seen = upstream.auth_seen();
     let header = up
         .headers
         .keys()
@@ -80,7 +93,17 @@ fn auth_of(
     } else {
         "none"
     };
-    Some(json!({"kind": kind, "signed_in": signed_in}))
+    let mut auth = json!({"kind": kind, "signed_in": signed_in});
+    if let Some(t) = &token {
+        auth["token"] = json!(t);
+    }
+    if let Value::Object(facts) = json!(seen) {
+        auth.as_object_mut()?.extend(facts);
+    }
+    let needed = seen.refused()
+        || (kind == "sign_in" && !signed_in)
+        || token.is_some_and(|t| t.expired && !t.refreshable);
+    Some((auth, needed))
 }
 
 /// A heuristic on the last error: the words servers use when credentials are missing or wrong.

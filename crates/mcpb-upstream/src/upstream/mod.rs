@@ -81,6 +81,8 @@ pub struct Upstream {
     pub(crate) tools_stale: Arc<AtomicBool>,
     /// The last stderr lines of the upstream's latest process, kept after it is gone.
     pub(crate) stderr_tail: Arc<crate::stderr::StderrTail>,
+    /// What a remote upstream's answers said of its credentials (none for a process).
+    auth_log: Arc<crate::auth_seen::AuthLog>,
     pub(crate) refreshed: tokio::sync::Notify,
     instances: Arc<Semaphore>,
     concurrency: Option<Arc<Semaphore>>,
@@ -154,6 +156,7 @@ impl Upstream {
             shared_gate: StartGate::default(),
             tools_stale: Arc::new(AtomicBool::new(false)),
             stderr_tail: Arc::default(),
+            auth_log: Arc::default(),
             refreshed: tokio::sync::Notify::new(),
             instances,
             concurrency,
@@ -167,6 +170,12 @@ impl Upstream {
 
     pub fn settings(&self) -> &UpstreamSettings {
         &self.settings
+    }
+
+    /// The last refusal of its credentials and the last failed refresh, until a request is
+    /// accepted again (a remote upstream's; always empty for a process).
+    pub fn auth_seen(&self) -> crate::AuthSeen {
+        self.auth_log.seen()
     }
 
     /// Current state; never starts anything and never waits.
@@ -482,6 +491,7 @@ impl Upstream {
             settings: self.settings.clone(),
             headers,
             bearer,
+            auth_log: self.auth_log.clone(),
         }))
     }
 
