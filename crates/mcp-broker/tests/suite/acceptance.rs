@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use super::interop::{py_driver, read_result, shim_spec};
 use super::support::{Home, fixture};
 
 fn home() -> Home {
@@ -36,45 +37,56 @@ fn the_printed_calls_are_the_probes_in_each_clients_names_and_each_one_works() {
     );
 
     // What Codex passes on for `mcp__mcp_broker__X` is X (the names are already plain with
-    // the underscore style): every call answers, none with an error.
-    let codex = home.run(&["profile", "acceptance", "codex", "--client", "codex"]);
-    let mut shim = home.shim(&["--profile", "codex"]);
-    shim.initialize("2025-11-25");
-    let list = calls(&String::from_utf8_lossy(&codex.stdout));
-    assert_eq!(list.len(), 4, "{list:?}");
-    for (name, args) in list {
-        let tool = name.strip_prefix("mcp__mcp_broker__").unwrap();
-        let r = shim.call(tool, args);
-        assert!(
-            r["result"].is_object() && r["result"]["isError"] != true,
-            "{tool}: {r}"
+    // the underscore style): every call answers through the official Python SDK client, none
+    // with an error.
+    let answers = |profile: &str| -> Vec<Value> {
+        let out = home.run(&["profile", "acceptance", profile, "--client", "codex"]);
+        let calls: Vec<Value> = calls(&String::from_utf8_lossy(&out.stdout))
+            .into_iter()
+            .map(|(name, args)| json!([name.strip_prefix("mcp__mcp_broker__").unwrap(), args]))
+            .collect();
+        let deps = super::support::deps();
+        let path = super::support::deps_path(&deps);
+        let spec = shim_spec(
+            &home,
+            &path,
+            &["stdio", "--profile", profile],
+            json!({"calls": calls}),
         );
-        if tool == "broker_call_tool" {
-            assert_eq!(r["result"]["content"][0]["text"], "accepted", "{r}");
-        }
+        let mut child = py_driver(&deps, &path, "py_calls.py", &spec);
+        let out = read_result(&mut child);
+        let _ = child.wait();
+        out.as_array().unwrap().clone()
+    };
+    let codex = answers("codex");
+    assert_eq!(codex.len(), 4, "{codex:?}");
+    for a in &codex {
+        assert_eq!(a["is_error"], false, "{a}");
     }
+    assert_eq!(
+        codex[1]["data"]["results"][0]["name"], "fx_echo",
+        "{codex:?}"
+    );
+    assert_eq!(codex[3]["data"], "accepted", "{codex:?}");
 
     // The exec broker's vocabulary: the run's exec_id comes from exec_open, as the expectation
     // line says.
-    let eb = home.run(&["profile", "acceptance", "eb", "--client", "codex"]);
-    let text = String::from_utf8_lossy(&eb.stdout).to_string();
-    assert!(text.contains("mcp__mcp_broker__servers_list {}"), "{text}");
-    let mut shim = home.shim(&["--profile", "eb"]);
-    shim.initialize("2025-11-25");
-    let mut exec_id = String::new();
-    for (name, mut args) in calls(&text) {
-        let tool = name.strip_prefix("mcp__mcp_broker__").unwrap();
-        if args.get("exec_id").is_some() {
-            args["exec_id"] = json!(exec_id);
-        }
-        let r = shim.call(tool, args);
-        assert!(r["result"]["isError"] != true, "{tool}: {r}");
-        let data = &r["result"]["structuredContent"];
-        match tool {
-            "exec_open" => exec_id = data["exec_id"].as_str().unwrap().to_string(),
-            "exec_run" => assert_eq!(data["result"], "accepted", "{r}"),
-            _ => {}
-        }
+    let eb = answers("eb");
+    let tools: Vec<&str> = eb.iter().filter_map(|a| a["tool"].as_str()).collect();
+    assert_eq!(
+        tools,
+        [
+            "servers_list",
+            "server_tools_list",
+            "tool_info",
+            "exec_open",
+            "exec_run",
+            "exec_close"
+        ],
+        "{eb:?}"
+    );
+    for a in &eb {
+        assert_eq!(a["is_error"], false, "{a}");
     }
-    assert!(!exec_id.is_empty(), "{text}");
+    assert_eq!(eb[4]["data"]["result"], "accepted", "{eb:?}");
 }
