@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use mcpb_config::settings::SmokeSettings;
-use mcpb_config::{ProfileSettings, Settings, Vocabulary};
+use mcpb_config::{Language, ProfileSettings, Settings, Vocabulary};
 use mcpb_daemon::tools::{
     BrokerTool, Naming, call_tool, describe_tool, exec_close, exec_open, exec_run, list_servers,
     search_tools, server_tools_list, status,
@@ -62,7 +62,7 @@ fn step(tool: String, args: Value, expect: impl Into<String>) -> Step {
 
 /// The upstream tool's name as the profile exposes it.
 fn exposed(p: &ProfileSettings, upstream: &str, tool: &str) -> String {
-    let local = crate::profile_cmd::local_name(upstream, tool);
+    let local = crate::probes::local_name(upstream, tool);
     if p.namespace {
         format!("{upstream}{}{local}", p.broker_tool_name_style.separator())
     } else {
@@ -122,12 +122,23 @@ fn probe_steps(p: &ProfileSettings, upstream: &str, smoke: &SmokeSettings) -> Ve
     } else {
         ""
     };
-    if exec_broker {
-        let code = format!(
-            "from mcp_sdk import call_tool, result\nresult(call_tool({}, {}))",
-            json!(t),
-            args
-        );
+    let language = p.exec.as_ref().and_then(|e| {
+        [Language::Python, Language::Javascript]
+            .into_iter()
+            .find(|l| e.allows(*l))
+    });
+    if exec_broker && let Some(language) = language {
+        // JSON is a JavaScript literal; Python reads it with json.loads (true/null differ).
+        let code = match language {
+            Language::Python => format!(
+                "import json\nfrom mcp_sdk import call_tool, result\nresult(call_tool({}, json.loads({})))",
+                json!(t),
+                json!(args.to_string())
+            ),
+            Language::Javascript => {
+                format!("await result(await callTool({}, {}));", json!(t), args)
+            }
+        };
         out.push(step(
             exec_open::ExecOpen::named(n),
             json!({}),
@@ -135,7 +146,7 @@ fn probe_steps(p: &ProfileSettings, upstream: &str, smoke: &SmokeSettings) -> Ve
         ));
         out.push(step(
             exec_run::ExecRun::named(n),
-            json!({"exec_id": "<exec_id>", "code": code, "allow": [t]}),
+            json!({"exec_id": "<exec_id>", "code": code, "language": language.name(), "allow": [t]}),
             format!("status ok and {t}'s answer as the result{warn}"),
         ));
         out.push(step(
@@ -143,6 +154,9 @@ fn probe_steps(p: &ProfileSettings, upstream: &str, smoke: &SmokeSettings) -> Ve
             json!({"exec_id": "<exec_id>"}),
             "closed",
         ));
+    } else if exec_broker {
+        // Calls happen in code runs, and this profile runs no code.
+        return out;
     } else {
         out.push(step(
             call_tool::CallTool::named(n),

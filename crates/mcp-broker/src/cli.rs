@@ -522,11 +522,33 @@ pub(crate) enum ConfigCommand {
     Schema,
     /// An MCP Exec Broker config (JSON) as upstreams, a profile in that broker's tool names
     /// and its exec settings: a dry run (a diff of broker.yaml) unless --apply.
-    Import(crate::config_import::ConfigImportArgs),
+    Import(ConfigImportArgs),
     /// Print the resolved settings as YAML (secrets stay references).
     Show {
         /// JSON instead of YAML.
         #[arg(long)]
         json: bool,
     },
+}
+
+/// What `config import` was told.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ConfigImportArgs {
+    /// The exec broker's JSON config (default: $MCP_EXEC_CONFIG).
+    pub file: Option<PathBuf>,
+    /// The profile that serves the targets in the exec broker's tool names.
+    #[arg(long, default_value = "exec-broker")]
+    pub profile: String,
+    /// Import target OLD as upstream NEW (repeatable).
+    #[arg(long, value_name = "OLD=NEW")]
+    pub rename: Vec<String>,
+    /// Leave this target out (repeatable).
+    #[arg(long, value_name = "TARGET")]
+    pub skip: Vec<String>,
+    /// The profile hides mutating tools, except those a target's `tools_allow` names.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Write what the last dry run showed.
+    #[arg(long)]
+    pub apply: bool,
 }

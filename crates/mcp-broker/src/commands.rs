@@ -533,7 +533,7 @@ pub(crate) fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
                 .values()
                 .filter_map(|p| mcpb_policy::max_tools_problem(&s, p, &known))
                 .collect();
-            let (probes, unchecked) = crate::profile_cmd::probe_names_unknown(&s, &known);
+            let (probes, unchecked) = crate::probes::probe_names_unknown(&s, &known);
             problems.extend(probes);
             if !problems.is_empty() {
                 errln!("invalid config {}: {} error(s)", s.source, problems.len());

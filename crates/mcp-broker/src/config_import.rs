@@ -13,32 +13,12 @@ use mcpb_config::{NameFilter, Settings};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::cli::ConfigImportArgs;
 use crate::fail;
 use crate::import_plan::{Options, Plan, same_as_upstream, upstream_name};
+use crate::out::word;
 use crate::upstreams_cmd::{entry, file_to_edit, validate};
 use crate::yaml_edit::{self, quoted, yaml_name};
-
-/// What `config import` was told.
-#[derive(Debug, clap::Args)]
-pub(crate) struct ConfigImportArgs {
-    /// The exec broker's JSON config (default: $MCP_EXEC_CONFIG).
-    pub file: Option<PathBuf>,
-    /// The profile that serves the targets in the exec broker's tool names.
-    #[arg(long, default_value = "exec-broker")]
-    pub profile: String,
-    /// Import target OLD as upstream NEW (repeatable).
-    #[arg(long, value_name = "OLD=NEW")]
-    pub rename: Vec<String>,
-    /// Leave this target out (repeatable).
-    #[arg(long, value_name = "TARGET")]
-    pub skip: Vec<String>,
-    /// The profile hides mutating tools, except those a target's `tools_allow` names.
-    #[arg(long)]
-    pub read_only: bool,
-    /// Write what the last dry run showed.
-    #[arg(long)]
-    pub apply: bool,
-}
 
 /// The exec broker's config file, as its document gives it. Keys it has that the broker has
 /// no use for are collected, to be said, not dropped in silence.
@@ -103,11 +83,6 @@ struct Import {
 
 const MAX_FILE: u64 = 4 << 20;
 
-/// `s` as one word of a shell command line.
-pub(crate) fn word(s: &str) -> String {
-    shlex::try_quote(s).map_or_else(|_| format!("{s:?}"), |q| q.into_owned())
-}
-
 fn read(path: &Path) -> Result<ExecConfig, String> {
     let size = std::fs::metadata(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?
@@ -118,23 +93,63 @@ fn read(path: &Path) -> Result<ExecConfig, String> {
             path.display()
         ));
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    // A pipe or device says size 0: the read itself is capped too.
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut std::io::Read::take(
+            std::fs::File::open(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+            MAX_FILE + 1,
+        ),
+        &mut text,
+    )
+    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if text.len() as u64 > MAX_FILE {
+        return Err(format!(
+            "{} is over {MAX_FILE} bytes; an exec broker config is smaller",
+            path.display()
+        ));
+    }
     serde_json::from_str(&text)
         .map_err(|e| format!("{} is not an MCP Exec Broker config: {e}", path.display()))
 }
 
-/// `dir/p` for a relative `p`, without `.` steps; `~/…` and absolute paths as they are.
-fn anchored(dir: &Path, p: &str) -> String {
-    if p.starts_with('/') || p.starts_with("~/") {
-        return p.to_string();
+/// `p` as an absolute path: `~/…` from the home, a relative one from `dir`, without `.`
+/// steps. A `${…}` in it is refused: the broker's paths take no variables.
+fn anchored(dir: &Path, p: &str) -> Result<String, String> {
+    if p.contains("${") {
+        return Err(format!(
+            "its path {p:?} holds a variable; the broker's command and cwd take none"
+        ));
     }
-    dir.join(p)
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let p = mcpb_config::layout::expand_home(p, home.as_deref());
+    Ok(dir
+        .join(p)
         .components()
         .filter(|c| !matches!(c, std::path::Component::CurDir))
         .collect::<PathBuf>()
         .display()
-        .to_string()
+        .to_string())
+}
+
+/// A target's folder and command as the broker runs them: both absolute when they are
+/// paths (a relative command is found from the folder it runs in, as a process started there
+/// finds it: its cwd, else the file's folder); a bare command stays a name on PATH.
+fn start_of(t: &Target, dir: &Path) -> Result<(Option<String>, String), String> {
+    if t.command.trim().is_empty() {
+        return Err("its command is empty".into());
+    }
+    let cwd = t.cwd.as_deref().map(|c| anchored(dir, c)).transpose()?;
+    let command = if t.command.contains('/') || t.command.starts_with('~') {
+        let from = cwd
+            .as_deref()
+            .map_or_else(|| dir.to_path_buf(), PathBuf::from);
+        anchored(&from, &t.command)?
+    } else {
+        t.command.clone()
+    };
+    Ok((cwd, command))
 }
 
 fn plan_targets(
@@ -167,16 +182,9 @@ fn plan_targets(
             .get(&t.name)
             .cloned()
             .unwrap_or_else(|| upstream_name(&t.name));
-        let cwd = t.cwd.as_deref().map(|c| anchored(dir, c));
-        // A relative command (`./server.sh`) is found from the folder it runs in, as a
-        // process started there finds it: its cwd, else the file's folder. One on PATH stays
-        // a bare name.
-        let command = match &t.command {
-            c if c.contains('/') => anchored(
-                Path::new(cwd.as_deref().unwrap_or(&dir.display().to_string())),
-                c,
-            ),
-            c => c.clone(),
+        let (cwd, command, bad_start) = match start_of(t, dir) {
+            Ok((cwd, command)) => (cwd, command, None),
+            Err(why) => (None, String::new(), Some(why)),
         };
         let server = mcpb_clients::Server {
             name: t.name.clone(),
@@ -189,6 +197,8 @@ fn plan_targets(
         };
         let fate = if a.skip.contains(&t.name) {
             Fate::Skipped
+        } else if let Some(why) = bad_start {
+            Fate::Refused(why)
         } else if !taken.insert(name.clone()) {
             Fate::Refused(format!(
                 "another target is imported as {name} too; --rename {}",
@@ -231,7 +241,8 @@ fn plan_targets(
                 t.name
             ));
         }
-        x.rows.push(vec![t.name.clone(), now]);
+        x.rows
+            .push(vec![crate::printable(&t.name), crate::printable(&now)]);
     }
     for key in cfg.other.keys().chain(cfg.defaults.other.keys()) {
         x.notes.push(format!(
@@ -344,8 +355,14 @@ fn edited(
         }
     }
     if let Some(root) = &cfg.workspace_root {
-        let root = anchored(dir, root);
+        let root = anchored(dir, root).map_err(|e| format!("workspace_root: {e}"))?;
         if Path::new(&root) != base.exec_root() {
+            if let Some(old) = &base.broker.exec.workspace_root {
+                x.notes.push(format!(
+                    "broker.exec.workspace_root {} becomes {root}, for every profile",
+                    old.display()
+                ));
+            }
             text = yaml_edit::set_value(
                 &text,
                 &["broker", "exec", "workspace_root"],
@@ -395,6 +412,12 @@ pub(crate) fn run(settings: &Settings, a: &ConfigImportArgs, explicit: Option<&P
             );
         }
     };
+    if let Err(e) = mcpb_config::resolve::check_name(&a.profile) {
+        return fail(
+            &format!("mcp-broker: --profile {}: {e}", word(&a.profile)),
+            &["letters, digits, '-' and '_'"],
+        );
+    }
     let renames = match renames(&a.rename) {
         Ok(r) => r,
         Err(e) => return fail(&format!("mcp-broker: {e}"), &[]),

@@ -7,9 +7,10 @@ use std::process::ExitCode;
 
 use mcpb_config::Settings;
 
-use crate::config_import::{ConfigImportArgs, word};
+use crate::cli::ConfigImportArgs;
 use crate::fail;
 use crate::import_plan::Plan;
+use crate::out::word;
 
 pub(crate) struct Finish<'a> {
     pub settings: &'a Settings,

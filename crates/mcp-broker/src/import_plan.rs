@@ -206,7 +206,11 @@ impl Plan {
                 }
                 Ok(format!("{key}={text}"))
             }
-            Value::Text { text: v, .. } if credential_key(key) || secret_looking(&v) => {
+            Value::Text { text: v, .. }
+                if credential_key(key)
+                    || secret_looking(&v)
+                    || (v.contains("://") && url_secret(&v)) =>
+            {
                 // `Bearer xyz`: the scheme stays, the token goes to the file.
                 let (scheme, token) = match v.split_once(' ') {
                     Some((s, t)) if !s.is_empty() && !t.contains(' ') => (format!("{s} "), t),
@@ -252,6 +256,10 @@ impl Plan {
         }
         let mut env = Vec::new();
         for (k, v) in &s.env {
+            // `K=V` pairs are split at the first `=`: a key must be a variable's name.
+            if !is_var(k) {
+                return Err(format!("its env key {k:?} is not a variable name"));
+            }
             env.push(self.pair(o, name, k, v)?);
         }
         // Codex passes these through from its own environment.

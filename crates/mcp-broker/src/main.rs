@@ -31,6 +31,7 @@ mod measure_client;
 mod metrics_cmd;
 mod parity_cmd;
 mod pins_cmd;
+mod probes;
 mod profile_cmd;
 mod service_cmd;
 mod shim;

@@ -129,14 +129,14 @@ struct Measured {
     notes: Vec<String>,
 }
 
+/// `Err(None)`: the failure was said already (a client file that cannot be read).
 fn measure_one(
     settings: &Settings,
     client: Client,
     home: &Path,
     cwd: &Path,
-) -> Result<Option<Measured>, String> {
-    let scan = crate::import_scan::scan(client, home, cwd, &[], false)
-        .map_err(|_| format!("{}: its config files cannot be read", client.name()))?;
+) -> Result<Option<Measured>, Option<String>> {
+    let scan = crate::import_scan::scan(client, home, cwd, &[], false).map_err(|_| None)?;
     let mut notes = Vec::new();
     let mut before_servers = Vec::new();
     let mut after_servers = Vec::new();
@@ -186,7 +186,7 @@ fn measure_one(
             .unwrap_or_else(|| "default".into())
     });
     if let Some(p) = &profile {
-        let tools = exposed(settings, p).map_err(|e| format!("profile {p}: {e}"))?;
+        let tools = exposed(settings, p).map_err(|e| Some(format!("profile {p}: {e}")))?;
         after
             .servers
             .push((format!("mcp-broker (profile {p})"), Ok(tools.len())));
@@ -286,7 +286,14 @@ pub(crate) fn run(settings: &Settings, client: Option<&str>, json: bool) -> Exit
                 );
             }
             Ok(None) => {}
-            Err(e) => return fail(&format!("mcp-broker: {e}"), &[]),
+            // One client's unreadable file does not hide the others.
+            Err(e) if client.is_none() => {
+                if let Some(e) = e {
+                    errln!("mcp-broker: {}: {e}", c.name());
+                }
+            }
+            Err(Some(e)) => return fail(&format!("mcp-broker: {e}"), &[]),
+            Err(None) => return ExitCode::FAILURE,
         }
     }
     if json {

@@ -100,3 +100,8 @@ macro_rules! err {
         $crate::out::write_err(format_args!($($t)*), false)
     };
 }
+
+/// `s` as one word of a shell command line.
+pub(crate) fn word(s: &str) -> String {
+    shlex::try_quote(s).map_or_else(|_| format!("{s:?}"), |q| q.into_owned())
+}

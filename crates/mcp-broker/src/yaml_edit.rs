@@ -303,7 +303,8 @@ pub(crate) fn remove_upstream(text: &str, name: &str) -> Result<String, EditErro
 fn block_end(lines: &[&str], start: usize, end: usize, indent: usize) -> usize {
     let mut last = start;
     for (i, l) in lines.iter().enumerate().take(end).skip(start + 1) {
-        if l.trim().is_empty() {
+        // A comment, even at column 0, does not end a block; the next key does.
+        if is_blank_or_comment(l) {
             continue;
         }
         if indent_of(l) <= indent {
@@ -333,8 +334,14 @@ pub(crate) fn set_value(text: &str, keys: &[&str], value: &str) -> Result<String
     };
     let dotted = |d: usize| keys[..=d].join(".");
     // (the key line, one past its block, the key line's indentation)
+    let header_line = |h: usize| lines[h].split(" #").next().unwrap_or("").trim_end();
     let mut scope = match block(&lines, top).map_err(|_| EditError::NotABlock(dotted(0)))? {
         Some((header, end)) if opens_block(lines[header]) => (header, end, 0),
+        // `broker: {}` is an empty block.
+        Some((header, _)) if header_line(header) == format!("{top}: {{}}") => {
+            out[header] = format!("{top}:");
+            (header, header + 1, 0)
+        }
         Some(_) => return Err(EditError::NotABlock(dotted(0))),
         None => {
             if !out.last().is_none_or(|l| l.trim().is_empty()) {
@@ -364,10 +371,15 @@ pub(crate) fn set_value(text: &str, keys: &[&str], value: &str) -> Result<String
         let last = d + 1 == rest.len();
         match (start + 1..end).find(|i| child_name(lines[*i], child) == Some(*key)) {
             Some(at) if last => {
-                if opens_block(lines[at]) && block_end(&lines, at, end, child) > at + 1 {
-                    return Err(EditError::NotABlock(dotted(d + 1)));
-                }
-                out[at] = format!("{}{key}: {value}", " ".repeat(child));
+                // The old value's lines go (a block scalar's too); a comment after it stays.
+                let stop = block_end(&lines, at, end, child);
+                let comment = lines[at]
+                    .find(" #")
+                    .filter(|_| !opens_block(lines[at]) || stop == at + 1)
+                    .map(|c| lines[at][c..].to_string())
+                    .unwrap_or_default();
+                let pad = " ".repeat(child);
+                out.splice(at..stop, [format!("{pad}{key}: {value}{comment}")]);
             }
             Some(at) if opens_block(lines[at]) => {
                 scope = (at, block_end(&lines, at, end, child), child);
@@ -464,6 +476,19 @@ mod tests {
         assert_eq!(
             set("broker:\n  exec:\n    python: x\n  log_level: info\n").unwrap(),
             "broker:\n  exec:\n    python: x\n    workspace_root: \"/w\"\n  log_level: info\n"
+        );
+        assert_eq!(
+            set("broker:\n  exec:\n# a note at column 0\n    workspace_root: /old   # mine\n")
+                .unwrap(),
+            "broker:\n  exec:\n# a note at column 0\n    workspace_root: \"/w\" # mine\n"
+        );
+        assert_eq!(
+            set("broker:\n  exec:\n    workspace_root: >-\n      /old\n    python: x\n").unwrap(),
+            "broker:\n  exec:\n    workspace_root: \"/w\"\n    python: x\n"
+        );
+        assert_eq!(
+            set("broker: {}\nprofiles: {}\n").unwrap(),
+            "broker:\n  exec:\n    workspace_root: \"/w\"\nprofiles: {}\n"
         );
         assert_eq!(
             set("broker: {log_level: info}\n"),

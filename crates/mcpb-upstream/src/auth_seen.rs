@@ -39,10 +39,13 @@ impl AuthSeen {
 pub(crate) struct AuthLog(Mutex<AuthSeen>);
 
 impl AuthLog {
-    /// An HTTP answer's status: 401 and 403 are refusals, a success clears them.
-    pub(crate) fn answered(&self, status: u16) {
+    /// An HTTP answer's status: a 401, or a 403 that asks for credentials (`challenged`: it
+    /// carries `WWW-Authenticate`; a rate limit's 403 does not), is a refusal; a success
+    /// clears them.
+    pub(crate) fn answered(&self, status: u16, challenged: bool) {
         match status {
-            401 | 403 => self.refusal(status),
+            401 => self.refusal(status),
+            403 if challenged => self.refusal(status),
             200..=299 => self.accepted(),
             _ => {}
         }
@@ -83,14 +86,18 @@ mod tests {
     fn a_refusal_holds_until_a_request_is_accepted() {
         let log = AuthLog::default();
         assert!(!log.seen().refused());
-        log.answered(500);
-        assert!(!log.seen().refused());
-        log.answered(401);
+        log.answered(500, false);
+        log.answered(403, false);
+        assert!(
+            !log.seen().refused(),
+            "a 403 without a challenge is not about credentials"
+        );
+        log.answered(401, false);
         log.refresh_failed("invalid_grant");
         let seen = log.seen();
         assert_eq!(seen.last_refusal.as_ref().map(|r| r.status), Some(401));
         assert!(seen.refused());
-        log.answered(202);
+        log.answered(202, false);
         assert_eq!(log.seen(), AuthSeen::default());
     }
 }

@@ -110,7 +110,8 @@ impl Remote {
         } else {
             bearer.token().await
         };
-        if refresh && let Err(e) = &token {
+        // Getting a token refreshes an expired one: any failure here is the sign-in failing.
+        if let Err(e) = &token {
             self.auth_log.refresh_failed(&e.to_string());
         }
         match token {
@@ -201,7 +202,8 @@ impl Remote {
             }
         }
         let status = resp.status();
-        self.auth_log.answered(status.as_u16());
+        self.auth_log
+            .answered(status.as_u16(), challenged(resp.headers()));
         if status == reqwest::StatusCode::ACCEPTED {
             return;
         }
@@ -504,7 +506,9 @@ async fn open_legacy_stream(
         ms: timeout.as_millis() as u64,
     })?
     .map_err(|e| unreachable_error(&name, format!("cannot open the event stream: {e}")))?;
-    remote.auth_log.answered(resp.status().as_u16());
+    remote
+        .auth_log
+        .answered(resp.status().as_u16(), challenged(resp.headers()));
     if !resp.status().is_success() {
         return Err(unreachable_error(
             &name,
@@ -572,7 +576,9 @@ async fn post_legacy(remote: Arc<Remote>, endpoint: reqwest::Url, line: Vec<u8>)
         Ok(r) if r.status().is_success() => remote.auth_log.accepted(),
         Ok(r) => {
             let status = r.status();
-            remote.auth_log.answered(status.as_u16());
+            remote
+                .auth_log
+                .answered(status.as_u16(), challenged(r.headers()));
             remote
                 .fail_request(&body, &format!("answered HTTP {status}"))
                 .await;
@@ -583,6 +589,12 @@ async fn post_legacy(remote: Arc<Remote>, endpoint: reqwest::Url, line: Vec<u8>)
                 .await
         }
     }
+}
+
+/// Whether an answer asks for credentials (`WWW-Authenticate`): what tells a 403 about the
+/// sign-in from one about anything else (a rate limit).
+fn challenged(headers: &HeaderMap) -> bool {
+    headers.contains_key(reqwest::header::WWW_AUTHENTICATE)
 }
 
 /// Reads at most `limit` bytes of a body, chunk by chunk, so an endless or huge body is cut at

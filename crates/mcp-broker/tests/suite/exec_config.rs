@@ -164,3 +164,43 @@ fn a_file_that_is_not_an_exec_broker_config_is_refused_with_its_place() {
         String::from_utf8_lossy(&none.stderr)
     );
 }
+
+#[test]
+fn targets_the_broker_cannot_hold_as_written_are_refused_with_the_reason() {
+    let home = Home::with_config("schema_version: 1\n");
+    let path = home.root().join("odd.json");
+    let fx = fixture().display().to_string();
+    std::fs::write(
+        &path,
+        json!({"targets": [
+            {"name": "eq", "command": fx, "env": {"A=B": "x"}},
+            {"name": "empty", "command": ""},
+            {"name": "var", "command": fx, "cwd": "${HOME}/p"},
+            {"name": "hook", "command": fx, "env": {"HOOK": "https://hooks.example.test/services/T0A1B2C3/B0B2C3D4/aB3dE5fG6hI7jK8lM9nO0pQ1"}},
+            {"name": "home", "command": "~/bin/srv", "cwd": "~/proj"}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let out = home.run(&["config", "import", &path.display().to_string()]);
+    let text = portable(&home, &out);
+    assert!(!out.status.success(), "{text}");
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name}: {text}"))
+            .to_string()
+    };
+    assert!(row("eq").contains("is not a variable name"), "{text}");
+    assert!(row("empty").contains("its command is empty"), "{text}");
+    assert!(row("var").contains("holds a variable"), "{text}");
+    // A credential in a URL goes to a secret file like any other; the dry run never shows it.
+    assert!(row("hook").contains("new upstream hook"), "{text}");
+    assert!(!text.contains("aB3dE5fG6hI7jK8lM9nO0pQ1"), "{text}");
+    assert!(text.contains("${file:hook-hook}"), "{text}");
+    // `~/` is the home's, once.
+    assert!(
+        text.contains("command: \"$HOME/bin/srv\"") && text.contains("cwd: \"$HOME/proj\""),
+        "{text}"
+    );
+}
