@@ -109,6 +109,10 @@ fn sandbox_mode() -> Option<ExitCode> {
     if first == mcpb_sandbox::HELPER_ARG {
         mcpb_sandbox::helper_main(Some(mcpb_exec::js::run_in_jail));
     }
+    // A sandboxed upstream server's start: the same constraint.
+    if first == mcpb_sandbox::SERVER_ARG {
+        mcpb_sandbox::server_main();
+    }
     // The JavaScript worker runs inside the jail; it needs nothing of the CLI.
     if first == mcpb_exec::js::WORKER_ARG {
         let script = std::env::args_os().nth(2).unwrap_or_default();

@@ -103,7 +103,9 @@ impl RuntimeLayout {
     }
 }
 
-fn create_private_dir(path: &Path) -> io::Result<()> {
+/// Makes `path` (and its parents) a directory only this user may enter (0700), refusing one that
+/// another user owns.
+pub fn create_private_dir(path: &Path) -> io::Result<()> {
     match fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)

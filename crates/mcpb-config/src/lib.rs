@@ -15,6 +15,7 @@ pub mod load;
 pub mod located;
 pub mod raw;
 pub mod resolve;
+pub mod sandbox;
 pub mod schema;
 pub mod settings;
 pub mod template;

@@ -132,6 +132,10 @@ pub struct RawBroker {
     /// How `broker.search_tools` ranks.
     #[serde(default)]
     pub search: RawSearch,
+    /// Whether stdio upstreams that do not say run in the sandbox: `off` (the default, so an
+    /// existing config keeps working as it did) or `standard`.
+    #[serde(default)]
+    pub upstream_sandbox: crate::sandbox::SandboxMode,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
@@ -265,6 +269,11 @@ pub struct RawUpstream {
     /// A safe probe used by `profile validate`.
     #[serde(default)]
     pub smoke: Option<RawSmoke>,
+    /// Run this stdio server in the broker's sandbox: `standard`, `off`, or the standard
+    /// policy with settings (`fs: {read, write}`, `network: host | none`, `processes`).
+    /// Absent: `broker.upstream_sandbox`.
+    #[serde(default)]
+    pub sandbox: Option<crate::sandbox::RawSandbox>,
     /// OAuth for a remote upstream. Without it, a server that asks for sign-in still gets it
     /// through `mcp-broker auth login NAME` (dynamic registration); this names a client
     /// registered beforehand, the scopes, or the client-credentials grant.

@@ -337,6 +337,29 @@ impl Resolver<'_> {
                 Some("remove oauth:, or set transport: streamable_http with a url:"),
             );
         }
+        let sandbox = if raw.transport == Transport::Stdio {
+            let home = self.ctx.home.clone();
+            let expand = |p: &str| expand_home(&self.placeholders(p), home.as_deref());
+            crate::sandbox::SandboxPolicy::resolve(
+                raw.sandbox.as_ref(),
+                broker.upstream_sandbox,
+                &expand,
+            )
+            .unwrap_or_else(|e| {
+                self.issue(name, format!("upstreams.{n}.sandbox"), e, None);
+                None
+            })
+        } else {
+            if raw.sandbox.is_some() {
+                self.issue(
+                    name,
+                    format!("upstreams.{n}.sandbox"),
+                    "the sandbox is for local servers; a remote one runs elsewhere".into(),
+                    Some("remove sandbox:"),
+                );
+            }
+            None
+        };
         let ms = Millis::duration;
         UpstreamSettings {
             name: n.to_string(),
@@ -366,6 +389,7 @@ impl Resolver<'_> {
             resource_filter,
             oauth,
             smoke: raw.smoke.clone().map(SmokeSettings::from),
+            sandbox,
         }
     }
 }
@@ -431,6 +455,7 @@ fn broker_settings(b: &RawBroker) -> BrokerSettings {
             arguments: b.audit.arguments.unwrap_or(defaults.audit.arguments),
         },
         search_model: b.search.model.unwrap_or(defaults.search_model),
+        upstream_sandbox: b.upstream_sandbox,
     }
 }
 

@@ -150,6 +150,7 @@ pub struct BrokerSettings {
     pub exec: crate::exec::BrokerExec,
     pub audit: AuditSettings,
     pub search_model: crate::raw::SearchModel,
+    pub upstream_sandbox: crate::sandbox::SandboxMode,
 }
 
 /// The audit log of tool calls.
@@ -190,6 +191,7 @@ impl Default for BrokerSettings {
             exec: crate::exec::BrokerExec::default(),
             audit: AuditSettings::default(),
             search_model: crate::raw::SearchModel::Static,
+            upstream_sandbox: crate::sandbox::SandboxMode::Off,
         }
     }
 }
@@ -233,6 +235,8 @@ pub struct UpstreamSettings {
     /// `call: true`) through a profile's view.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub smoke: Option<SmokeSettings>,
+    /// The sandbox this stdio server runs in; `None`: none.
+    pub sandbox: Option<crate::sandbox::SandboxPolicy>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oauth: Option<OAuthSettings>,
 }

@@ -27,8 +27,14 @@ fn at(layer: Layer) -> impl Fn(rustix::io::Errno) -> SandboxError {
 
 fn identity() -> Result<(), SandboxError> {
     rustix::process::setsid().map_err(at(Layer::Identity))?;
-    let gid = Gid::from_raw(JAIL_UID);
-    let uid = Uid::from_raw(JAIL_UID);
+    drop_capabilities(JAIL_UID)
+}
+
+/// Becomes `id` (uid and gid) in the namespace and drops every capability: the bounding,
+/// ambient and process sets, checked empty afterwards.
+pub(crate) fn drop_capabilities(id: u32) -> Result<(), SandboxError> {
+    let gid = Gid::from_raw(id);
+    let uid = Uid::from_raw(id);
     rustix::thread::set_thread_res_gid(gid, gid, gid).map_err(at(Layer::Identity))?;
     rustix::thread::set_thread_res_uid(uid, uid, uid).map_err(at(Layer::Identity))?;
     // The jail user still holds every capability of its namespace (it never was root there,
@@ -96,8 +102,12 @@ fn fds(report: &Report) -> Result<(), SandboxError> {
         rustix::fs::open("/dev/null", OFlags::RDONLY, Mode::empty()).map_err(at(Layer::Fds))?;
     rustix::stdio::dup2_stdin(&null).map_err(at(Layer::Fds))?;
     drop(null);
+    close_fds_from(u32::try_from(SDK_FD + 1).unwrap_or(4), report)
+}
+
+/// Every fd from `first` on closed, except the report's, which becomes close-on-exec.
+pub(crate) fn close_fds_from(first: u32, report: &Report) -> Result<(), SandboxError> {
     let keep = std::os::fd::AsRawFd::as_raw_fd(&report.fd());
-    let first = u32::try_from(SDK_FD + 1).unwrap_or(4);
     let report_fd = u32::try_from(keep).unwrap_or(u32::MAX);
     for (lo, hi) in [
         (first, report_fd.saturating_sub(1)),

@@ -197,7 +197,7 @@ fn holder(
     Ok(status.and_then(|(_, s)| s.exit_status()).unwrap_or(1))
 }
 
-fn unshare(flags: UnshareFlags, layer: Layer) -> Result<(), SandboxError> {
+pub(crate) fn unshare(flags: UnshareFlags, layer: Layer) -> Result<(), SandboxError> {
     // SAFETY: none of the flags is CLONE_FILES, the one whose unsharing can leave another
     // thread with a stale descriptor table; and this process has a single thread anyway.
     unsafe { rustix::thread::unshare_unsafe(flags) }.map_err(|e| {

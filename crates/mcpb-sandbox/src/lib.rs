@@ -37,9 +37,16 @@ mod jail;
 mod report;
 #[cfg(target_os = "linux")]
 mod seccomp;
+#[cfg(target_os = "linux")]
+mod server;
+#[cfg(target_os = "linux")]
+mod server_root;
 
 /// The argument that selects the helper mode of the broker's binary.
 pub const HELPER_ARG: &str = "__sandbox";
+/// The argument that selects the server mode: `__sandbox-server SPEC-JSON PROGRAM ARGS...`, the
+/// program's stdio and environment being the helper's own.
+pub const SERVER_ARG: &str = "__sandbox-server";
 /// The SDK channel's fd number, in the helper and inside the jail.
 pub const SDK_FD: i32 = 3;
 /// The helper's report pipe (never inside the jail).
@@ -79,7 +86,42 @@ pub struct JailSpec {
     pub cgroup: Option<JailCgroup>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// How a stdio MCP server runs (the server mode): the host's root read-only, the user's home
+/// replaced by a private one, a private /tmp, the broker's runtime root hidden, the granted
+/// paths bound where they are; its own user, mount, PID, IPC and UTS namespaces (and network,
+/// unless `network`), no capabilities, no_new_privs, landlock, seccomp. Holds no secret: it
+/// travels on the helper's command line; the server's environment is the helper's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerSpec {
+    /// The upstream's name, for messages.
+    pub name: String,
+    /// The home the server's user has on the host; `private_home` is bound over it.
+    pub home: PathBuf,
+    /// A host directory the broker keeps for this server (`state/upstreams/<name>/home`).
+    pub private_home: PathBuf,
+    /// Host paths covered by an empty directory: the broker's runtime root, where it is not
+    /// under `home`.
+    pub hide: Vec<PathBuf>,
+    /// Host paths the server may read (the rest of the host is readable too, but these stay
+    /// visible where a hidden or replaced path would cover them).
+    pub read: Vec<PathBuf>,
+    /// Host paths the server may write.
+    pub write: Vec<PathBuf>,
+    /// The host's network; otherwise a network namespace of its own (nothing to reach).
+    pub network: bool,
+    /// The folder the server starts in (host path; granted by the caller).
+    pub cwd: Option<PathBuf>,
+    pub host_uid: u32,
+    pub host_gid: u32,
+    /// RLIMIT_NPROC of the server's user.
+    #[serde(default)]
+    pub processes: Option<u64>,
+    /// The memory cgroup the daemon made for this server, when it has a memory limit.
+    #[serde(default)]
+    pub cgroup: Option<JailCgroup>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JailCgroup {
     pub dir: PathBuf,
     pub v2: bool,
@@ -226,6 +268,19 @@ pub(crate) static IN_PROCESS: std::sync::OnceLock<crate::InProcess> = std::sync:
 #[cfg(target_os = "linux")]
 pub fn helper_main(in_process: Option<InProcess>) -> ! {
     helper::main(in_process)
+}
+
+/// The server mode's entry (see [`SERVER_ARG`]): call first thing in `main`, like
+/// [`helper_main`]. Never returns; its exit status is the server's.
+#[cfg(target_os = "linux")]
+pub fn server_main() -> ! {
+    server::main()
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn server_main() -> ! {
+    eprintln!("{}", SandboxError::Unsupported);
+    std::process::exit(2)
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -12,11 +12,32 @@ use crate::{Event, Layer, SandboxError};
 pub(crate) struct Report {
     fd: OwnedFd,
     start: Instant,
+    /// The server mode reports to the server's stderr, in words: a refusal only (a layer in
+    /// place is implied by the server running at all).
+    text: bool,
 }
 
 impl Report {
     pub(crate) fn new(fd: OwnedFd, start: Instant) -> Self {
-        Self { fd, start }
+        Self {
+            fd,
+            start,
+            text: false,
+        }
+    }
+
+    /// A report in words on `fd` (the server's stderr, which the broker logs and keeps).
+    pub(crate) fn text(fd: OwnedFd, start: Instant) -> Self {
+        Self {
+            fd,
+            start,
+            text: true,
+        }
+    }
+
+    /// One line of words, as the server mode reports.
+    pub(crate) fn say(&self, line: &str) {
+        let _ = rustix::io::write(&self.fd, format!("mcp-broker sandbox: {line}\n").as_bytes());
     }
 
     /// One JSON line. Lines stay under PIPE_BUF (reasons are cut), so each write is atomic
@@ -31,6 +52,15 @@ impl Report {
                 cut -= 1;
             }
             reason.truncate(cut);
+        }
+        if self.text {
+            if let Event::Refused { layer, reason } = &event {
+                self.say(&format!(
+                    "the {} layer could not be applied ({reason}); the server was not started",
+                    layer.name()
+                ));
+            }
+            return;
         }
         if let Ok(mut line) = serde_json::to_vec(&event) {
             line.push(b'\n');

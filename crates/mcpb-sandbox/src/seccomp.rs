@@ -192,6 +192,46 @@ fn x32_kill() -> BpfProgram {
     ]
 }
 
+/// A server's filters: the same calls kill it, except io_uring, which fails with ENOSYS
+/// (libuv and others probe for it and fall back); sockets and System V IPC stay (a server
+/// talks to its network, when it has one, and to its own children).
+pub(crate) fn server_filters() -> Result<Vec<BpfProgram>, SandboxError> {
+    let io_uring = [
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+    ];
+    let mut kill: BTreeMap<i64, Vec<SeccompRule>> = KILL
+        .iter()
+        .filter(|nr| !io_uring.contains(nr))
+        .map(|nr| (*nr, Vec::new()))
+        .collect();
+    let clone_rules = CLONE_NEW
+        .iter()
+        .map(|flag| rule(vec![cond(0, SeccompCmpOp::MaskedEq(*flag), *flag)?]))
+        .collect::<Result<Vec<_>, _>>()?;
+    kill.insert(libc::SYS_clone, clone_rules);
+    // clone3's flags are out of a filter's reach: ENOSYS sends libc back to clone.
+    let mut enosys: BTreeMap<i64, Vec<SeccompRule>> =
+        io_uring.iter().map(|nr| (*nr, Vec::new())).collect();
+    enosys.insert(libc::SYS_clone3, Vec::new());
+    let mut out = vec![
+        program(kill, SeccompAction::KillProcess)?,
+        program(enosys, SeccompAction::Errno(libc::ENOSYS as u32))?,
+    ];
+    if cfg!(target_arch = "x86_64") {
+        out.push(x32_kill());
+    }
+    Ok(out)
+}
+
+pub(crate) fn apply_server() -> Result<(), SandboxError> {
+    for f in server_filters()? {
+        seccompiler::apply_filter(&f).map_err(|e| SandboxError::at(Layer::Seccomp, e))?;
+    }
+    Ok(())
+}
+
 /// Installs every filter on the calling thread (no_new_privs must be set).
 pub(crate) fn apply() -> Result<(), SandboxError> {
     for f in filters()? {

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod hostile;
 mod server;
 
 fn main() {

@@ -46,6 +46,8 @@ pub(crate) struct Options {
     /// Wait this long between reading the tools file and answering `tools/list` (a change can
     /// then be announced while a listing is under way).
     pub list_delay_ms: u64,
+    /// Offer the hostile tools (`hostile.rs`): what a sandboxed server must not manage.
+    pub hostile: bool,
 }
 
 impl Options {
@@ -66,6 +68,7 @@ impl Options {
                 "--name" => o.name = it.next().cloned().unwrap_or_default(),
                 "--revision" => o.revision = it.next().cloned(),
                 "--modern" => o.modern = true,
+                "--hostile" => o.hostile = true,
                 "--die-on-discover" => o.die_on_discover = true,
                 "--tools-file" => o.tools_file = it.next().map(Into::into),
                 "--exit-at-start" => o.exit_at_start = it.next().and_then(|v| v.parse().ok()),
@@ -245,6 +248,9 @@ fn tools(opts: &Options) -> Vec<Value> {
         "x-unknown-top-level": true,
     }));
     t.extend(file_tools(opts));
+    if opts.hostile {
+        t.extend(crate::hostile::tools());
+    }
     for i in 0..opts.extra_tools {
         t.push(tool(
             &format!("extra_{i}"),
@@ -535,6 +541,9 @@ fn call(shared: &Shared, id: Value, params: &Value) {
     let out = &shared.out;
     let args = &params["arguments"];
     let answer = |result: Value| send(out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    if let Some(said) = crate::hostile::call(params["name"].as_str().unwrap_or(""), args) {
+        return answer(text(said));
+    }
     match params["name"].as_str().unwrap_or("") {
         "echo" => {
             let mut r = text(args["text"].as_str().unwrap_or(""));

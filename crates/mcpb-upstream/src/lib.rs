@@ -22,6 +22,7 @@ mod link;
 mod orphans;
 mod process;
 mod remote;
+pub mod sandboxed;
 mod sign_in;
 mod state;
 mod status;

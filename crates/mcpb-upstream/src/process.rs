@@ -29,14 +29,28 @@ impl Default for StopTimings {
     }
 }
 
+/// Starts the upstream's process; in the sandbox when its settings say so and the broker has a
+/// runtime root to keep the server's private home in (`runtime_root`).
 pub(crate) fn spawn(
     settings: &UpstreamSettings,
     env: &BTreeMap<String, String>,
+    runtime_root: Option<&std::path::Path>,
 ) -> Result<Child, UpstreamError> {
     let command = settings.command.clone().unwrap_or_default();
-    let mut cmd = Command::new(&command);
-    cmd.args(&settings.args)
-        .env_clear()
+    let mut cmd = match (&settings.sandbox, runtime_root) {
+        (Some(policy), Some(root)) => {
+            let (exe, args) = crate::sandboxed::command(settings, policy, env, root)?;
+            let mut cmd = Command::new(exe);
+            cmd.args(args);
+            cmd
+        }
+        _ => {
+            let mut cmd = Command::new(&command);
+            cmd.args(&settings.args);
+            cmd
+        }
+    };
+    cmd.env_clear()
         .envs(env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -473,6 +473,12 @@ impl Upstream {
                 timings: self.ctx.timings,
                 ledger: self.ctx.ledger.clone(),
                 stderr_tail: self.stderr_tail.clone(),
+                // The secrets dir is `<root>/secrets`: its parent is the runtime root.
+                runtime_root: self
+                    .ctx
+                    .secrets_dir
+                    .parent()
+                    .map(std::path::Path::to_path_buf),
             }));
         }
         let mut headers = std::collections::BTreeMap::new();

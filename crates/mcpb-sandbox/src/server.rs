@@ -1,0 +1,305 @@
+//! The server mode: one stdio MCP server run for as long as the broker keeps it, under a
+//! [`ServerSpec`]. Same tree as a code run (helper → holder in new namespaces → init, PID 1 →
+//! the server), but the server keeps the helper's stdin, stdout, stderr and environment, sees
+//! the host's root read-only with its grants, and is exec'd as the daemon's own user. A layer
+//! that cannot be applied is said on stderr, naming the layer, and the server never starts.
+
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, RulesetAttr, RulesetCreatedAttr,
+    RulesetStatus, Scope, path_beneath_rules,
+};
+use rustix::process::{Pid, Signal, WaitOptions};
+use rustix::thread::UnshareFlags;
+
+use crate::helper::unshare;
+use crate::report::{Report, fork, refuse};
+use crate::server_root::{Opened, build};
+use crate::{Layer, SandboxError, ServerSpec};
+
+/// The spec is a few paths; more is a broken caller.
+const MAX_SPEC_BYTES: usize = 1 << 20;
+
+/// The uid the server has inside its namespace: the daemon's own, so that the host's
+/// `/etc/passwd` names it; root's is mapped from an ordinary id instead, because a process
+/// that is uid 0 in its namespace regains every capability there at exec.
+pub(crate) fn inside_uid(host_uid: u32) -> u32 {
+    if host_uid == 0 {
+        crate::JAIL_UID
+    } else {
+        host_uid
+    }
+}
+
+pub(crate) fn main() -> ! {
+    let start = Instant::now();
+    let Ok(err) = rustix::io::fcntl_dupfd_cloexec(rustix::stdio::stderr(), 3) else {
+        std::process::exit(125);
+    };
+    let report = Report::text(err, start);
+    let code = match run(&report) {
+        Ok(code) => code,
+        Err(e) => {
+            refuse(&report, e);
+            125
+        }
+    };
+    std::process::exit(code)
+}
+
+fn parse() -> Result<(ServerSpec, Vec<OsString>), SandboxError> {
+    let mut args = std::env::args_os().skip(2);
+    let spec = args
+        .next()
+        .ok_or_else(|| SandboxError::at(Layer::Spec, "no spec"))?;
+    let text = spec
+        .to_str()
+        .filter(|t| t.len() <= MAX_SPEC_BYTES)
+        .ok_or_else(|| SandboxError::at(Layer::Spec, "the spec is not text of a sane size"))?;
+    let spec: ServerSpec =
+        serde_json::from_str(text).map_err(|e| SandboxError::at(Layer::Spec, e))?;
+    let argv: Vec<OsString> = args.collect();
+    if argv.is_empty() {
+        return Err(SandboxError::at(Layer::Spec, "nothing to run"));
+    }
+    Ok((spec, argv))
+}
+
+fn run(report: &Report) -> Result<i32, SandboxError> {
+    let (spec, argv) = parse()?;
+    let sup = |e: rustix::io::Errno| SandboxError::at(Layer::Supervise, e);
+    let (ready_r, ready_w) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(sup)?;
+    let (go_r, go_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(sup)?;
+    let Some(child) = fork(Layer::Supervise)? else {
+        drop((ready_r, go_w));
+        let code = match holder(&spec, &argv, report, &ready_w, &go_r) {
+            Ok(code) => code,
+            Err(e) => {
+                refuse(report, e);
+                125
+            }
+        };
+        std::process::exit(code);
+    };
+    drop((ready_w, go_r));
+    let mut byte = [0u8; 1];
+    if rustix::io::read(&ready_r, &mut byte).map_err(sup)? == 1 {
+        let kill = |e: SandboxError| {
+            let _ = rustix::process::kill_process(child, Signal::KILL);
+            let _ = rustix::process::waitpid(Some(child), WaitOptions::empty());
+            e
+        };
+        if let Some(c) = &spec.cgroup {
+            let cg = crate::cgroup::RunCgroup::open(c.dir.clone(), c.v2);
+            cg.enter(child.as_raw_pid()).map_err(|e| {
+                kill(SandboxError::at(
+                    Layer::Cgroup,
+                    format!("{}: {e}", c.dir.display()),
+                ))
+            })?;
+        }
+        write_maps(child, &spec).map_err(kill)?;
+        rustix::io::write(&go_w, b"g").map_err(sup)?;
+    }
+    drop(go_w);
+    Ok(exit_code(
+        rustix::process::waitpid(Some(child), WaitOptions::empty()).map_err(sup)?,
+    ))
+}
+
+fn exit_code(status: Option<(Pid, rustix::process::WaitStatus)>) -> i32 {
+    match status {
+        Some((_, s)) => s
+            .exit_status()
+            .or_else(|| s.terminating_signal().map(|sig| 128 + sig))
+            .unwrap_or(125),
+        None => 125,
+    }
+}
+
+fn write_maps(pid: Pid, spec: &ServerSpec) -> Result<(), SandboxError> {
+    let pid = pid.as_raw_pid();
+    let map = |file: &str, text: String| {
+        std::fs::write(format!("/proc/{pid}/{file}"), text)
+            .map_err(|e| SandboxError::at(Layer::IdMap, format!("{file}: {e}")))
+    };
+    map("setgroups", "deny".into())?;
+    let uid = inside_uid(spec.host_uid);
+    let gid = if spec.host_gid == 0 {
+        crate::JAIL_UID
+    } else {
+        spec.host_gid
+    };
+    map("uid_map", format!("{uid} {} 1\n", spec.host_uid))?;
+    map("gid_map", format!("{gid} {} 1\n", spec.host_gid))
+}
+
+/// In new user and mount namespaces (and PID, IPC, UTS, network), forks the init and waits.
+fn holder(
+    spec: &ServerSpec,
+    argv: &[OsString],
+    report: &Report,
+    ready: &OwnedFd,
+    go: &OwnedFd,
+) -> Result<i32, SandboxError> {
+    let sup = |e: rustix::io::Errno| SandboxError::at(Layer::Supervise, e);
+    rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).map_err(sup)?;
+    unshare(UnshareFlags::NEWUSER, Layer::UserNamespace)?;
+    rustix::io::write(ready, b"r").map_err(sup)?;
+    let mut byte = [0u8; 1];
+    if rustix::io::read(go, &mut byte).map_err(|e| SandboxError::at(Layer::IdMap, e))? != 1 {
+        return Ok(125);
+    }
+    unshare(UnshareFlags::NEWNS, Layer::MountNamespace)?;
+    let opened = Opened::open(spec)?;
+    let mut flags = vec![
+        (UnshareFlags::NEWPID, Layer::PidNamespace),
+        (UnshareFlags::NEWIPC, Layer::IpcNamespace),
+        (UnshareFlags::NEWUTS, Layer::UtsNamespace),
+    ];
+    if !spec.network {
+        flags.push((UnshareFlags::NEWNET, Layer::NetNamespace));
+    }
+    for (flag, layer) in flags {
+        unshare(flag, layer)?;
+    }
+    let Some(child) = fork(Layer::PidNamespace)? else {
+        let code = match init(spec, &opened, argv, report) {
+            Ok(code) => code,
+            Err(e) => {
+                refuse(report, e);
+                125
+            }
+        };
+        std::process::exit(code);
+    };
+    Ok(exit_code(
+        rustix::process::waitpid(Some(child), WaitOptions::empty()).map_err(sup)?,
+    ))
+}
+
+/// PID 1 of the server's namespace: builds its view of the files, starts it, and when it
+/// ends, ends everything it left (the namespace dies with this process).
+fn init(
+    spec: &ServerSpec,
+    opened: &Opened,
+    argv: &[OsString],
+    report: &Report,
+) -> Result<i32, SandboxError> {
+    let sup = |e: rustix::io::Errno| SandboxError::at(Layer::Supervise, e);
+    rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).map_err(sup)?;
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(sup)?;
+    build(spec, opened)?;
+    rustix::system::sethostname(b"sandbox").map_err(|e| SandboxError::at(Layer::Hostname, e))?;
+    let Some(program) = fork(Layer::Supervise)? else {
+        let Err(e) = exec(spec, argv, report);
+        refuse(report, e);
+        std::process::exit(125);
+    };
+    let status = loop {
+        match rustix::process::wait(WaitOptions::empty()) {
+            Ok(Some((p, s))) if p == program => break s,
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(sup(e)),
+        }
+    };
+    // SAFETY: kill(-1) from PID 1 of a namespace signals every other process in it and
+    // nothing outside; it takes no pointers.
+    unsafe { libc::kill(-1, libc::SIGKILL) };
+    Ok(exit_code(Some((program, status))))
+}
+
+/// The server's last steps: its own user without capabilities, only fds 0/1/2, no_new_privs,
+/// landlock, seccomp; then exec with the helper's environment.
+fn exec(
+    spec: &ServerSpec,
+    argv: &[OsString],
+    report: &Report,
+) -> Result<std::convert::Infallible, SandboxError> {
+    crate::confine::drop_capabilities(inside_uid(spec.host_uid))?;
+    for (resource, value) in [
+        (rustix::process::Resource::Core, Some(0)),
+        (rustix::process::Resource::Nproc, spec.processes),
+    ] {
+        if let Some(v) = value {
+            rustix::process::setrlimit(
+                resource,
+                rustix::process::Rlimit {
+                    current: Some(v),
+                    maximum: Some(v),
+                },
+            )
+            .map_err(|e| SandboxError::at(Layer::Rlimits, format!("{resource:?}: {e}")))?;
+        }
+    }
+    crate::confine::close_fds_from(3, report)?;
+    let dir = spec.cwd.clone().unwrap_or_else(|| spec.home.clone());
+    std::env::set_current_dir(&dir)
+        .map_err(|e| SandboxError::at(Layer::Fds, format!("{}: {e}", dir.display())))?;
+    rustix::thread::set_no_new_privs(true).map_err(|e| SandboxError::at(Layer::NoNewPrivs, e))?;
+    landlock(spec)?;
+    crate::seccomp::apply_server()?;
+    report.say(&format!(
+        "{} runs with its own user, mount, pid, ipc, uts{} namespaces, no capabilities, no_new_privs, landlock and seccomp",
+        spec.name,
+        if spec.network { "" } else { ", network" }
+    ));
+    let err = std::process::Command::new(&argv[0]).args(&argv[1..]).exec();
+    Err(SandboxError::at(
+        Layer::Exec,
+        format!("{}: {err}", argv[0].to_string_lossy()),
+    ))
+}
+
+/// Read and run anywhere it can see; write only to its home, /tmp, /dev/shm and its write
+/// grants; no signals or abstract sockets out of its domain; no TCP when it has no network.
+fn landlock(spec: &ServerSpec) -> Result<(), SandboxError> {
+    let abi = ABI::V6;
+    let err = |e: landlock::RulesetError| SandboxError::at(Layer::Landlock, e);
+    let mut writable: Vec<PathBuf> = vec![spec.home.clone(), "/tmp".into()];
+    writable.extend(spec.write.iter().cloned());
+    if std::path::Path::new("/dev/shm").is_dir() {
+        writable.push("/dev/shm".into());
+    }
+    let mut ruleset = landlock::Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(err)?;
+    if !spec.network {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(err)?;
+    }
+    let status = ruleset
+        .scope(Scope::from_all(abi))
+        .map_err(err)?
+        .create()
+        .map_err(err)?
+        .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(&writable, AccessFs::from_all(abi)))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(
+            ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"]
+                .into_iter()
+                .filter(|d| std::path::Path::new(d).exists()),
+            AccessFs::from_read(abi) | AccessFs::WriteFile,
+        ))
+        .map_err(err)?
+        .restrict_self()
+        .map_err(err)?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err(SandboxError::at(
+            Layer::Landlock,
+            "this kernel does not enforce landlock (enable it with lsm=landlock,... at boot)",
+        ));
+    }
+    Ok(())
+}

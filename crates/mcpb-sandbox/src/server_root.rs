@@ -1,0 +1,249 @@
+//! A server's view of the files, built by its init in its own mount namespace: the host's root
+//! bound read-only (every mount under it too), a private /tmp and /dev/shm, the broker's
+//! runtime root covered, the user's home replaced by the server's private one, the grants
+//! bound where they are (read-write or read-only), a /proc of its own PID namespace; then
+//! pivot_root into it.
+
+use std::ffi::CString;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags, StatVfsMountFlags};
+use rustix::mount::{MountFlags, MountPropagationFlags, UnmountFlags};
+
+use crate::report::fd_path;
+use crate::{Layer, SandboxError, ServerSpec};
+
+/// Where the new root is assembled: `r` in a tmpfs over the server's private home, private
+/// to this mount namespace. Not /tmp: the user's home or a grant may be there, and what a
+/// staging mount covers is missing from the copy of the host's root.
+fn root_of(spec: &ServerSpec) -> PathBuf {
+    spec.private_home.join("r")
+}
+
+/// What the server's root binds from the host, opened after the mount namespace was made
+/// (a bind source must be a mount of the namespace that binds it) by a process that still
+/// has the daemon's ids on the host, so it reaches every path the daemon can.
+pub(crate) struct Opened {
+    home: OwnedFd,
+    write: Vec<(PathBuf, OwnedFd, bool)>,
+    read: Vec<(PathBuf, OwnedFd, bool)>,
+}
+
+fn open_path(p: &Path) -> Result<(OwnedFd, bool), SandboxError> {
+    let meta = std::fs::metadata(p)
+        .map_err(|e| SandboxError::at(Layer::Root, format!("{}: {e}", p.display())))?;
+    let fd = rustix::fs::open(p, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| SandboxError::at(Layer::Root, format!("{}: {e}", p.display())))?;
+    Ok((fd, meta.is_dir()))
+}
+
+impl Opened {
+    pub(crate) fn open(spec: &ServerSpec) -> Result<Self, SandboxError> {
+        for p in spec.write.iter().chain(&spec.read) {
+            if !p.is_absolute() {
+                return Err(SandboxError::at(
+                    Layer::Spec,
+                    format!("grant {} is not absolute", p.display()),
+                ));
+            }
+            if spec.hide.iter().any(|h| p.starts_with(h)) {
+                return Err(SandboxError::at(
+                    Layer::Spec,
+                    format!(
+                        "grant {} is inside the broker's runtime dir, which servers never see",
+                        p.display()
+                    ),
+                ));
+            }
+        }
+        let each = |list: &[PathBuf]| -> Result<Vec<(PathBuf, OwnedFd, bool)>, SandboxError> {
+            list.iter()
+                .map(|p| open_path(p).map(|(fd, dir)| (p.clone(), fd, dir)))
+                .collect()
+        };
+        Ok(Self {
+            home: open_path(&spec.private_home)?.0,
+            write: each(&spec.write)?,
+            read: each(&spec.read)?,
+        })
+    }
+}
+
+fn inside(root: &Path, p: &Path) -> PathBuf {
+    root.join(p.strip_prefix("/").unwrap_or(p))
+}
+
+fn err_at(layer: Layer, what: &Path) -> impl Fn(rustix::io::Errno) -> SandboxError {
+    let what = what.display().to_string();
+    move |e| SandboxError::at(layer, format!("{what}: {e}"))
+}
+
+fn tmpfs(target: &Path, options: &str) -> Result<(), SandboxError> {
+    let data = CString::new(options).map_err(|e| SandboxError::at(Layer::Root, e))?;
+    rustix::mount::mount(
+        "tmpfs",
+        target,
+        "tmpfs",
+        MountFlags::NOSUID | MountFlags::NODEV,
+        Some(data.as_c_str()),
+    )
+    .map_err(err_at(Layer::Root, target))
+}
+
+/// Every mount at and under `path` made read-only in one step (mount_setattr, Linux 5.12).
+fn read_only_tree(path: &Path) -> Result<(), SandboxError> {
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    let c = CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|e| SandboxError::at(Layer::Root, e))?;
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: mount_setattr reads a NUL-terminated path and `size` bytes of `attr`, both of
+    // which live across the call; it writes nothing into this process's memory.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            std::ptr::from_ref(&attr),
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc != 0 {
+        return Err(SandboxError::at(
+            Layer::Root,
+            format!(
+                "read-only {}: {}",
+                path.display(),
+                std::io::Error::last_os_error()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The flags a remount must repeat because the kernel locked them on this mount.
+fn locked_flags(target: &Path) -> MountFlags {
+    let Ok(st) = rustix::fs::statvfs(target) else {
+        return MountFlags::empty();
+    };
+    let mut out = MountFlags::empty();
+    for (s, m) in [
+        (StatVfsMountFlags::NOSUID, MountFlags::NOSUID),
+        (StatVfsMountFlags::NODEV, MountFlags::NODEV),
+        (StatVfsMountFlags::NOEXEC, MountFlags::NOEXEC),
+        (StatVfsMountFlags::NOATIME, MountFlags::NOATIME),
+        (StatVfsMountFlags::NODIRATIME, MountFlags::NODIRATIME),
+        (StatVfsMountFlags::RELATIME, MountFlags::RELATIME),
+    ] {
+        if st.f_flag.contains(s) {
+            out |= m;
+        }
+    }
+    out
+}
+
+/// Binds an opened host object at `at` inside the new root; the mount point is made when it
+/// is missing (under the private home or /tmp, the only writable places).
+fn bind(
+    root: &Path,
+    fd: &OwnedFd,
+    dir: bool,
+    at: &Path,
+    read_only: bool,
+) -> Result<(), SandboxError> {
+    let target = inside(root, at);
+    if !target.exists() {
+        let made = if dir {
+            std::fs::create_dir_all(&target)
+        } else {
+            target
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::write(&target, b""))
+        };
+        made.map_err(|e| {
+            SandboxError::at(
+                Layer::Root,
+                format!("mount point for {}: {e}", at.display()),
+            )
+        })?;
+    }
+    rustix::mount::mount_bind(fd_path(fd).as_str(), &target).map_err(err_at(Layer::Root, at))?;
+    if read_only {
+        let flags = MountFlags::BIND | MountFlags::RDONLY | locked_flags(&target);
+        rustix::mount::mount_remount(&target, flags, "").map_err(err_at(Layer::Root, at))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn build(spec: &ServerSpec, opened: &Opened) -> Result<(), SandboxError> {
+    rustix::mount::mount_change(
+        "/",
+        MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
+    )
+    .map_err(|e| SandboxError::at(Layer::MountNamespace, e))?;
+    tmpfs(&spec.private_home, "size=64k,mode=0755")?;
+    let root = root_of(spec);
+    let root = root.as_path();
+    std::fs::create_dir(root).map_err(|e| SandboxError::at(Layer::Root, e))?;
+    rustix::mount::mount_bind_recursive("/", root).map_err(err_at(Layer::Root, Path::new("/")))?;
+    read_only_tree(root)?;
+    tmpfs(&inside(root, Path::new("/tmp")), "mode=1777")?;
+    let shm = inside(root, Path::new("/dev/shm"));
+    if shm.is_dir() {
+        tmpfs(&shm, "mode=1777")?;
+    }
+    for h in &spec.hide {
+        let at = inside(root, h);
+        if at.is_dir() {
+            tmpfs(&at, "size=4k,mode=0755")?;
+            rustix::mount::mount_remount(
+                &at,
+                MountFlags::BIND | MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV,
+                "",
+            )
+            .map_err(err_at(Layer::Root, h))?;
+        }
+    }
+    // The home's mount point is made when the host's is out of sight (under /tmp).
+    bind(root, &opened.home, true, &spec.home, false)?;
+    for (p, fd, dir) in &opened.write {
+        bind(root, fd, *dir, p, false)?;
+    }
+    for (p, fd, dir) in &opened.read {
+        bind(root, fd, *dir, p, true)?;
+    }
+    // A /proc of the server's own PID namespace; where the machine forbids one, an empty
+    // directory rather than the host's (which would show every process).
+    let proc = inside(root, Path::new("/proc"));
+    if rustix::mount::mount(
+        "proc",
+        &proc,
+        "proc",
+        MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+        None,
+    )
+    .is_err()
+    {
+        tmpfs(&proc, "size=4k,mode=0555")?;
+    }
+    std::env::set_current_dir(root).map_err(|e| SandboxError::at(Layer::PivotRoot, e))?;
+    rustix::process::pivot_root(".", ".").map_err(|e| SandboxError::at(Layer::PivotRoot, e))?;
+    rustix::mount::unmount(".", UnmountFlags::DETACH)
+        .map_err(|e| SandboxError::at(Layer::PivotRoot, e))?;
+    std::env::set_current_dir("/").map_err(|e| SandboxError::at(Layer::PivotRoot, e))?;
+    Ok(())
+}

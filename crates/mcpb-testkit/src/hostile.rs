@@ -1,0 +1,100 @@
+//! `--hostile`: tools with which a fixture server tries what a sandboxed server must not
+//! manage: read or write a path, connect to a TCP port on loopback, signal a process, leave a
+//! process behind. Each answers with what happened (`ok: ...` or `denied: <the OS error>`);
+//! the tests check the outcome from outside as well.
+
+use std::io::{Read, Write};
+
+use serde_json::{Value, json};
+
+fn tool(name: &str, description: &str, props: Value) -> Value {
+    json!({"name": name, "description": description,
+        "inputSchema": {"type": "object", "properties": props},
+        "annotations": {"readOnlyHint": false}})
+}
+
+pub(crate) fn tools() -> Vec<Value> {
+    let s = json!({"type": "string"});
+    let n = json!({"type": "number"});
+    vec![
+        tool("read_path", "Read a file.", json!({"path": s})),
+        tool("write_path", "Write a file.", json!({"path": s, "text": s})),
+        tool("list_dir", "List a directory.", json!({"path": s})),
+        tool("connect", "Connect to 127.0.0.1:port.", json!({"port": n})),
+        tool("signal", "Send SIGTERM to a pid.", json!({"pid": n})),
+        tool(
+            "leave_behind",
+            "Start `sleep 1000` in a session of its own; gives its pid.",
+            json!({}),
+        ),
+    ]
+}
+
+fn outcome<T>(r: std::io::Result<T>, ok: impl FnOnce(T) -> String) -> String {
+    match r {
+        Ok(v) => format!("ok: {}", ok(v)),
+        Err(e) => format!("denied: {e}"),
+    }
+}
+
+/// The answer of a hostile tool, or `None` for another tool.
+pub(crate) fn call(name: &str, args: &Value) -> Option<String> {
+    let path = args["path"].as_str().unwrap_or("");
+    Some(match name {
+        "read_path" => outcome(std::fs::read_to_string(path), |t| t),
+        "write_path" => outcome(
+            std::fs::write(path, args["text"].as_str().unwrap_or("")),
+            |()| "written".into(),
+        ),
+        "list_dir" => outcome(std::fs::read_dir(path), |d| {
+            let mut names: Vec<String> = d
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names.join(",")
+        }),
+        "connect" => {
+            let port = args["port"].as_u64().unwrap_or(0) as u16;
+            outcome(
+                std::net::TcpStream::connect_timeout(
+                    &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+                    std::time::Duration::from_secs(2),
+                )
+                .and_then(|mut s| {
+                    s.write_all(b"hello from the fixture\n")?;
+                    let mut b = [0u8; 1];
+                    let _ = s.read(&mut b);
+                    Ok(())
+                }),
+                |()| "connected".into(),
+            )
+        }
+        "signal" => {
+            let pid = args["pid"].as_i64().unwrap_or(0);
+            outcome(
+                std::process::Command::new("kill")
+                    .args(["-TERM", &pid.to_string()])
+                    .status()
+                    .and_then(|s| {
+                        if s.success() {
+                            Ok(())
+                        } else {
+                            Err(std::io::Error::other(format!("kill: {s}")))
+                        }
+                    }),
+                |()| "sent".into(),
+            )
+        }
+        "leave_behind" => outcome(
+            std::process::Command::new("setsid")
+                .args(["sleep", "1000"])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn(),
+            |c| c.id().to_string(),
+        ),
+        _ => return None,
+    })
+}
