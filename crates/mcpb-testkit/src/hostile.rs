@@ -3,7 +3,7 @@
 //! process behind. Each answers with what happened (`ok: ...` or `denied: <the OS error>`);
 //! the tests check the outcome from outside as well.
 
-use std::io::{Read, Write};
+use std::io::Write;
 
 use serde_json::{Value, json};
 
@@ -24,8 +24,8 @@ pub(crate) fn tools() -> Vec<Value> {
         tool("signal", "Send SIGTERM to a pid.", json!({"pid": n})),
         tool(
             "leave_behind",
-            "Start `sleep 1000` in a session of its own; gives its pid.",
-            json!({}),
+            "Start `sleep SECONDS` in a session of its own; gives its pid.",
+            json!({"seconds": n}),
         ),
     ]
 }
@@ -61,12 +61,7 @@ pub(crate) fn call(name: &str, args: &Value) -> Option<String> {
                     &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
                     std::time::Duration::from_secs(2),
                 )
-                .and_then(|mut s| {
-                    s.write_all(b"hello from the fixture\n")?;
-                    let mut b = [0u8; 1];
-                    let _ = s.read(&mut b);
-                    Ok(())
-                }),
+                .and_then(|mut s| s.write_all(b"hello from the fixture\n")),
                 |()| "connected".into(),
             )
         }
@@ -88,7 +83,10 @@ pub(crate) fn call(name: &str, args: &Value) -> Option<String> {
         }
         "leave_behind" => outcome(
             std::process::Command::new("setsid")
-                .args(["sleep", "1000"])
+                .args([
+                    "sleep",
+                    &args["seconds"].as_u64().unwrap_or(1000).to_string(),
+                ])
                 .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())

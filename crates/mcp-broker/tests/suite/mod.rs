@@ -26,6 +26,7 @@ mod operations;
 mod real_clients;
 mod reload;
 mod routing;
+mod sandbox;
 mod secrets;
 mod session;
 mod support;

@@ -1,0 +1,282 @@
+//! Sandboxed upstream servers: what a hostile server tries is denied and seen to be denied from
+//! outside (planted files unchanged, a listener with no connection, no process left after the
+//! daemon is killed); real servers work with what they are granted.
+//!
+//! These homes live under /var/tmp, not /tmp: a sandboxed server gets a private /tmp, so a
+//! runtime dir under /tmp would be out of its sight whatever the sandbox hides on purpose.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::support::{Home, Shim, deps, deps_path, fixture, text, wait_until};
+
+/// A runtime dir, and beside it the user's world (home, data, other files), both under
+/// /var/tmp: the runtime dir is then hidden by the sandbox itself, not by the home's
+/// replacement or the private /tmp.
+fn homes(yaml: impl Fn(&Path) -> String) -> (Home, tempfile::TempDir) {
+    let temp = |prefix: &str| {
+        tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir_in("/var/tmp")
+            .unwrap()
+    };
+    let (dir, world) = (temp("mcpb-"), temp("mcpb-w-"));
+    std::fs::create_dir_all(world.path().join("home")).unwrap();
+    let config = dir.path().join("test.yaml");
+    std::fs::write(&config, yaml(world.path())).unwrap();
+    let home = Home {
+        dir,
+        config: Some(config),
+    };
+    (home, world)
+}
+
+/// A session whose daemon (started by it) has `<world>/home` as the user's home.
+fn session(home: &Home, world: &Path, path: Option<&str>) -> Shim {
+    let mut cmd = home.cmd(&["stdio"]);
+    cmd.env("HOME", world.join("home"));
+    if let Some(p) = path {
+        cmd.env("PATH", p);
+    }
+    let mut s = Shim::spawn(cmd);
+    s.initialize("2025-11-25");
+    s
+}
+
+fn said(shim: &mut Shim, tool: &str, args: Value) -> String {
+    text(&shim.call(tool, args))
+}
+
+fn plant(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn a_hostile_server_is_denied_what_it_was_not_granted_and_leaves_nothing_behind() {
+    let fx = fixture();
+    let (home, world) = homes(|w| {
+        format!(
+            "schema_version: 1\nupstreams:\n  fx: {{command: \"{fx}\", args: [--hostile], trust_annotations: true, sandbox: {{fs: {{write: [\"{data}\"]}}, network: none}}}}\n  netfx: {{command: \"{fx}\", args: [--hostile], trust_annotations: true, sandbox: standard}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
+            fx = fx.display(),
+            data = w.join("data").display(),
+        )
+    });
+    let (root, w) = (home.root().to_path_buf(), world.path().to_path_buf());
+    let ssh = w.join("home/.ssh/id_rsa");
+    plant(&ssh, "-----BEGIN PRIVATE KEY-----");
+    plant(&root.join("secrets/k"), "s3cret");
+    plant(
+        &root.join("state/upstreams/other/home/note.txt"),
+        "the other's",
+    );
+    plant(&w.join("outside.txt"), "unchanged");
+    std::fs::create_dir_all(w.join("data")).unwrap();
+    let mut s = session(&home, &w, None);
+    let denied = |r: String, what: &str| {
+        assert!(r.starts_with("denied"), "{what}: {r}");
+    };
+    denied(
+        said(&mut s, "fx.read_path", json!({"path": ssh})),
+        "the user's key",
+    );
+    denied(
+        said(
+            &mut s,
+            "fx.read_path",
+            json!({"path": root.join("secrets/k")}),
+        ),
+        "the broker's secrets",
+    );
+    denied(
+        said(
+            &mut s,
+            "fx.read_path",
+            json!({"path": root.join("state/upstreams/other/home/note.txt")}),
+        ),
+        "another server's home",
+    );
+    let listing = said(&mut s, "fx.list_dir", json!({"path": root}));
+    assert!(!listing.contains("secrets"), "{listing}");
+    // Granted: written where the host sees it.
+    let x = w.join("data/x");
+    assert_eq!(
+        said(&mut s, "fx.write_path", json!({"path": x, "text": "w"})),
+        "ok: written"
+    );
+    assert_eq!(std::fs::read_to_string(&x).unwrap(), "w");
+    // Not granted: the host's file is unchanged.
+    denied(
+        said(
+            &mut s,
+            "fx.write_path",
+            json!({"path": w.join("outside.txt"), "text": "changed"}),
+        ),
+        "a file outside the grants",
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.join("outside.txt")).unwrap(),
+        "unchanged"
+    );
+    // The home it writes is its own, kept under the runtime dir.
+    let note = w.join("home/note");
+    assert_eq!(
+        said(
+            &mut s,
+            "fx.write_path",
+            json!({"path": note, "text": "mine"})
+        ),
+        "ok: written"
+    );
+    assert!(!note.exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join("state/upstreams/fx/home/note")).unwrap(),
+        "mine"
+    );
+    // No network: the listener this test opened sees no connection; with the host's network
+    // (the control), it does.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    denied(
+        said(&mut s, "fx.connect", json!({"port": port})),
+        "loopback with network: none",
+    );
+    assert!(
+        listener.accept().is_err(),
+        "a connection reached the listener"
+    );
+    assert_eq!(
+        said(&mut s, "netfx.connect", json!({"port": port})),
+        "ok: connected"
+    );
+    // Neither signals nor a process outliving the daemon.
+    let daemon = home.daemon_pid().unwrap();
+    denied(
+        said(&mut s, "fx.signal", json!({"pid": daemon})),
+        "a signal to the daemon",
+    );
+    assert!(
+        Path::new(&format!("/proc/{daemon}")).exists(),
+        "the daemon lives"
+    );
+    let left = said(&mut s, "fx.leave_behind", json!({"seconds": 4711}));
+    assert!(left.starts_with("ok"), "{left}");
+    assert!(sleepers(4711) > 0, "the sleeper never ran");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(daemon as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || sleepers(4711) == 0),
+        "a sandboxed server's process outlived the daemon"
+    );
+}
+
+/// Processes running `sleep <seconds>`, from the host's /proc.
+fn sleepers(seconds: u32) -> usize {
+    let want = format!("sleep\0{seconds}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c.ends_with(want.as_bytes()))
+        })
+        .count()
+}
+
+#[test]
+fn reference_servers_work_with_what_they_are_granted_and_no_more() {
+    let deps = deps();
+    let npm = deps.join("npm/node_modules/.bin");
+    let venv = deps.join("venv/bin");
+    let (home, world) = homes(|w| {
+        let h = w.join("home");
+        format!(
+            "schema_version: 1\nupstreams:\n  filesystem: {{command: \"{npm}/mcp-server-filesystem\", args: [\"{files}\"], trust_annotations: true, sandbox: standard}}\n  memory: {{command: \"{npm}/mcp-server-memory\", env: {{MEMORY_FILE_PATH: \"{mem}/memory.jsonl\"}}, sandbox: {{fs: {{write: [\"{mem}\"]}}}}}}\n  everything: {{command: \"{npm}/mcp-server-everything\", sandbox: {{network: none}}}}\n  time: {{command: \"{venv}/mcp-server-time\", args: [--local-timezone, UTC], sandbox: standard}}\n  git: {{command: \"{venv}/mcp-server-git\", args: [--repository, \"{repo}\"], trust_annotations: true, sandbox: standard}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
+            npm = npm.display(),
+            venv = venv.display(),
+            files = h.join("files").display(),
+            mem = h.join("mem").display(),
+            repo = h.join("repo").display(),
+        )
+    });
+    let h: PathBuf = world.path().join("home");
+    plant(&h.join("files/hello.txt"), "hello from a granted folder");
+    plant(&h.join("private/secret.txt"), "never shown");
+    std::fs::create_dir_all(h.join("mem")).unwrap();
+    std::os::unix::fs::symlink(h.join("private/secret.txt"), h.join("files/link")).unwrap();
+    let repo = h.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let git = |args: &[&str]| {
+        assert!(
+            std::process::Command::new("git")
+                .args(args)
+                .current_dir(&repo)
+                .env("HOME", &h)
+                .status()
+                .unwrap()
+                .success()
+        )
+    };
+    git(&["init", "-q"]);
+    plant(&repo.join("a.txt"), "a");
+    git(&["add", "a.txt"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-qm",
+        "first",
+    ]);
+
+    let path = deps_path(&deps);
+    let mut s = session(&home, world.path(), Some(&path));
+    let read = said(
+        &mut s,
+        "filesystem.read_text_file",
+        json!({"path": h.join("files/hello.txt")}),
+    );
+    assert!(read.contains("hello from a granted folder"), "{read}");
+    let wrote = s.call(
+        "filesystem.write_file",
+        json!({"path": h.join("files/new.txt"), "content": "made inside"}),
+    );
+    assert!(wrote["result"]["isError"] != true, "{wrote}");
+    assert_eq!(
+        std::fs::read_to_string(h.join("files/new.txt")).unwrap(),
+        "made inside"
+    );
+    for path in [
+        h.join("files/../private/secret.txt"),
+        h.join("files/link"),
+        h.join("private/secret.txt"),
+    ] {
+        let r = s.call("filesystem.read_text_file", json!({"path": path}));
+        assert!(!r.to_string().contains("never shown"), "{path:?}: {r}");
+    }
+    // The memory server writes its file where it was granted.
+    let made = s.call(
+        "memory.create_entities",
+        json!({"entities": [{"name": "sandbox", "entityType": "test", "observations": ["kept"]}]}),
+    );
+    assert!(made["result"]["isError"] != true, "{made}");
+    let memory = std::fs::read_to_string(h.join("mem/memory.jsonl")).unwrap();
+    assert!(memory.contains("sandbox"), "{memory}");
+    // A server with no network still answers; a PyPI server from its venv; git on its repo.
+    let echo = said(&mut s, "everything.echo", json!({"message": "offline"}));
+    assert!(echo.contains("offline"), "{echo}");
+    let now = said(&mut s, "time.get_current_time", json!({"timezone": "UTC"}));
+    assert!(now.contains("UTC"), "{now}");
+    let log = said(&mut s, "git.git_log", json!({"repo_path": repo}));
+    assert!(log.contains("first"), "{log}");
+    for up in ["filesystem", "memory", "everything", "time", "git"] {
+        let st = super::support::upstream_status(&home, up);
+        assert_eq!(st["state"], "running", "{up}: {st}");
+    }
+}
