@@ -206,6 +206,8 @@ pub(crate) fn build(spec: &ServerSpec, opened: &Opened) -> Result<(), SandboxErr
     if shm.is_dir() {
         tmpfs(&shm, "mode=1777")?;
     }
+    // Covered: a folder by an empty read-only tmpfs, a file by /dev/null.
+    let null = inside(root, Path::new("/dev/null"));
     for h in &spec.hide {
         let at = inside(root, h);
         if at.is_dir() {
@@ -216,6 +218,8 @@ pub(crate) fn build(spec: &ServerSpec, opened: &Opened) -> Result<(), SandboxErr
                 "",
             )
             .map_err(err_at(Layer::Root, h))?;
+        } else if at.exists() {
+            rustix::mount::mount_bind(&null, &at).map_err(err_at(Layer::Root, h))?;
         }
     }
     // The home's mount point is made when the host's is out of sight (under /tmp).

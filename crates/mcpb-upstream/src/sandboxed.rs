@@ -29,12 +29,34 @@ fn caches(program: &str) -> &'static [&'static str] {
     }
 }
 
-/// The paths a server's arguments name that exist: `/data`, `--root=/data`, `./repo` (from
-/// its cwd).
-fn arg_paths(args: &[String], cwd: Option<&Path>) -> Vec<PathBuf> {
+/// Where a server may write a path its command line or environment names: the path when it
+/// exists; for one it will make (a log, a memory file), its folder, unless that folder is the
+/// root or one of its top-level folders (`/etc`, `/tmp`): naming `/etc/new` grants nothing.
+fn writable(p: PathBuf) -> Option<PathBuf> {
+    let found = if p.exists() {
+        std::fs::canonicalize(&p).unwrap_or(p)
+    } else {
+        let parent = p.parent()?;
+        if parent.components().count() <= 2 || !parent.is_dir() {
+            return None;
+        }
+        std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf())
+    };
+    // The system's own files are read-only to a server whatever its command line names (a
+    // script under /usr/lib, an interpreter in its environment).
+    const SYSTEM: &[&str] = &[
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/boot", "/proc",
+        "/sys", "/dev", "/run", "/var/lib", "/snap", "/opt",
+    ];
+    (!SYSTEM.iter().any(|s| found.starts_with(s)) && found != Path::new("/")).then_some(found)
+}
+
+/// The paths a server's arguments and environment name: `/data`, `--root=/data`, `./repo`
+/// (from its cwd), `MEMORY_FILE_PATH=/data/memory.jsonl`.
+fn named_paths<'a>(values: impl Iterator<Item = &'a str>, cwd: Option<&Path>) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for a in args {
-        let value = a.split_once('=').map_or(a.as_str(), |(_, v)| v);
+    for a in values {
+        let value = a.split_once('=').map_or(a, |(_, v)| v);
         let p = Path::new(value);
         let p = if p.is_absolute() {
             p.to_path_buf()
@@ -46,9 +68,7 @@ fn arg_paths(args: &[String], cwd: Option<&Path>) -> Vec<PathBuf> {
         } else {
             continue;
         };
-        if p.exists() {
-            out.push(std::fs::canonicalize(&p).unwrap_or(p));
-        }
+        out.extend(writable(p));
     }
     out
 }
@@ -74,7 +94,14 @@ pub fn grants(
     let mut read = policy.read.clone();
     let mut write = policy.write.clone();
     write.extend(settings.cwd.iter().cloned());
-    write.extend(arg_paths(&settings.args, settings.cwd.as_deref()));
+    // The environment's values as the server gets them (its secrets resolved, never kept).
+    let values = settings.args.iter().map(String::as_str).chain(
+        settings
+            .env
+            .keys()
+            .filter_map(|k| env.get(k).map(String::as_str)),
+    );
+    write.extend(named_paths(values, settings.cwd.as_deref()));
     let command = settings.command.clone().unwrap_or_default();
     let program = Path::new(&command)
         .file_name()
@@ -124,6 +151,51 @@ pub fn grants(
     (read, write)
 }
 
+/// What the server may not see of the broker's runtime dir: every entry of it (secrets,
+/// sockets, state, logs, backups, the config) except one a grant lies in (a folder of data a
+/// user keeps there). A grant that holds the runtime dir itself would show all of it: one the
+/// policy names is refused, one taken from the command line is dropped. Nothing to hide when
+/// the runtime dir is under the home, which the server's private home replaces.
+type Grants = (Vec<PathBuf>, Vec<PathBuf>, Vec<PathBuf>);
+
+fn hidden(
+    root: &Path,
+    home: &Path,
+    mut read: Vec<PathBuf>,
+    mut write: Vec<PathBuf>,
+    policy: &SandboxPolicy,
+) -> Result<Grants, String> {
+    let holds_root = |g: &PathBuf| root.starts_with(g);
+    if let Some(g) = policy
+        .read
+        .iter()
+        .chain(&policy.write)
+        .find(|g| holds_root(g))
+    {
+        return Err(format!(
+            "its sandbox grants {}, which holds the broker's runtime dir {}",
+            g.display(),
+            root.display()
+        ));
+    }
+    read.retain(|g| !holds_root(g));
+    write.retain(|g| !holds_root(g));
+    // Under the home, only what is granted of it is bound into the private home.
+    if root.starts_with(home) {
+        return Ok((read, write, Vec::new()));
+    }
+    let granted: Vec<&PathBuf> = read.iter().chain(&write).collect();
+    let hide = std::fs::read_dir(root)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| !granted.iter().any(|g| g.starts_with(p)))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok((read, write, hide))
+}
+
 /// The program and arguments that start `settings`' server under `policy`.
 pub(crate) fn command(
     settings: &UpstreamSettings,
@@ -148,15 +220,12 @@ pub(crate) fn command(
     mcpb_config::layout::create_private_dir(&private_home)
         .map_err(|e| refused(format!("cannot make {}: {e}", private_home.display())))?;
     let (read, write) = grants(settings, policy, env);
+    let (read, write, hide) = hidden(runtime_root, &home, read, write, policy).map_err(refused)?;
     let spec = ServerSpec {
         name: settings.name.clone(),
         home: home.clone(),
         private_home,
-        hide: if runtime_root.starts_with(&home) {
-            Vec::new()
-        } else {
-            vec![runtime_root.to_path_buf()]
-        },
+        hide,
         read,
         write,
         network: policy.network == NetworkMode::Host,
