@@ -182,6 +182,12 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The sandbox of stdio servers: `check NAME` starts one under its policy, lists its tools
+    /// and shows what it was denied.
+    Sandbox {
+        #[command(subcommand)]
+        command: SandboxCommand,
+    },
     /// Profiles: `validate P` runs each upstream's smoke probe through P's view; `acceptance P`
     /// prints the same probes as calls to paste into a live client session.
     Profile {
@@ -483,6 +489,16 @@ pub(crate) enum PinsCommand {
         /// Approve tools with description findings without asking.
         #[arg(long)]
         yes: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SandboxCommand {
+    /// Start the upstream under its sandbox policy (no daemon needed), list its tools, and show
+    /// its grants and what it said it was denied.
+    Check {
+        /// The upstream.
+        name: String,
     },
 }
 

@@ -381,6 +381,9 @@ pub(crate) fn render_status(data: &Value) -> String {
             }
             out.push_str(&format!("hint: more with `mcp-broker logs {name}`\n"));
         }
+        if u["sandbox"].is_object() {
+            out.push_str(&format!("{name}: {}\n", sandbox_line(&u["sandbox"])));
+        }
         for r in u["rejected_tools"].as_array().into_iter().flatten() {
             out.push_str(&format!(
                 "{name}: refused tool {}: {}\n",
@@ -556,6 +559,9 @@ pub(crate) fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
                 );
                 errln!("  hint: `mcp-broker profile validate PROFILE` starts and probes them");
             }
+            for line in sandbox_grants(&s) {
+                outln!("{line}");
+            }
             // Valid, but what would still fail when it runs from here.
             for f in crate::checks::run_time(&s, None) {
                 errln!("warning: {}", f.what);
@@ -590,6 +596,70 @@ fn render_settings(settings: &Settings, json: bool) -> Result<String, String> {
             .map_err(|e| e.to_string());
     }
     serde_saphyr::to_string(&value).map_err(|e| e.to_string())
+}
+
+/// Each stdio upstream's sandbox as it would start from this shell (its HOME and PATH, the
+/// config's literal environment values; references are not resolved here).
+fn sandbox_grants(s: &Settings) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut open = Vec::new();
+    for (name, u) in &s.upstreams {
+        if u.transport != mcpb_config::Transport::Stdio {
+            continue;
+        }
+        let Some(policy) = &u.sandbox else {
+            open.push(name.as_str());
+            continue;
+        };
+        let mut env: std::collections::BTreeMap<String, String> = ["HOME", "PATH"]
+            .iter()
+            .filter_map(|k| Some((k.to_string(), std::env::var(k).ok()?)))
+            .collect();
+        for (k, t) in &u.env {
+            if let [mcpb_config::template::Part::Literal(v)] = t.parts() {
+                env.insert(k.clone(), v.clone());
+            }
+        }
+        let (read, write) = mcpb_upstream::sandboxed::grants(u, policy, &env);
+        let view = serde_json::json!({"read": read, "write": write,
+            "network": policy.network == mcpb_config::sandbox::NetworkMode::Host});
+        out.push(format!("sandbox {name}: {}", sandbox_line(&view)));
+    }
+    if !open.is_empty() {
+        out.push(format!(
+            "not sandboxed: {} (sandbox: standard runs one in the sandbox)",
+            open.join(", ")
+        ));
+    }
+    out
+}
+
+/// A sandboxed server's grants in one line: `sandboxed, network none; writes /data; reads ~/.nvm`.
+pub(crate) fn sandbox_line(sb: &Value) -> String {
+    let list = |k: &str| {
+        sb[k]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut line = format!(
+        "sandboxed, network {}",
+        if sb["network"] == true {
+            "host"
+        } else {
+            "none"
+        }
+    );
+    for (verb, key) in [("writes", "write"), ("reads", "read")] {
+        let l = list(key);
+        if !l.is_empty() {
+            line.push_str(&format!("; {verb} {l}"));
+        }
+    }
+    line
 }
 
 #[cfg(test)]

@@ -73,7 +73,8 @@ pub(crate) fn list_definitions(s: &Server) -> Result<Vec<Value>, String> {
     result.map(|tools| tools.into_iter().filter(shown).collect())
 }
 
-fn talk(child: &mut std::process::Child) -> Result<Vec<Value>, String> {
+/// Initializes a started server over its stdio and lists its tools, every page.
+pub(crate) fn talk(child: &mut std::process::Child) -> Result<Vec<Value>, String> {
     let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err("no pipes to the server".into());
     };

@@ -33,6 +33,7 @@ mod parity_cmd;
 mod pins_cmd;
 mod probes;
 mod profile_cmd;
+mod sandbox_cmd;
 mod service_cmd;
 mod shim;
 mod tools_cmd;
@@ -47,7 +48,7 @@ use mcpb_config::{ResolveContext, Settings};
 
 use crate::cli::{
     AuthCommand, Cli, ClientCommand, Command, ConfigCommand, PinsCommand, ProfileCommand,
-    ServiceCommand, ToolsCommand,
+    SandboxCommand, ServiceCommand, ToolsCommand,
 };
 
 /// One line saying what happened, then `hint:` lines saying what to do.
@@ -207,6 +208,9 @@ fn main() -> ExitCode {
         Command::Profile {
             command: ProfileCommand::Validate { profile },
         } => with_settings(config, |s| profile_cmd::validate(s, &profile)),
+        Command::Sandbox {
+            command: SandboxCommand::Check { name },
+        } => with_settings(config, |s| sandbox_cmd::check(s, &name)),
         Command::Profile {
             command:
                 ProfileCommand::Acceptance {

@@ -196,6 +196,28 @@ fn hidden(
     Ok((read, write, hide))
 }
 
+/// A start: the program, its arguments and its whole environment.
+pub type StartLine = (PathBuf, Vec<OsString>, BTreeMap<String, String>);
+
+/// A sandboxed server as the daemon would start it, for a check outside the daemon (its
+/// environment's secrets resolved, never shown).
+pub fn start_line(
+    settings: &UpstreamSettings,
+    policy: &SandboxPolicy,
+    passthrough: &[String],
+    runtime_root: &Path,
+) -> Result<StartLine, UpstreamError> {
+    let lookup = |k: &str| std::env::var(k).ok();
+    let env = crate::env::child_env(
+        settings,
+        passthrough,
+        &lookup,
+        &runtime_root.join("secrets"),
+    )?;
+    let (exe, args) = command(settings, policy, &env, runtime_root)?;
+    Ok((exe, args, env))
+}
+
 /// The program and arguments that start `settings`' server under `policy`.
 pub(crate) fn command(
     settings: &UpstreamSettings,

@@ -42,6 +42,17 @@ pub struct UpstreamStatus {
     /// Tools of the last list that were refused one by one (bad name, unreadable definition).
     pub rejected_tools: Vec<RejectedTool>,
     pub stderr_tail: Vec<String>,
+    /// The sandbox the server runs in, as its last start set it up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxView>,
+}
+
+/// A sandboxed server's grants, for `status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SandboxView {
+    pub read: Vec<std::path::PathBuf>,
+    pub write: Vec<std::path::PathBuf>,
+    pub network: bool,
 }
 
 /// A tool left out of an upstream's list, and why; the rest of the list is kept.

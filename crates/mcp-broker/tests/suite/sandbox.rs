@@ -104,7 +104,11 @@ fn a_hostile_server_is_denied_what_it_was_not_granted_and_leaves_nothing_behind(
         "ok: "
     );
     assert_eq!(
-        said(&mut s, "fx.read_path", json!({"path": root.join("test.yaml")})),
+        said(
+            &mut s,
+            "fx.read_path",
+            json!({"path": root.join("test.yaml")})
+        ),
         "ok: "
     );
     // Granted: written where the host sees it.
@@ -289,4 +293,79 @@ fn reference_servers_work_with_what_they_are_granted_and_no_more() {
         let st = super::support::upstream_status(&home, up);
         assert_eq!(st["state"], "running", "{up}: {st}");
     }
+}
+
+#[test]
+fn the_grants_are_shown_checked_and_a_layer_that_fails_refuses_the_start_naming_it() {
+    let fx = fixture();
+    let (home, world) = homes(|w| {
+        format!(
+            "schema_version: 1\nupstreams:\n  fx: {{command: \"{fx}\", args: [--list-log, \"{log}\"], trust_annotations: true, sandbox: {{network: none}}}}\n  broken: {{command: \"{fx}\", sandbox: {{fs: {{read: [\"{missing}\"]}}}}}}\n  open: {{command: \"{fx}\"}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
+            fx = fx.display(),
+            log = w.join("logs/list.log").display(),
+            missing = w.join("nowhere").display(),
+        )
+    });
+    let w = world.path();
+    std::fs::create_dir_all(w.join("logs")).unwrap();
+    let run = |args: &[&str]| {
+        let out = home.cmd(args).env("HOME", w.join("home")).output().unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    // config validate prints what each server is granted, and which run unsandboxed.
+    let (ok, text) = run(&["config", "validate"]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains(&format!(
+            "sandbox fx: sandboxed, network none; writes {}",
+            w.join("logs").display()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("not sandboxed: open"), "{text}");
+    // sandbox check starts it as the daemon would and lists its tools.
+    let (ok, text) = run(&["sandbox", "check", "fx"]);
+    assert!(ok && text.contains("listed"), "{text}");
+    assert!(
+        std::fs::read_to_string(w.join("logs/list.log")).is_ok(),
+        "the server wrote its log where it was granted"
+    );
+    let (ok, text) = run(&["sandbox", "check", "broken"]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("the minimal root layer could not be applied") && text.contains("nowhere"),
+        "{text}"
+    );
+    // Through the daemon: the refusal is the upstream's error in status; a running one shows
+    // its grants.
+    let mut s = session(&home, w, None);
+    let r = s.call("broken.echo", json!({"text": "x"}));
+    assert!(
+        r["error"].is_object() || r["result"]["isError"] == true,
+        "{r}"
+    );
+    let st = super::support::upstream_status(&home, "broken");
+    assert!(
+        st["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("the minimal root layer could not be applied"),
+        "{st}"
+    );
+    assert_eq!(said(&mut s, "fx.echo", json!({"text": "in"})), "in");
+    let st = super::support::upstream_status(&home, "fx");
+    assert_eq!(st["sandbox"]["network"], false, "{st}");
+    // The log exists by now: the file itself is granted, no longer its folder.
+    assert_eq!(
+        st["sandbox"]["write"],
+        json!([w.join("logs/list.log").display().to_string()]),
+        "{st}"
+    );
 }

@@ -131,6 +131,7 @@ impl Upstream {
             last_error: None,
             rejected_tools: Vec::new(),
             stderr_tail: Vec::new(),
+            sandbox: None,
         };
         let instances = Arc::new(Semaphore::new(settings.max_instances));
         let concurrency = settings
@@ -467,6 +468,14 @@ impl Upstream {
                 &lookup,
                 &self.ctx.secrets_dir,
             )?;
+            if let Some(policy) = &self.settings.sandbox {
+                let (read, write) = crate::sandboxed::grants(&self.settings, policy, &env);
+                self.state.lock().status.sandbox = Some(crate::status::SandboxView {
+                    read,
+                    write,
+                    network: policy.network == mcpb_config::sandbox::NetworkMode::Host,
+                });
+            }
             return Ok(Box::new(StdioProcess {
                 settings: self.settings.clone(),
                 env,
