@@ -147,6 +147,9 @@ pub(crate) enum Command {
         /// When processes start and stop.
         #[arg(long, value_parser = ["shared", "per_session", "per_call", "disabled"])]
         lifecycle: Option<String>,
+        /// Run the command unsandboxed (it gets the standard sandbox otherwise).
+        #[arg(long)]
+        no_sandbox: bool,
         /// The server's command and arguments, after `--`.
         #[arg(last = true)]
         command: Vec<String>,
@@ -313,6 +316,9 @@ pub(crate) struct ImportArgs {
     /// A new profile hides the mutating tools the servers have (the client had them).
     #[arg(long)]
     pub read_only: bool,
+    /// The moved servers run unsandboxed (they get the standard sandbox otherwise).
+    #[arg(long)]
+    pub no_sandbox: bool,
     /// Write what the last dry run showed (after a backup of each client file).
     #[arg(long)]
     pub apply: bool,
@@ -564,6 +570,9 @@ pub(crate) struct ConfigImportArgs {
     /// The profile hides mutating tools, except those a target's `tools_allow` names.
     #[arg(long)]
     pub read_only: bool,
+    /// The targets run unsandboxed (they get the standard sandbox otherwise).
+    #[arg(long)]
+    pub no_sandbox: bool,
     /// Write what the last dry run showed.
     #[arg(long)]
     pub apply: bool,

@@ -559,7 +559,7 @@ pub(crate) fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
                 );
                 errln!("  hint: `mcp-broker profile validate PROFILE` starts and probes them");
             }
-            for line in sandbox_grants(&s) {
+            for line in sandbox_grants(&s, None) {
                 outln!("{line}");
             }
             // Valid, but what would still fail when it runs from here.
@@ -600,11 +600,12 @@ fn render_settings(settings: &Settings, json: bool) -> Result<String, String> {
 
 /// Each stdio upstream's sandbox as it would start from this shell (its HOME and PATH, the
 /// config's literal environment values; references are not resolved here).
-fn sandbox_grants(s: &Settings) -> Vec<String> {
+/// `only`: these upstreams alone (a dry run's new ones).
+pub(crate) fn sandbox_grants(s: &Settings, only: Option<&[String]>) -> Vec<String> {
     let mut out = Vec::new();
     let mut open = Vec::new();
     for (name, u) in &s.upstreams {
-        if u.transport != mcpb_config::Transport::Stdio {
+        if u.transport != mcpb_config::Transport::Stdio || only.is_some_and(|o| !o.contains(name)) {
             continue;
         }
         let Some(policy) = &u.sandbox else {

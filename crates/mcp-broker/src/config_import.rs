@@ -167,6 +167,7 @@ fn plan_targets(
         secrets_dir: &secrets_dir,
         folder: dir,
         read_only: a.read_only,
+        sandbox: !a.no_sandbox,
     };
     let mut x = Import {
         rows: Vec::new(),
@@ -471,8 +472,14 @@ pub(crate) fn run(settings: &Settings, a: &ConfigImportArgs, explicit: Option<&P
             &["fix it in the file, --rename it, or leave it out with --skip NAME"],
         );
     }
-    if validate(&config_path, &after).is_err() {
+    let Ok(settings_after) = validate(&config_path, &after) else {
         return ExitCode::FAILURE;
+    };
+    if !a.apply {
+        let new: Vec<String> = x.plan.upstreams.iter().map(|u| u.name.clone()).collect();
+        for line in crate::commands::sandbox_grants(&settings_after, Some(&new)) {
+            outln!("{line}");
+        }
     }
     crate::config_import_apply::finish(&crate::config_import_apply::Finish {
         settings,
@@ -496,6 +503,7 @@ mod tests {
             rename: vec![],
             skip: vec![],
             read_only,
+            no_sandbox: false,
             apply: false,
         }
     }

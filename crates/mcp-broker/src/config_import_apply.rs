@@ -40,6 +40,9 @@ fn again(x: &Finish<'_>, apply: bool) -> String {
     if x.args.read_only {
         c.push_str(" --read-only");
     }
+    if x.args.no_sandbox {
+        c.push_str(" --no-sandbox");
+    }
     if apply {
         c.push_str(" --apply");
     }

@@ -40,6 +40,7 @@ fn again(a: &ImportArgs, apply: bool) -> String {
         (a.all_projects, " --all-projects"),
         (a.compact, " --compact"),
         (a.read_only, " --read-only"),
+        (a.no_sandbox, " --no-sandbox"),
         (apply, " --apply"),
     ];
     for (on, flag) in switches {
@@ -214,6 +215,7 @@ pub(crate) fn import(
             secrets_dir: &secrets_dir,
             folder: &cwd,
             read_only: a.read_only,
+            sandbox: !a.no_sandbox,
         },
     );
     // --read-only shows a server's tools only when its read-only annotations are believed: an
@@ -365,6 +367,12 @@ pub(crate) fn import(
         print_table(&plan, &scan.stays, &mask);
         for line in &profile.said {
             outln!("{line}");
+        }
+        let new: Vec<String> = plan.upstreams.iter().map(|u| u.name.clone()).collect();
+        if let Ok(after) = crate::upstreams_cmd::validate(&config_path, &config_after) {
+            for line in crate::commands::sandbox_grants(&after, Some(&new)) {
+                outln!("{line}");
+            }
         }
         for s in &plan.secrets {
             outln!(

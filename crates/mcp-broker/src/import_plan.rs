@@ -60,6 +60,8 @@ pub(crate) struct Options<'a> {
     pub folder: &'a Path,
     /// `--read-only`: the upstreams' read-only annotations are believed.
     pub read_only: bool,
+    /// Local servers get the standard sandbox (not `--no-sandbox`).
+    pub sandbox: bool,
 }
 
 /// An upstream name for a client's server name: lowercase, only what upstream names take.
@@ -369,6 +371,7 @@ impl Plan {
             tools_deny: s.tools_deny.clone(),
             tags: Vec::new(),
             trust_annotations: o.read_only,
+            sandbox: o.sandbox,
         };
         // Whatever the config would refuse stays in the client, with the config's reason.
         crate::upstreams_cmd::entry(&new)?;

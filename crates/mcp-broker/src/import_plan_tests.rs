@@ -44,6 +44,7 @@ fn options<'a>(
         secrets_dir: dir,
         folder: Path::new("/w"),
         read_only: false,
+        sandbox: false,
     }
 }
 

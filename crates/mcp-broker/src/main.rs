@@ -245,10 +245,12 @@ fn main() -> ExitCode {
             headers,
             env,
             lifecycle,
+            no_sandbox,
             command,
         } => upstreams_cmd::add(
             config,
             &upstreams_cmd::NewUpstream {
+                sandbox: !no_sandbox && url.is_none(),
                 name,
                 command,
                 url,

@@ -27,6 +27,8 @@ pub(crate) struct NewUpstream {
     pub tools_deny: Vec<String>,
     pub tags: Vec<String>,
     pub trust_annotations: bool,
+    /// A local server gets `sandbox: standard`.
+    pub sandbox: bool,
 }
 
 /// `K=V` pairs as a block mapping's lines; the first malformed one is the error. Keys are
@@ -114,6 +116,9 @@ pub(crate) fn entry(new: &NewUpstream) -> Result<Vec<String>, String> {
     }
     if let Some(l) = &new.lifecycle {
         lines.push(format!("  lifecycle: {l}"));
+    }
+    if new.sandbox && new.url.is_none() {
+        lines.push("  sandbox: standard".into());
     }
     Ok(lines)
 }
