@@ -22,6 +22,7 @@ mod http;
 mod load;
 mod many;
 mod retrieval;
+mod sandbox;
 mod scan;
 mod scenario;
 mod soak;
@@ -41,6 +42,9 @@ fn main() -> anyhow::Result<()> {
     }
     if args.iter().any(|a| a == "--exec") {
         return exec::run(quick);
+    }
+    if args.iter().any(|a| a == "--sandbox") {
+        return sandbox::run(quick);
     }
     let mode = if args.iter().any(|a| a == "--soak") {
         scenario::Mode::Soak
