@@ -621,7 +621,7 @@ pub(crate) fn sandbox_grants(s: &Settings, only: Option<&[String]>) -> Vec<Strin
                 env.insert(k.clone(), v.clone());
             }
         }
-        let (read, write) = mcpb_upstream::sandboxed::grants(u, policy, &env);
+        let (read, write) = mcpb_upstream::sandboxed::grants(u, policy, &env, &s.runtime.root);
         let view = serde_json::json!({"read": read, "write": write,
             "network": policy.network == mcpb_config::sandbox::NetworkMode::Host});
         out.push(format!("sandbox {name}: {}", sandbox_line(&view)));

@@ -55,7 +55,7 @@ pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(&format!("mcp-broker: {e}"), &[]),
     };
-    let (read, write) = mcpb_upstream::sandboxed::grants(u, policy, &env);
+    let (read, write) = mcpb_upstream::sandboxed::grants(u, policy, &env, root);
     let view = serde_json::json!({"read": read, "write": write,
         "network": policy.network == mcpb_config::sandbox::NetworkMode::Host});
     outln!("{name}: {}", crate::commands::sandbox_line(&view));

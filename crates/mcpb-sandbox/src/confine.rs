@@ -111,14 +111,15 @@ pub(crate) fn close_fds_from(first: u32, report: &Report) -> Result<(), SandboxE
     let report_fd = u32::try_from(keep).unwrap_or(u32::MAX);
     for (lo, hi) in [
         (first, report_fd.saturating_sub(1)),
-        (report_fd + 1, u32::MAX),
+        (report_fd.saturating_add(1), u32::MAX),
     ] {
         if lo > hi {
             continue;
         }
-        // SAFETY: close_range only closes descriptors; the ranges leave out 0-3 and the
-        // report pipe, and no Rust object of this process still uses any fd being closed
-        // (the host fds and pipes were held by the init this process was forked from).
+        // SAFETY: close_range only closes descriptors; the ranges leave out every fd below
+        // `first` (the stdio, and a code run's SDK fd) and the report pipe, and no Rust object
+        // of this process still uses any fd being closed (the host fds and pipes were held by
+        // the init this process was forked from).
         let rc = unsafe { libc::syscall(libc::SYS_close_range, lo, hi, 0u32) };
         if rc != 0 {
             return Err(SandboxError::at(

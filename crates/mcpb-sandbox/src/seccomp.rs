@@ -215,9 +215,36 @@ pub(crate) fn server_filters() -> Result<Vec<BpfProgram>, SandboxError> {
     let mut enosys: BTreeMap<i64, Vec<SeccompRule>> =
         io_uring.iter().map(|nr| (*nr, Vec::new())).collect();
     enosys.insert(libc::SYS_clone3, Vec::new());
+    // Sockets of the families a server talks over (local, IP, netlink for its interfaces);
+    // others (vsock to the hypervisor, packet, bluetooth...) reach past any namespace. And no
+    // typing into a terminal.
+    let mut eperm: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    let families = [
+        libc::AF_UNIX,
+        libc::AF_INET,
+        libc::AF_INET6,
+        libc::AF_NETLINK,
+    ];
+    eperm.insert(
+        libc::SYS_socket,
+        vec![rule(
+            families
+                .iter()
+                .map(|f| cond(0, SeccompCmpOp::Ne, *f as u64))
+                .collect::<Result<Vec<_>, _>>()?,
+        )?],
+    );
+    eperm.insert(
+        libc::SYS_ioctl,
+        [libc::TIOCSTI, libc::TIOCLINUX]
+            .iter()
+            .map(|req| rule(vec![cond(1, SeccompCmpOp::Eq, *req)?]))
+            .collect::<Result<Vec<_>, _>>()?,
+    );
     let mut out = vec![
         program(kill, SeccompAction::KillProcess)?,
         program(enosys, SeccompAction::Errno(libc::ENOSYS as u32))?,
+        program(eperm, SeccompAction::Errno(libc::EPERM as u32))?,
     ];
     if cfg!(target_arch = "x86_64") {
         out.push(x32_kill());

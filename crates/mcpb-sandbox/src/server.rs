@@ -149,7 +149,12 @@ fn holder(
     go: &OwnedFd,
 ) -> Result<i32, SandboxError> {
     let sup = |e: rustix::io::Errno| SandboxError::at(Layer::Supervise, e);
+    let helper = rustix::process::getppid();
     rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).map_err(sup)?;
+    // The helper may have died before the signal was asked for: then nobody would send it.
+    if rustix::process::getppid() != helper {
+        return Ok(125);
+    }
     unshare(UnshareFlags::NEWUSER, Layer::UserNamespace)?;
     rustix::io::write(ready, b"r").map_err(sup)?;
     let mut byte = [0u8; 1];
@@ -223,6 +228,8 @@ fn exec(
     argv: &[OsString],
     report: &Report,
 ) -> Result<std::convert::Infallible, SandboxError> {
+    // A session of its own: no controlling terminal to type into (TIOCSTI) or read from.
+    rustix::process::setsid().map_err(|e| SandboxError::at(Layer::Identity, e))?;
     crate::confine::drop_capabilities(inside_uid(spec.host_uid))?;
     for (resource, value) in [
         (rustix::process::Resource::Core, Some(0)),
@@ -287,7 +294,7 @@ fn landlock(spec: &ServerSpec) -> Result<(), SandboxError> {
         .add_rules(path_beneath_rules(&writable, AccessFs::from_all(abi)))
         .map_err(err)?
         .add_rules(path_beneath_rules(
-            ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"]
+            ["/dev/null", "/dev/zero", "/dev/full"]
                 .into_iter()
                 .filter(|d| std::path::Path::new(d).exists()),
             AccessFs::from_read(abi) | AccessFs::WriteFile,

@@ -30,13 +30,44 @@ pub(crate) struct Opened {
     read: Vec<(PathBuf, OwnedFd, bool)>,
 }
 
+/// Opens a granted path without following a symlink anywhere in it: the daemon resolved the
+/// grants it was given, so a symlink here was planted since (by a server, in a folder it may
+/// write) and would point the bind elsewhere. Refused, naming the path.
 fn open_path(p: &Path) -> Result<(OwnedFd, bool), SandboxError> {
-    let meta = std::fs::metadata(p)
-        .map_err(|e| SandboxError::at(Layer::Root, format!("{}: {e}", p.display())))?;
-    let fd = rustix::fs::open(p, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| SandboxError::at(Layer::Root, format!("{}: {e}", p.display())))?;
-    Ok((fd, meta.is_dir()))
+    let err = |e: rustix::io::Errno| SandboxError::at(Layer::Root, format!("{}: {e}", p.display()));
+    let fd = rustix::fs::openat2(
+        rustix::fs::CWD,
+        p,
+        OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+        rustix::fs::ResolveFlags::NO_SYMLINKS | rustix::fs::ResolveFlags::NO_MAGICLINKS,
+    )
+    .map_err(err)?;
+    let st = rustix::fs::fstat(&fd).map_err(err)?;
+    let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+    if kind == rustix::fs::FileType::Symlink {
+        return Err(err(rustix::io::Errno::LOOP));
+    }
+    Ok((fd, kind == rustix::fs::FileType::Directory))
 }
+
+/// Sockets of the user's session and the system's services that a server could otherwise
+/// connect to through its read-only view (a network namespace does not cover them): the
+/// session bus, agents (ssh, gpg) and everything else under /run/user, the system bus, and
+/// the container engines' and snapd's sockets. Folders get an empty tmpfs, sockets /dev/null.
+const SOCKETS: &[&str] = &[
+    "/run/user",
+    "/run/dbus",
+    "/run/docker.sock",
+    "/run/docker",
+    "/run/containerd",
+    "/run/podman",
+    "/run/snapd.socket",
+    "/run/snapd-snap.socket",
+    "/run/systemd/private",
+    "/run/systemd/userdb",
+    "/var/run/docker.sock",
+];
 
 impl Opened {
     pub(crate) fn open(spec: &ServerSpec) -> Result<Self, SandboxError> {
@@ -45,15 +76,6 @@ impl Opened {
                 return Err(SandboxError::at(
                     Layer::Spec,
                     format!("grant {} is not absolute", p.display()),
-                ));
-            }
-            if spec.hide.iter().any(|h| p.starts_with(h)) {
-                return Err(SandboxError::at(
-                    Layer::Spec,
-                    format!(
-                        "grant {} is inside the broker's runtime dir, which servers never see",
-                        p.display()
-                    ),
                 ));
             }
         }
@@ -157,6 +179,21 @@ fn locked_flags(target: &Path) -> MountFlags {
 
 /// Binds an opened host object at `at` inside the new root; the mount point is made when it
 /// is missing (under the private home or /tmp, the only writable places).
+/// Whether a path inside the new root passes through a symlink (a server's private home or
+/// /tmp may hold ones it planted): a mount point is never made through one.
+fn through_symlink(root: &Path, at: &Path) -> bool {
+    let mut p = root.to_path_buf();
+    for c in at.strip_prefix("/").unwrap_or(at).components() {
+        p.push(c);
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => return true,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
 fn bind(
     root: &Path,
     fd: &OwnedFd,
@@ -165,6 +202,15 @@ fn bind(
     read_only: bool,
 ) -> Result<(), SandboxError> {
     let target = inside(root, at);
+    if through_symlink(root, at) {
+        return Err(SandboxError::at(
+            Layer::Root,
+            format!(
+                "the mount point of {} passes through a symlink",
+                at.display()
+            ),
+        ));
+    }
     if !target.exists() {
         let made = if dir {
             std::fs::create_dir_all(&target)
@@ -206,20 +252,24 @@ pub(crate) fn build(spec: &ServerSpec, opened: &Opened) -> Result<(), SandboxErr
     if shm.is_dir() {
         tmpfs(&shm, "mode=1777")?;
     }
-    // Covered: a folder by an empty read-only tmpfs, a file by /dev/null.
+    // Covered: a folder by an empty tmpfs (nothing in it is writable past landlock, except the
+    // grants bound into it below), a file or socket by /dev/null. A path through a symlink
+    // is not the copy's (an absolute link leads out of it): left to the folder it points in.
     let null = inside(root, Path::new("/dev/null"));
-    for h in &spec.hide {
+    let hidden = spec
+        .hide
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(SOCKETS.iter().map(Path::new));
+    for h in hidden {
         let at = inside(root, h);
-        if at.is_dir() {
-            tmpfs(&at, "size=4k,mode=0755")?;
-            rustix::mount::mount_remount(
-                &at,
-                MountFlags::BIND | MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV,
-                "",
-            )
-            .map_err(err_at(Layer::Root, h))?;
-        } else if at.exists() {
-            rustix::mount::mount_bind(&null, &at).map_err(err_at(Layer::Root, h))?;
+        if through_symlink(root, h) {
+            continue;
+        }
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => tmpfs(&at, "size=64k,mode=0755")?,
+            Ok(_) => rustix::mount::mount_bind(&null, &at).map_err(err_at(Layer::Root, h))?,
+            Err(_) => {}
         }
     }
     // The home's mount point is made when the host's is out of sight (under /tmp).

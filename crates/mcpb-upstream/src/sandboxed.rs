@@ -29,26 +29,112 @@ fn caches(program: &str) -> &'static [&'static str] {
     }
 }
 
-/// Where a server may write a path its command line or environment names: the path when it
-/// exists; for one it will make (a log, a memory file), its folder, unless that folder is the
-/// root or one of its top-level folders (`/etc`, `/tmp`): naming `/etc/new` grants nothing.
-fn writable(p: PathBuf) -> Option<PathBuf> {
-    let found = if p.exists() {
-        std::fs::canonicalize(&p).unwrap_or(p)
-    } else {
+/// Credential stores and browser profiles under a home: no grant taken from a command line
+/// reaches into one (a grant the policy names may).
+const PRIVATE: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".docker",
+    ".config",
+    ".netrc",
+    ".git-credentials",
+    ".password-store",
+    ".mozilla",
+    ".pki",
+    ".local/share/keyrings",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".terraform.d",
+    ".vault-token",
+    ".gcloud",
+    ".oci",
+    ".fly",
+    ".pulumi",
+];
+
+/// The system's own files: read-only to a server whatever its command line names (a script
+/// under /usr/lib, an interpreter in its environment).
+const SYSTEM: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/boot", "/proc",
+    "/sys", "/dev", "/run", "/var/lib", "/snap", "/opt",
+];
+
+/// The entries of the runtime dir that are the broker's own: never granted.
+const BROKER_OWN: &[&str] = &["secrets", "sockets", "state", "logs", "run", "backups"];
+
+/// Judges the paths taken from a server's command line, environment and PATH (not the ones
+/// its policy names): what they may never be or reach.
+struct Screen<'a> {
+    home: Option<&'a Path>,
+    runtime_root: &'a Path,
+    /// Where a server may have written (its home, its grants, the temp folders): a symlink
+    /// found there may be one it planted to be granted its target at the next start.
+    planted: Vec<PathBuf>,
+}
+
+/// `p` without `.` and `..` steps, by the text alone.
+fn lexical(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+impl Screen<'_> {
+    /// Whether `p` holds the runtime dir or reaches the broker's own entries in it.
+    fn touches_broker(&self, p: &Path) -> bool {
+        self.runtime_root.starts_with(p)
+            || BROKER_OWN
+                .iter()
+                .any(|o| p.starts_with(self.runtime_root.join(o)))
+    }
+
+    /// `p` as a grant taken from a command line, or `None` when it may not be one.
+    fn derived(&self, p: &Path) -> Option<PathBuf> {
+        let p = lexical(p);
+        // A symlink on the way, where a server may have written: not followed.
+        let mut at = PathBuf::new();
+        for c in p.components() {
+            at.push(c);
+            let link = std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink());
+            if link && self.planted.iter().any(|w| at.starts_with(w)) {
+                return None;
+            }
+        }
+        let p = std::fs::canonicalize(&p).unwrap_or(p);
+        let forbidden = p == Path::new("/")
+            || SYSTEM.iter().any(|s| p.starts_with(s))
+            || self.touches_broker(&p)
+            || self.home.is_some_and(|h| {
+                h.starts_with(&p) || PRIVATE.iter().any(|x| p.starts_with(h.join(x)))
+            });
+        (!forbidden).then_some(p)
+    }
+
+    /// A path a server will write: the path when it exists; for one it will make (a log, a
+    /// memory file), its folder, unless that is the root or a top-level folder.
+    fn writable(&self, p: &Path) -> Option<PathBuf> {
+        if p.exists() {
+            return self.derived(p);
+        }
         let parent = p.parent()?;
         if parent.components().count() <= 2 || !parent.is_dir() {
             return None;
         }
-        std::fs::canonicalize(parent).unwrap_or_else(|_| parent.to_path_buf())
-    };
-    // The system's own files are read-only to a server whatever its command line names (a
-    // script under /usr/lib, an interpreter in its environment).
-    const SYSTEM: &[&str] = &[
-        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/boot", "/proc",
-        "/sys", "/dev", "/run", "/var/lib", "/snap", "/opt",
-    ];
-    (!SYSTEM.iter().any(|s| found.starts_with(s)) && found != Path::new("/")).then_some(found)
+        self.derived(parent)
+    }
 }
 
 /// The paths a server's arguments and environment name: `/data`, `--root=/data`, `./repo`
@@ -68,9 +154,20 @@ fn named_paths<'a>(values: impl Iterator<Item = &'a str>, cwd: Option<&Path>) ->
         } else {
             continue;
         };
-        out.extend(writable(p));
+        out.push(p);
     }
     out
+}
+
+/// The interpreter a script's `#!` line names, where its links lead (`/usr/bin/env` and
+/// what it runs are found on the PATH, already granted).
+fn interpreter(script: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
+    let line = std::str::from_utf8(&head[..n]).ok()?.lines().next()?;
+    let first = line.strip_prefix("#!")?.split_whitespace().next()?;
+    std::fs::canonicalize(first).ok()
 }
 
 /// Where a program name is found on `path`.
@@ -84,16 +181,41 @@ fn which(program: &str, path: &str) -> Option<PathBuf> {
 }
 
 /// The grants a server gets: (read, write), each path once, a path listed under the policy's
-/// `read` never writable.
+/// `read` never writable. The policy's own paths are taken as written (resolved); the ones
+/// taken from its cwd, arguments, environment and PATH are screened (see `Screen`).
 pub fn grants(
     settings: &UpstreamSettings,
     policy: &SandboxPolicy,
     env: &BTreeMap<String, String>,
+    runtime_root: &Path,
 ) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let home = env.get("HOME").map(PathBuf::from);
-    let mut read = policy.read.clone();
-    let mut write = policy.write.clone();
-    write.extend(settings.cwd.iter().cloned());
+    let resolved = |l: &[PathBuf]| -> Vec<PathBuf> {
+        l.iter()
+            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+            .collect()
+    };
+    let home = env
+        .get("HOME")
+        .map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| PathBuf::from(h)));
+    let runtime_root = std::fs::canonicalize(runtime_root).unwrap_or_else(|_| runtime_root.into());
+    let explicit_read = resolved(&policy.read);
+    let mut read = explicit_read.clone();
+    let mut write = resolved(&policy.write);
+    let mut planted: Vec<PathBuf> = vec![
+        runtime_root.clone(),
+        "/tmp".into(),
+        "/var/tmp".into(),
+        "/dev/shm".into(),
+    ];
+    planted.extend(home.iter().cloned());
+    planted.extend(write.iter().cloned());
+    planted.extend(settings.cwd.iter().cloned());
+    let screen = Screen {
+        home: home.as_deref(),
+        runtime_root: &runtime_root,
+        planted,
+    };
+    write.extend(settings.cwd.iter().filter_map(|c| screen.derived(c)));
     // The environment's values as the server gets them (its secrets resolved, never kept).
     let values = settings.args.iter().map(String::as_str).chain(
         settings
@@ -101,7 +223,9 @@ pub fn grants(
             .keys()
             .filter_map(|k| env.get(k).map(String::as_str)),
     );
-    write.extend(named_paths(values, settings.cwd.as_deref()));
+    for p in named_paths(values, settings.cwd.as_deref()) {
+        write.extend(screen.writable(&p));
+    }
     let command = settings.command.clone().unwrap_or_default();
     let program = Path::new(&command)
         .file_name()
@@ -112,37 +236,42 @@ pub fn grants(
             caches(&program)
                 .iter()
                 .map(|c| home.join(c))
-                .filter(|p| p.exists()),
+                .filter(|p| p.exists())
+                .filter_map(|p| screen.derived(&p)),
         );
-        // Tools installed under the home (~/.local/bin, ~/.nvm/versions/node/v22/bin, ~/.cargo/bin)
-        // would be hidden by the private home: their installation is granted read-only.
+        // Tools installed under the home (~/.local/bin, ~/.nvm/versions/node/v22/bin) would
+        // be hidden by the private home: their bin folder is granted read-only, and a whole
+        // installation only where it is one of a version manager's (`versions/`,
+        // `toolchains/`), never the folder a `bin` is in (~/.cargo holds credentials).
         let path = env.get("PATH").cloned().unwrap_or_default();
-        let installed = which(&command, &path)
+        // The command where it is found, where its links lead, and the interpreter its `#!`
+        // names (a venv's script runs a Python that may live under the home).
+        let found = which(&command, &path);
+        let mut programs: Vec<PathBuf> = found.iter().cloned().collect();
+        programs.extend(found.as_deref().and_then(|f| std::fs::canonicalize(f).ok()));
+        programs.extend(found.as_deref().and_then(interpreter));
+        let installed = programs
             .into_iter()
-            .map(|p| p.parent().map(Path::to_path_buf).unwrap_or(p));
+            .filter_map(|p| p.parent().map(Path::to_path_buf));
         for dir in path.split(':').map(PathBuf::from).chain(installed) {
+            let Some(dir) = screen.derived(&dir) else {
+                continue;
+            };
             if !dir.starts_with(home) || !dir.is_dir() {
                 continue;
             }
-            let root = if dir.ends_with("bin") && dir.parent() != Some(home.as_path()) {
-                dir.parent().map(Path::to_path_buf).unwrap_or(dir)
-            } else {
-                dir
-            };
-            // ~/.local holds more than tools (keyrings, other apps' data): only its tool parts.
-            if root == home.join(".local") {
-                read.extend(
-                    ["bin", "lib", "share/uv", "share/pipx"]
-                        .iter()
-                        .map(|p| root.join(p))
-                        .filter(|p| p.exists()),
-                );
-            } else {
-                read.push(root);
+            let managed = dir.ends_with("bin")
+                && dir.strip_prefix(home).is_ok_and(|r| {
+                    r.components()
+                        .any(|c| matches!(c.as_os_str().to_str(), Some("versions" | "toolchains")))
+                });
+            match dir.parent() {
+                Some(install) if managed => read.push(install.to_path_buf()),
+                _ => read.push(dir),
             }
         }
     }
-    write.retain(|w| !policy.read.iter().any(|r| r == w));
+    write.retain(|w| !explicit_read.contains(w));
     write.sort();
     write.dedup();
     read.retain(|r| !write.contains(r));
@@ -151,49 +280,25 @@ pub fn grants(
     (read, write)
 }
 
-/// What the server may not see of the broker's runtime dir: every entry of it (secrets,
-/// sockets, state, logs, backups, the config) except one a grant lies in (a folder of data a
-/// user keeps there). A grant that holds the runtime dir itself would show all of it: one the
-/// policy names is refused, one taken from the command line is dropped. Nothing to hide when
-/// the runtime dir is under the home, which the server's private home replaces.
-type Grants = (Vec<PathBuf>, Vec<PathBuf>, Vec<PathBuf>);
-
-fn hidden(
-    root: &Path,
-    home: &Path,
-    mut read: Vec<PathBuf>,
-    mut write: Vec<PathBuf>,
-    policy: &SandboxPolicy,
-) -> Result<Grants, String> {
-    let holds_root = |g: &PathBuf| root.starts_with(g);
-    if let Some(g) = policy
-        .read
-        .iter()
-        .chain(&policy.write)
-        .find(|g| holds_root(g))
-    {
+/// What the server may not see: the broker's runtime dir, covered whole (its grants are
+/// bound into the cover), unless it is under the home, which the private home replaces. A
+/// grant the policy names that holds the runtime dir, or reaches the broker's own entries in
+/// it (secrets, sockets, state...), refuses the start.
+fn hidden(root: &Path, home: &Path, policy: &SandboxPolicy) -> Result<Vec<PathBuf>, String> {
+    let own =
+        |g: &PathBuf| root.starts_with(g) || BROKER_OWN.iter().any(|o| g.starts_with(root.join(o)));
+    if let Some(g) = policy.read.iter().chain(&policy.write).find(|g| own(g)) {
         return Err(format!(
-            "its sandbox grants {}, which holds the broker's runtime dir {}",
+            "its sandbox grants {}, which would show the broker's own files in {}",
             g.display(),
             root.display()
         ));
     }
-    read.retain(|g| !holds_root(g));
-    write.retain(|g| !holds_root(g));
-    // Under the home, only what is granted of it is bound into the private home.
-    if root.starts_with(home) {
-        return Ok((read, write, Vec::new()));
-    }
-    let granted: Vec<&PathBuf> = read.iter().chain(&write).collect();
-    let hide = std::fs::read_dir(root)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.path())
-                .filter(|p| !granted.iter().any(|g| g.starts_with(p)))
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok((read, write, hide))
+    Ok(if root.starts_with(home) {
+        Vec::new()
+    } else {
+        vec![root.to_path_buf()]
+    })
 }
 
 /// A start: the program, its arguments and its whole environment.
@@ -241,8 +346,13 @@ pub(crate) fn command(
         .join("home");
     mcpb_config::layout::create_private_dir(&private_home)
         .map_err(|e| refused(format!("cannot make {}: {e}", private_home.display())))?;
-    let (read, write) = grants(settings, policy, env);
-    let (read, write, hide) = hidden(runtime_root, &home, read, write, policy).map_err(refused)?;
+    let private_home = std::fs::canonicalize(&private_home).unwrap_or(private_home);
+    let runtime_root = std::fs::canonicalize(runtime_root)
+        .map_err(|e| refused(format!("{}: {e}", runtime_root.display())))?;
+    let runtime_root = runtime_root.as_path();
+    let home = std::fs::canonicalize(&home).unwrap_or(home);
+    let hide = hidden(runtime_root, &home, policy).map_err(refused)?;
+    let (read, write) = grants(settings, policy, env, runtime_root);
     let spec = ServerSpec {
         name: settings.name.clone(),
         home: home.clone(),
@@ -301,7 +411,8 @@ mod tests {
             ("HOME".to_string(), home.display().to_string()),
             ("PATH".to_string(), format!("{}:/usr/bin", tools.display())),
         ]);
-        let (read, write) = grants(&settings, &SandboxPolicy::default(), &env);
+        let rt = dir.path().join("rt");
+        let (read, write) = grants(&settings, &SandboxPolicy::default(), &env, &rt);
         let canon = std::fs::canonicalize(&data).unwrap();
         let mut want = vec![canon.clone(), home.join(".npm")];
         want.sort();
@@ -312,7 +423,7 @@ mod tests {
             read: vec![canon.clone()],
             ..SandboxPolicy::default()
         };
-        let (read, write) = grants(&settings, &policy, &env);
+        let (read, write) = grants(&settings, &policy, &env, &rt);
         assert!(read.contains(&canon) && !write.contains(&canon));
         assert!(!read.iter().chain(&write).any(|p| p.ends_with(".ssh")));
     }

@@ -59,7 +59,7 @@ fn a_hostile_server_is_denied_what_it_was_not_granted_and_leaves_nothing_behind(
     let fx = fixture();
     let (home, world) = homes(|w| {
         format!(
-            "schema_version: 1\nupstreams:\n  fx: {{command: \"{fx}\", args: [--hostile], trust_annotations: true, sandbox: {{fs: {{write: [\"{data}\"]}}, network: none}}}}\n  netfx: {{command: \"{fx}\", args: [--hostile], trust_annotations: true, sandbox: standard}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
+            "schema_version: 1\nupstreams:\n  fx: {{command: \"{fx}\", args: [--hostile], env: {{CACHE: \"{data}/cache\"}}, trust_annotations: true, sandbox: {{fs: {{write: [\"{data}\"]}}, network: none}}}}\n  netfx: {{command: \"{fx}\", args: [--hostile], trust_annotations: true, sandbox: standard}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
             fx = fx.display(),
             data = w.join("data").display(),
         )
@@ -74,6 +74,9 @@ fn a_hostile_server_is_denied_what_it_was_not_granted_and_leaves_nothing_behind(
     );
     plant(&w.join("outside.txt"), "unchanged");
     std::fs::create_dir_all(w.join("data")).unwrap();
+    // A link a server could have planted where it may write, naming the user's keys: its
+    // environment names it, but its target is never granted.
+    std::os::unix::fs::symlink(w.join("home/.ssh"), w.join("data/cache")).unwrap();
     let mut s = session(&home, &w, None);
     let denied = |r: String, what: &str| {
         assert!(r.starts_with("denied"), "{what}: {r}");
@@ -98,18 +101,28 @@ fn a_hostile_server_is_denied_what_it_was_not_granted_and_leaves_nothing_behind(
         ),
         "another server's home",
     );
-    // The runtime dir's entries are covered: empty folders, empty files.
-    assert_eq!(
+    // The runtime dir is covered whole: nothing of it is there.
+    denied(
         said(&mut s, "fx.list_dir", json!({"path": root.join("secrets")})),
-        "ok: "
+        "the secrets folder",
     );
-    assert_eq!(
+    denied(
         said(
             &mut s,
             "fx.read_path",
-            json!({"path": root.join("test.yaml")})
+            json!({"path": root.join("test.yaml")}),
         ),
-        "ok: "
+        "the broker's config",
+    );
+    let st = super::support::upstream_status(&home, "fx");
+    assert!(!st["sandbox"].to_string().contains(".ssh"), "{st}");
+    denied(
+        said(
+            &mut s,
+            "fx.read_path",
+            json!({"path": w.join("data/cache/id_rsa")}),
+        ),
+        "a planted link to the keys",
     );
     // Granted: written where the host sees it.
     let x = w.join("data/x");

@@ -469,7 +469,12 @@ impl Upstream {
                 &self.ctx.secrets_dir,
             )?;
             if let Some(policy) = &self.settings.sandbox {
-                let (read, write) = crate::sandboxed::grants(&self.settings, policy, &env);
+                let root = self
+                    .ctx
+                    .secrets_dir
+                    .parent()
+                    .unwrap_or(std::path::Path::new("/"));
+                let (read, write) = crate::sandboxed::grants(&self.settings, policy, &env, root);
                 self.state.lock().status.sandbox = Some(crate::status::SandboxView {
                     read,
                     write,
