@@ -179,6 +179,21 @@ fn locked_flags(target: &Path) -> MountFlags {
 
 /// Binds an opened host object at `at` inside the new root; the mount point is made when it
 /// is missing (under the private home or /tmp, the only writable places).
+/// Covers `h` in the new root: a folder with an empty tmpfs, a file or socket with /dev/null.
+/// A path through a symlink is not the copy's (an absolute link leads out of it): left alone.
+fn cover(root: &Path, h: &Path) -> Result<(), SandboxError> {
+    if through_symlink(root, h) {
+        return Ok(());
+    }
+    let at = inside(root, h);
+    match std::fs::symlink_metadata(&at) {
+        Ok(m) if m.is_dir() => tmpfs(&at, "size=64k,mode=0755"),
+        Ok(_) => rustix::mount::mount_bind(inside(root, Path::new("/dev/null")), &at)
+            .map_err(err_at(Layer::Root, h)),
+        Err(_) => Ok(()),
+    }
+}
+
 /// Whether a path inside the new root passes through a symlink (a server's private home or
 /// /tmp may hold ones it planted): a mount point is never made through one.
 fn through_symlink(root: &Path, at: &Path) -> bool {
@@ -252,25 +267,10 @@ pub(crate) fn build(spec: &ServerSpec, opened: &Opened) -> Result<(), SandboxErr
     if shm.is_dir() {
         tmpfs(&shm, "mode=1777")?;
     }
-    // Covered: a folder by an empty tmpfs (nothing in it is writable past landlock, except the
-    // grants bound into it below), a file or socket by /dev/null. A path through a symlink
-    // is not the copy's (an absolute link leads out of it): left to the folder it points in.
-    let null = inside(root, Path::new("/dev/null"));
-    let hidden = spec
-        .hide
-        .iter()
-        .map(PathBuf::as_path)
-        .chain(SOCKETS.iter().map(Path::new));
-    for h in hidden {
-        let at = inside(root, h);
-        if through_symlink(root, h) {
-            continue;
-        }
-        match std::fs::symlink_metadata(&at) {
-            Ok(m) if m.is_dir() => tmpfs(&at, "size=64k,mode=0755")?,
-            Ok(_) => rustix::mount::mount_bind(&null, &at).map_err(err_at(Layer::Root, h))?,
-            Err(_) => {}
-        }
+    // The runtime dir, covered by an empty tmpfs (nothing in it writable past landlock but
+    // the grants bound into it below).
+    for h in &spec.hide {
+        cover(root, h)?;
     }
     // The home's mount point is made when the host's is out of sight (under /tmp).
     bind(root, &opened.home, true, &spec.home, false)?;
@@ -279,6 +279,14 @@ pub(crate) fn build(spec: &ServerSpec, opened: &Opened) -> Result<(), SandboxErr
     }
     for (p, fd, dir) in &opened.read {
         bind(root, fd, *dir, p, true)?;
+    }
+    // The sockets, after the grants so that a grant holding one (`/run`) does not show it
+    // again; skipped where a grant lies inside one (the user named it).
+    let granted: Vec<&PathBuf> = spec.read.iter().chain(&spec.write).collect();
+    for sock in SOCKETS.iter().map(Path::new) {
+        if !granted.iter().any(|g| g.starts_with(sock)) {
+            cover(root, sock)?;
+        }
     }
     // A /proc of the server's own PID namespace; where the machine forbids one, an empty
     // directory rather than the host's (which would show every process).

@@ -64,17 +64,35 @@ const SYSTEM: &[&str] = &[
     "/sys", "/dev", "/run", "/var/lib", "/snap", "/opt",
 ];
 
-/// The entries of the runtime dir that are the broker's own: never granted.
-const BROKER_OWN: &[&str] = &["secrets", "sockets", "state", "logs", "run", "backups"];
+/// The entries of the runtime dir that are the broker's own: never granted (nor any file
+/// directly in it: the config, the schema).
+const BROKER_OWN: &[&str] = &[
+    "secrets", "sockets", "state", "logs", "run", "backups", "models",
+];
 
 /// Judges the paths taken from a server's command line, environment and PATH (not the ones
 /// its policy names): what they may never be or reach.
 struct Screen<'a> {
     home: Option<&'a Path>,
+    /// `$HOME` as written, when it is a link to `home`: paths spelled under it are taken as
+    /// under `home`.
+    home_as_written: Option<PathBuf>,
     runtime_root: &'a Path,
     /// Where a server may have written (its home, its grants, the temp folders): a symlink
     /// found there may be one it planted to be granted its target at the next start.
     planted: Vec<PathBuf>,
+}
+
+/// Whether `p` holds the runtime dir `root`, or reaches its broker-owned entries or a file
+/// directly in it (its config).
+fn touches_broker(root: &Path, p: &Path) -> bool {
+    root.starts_with(p)
+        || BROKER_OWN.iter().any(|o| p.starts_with(root.join(o)))
+        || p.strip_prefix(root).is_ok_and(|rest| {
+            rest.components()
+                .next()
+                .is_some_and(|first| !root.join(first).is_dir())
+        })
 }
 
 /// `p` without `.` and `..` steps, by the text alone.
@@ -95,26 +113,30 @@ fn lexical(p: &Path) -> PathBuf {
 impl Screen<'_> {
     /// Whether `p` holds the runtime dir or reaches the broker's own entries in it.
     fn touches_broker(&self, p: &Path) -> bool {
-        self.runtime_root.starts_with(p)
-            || BROKER_OWN
-                .iter()
-                .any(|o| p.starts_with(self.runtime_root.join(o)))
+        touches_broker(self.runtime_root, p)
     }
 
-    /// `p` as a grant taken from a command line, or `None` when it may not be one.
+    /// Whether `p` lies where a server may have written.
+    fn in_planted(&self, p: &Path) -> bool {
+        self.planted.iter().any(|w| p.starts_with(w))
+    }
+
+    /// `p` as a grant taken from a command line, or `None` when it may not be one. A path
+    /// with a symlink anywhere in it is not one (whoever planted the link, the grant would be
+    /// its target): a policy's `fs` names such a path on purpose.
     fn derived(&self, p: &Path) -> Option<PathBuf> {
-        let p = lexical(p);
-        // A symlink on the way, where a server may have written: not followed.
-        let mut at = PathBuf::new();
-        for c in p.components() {
-            at.push(c);
-            let link = std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink());
-            if link && self.planted.iter().any(|w| at.starts_with(w)) {
-                return None;
-            }
+        let mut p = lexical(p);
+        if let (Some(written), Some(home)) = (&self.home_as_written, self.home)
+            && let Ok(rest) = p.strip_prefix(written)
+        {
+            p = home.join(rest);
         }
-        let p = std::fs::canonicalize(&p).unwrap_or(p);
-        let forbidden = p == Path::new("/")
+        if std::fs::canonicalize(&p).is_ok_and(|r| r != p) {
+            return None;
+        }
+        let forbidden = p.components().count() <= 2
+            || p.starts_with("/proc")
+            || p == Path::new("/")
             || SYSTEM.iter().any(|s| p.starts_with(s))
             || self.touches_broker(&p)
             || self.home.is_some_and(|h| {
@@ -123,14 +145,24 @@ impl Screen<'_> {
         (!forbidden).then_some(p)
     }
 
+    /// A file directly in the runtime dir that a command line names (a list of tools kept
+    /// beside the config): readable, never writable (the config is there).
+    fn readable_file_in_root(&self, p: &Path) -> Option<PathBuf> {
+        let p = lexical(p);
+        let direct = p.parent() == Some(self.runtime_root) && p.is_file();
+        let named_as_is = std::fs::canonicalize(&p).is_ok_and(|r| r == p);
+        (direct && named_as_is).then_some(p)
+    }
+
     /// A path a server will write: the path when it exists; for one it will make (a log, a
     /// memory file), its folder, unless that is the root or a top-level folder.
     fn writable(&self, p: &Path) -> Option<PathBuf> {
+        let p = lexical(p);
         if p.exists() {
-            return self.derived(p);
+            return self.derived(&p);
         }
         let parent = p.parent()?;
-        if parent.components().count() <= 2 || !parent.is_dir() {
+        if !parent.is_dir() {
             return None;
         }
         self.derived(parent)
@@ -212,6 +244,10 @@ pub fn grants(
     planted.extend(settings.cwd.iter().cloned());
     let screen = Screen {
         home: home.as_deref(),
+        home_as_written: env
+            .get("HOME")
+            .map(PathBuf::from)
+            .filter(|h| Some(h) != home.as_ref()),
         runtime_root: &runtime_root,
         planted,
     };
@@ -224,7 +260,10 @@ pub fn grants(
             .filter_map(|k| env.get(k).map(String::as_str)),
     );
     for p in named_paths(values, settings.cwd.as_deref()) {
-        write.extend(screen.writable(&p));
+        match screen.writable(&p) {
+            Some(w) => write.push(w),
+            None => read.extend(screen.readable_file_in_root(&p)),
+        }
     }
     let command = settings.command.clone().unwrap_or_default();
     let program = Path::new(&command)
@@ -246,7 +285,11 @@ pub fn grants(
         let path = env.get("PATH").cloned().unwrap_or_default();
         // The command where it is found, where its links lead, and the interpreter its `#!`
         // names (a venv's script runs a Python that may live under the home).
-        let found = which(&command, &path);
+        // Not for a command where a server may write: its link or `#!` could name anything.
+        let found = which(&command, &path).filter(|f| {
+            let f = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
+            !screen.in_planted(&f) && !write.iter().any(|w| f.starts_with(w))
+        });
         let mut programs: Vec<PathBuf> = found.iter().cloned().collect();
         programs.extend(found.as_deref().and_then(|f| std::fs::canonicalize(f).ok()));
         programs.extend(found.as_deref().and_then(interpreter));
@@ -285,9 +328,14 @@ pub fn grants(
 /// grant the policy names that holds the runtime dir, or reaches the broker's own entries in
 /// it (secrets, sockets, state...), refuses the start.
 fn hidden(root: &Path, home: &Path, policy: &SandboxPolicy) -> Result<Vec<PathBuf>, String> {
-    let own =
-        |g: &PathBuf| root.starts_with(g) || BROKER_OWN.iter().any(|o| g.starts_with(root.join(o)));
-    if let Some(g) = policy.read.iter().chain(&policy.write).find(|g| own(g)) {
+    // Judged as they will be bound: `..` and links resolved.
+    let resolved = |g: &PathBuf| std::fs::canonicalize(g).unwrap_or_else(|_| lexical(g));
+    if let Some(g) = policy
+        .read
+        .iter()
+        .chain(&policy.write)
+        .find(|g| touches_broker(root, &resolved(g)))
+    {
         return Err(format!(
             "its sandbox grants {}, which would show the broker's own files in {}",
             g.display(),
