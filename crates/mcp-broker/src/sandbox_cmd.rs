@@ -46,7 +46,7 @@ pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
             &[],
         );
     }
-    let (exe, args, env) = match mcpb_upstream::sandboxed::start_line(
+    let (exe, args, env, cgroup) = match mcpb_upstream::sandboxed::start_line(
         u,
         policy,
         &settings.broker.env_passthrough,
@@ -76,6 +76,9 @@ pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
     let listed = crate::import_parity::talk(&mut child);
     let _ = child.kill();
     let _ = child.wait();
+    if let Some(cg) = cgroup {
+        cg.remove();
+    }
     let mut stderr = String::new();
     if let Some(mut e) = child.stderr.take() {
         let _ = e.read_to_string(&mut stderr);

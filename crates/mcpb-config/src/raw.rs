@@ -270,7 +270,8 @@ pub struct RawUpstream {
     #[serde(default)]
     pub smoke: Option<RawSmoke>,
     /// Run this stdio server in the broker's sandbox: `standard`, `off`, or the standard
-    /// policy with settings (`fs: {read, write}`, `network: host | none`, `processes`).
+    /// policy with settings (`fs: {read, write}`, `network: host | none`, `memory_mb`,
+    /// `processes`).
     /// Absent: `broker.upstream_sandbox`.
     #[serde(default)]
     pub sandbox: Option<crate::sandbox::RawSandbox>,

@@ -50,6 +50,10 @@ pub struct RawSandboxPolicy {
     /// `host` (default) or `none`.
     #[serde(default)]
     pub network: NetworkMode,
+    /// Memory of the server's whole process tree, in MiB: a memory cgroup (a start is refused
+    /// where the machine gives the daemon none).
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
     /// Processes and threads of the server's user (RLIMIT_NPROC).
     #[serde(default)]
     pub processes: Option<u64>,
@@ -69,6 +73,7 @@ pub struct SandboxPolicy {
     pub read: Vec<PathBuf>,
     pub write: Vec<PathBuf>,
     pub network: NetworkMode,
+    pub memory_mb: Option<u64>,
     pub processes: Option<u64>,
 }
 
@@ -106,6 +111,7 @@ impl SandboxPolicy {
             read: paths(&p.fs.read)?,
             write: paths(&p.fs.write)?,
             network: p.network,
+            memory_mb: p.memory_mb,
             processes: p.processes,
         }))
     }

@@ -23,6 +23,11 @@ pub(crate) fn tools() -> Vec<Value> {
         tool("connect", "Connect to 127.0.0.1:port.", json!({"port": n})),
         tool("signal", "Send SIGTERM to a pid.", json!({"pid": n})),
         tool(
+            "hog",
+            "Take MB mebibytes of memory and touch them.",
+            json!({"mb": n}),
+        ),
+        tool(
             "leave_behind",
             "Start `sleep SECONDS` in a session of its own; gives its pid.",
             json!({"seconds": n}),
@@ -80,6 +85,14 @@ pub(crate) fn call(name: &str, args: &Value) -> Option<String> {
                     }),
                 |()| "sent".into(),
             )
+        }
+        "hog" => {
+            let mb = args["mb"].as_u64().unwrap_or(1) as usize;
+            let mut held: Vec<Vec<u8>> = Vec::new();
+            for _ in 0..mb {
+                held.push(vec![1u8; 1 << 20]);
+            }
+            format!("ok: held {} MiB", held.len())
         }
         "leave_behind" => outcome(
             std::process::Command::new("setsid")

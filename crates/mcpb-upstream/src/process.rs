@@ -35,11 +35,13 @@ pub(crate) fn spawn(
     settings: &UpstreamSettings,
     env: &BTreeMap<String, String>,
     runtime_root: Option<&std::path::Path>,
-) -> Result<Child, UpstreamError> {
+) -> Result<(Child, Option<mcpb_sandbox::RunCgroup>), UpstreamError> {
     let command = settings.command.clone().unwrap_or_default();
+    let mut cgroup = None;
     let mut cmd = match (&settings.sandbox, runtime_root) {
         (Some(policy), Some(root)) => {
-            let (exe, args) = crate::sandboxed::command(settings, policy, env, root)?;
+            let (exe, args, cg) = crate::sandboxed::command(settings, policy, env, root)?;
+            cgroup = cg;
             let mut cmd = Command::new(exe);
             cmd.args(args);
             cmd
@@ -61,7 +63,7 @@ pub(crate) fn spawn(
         cmd.current_dir(cwd);
     }
     die_with_parent(&mut cmd);
-    cmd.spawn().map_err(|e| UpstreamError::Spawn {
+    let spawned = cmd.spawn().map_err(|e| UpstreamError::Spawn {
         upstream: settings.name.clone(),
         command: command.clone(),
         reason: match e.kind() {
@@ -70,7 +72,16 @@ pub(crate) fn spawn(
             }
             _ => e.to_string(),
         },
-    })
+    });
+    match spawned {
+        Ok(child) => Ok((child, cgroup)),
+        Err(e) => {
+            if let Some(cg) = cgroup {
+                cg.remove();
+            }
+            Err(e)
+        }
+    }
 }
 
 /// The child gets SIGKILL when its parent goes. The kernel sends it when the *thread* that

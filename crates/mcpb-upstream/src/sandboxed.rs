@@ -349,8 +349,33 @@ fn hidden(root: &Path, home: &Path, policy: &SandboxPolicy) -> Result<Vec<PathBu
     })
 }
 
-/// A start: the program, its arguments and its whole environment.
-pub type StartLine = (PathBuf, Vec<OsString>, BTreeMap<String, String>);
+/// A start: the program, its arguments, its whole environment and its memory cgroup (to
+/// remove when it ends).
+pub type StartLine = (
+    PathBuf,
+    Vec<OsString>,
+    BTreeMap<String, String>,
+    Option<mcpb_sandbox::RunCgroup>,
+);
+
+/// A sandboxed start's program, arguments and memory cgroup.
+pub(crate) type Command = (PathBuf, Vec<OsString>, Option<mcpb_sandbox::RunCgroup>);
+
+/// A memory cgroup of `mb` MiB for one start of `upstream`, named after the daemon (swept by
+/// the next daemon if this one dies) and the start.
+fn memory_cgroup(upstream: &str, mb: u64) -> Result<mcpb_sandbox::RunCgroup, String> {
+    static STARTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let base = mcpb_sandbox::CgroupBase::find().ok_or_else(|| {
+        "memory_mb needs a memory cgroup the daemon may make, and this machine gives it none"
+            .to_string()
+    })?;
+    let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    base.create(
+        std::process::id(),
+        &format!("up-{upstream}-{n}"),
+        mb.saturating_mul(1 << 20),
+    )
+}
 
 /// A sandboxed server as the daemon would start it, for a check outside the daemon (its
 /// environment's secrets resolved, never shown).
@@ -367,8 +392,8 @@ pub fn start_line(
         &lookup,
         &runtime_root.join("secrets"),
     )?;
-    let (exe, args) = command(settings, policy, &env, runtime_root)?;
-    Ok((exe, args, env))
+    let (exe, args, cgroup) = command(settings, policy, &env, runtime_root)?;
+    Ok((exe, args, env, cgroup))
 }
 
 /// The program and arguments that start `settings`' server under `policy`.
@@ -377,7 +402,7 @@ pub(crate) fn command(
     policy: &SandboxPolicy,
     env: &BTreeMap<String, String>,
     runtime_root: &Path,
-) -> Result<(PathBuf, Vec<OsString>), UpstreamError> {
+) -> Result<Command, UpstreamError> {
     let refused = |reason: String| UpstreamError::Spawn {
         upstream: settings.name.clone(),
         command: settings.command.clone().unwrap_or_default(),
@@ -415,6 +440,18 @@ pub(crate) fn command(
         processes: policy.processes,
         cgroup: None,
     };
+    let cgroup = policy
+        .memory_mb
+        .map(|mb| memory_cgroup(&settings.name, mb))
+        .transpose()
+        .map_err(refused)?;
+    let spec = ServerSpec {
+        cgroup: cgroup.as_ref().map(|c| mcpb_sandbox::JailCgroup {
+            dir: c.dir().to_path_buf(),
+            v2: c.is_v2(),
+        }),
+        ..spec
+    };
     let exe = std::env::current_exe()
         .map_err(|e| refused(format!("cannot find the broker's own binary: {e}")))?;
     let mut args: Vec<OsString> = vec![
@@ -425,7 +462,7 @@ pub(crate) fn command(
         settings.command.clone().unwrap_or_default().into(),
     ];
     args.extend(settings.args.iter().map(OsString::from));
-    Ok((exe, args))
+    Ok((exe, args, cgroup))
 }
 
 #[cfg(test)]

@@ -51,7 +51,7 @@ impl StdioProcess {
             command: self.settings.command.clone().unwrap_or_default(),
             reason: reason.into(),
         };
-        let mut child =
+        let (mut child, cgroup) =
             crate::process::spawn(&self.settings, &self.env, self.runtime_root.as_deref())?;
         // Without a pid there is no process group to stop: never signal group 0 (our own).
         let Some(pid) = child.id() else {
@@ -106,6 +106,16 @@ impl StdioProcess {
                 }
             } else {
                 tracing::error!(upstream = %read.name, pgid = pid, "process group still has members after SIGKILL");
+            }
+            // A sandboxed server's memory cgroup goes with it; over its memory_mb, the
+            // kernel stopped it, which the status says.
+            let mut status = status;
+            if let Some(cg) = cgroup {
+                let oom = cg.oom_killed();
+                let _ = tokio::task::spawn_blocking(move || cg.remove()).await;
+                if oom {
+                    status.push_str("; it went over its sandbox's memory_mb");
+                }
             }
             tracing::info!(upstream = %read.name, pid, %status, "upstream process ended");
             let _ = exit_tx.send(Some(status));

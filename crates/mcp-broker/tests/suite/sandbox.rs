@@ -382,3 +382,44 @@ fn the_grants_are_shown_checked_and_a_layer_that_fails_refuses_the_start_naming_
         "{st}"
     );
 }
+
+/// `memory_mb` holds the server's whole tree in a memory cgroup: over it, the kernel stops the
+/// server, the status says why, and the next call starts it again; where the machine gives the
+/// daemon no memory cgroup, the start is refused, never run without the limit.
+#[test]
+fn memory_mb_holds_a_server_or_refuses_its_start() {
+    let fx = fixture();
+    let (home, world) = homes(|_| {
+        format!(
+            "schema_version: 1\nupstreams:\n  fx: {{command: \"{}\", args: [--hostile], trust_annotations: true, sandbox: {{memory_mb: 64}}}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
+            fx.display()
+        )
+    });
+    let mut s = session(&home, world.path(), None);
+    if !mcpb_sandbox::memory_cgroup_available() {
+        let r = s.call("fx.echo", json!({"text": "x"}));
+        let st = super::support::upstream_status(&home, "fx");
+        assert!(
+            st["last_error"]
+                .as_str()
+                .unwrap_or("")
+                .contains("memory_mb needs a memory cgroup"),
+            "{r} {st}"
+        );
+        return;
+    }
+    assert_eq!(said(&mut s, "fx.hog", json!({"mb": 16})), "ok: held 16 MiB");
+    let r = s.call("fx.hog", json!({"mb": 256}));
+    assert!(
+        r["error"].is_object() || r["result"]["isError"] == true,
+        "256 MiB in a 64 MiB sandbox: {r}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            home.log().contains("went over its sandbox's memory_mb")
+        }),
+        "{}",
+        home.log()
+    );
+    assert_eq!(said(&mut s, "fx.echo", json!({"text": "again"})), "again");
+}
