@@ -202,6 +202,33 @@ fn interpreter(script: &Path) -> Option<PathBuf> {
     std::fs::canonicalize(first).ok()
 }
 
+/// The installation a tool folder belongs to, which the tool needs whole: the folder holding
+/// the outermost `node_modules` on the way (an npm prefix), a virtualenv (`pyvenv.cfg`), a
+/// version manager's version (`.../versions/<v>/bin`, `.../toolchains/<t>/bin`); otherwise the
+/// folder itself (`~/.cargo/bin`, never `~/.cargo`, which holds credentials).
+fn install_root(dir: &Path) -> PathBuf {
+    let mut npm = None;
+    for a in dir.ancestors() {
+        if a.file_name().is_some_and(|n| n == "node_modules") {
+            npm = a.parent();
+        }
+        if a.join("pyvenv.cfg").is_file() {
+            return a.to_path_buf();
+        }
+    }
+    if let Some(prefix) = npm {
+        return prefix.to_path_buf();
+    }
+    let managed = dir.ends_with("bin")
+        && dir
+            .components()
+            .any(|c| matches!(c.as_os_str().to_str(), Some("versions" | "toolchains")));
+    match dir.parent() {
+        Some(install) if managed => install.to_path_buf(),
+        _ => dir.to_path_buf(),
+    }
+}
+
 /// Where a program name is found on `path`.
 fn which(program: &str, path: &str) -> Option<PathBuf> {
     if program.contains('/') {
@@ -233,12 +260,9 @@ pub fn grants(
     let explicit_read = resolved(&policy.read);
     let mut read = explicit_read.clone();
     let mut write = resolved(&policy.write);
-    let mut planted: Vec<PathBuf> = vec![
-        runtime_root.clone(),
-        "/tmp".into(),
-        "/var/tmp".into(),
-        "/dev/shm".into(),
-    ];
+    // A server writes only its grants and its private home and /tmp: the host's /tmp is not
+    // among them.
+    let mut planted: Vec<PathBuf> = vec![runtime_root.clone()];
     planted.extend(home.iter().cloned());
     planted.extend(write.iter().cloned());
     planted.extend(settings.cwd.iter().cloned());
@@ -278,41 +302,37 @@ pub fn grants(
                 .filter(|p| p.exists())
                 .filter_map(|p| screen.derived(&p)),
         );
-        // Tools installed under the home (~/.local/bin, ~/.nvm/versions/node/v22/bin) would
-        // be hidden by the private home: their bin folder is granted read-only, and a whole
-        // installation only where it is one of a version manager's (`versions/`,
-        // `toolchains/`), never the folder a `bin` is in (~/.cargo holds credentials).
-        let path = env.get("PATH").cloned().unwrap_or_default();
-        // The command where it is found, where its links lead, and the interpreter its `#!`
-        // names (a venv's script runs a Python that may live under the home).
-        // Not for a command where a server may write: its link or `#!` could name anything.
-        let found = which(&command, &path).filter(|f| {
-            let f = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
-            !screen.in_planted(&f) && !write.iter().any(|w| f.starts_with(w))
-        });
-        let mut programs: Vec<PathBuf> = found.iter().cloned().collect();
-        programs.extend(found.as_deref().and_then(|f| std::fs::canonicalize(f).ok()));
-        programs.extend(found.as_deref().and_then(interpreter));
-        let installed = programs
-            .into_iter()
-            .filter_map(|p| p.parent().map(Path::to_path_buf));
-        for dir in path.split(':').map(PathBuf::from).chain(installed) {
-            let Some(dir) = screen.derived(&dir) else {
-                continue;
-            };
-            if !dir.starts_with(home) || !dir.is_dir() {
-                continue;
-            }
-            let managed = dir.ends_with("bin")
-                && dir.strip_prefix(home).is_ok_and(|r| {
-                    r.components()
-                        .any(|c| matches!(c.as_os_str().to_str(), Some("versions" | "toolchains")))
-                });
-            match dir.parent() {
-                Some(install) if managed => read.push(install.to_path_buf()),
-                _ => read.push(dir),
-            }
+    }
+    // Tools the server runs from places the sandbox hides (the home, /tmp, the runtime dir):
+    // their installation is granted read-only (see `install_root`). The command where it is
+    // found, where its links lead, and the interpreter its `#!` names (a venv's script runs a
+    // Python that may live under the home); not for a command where a server may write: its
+    // link or `#!` could name anything.
+    let hidden_places: Vec<PathBuf> = home
+        .iter()
+        .cloned()
+        .chain([PathBuf::from("/tmp"), runtime_root.clone()])
+        .collect();
+    let path = env.get("PATH").cloned().unwrap_or_default();
+    let found = which(&command, &path).filter(|f| {
+        let f = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
+        !screen.in_planted(&f) && !write.iter().any(|w| f.starts_with(w))
+    });
+    let mut programs: Vec<PathBuf> = found.iter().cloned().collect();
+    programs.extend(found.as_deref().and_then(|f| std::fs::canonicalize(f).ok()));
+    programs.extend(found.as_deref().and_then(interpreter));
+    let installed = programs
+        .into_iter()
+        .filter_map(|p| p.parent().map(Path::to_path_buf));
+    for dir in path.split(':').map(PathBuf::from).chain(installed) {
+        let Some(dir) = screen.derived(&dir) else {
+            continue;
+        };
+        if !hidden_places.iter().any(|h| dir.starts_with(h)) || !dir.is_dir() {
+            continue;
         }
+        let root = install_root(&dir);
+        read.push(screen.derived(&root).unwrap_or(dir));
     }
     write.retain(|w| !explicit_read.contains(w));
     write.sort();
