@@ -156,6 +156,11 @@ fn landlock() -> Result<(), SandboxError> {
         .map_err(err)?
         .restrict_self()
         .map_err(err)?;
+    enforced(&status)
+}
+
+/// A ruleset the kernel took but does not enforce is a layer missing: refused.
+pub(crate) fn enforced(status: &landlock::RestrictionStatus) -> Result<(), SandboxError> {
     if status.ruleset == RulesetStatus::NotEnforced {
         return Err(SandboxError::at(
             Layer::Landlock,

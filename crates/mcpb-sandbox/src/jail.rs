@@ -45,7 +45,7 @@ fn inside(p: &Path) -> PathBuf {
 
 /// A mount's flags that a user namespace may not clear (the kernel locks them), as remount
 /// flags: a read-only remount must repeat them or it fails.
-fn locked_flags(fd: &OwnedFd) -> MountFlags {
+pub(crate) fn locked_flags(fd: &OwnedFd) -> MountFlags {
     let Ok(st) = rustix::fs::fstatvfs(fd) else {
         return MountFlags::empty();
     };

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, RulesetAttr, RulesetCreatedAttr,
-    RulesetStatus, Scope, path_beneath_rules,
+    Scope, path_beneath_rules,
 };
 use rustix::process::{Pid, Signal, WaitOptions};
 use rustix::thread::UnshareFlags;
@@ -302,11 +302,5 @@ fn landlock(spec: &ServerSpec) -> Result<(), SandboxError> {
         .map_err(err)?
         .restrict_self()
         .map_err(err)?;
-    if status.ruleset == RulesetStatus::NotEnforced {
-        return Err(SandboxError::at(
-            Layer::Landlock,
-            "this kernel does not enforce landlock (enable it with lsm=landlock,... at boot)",
-        ));
-    }
-    Ok(())
+    crate::confine::enforced(&status)
 }

@@ -8,7 +8,7 @@ use std::ffi::CString;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{Mode, OFlags, StatVfsMountFlags};
+use rustix::fs::{Mode, OFlags};
 use rustix::mount::{MountFlags, MountPropagationFlags, UnmountFlags};
 
 use crate::report::fd_path;
@@ -156,29 +156,6 @@ fn read_only_tree(path: &Path) -> Result<(), SandboxError> {
     Ok(())
 }
 
-/// The flags a remount must repeat because the kernel locked them on this mount.
-fn locked_flags(target: &Path) -> MountFlags {
-    let Ok(st) = rustix::fs::statvfs(target) else {
-        return MountFlags::empty();
-    };
-    let mut out = MountFlags::empty();
-    for (s, m) in [
-        (StatVfsMountFlags::NOSUID, MountFlags::NOSUID),
-        (StatVfsMountFlags::NODEV, MountFlags::NODEV),
-        (StatVfsMountFlags::NOEXEC, MountFlags::NOEXEC),
-        (StatVfsMountFlags::NOATIME, MountFlags::NOATIME),
-        (StatVfsMountFlags::NODIRATIME, MountFlags::NODIRATIME),
-        (StatVfsMountFlags::RELATIME, MountFlags::RELATIME),
-    ] {
-        if st.f_flag.contains(s) {
-            out |= m;
-        }
-    }
-    out
-}
-
-/// Binds an opened host object at `at` inside the new root; the mount point is made when it
-/// is missing (under the private home or /tmp, the only writable places).
 /// Covers `h` in the new root: a folder with an empty tmpfs, a file or socket with /dev/null.
 /// A path through a symlink is not the copy's (an absolute link leads out of it): left alone.
 fn cover(root: &Path, h: &Path) -> Result<(), SandboxError> {
@@ -244,7 +221,7 @@ fn bind(
     }
     rustix::mount::mount_bind(fd_path(fd).as_str(), &target).map_err(err_at(Layer::Root, at))?;
     if read_only {
-        let flags = MountFlags::BIND | MountFlags::RDONLY | locked_flags(&target);
+        let flags = MountFlags::BIND | MountFlags::RDONLY | crate::jail::locked_flags(fd);
         rustix::mount::mount_remount(&target, flags, "").map_err(err_at(Layer::Root, at))?;
     }
     Ok(())

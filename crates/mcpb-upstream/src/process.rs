@@ -30,17 +30,17 @@ impl Default for StopTimings {
 }
 
 /// Starts the upstream's process; in the sandbox when its settings say so and the broker has a
-/// runtime root to keep the server's private home in (`runtime_root`).
+/// runtime root to keep the server's private home in (`sandbox`).
 pub(crate) fn spawn(
     settings: &UpstreamSettings,
     env: &BTreeMap<String, String>,
-    runtime_root: Option<&std::path::Path>,
+    sandbox: Option<&crate::sandboxed::Prepared>,
 ) -> Result<(Child, Option<mcpb_sandbox::RunCgroup>), UpstreamError> {
     let command = settings.command.clone().unwrap_or_default();
     let mut cgroup = None;
-    let mut cmd = match (&settings.sandbox, runtime_root) {
-        (Some(policy), Some(root)) => {
-            let (exe, args, cg) = crate::sandboxed::command(settings, policy, env, root)?;
+    let mut cmd = match (&settings.sandbox, sandbox) {
+        (Some(policy), Some(prepared)) => {
+            let (exe, args, cg) = crate::sandboxed::command(settings, policy, env, prepared)?;
             cgroup = cg;
             let mut cmd = Command::new(exe);
             cmd.args(args);

@@ -378,6 +378,14 @@ pub type StartLine = (
     Option<mcpb_sandbox::RunCgroup>,
 );
 
+/// What a sandboxed start is decided from before it runs: where the runtime dir is, and the
+/// grants (computed once: `status` shows the same ones).
+pub(crate) struct Prepared {
+    pub runtime_root: PathBuf,
+    pub read: Vec<PathBuf>,
+    pub write: Vec<PathBuf>,
+}
+
 /// A sandboxed start's program, arguments and memory cgroup.
 pub(crate) type Command = (PathBuf, Vec<OsString>, Option<mcpb_sandbox::RunCgroup>);
 
@@ -412,7 +420,13 @@ pub fn start_line(
         &lookup,
         &runtime_root.join("secrets"),
     )?;
-    let (exe, args, cgroup) = command(settings, policy, &env, runtime_root)?;
+    let (read, write) = grants(settings, policy, &env, runtime_root);
+    let prepared = Prepared {
+        runtime_root: runtime_root.to_path_buf(),
+        read,
+        write,
+    };
+    let (exe, args, cgroup) = command(settings, policy, &env, &prepared)?;
     Ok((exe, args, env, cgroup))
 }
 
@@ -421,8 +435,9 @@ pub(crate) fn command(
     settings: &UpstreamSettings,
     policy: &SandboxPolicy,
     env: &BTreeMap<String, String>,
-    runtime_root: &Path,
+    prepared: &Prepared,
 ) -> Result<Command, UpstreamError> {
+    let runtime_root = prepared.runtime_root.as_path();
     let refused = |reason: String| UpstreamError::Spawn {
         upstream: settings.name.clone(),
         command: settings.command.clone().unwrap_or_default(),
@@ -445,32 +460,27 @@ pub(crate) fn command(
     let runtime_root = runtime_root.as_path();
     let home = std::fs::canonicalize(&home).unwrap_or(home);
     let hide = hidden(runtime_root, &home, policy).map_err(refused)?;
-    let (read, write) = grants(settings, policy, env, runtime_root);
-    let spec = ServerSpec {
-        name: settings.name.clone(),
-        home: home.clone(),
-        private_home,
-        hide,
-        read,
-        write,
-        network: policy.network == NetworkMode::Host,
-        cwd: settings.cwd.clone(),
-        host_uid: rustix::process::getuid().as_raw(),
-        host_gid: rustix::process::getgid().as_raw(),
-        processes: policy.processes,
-        cgroup: None,
-    };
     let cgroup = policy
         .memory_mb
         .map(|mb| memory_cgroup(&settings.name, mb))
         .transpose()
         .map_err(refused)?;
     let spec = ServerSpec {
+        name: settings.name.clone(),
+        home: home.clone(),
+        private_home,
+        hide,
+        read: prepared.read.clone(),
+        write: prepared.write.clone(),
+        network: policy.network == NetworkMode::Host,
+        cwd: settings.cwd.clone(),
+        host_uid: rustix::process::getuid().as_raw(),
+        host_gid: rustix::process::getgid().as_raw(),
+        processes: policy.processes,
         cgroup: cgroup.as_ref().map(|c| mcpb_sandbox::JailCgroup {
             dir: c.dir().to_path_buf(),
             v2: c.is_v2(),
         }),
-        ..spec
     };
     let exe = std::env::current_exe()
         .map_err(|e| refused(format!("cannot find the broker's own binary: {e}")))?;

@@ -33,8 +33,8 @@ pub(crate) struct StdioProcess {
     /// Where the process's last stderr lines go: the upstream's, so they outlive an instance
     /// that failed to start or crashed (the status and the error show them).
     pub stderr_tail: Arc<crate::stderr::StderrTail>,
-    /// The broker's runtime root, for a sandboxed server's private home (and to hide from it).
-    pub runtime_root: Option<std::path::PathBuf>,
+    /// A sandboxed server's runtime root and grants.
+    pub sandbox: Option<crate::sandboxed::Prepared>,
 }
 
 impl Transport for StdioProcess {
@@ -52,7 +52,7 @@ impl StdioProcess {
             reason: reason.into(),
         };
         let (mut child, cgroup) =
-            crate::process::spawn(&self.settings, &self.env, self.runtime_root.as_deref())?;
+            crate::process::spawn(&self.settings, &self.env, self.sandbox.as_ref())?;
         // Without a pid there is no process group to stop: never signal group 0 (our own).
         let Some(pid) = child.id() else {
             return Err(spawn_error("it exited before it could be supervised"));

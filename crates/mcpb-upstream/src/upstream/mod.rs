@@ -468,31 +468,32 @@ impl Upstream {
                 &lookup,
                 &self.ctx.secrets_dir,
             )?;
-            if let Some(policy) = &self.settings.sandbox {
+            // The secrets dir is `<root>/secrets`: its parent is the runtime root.
+            let sandbox = self.settings.sandbox.as_ref().map(|policy| {
                 let root = self
                     .ctx
                     .secrets_dir
                     .parent()
-                    .unwrap_or(std::path::Path::new("/"));
-                let (read, write) = crate::sandboxed::grants(&self.settings, policy, &env, root);
+                    .map_or_else(|| "/".into(), std::path::Path::to_path_buf);
+                let (read, write) = crate::sandboxed::grants(&self.settings, policy, &env, &root);
                 self.state.lock().status.sandbox = Some(crate::status::SandboxView {
-                    read,
-                    write,
+                    read: read.clone(),
+                    write: write.clone(),
                     network: policy.network == mcpb_config::sandbox::NetworkMode::Host,
                 });
-            }
+                crate::sandboxed::Prepared {
+                    runtime_root: root,
+                    read,
+                    write,
+                }
+            });
             return Ok(Box::new(StdioProcess {
                 settings: self.settings.clone(),
                 env,
                 timings: self.ctx.timings,
                 ledger: self.ctx.ledger.clone(),
                 stderr_tail: self.stderr_tail.clone(),
-                // The secrets dir is `<root>/secrets`: its parent is the runtime root.
-                runtime_root: self
-                    .ctx
-                    .secrets_dir
-                    .parent()
-                    .map(std::path::Path::to_path_buf),
+                sandbox,
             }));
         }
         let mut headers = std::collections::BTreeMap::new();
