@@ -280,9 +280,10 @@ pub(crate) fn import(
         Err(code) => return code,
     };
     config_after = profile.text.clone();
-    if let Err(code) = validate(&config_path, &config_after) {
-        return code;
-    }
+    let settings_after = match validate(&config_path, &config_after) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
     // The client's files: the moved servers out of each place, the broker's entry into the
     // user file.
     let exe = std::env::current_exe()
@@ -369,10 +370,8 @@ pub(crate) fn import(
             outln!("{line}");
         }
         let new: Vec<String> = plan.upstreams.iter().map(|u| u.name.clone()).collect();
-        if let Ok(after) = crate::upstreams_cmd::validate(&config_path, &config_after) {
-            for line in crate::commands::sandbox_grants(&after, Some(&new)) {
-                outln!("{line}");
-            }
+        for line in crate::commands::sandbox_grants(&settings_after, Some(&new)) {
+            outln!("{line}");
         }
         for s in &plan.secrets {
             outln!(
