@@ -501,7 +501,7 @@ pub(crate) enum PinsCommand {
 #[derive(Debug, Subcommand)]
 pub(crate) enum SandboxCommand {
     /// Start the upstream under its sandbox policy (no daemon needed), list its tools, and show
-    /// its grants and what it said it was denied.
+    /// its grants and what the kernel refused it (its system calls are traced for the check).
     Check {
         /// The upstream.
         name: String,

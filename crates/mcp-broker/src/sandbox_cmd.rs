@@ -1,7 +1,8 @@
 //! `mcp-broker sandbox check NAME`: starts one stdio server under its sandbox policy, as the
-//! daemon would (same grants, same environment), lists its tools, and shows what it said it
-//! was denied, so `fs` and `network` can be tuned without guessing. Needs no daemon and
-//! changes nothing but the server's own private home.
+//! daemon would (same grants, same environment), lists its tools, and shows what the kernel
+//! refused it (the sandbox traces its system calls for a check), so `fs` and `network` can be
+//! tuned without guessing. Needs no daemon and changes nothing but the server's own private
+//! home.
 
 use std::io::Read;
 use std::process::{Command, ExitCode, Stdio};
@@ -10,7 +11,8 @@ use mcpb_config::Settings;
 
 use crate::fail;
 
-/// The words with which programs report what the kernel refused them.
+/// The words with which programs report what the kernel refused them: what is shown when the
+/// machine does not let the sandbox trace the server.
 const DENIED: &[&str] = &[
     "permission denied",
     "operation not permitted",
@@ -22,6 +24,46 @@ const DENIED: &[&str] = &[
     "enetunreach",
     "no such file or directory",
 ];
+
+/// What the server was refused: the kernel's refusals the sandbox traced (a missing path only
+/// where the host has it: the sandbox hides it), the sandbox's own refusals, and, untraced,
+/// the lines where the server said so.
+fn denials(stderr: &str) -> Vec<String> {
+    let traced = !stderr.contains("mcp-broker sandbox: not traced: ");
+    let mut out = Vec::new();
+    for line in stderr.lines() {
+        if let Some(rest) = line.strip_prefix("mcp-broker sandbox: denied: ") {
+            out.extend(kernel_denial(rest));
+        } else if line.starts_with("mcp-broker sandbox: the ")
+            || line.starts_with("mcp-broker sandbox: not traced: ")
+        {
+            out.push(line.to_string());
+        } else if !traced {
+            let l = line.to_lowercase();
+            if DENIED.iter().any(|d| l.contains(d)) {
+                out.push(line.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// `ERRNO call what` in words, or nothing for a path that is missing outside the sandbox too.
+fn kernel_denial(rest: &str) -> Option<String> {
+    let mut parts = rest.splitn(3, ' ');
+    let (errno, call, what) = (parts.next()?, parts.next()?, parts.next()?);
+    let network = matches!(call, "connect" | "bind") && !what.starts_with('/');
+    let why = match errno {
+        _ if network => "no network (network: none)",
+        "EROFS" => "read-only in the sandbox",
+        "EACCES" | "EPERM" => "not permitted",
+        "ENOENT" if std::path::Path::new(what).symlink_metadata().is_ok() => {
+            "hidden by the sandbox"
+        }
+        _ => return None,
+    };
+    Some(format!("{call} {what}: {why}"))
+}
 
 pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
     let Some(u) = settings.upstreams.get(name) else {
@@ -83,13 +125,7 @@ pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
     if let Some(mut e) = child.stderr.take() {
         let _ = e.read_to_string(&mut stderr);
     }
-    let denied: Vec<&str> = stderr
-        .lines()
-        .filter(|l| {
-            let l = l.to_lowercase();
-            DENIED.iter().any(|d| l.contains(d)) || l.starts_with("mcp-broker sandbox: the ")
-        })
-        .collect();
+    let denied = denials(&stderr);
     for line in &denied {
         outln!("{name}: denied: {}", crate::printable(line));
     }
@@ -109,11 +145,46 @@ pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
         Err(e) => fail(
             &format!("mcp-broker: {name} did not list its tools in the sandbox: {e}"),
             &[
-                "the lines above are what it said it was denied; grant those paths under sandbox.fs, or set network: host",
+                "the lines above are what it was refused; grant those paths under sandbox.fs, or set network: host",
                 &format!(
                     "`mcp-broker logs {name}` has the rest of what it said, once the daemon ran it"
                 ),
             ],
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traced_refusals_are_said_in_words_and_a_path_missing_everywhere_is_not_one() {
+        let stderr = "mcp-broker sandbox: denied: EROFS open /usr/zz\n\
+            mcp-broker sandbox: denied: ENOENT stat /\n\
+            mcp-broker sandbox: denied: ENOENT open /no/such/path/anywhere\n\
+            mcp-broker sandbox: denied: EPERM connect 127.0.0.1:9\n\
+            cat: /x: Permission denied\n";
+        assert_eq!(
+            denials(stderr),
+            [
+                "open /usr/zz: read-only in the sandbox",
+                "stat /: hidden by the sandbox",
+                "connect 127.0.0.1:9: no network (network: none)",
+            ]
+        );
+    }
+
+    #[test]
+    fn untraced_the_servers_own_words_are_shown() {
+        let stderr = "mcp-broker sandbox: not traced: supervision: cannot trace the server: EPERM\n\
+            cat: /x: Permission denied\nstarting\n";
+        assert_eq!(
+            denials(stderr),
+            [
+                "mcp-broker sandbox: not traced: supervision: cannot trace the server: EPERM",
+                "cat: /x: Permission denied",
+            ]
+        );
     }
 }

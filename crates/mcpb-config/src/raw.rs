@@ -133,9 +133,10 @@ pub struct RawBroker {
     #[serde(default)]
     pub search: RawSearch,
     /// Whether stdio upstreams that do not say run in the sandbox: `off` (the default, so an
-    /// existing config keeps working as it did) or `standard`.
+    /// existing config keeps working as it did) or `standard`. Absent:
+    /// `$MCP_BROKER_UPSTREAM_SANDBOX`, else `off`.
     #[serde(default)]
-    pub upstream_sandbox: crate::sandbox::SandboxMode,
+    pub upstream_sandbox: Option<crate::sandbox::SandboxMode>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]

@@ -22,6 +22,9 @@ pub struct ResolveContext {
     pub broker_home: Option<PathBuf>,
     /// This binary, for the `{broker.exe}` placeholder.
     pub exe: PathBuf,
+    /// `$MCP_BROKER_UPSTREAM_SANDBOX`: `broker.upstream_sandbox` where the file does not say,
+    /// so that a whole setup can be tried sandboxed without editing it.
+    pub upstream_sandbox: Option<String>,
 }
 
 impl ResolveContext {
@@ -34,6 +37,9 @@ impl ResolveContext {
                 .filter(|h| !h.is_empty())
                 .map(PathBuf::from),
             exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("mcp-broker")),
+            upstream_sandbox: std::env::var("MCP_BROKER_UPSTREAM_SANDBOX")
+                .ok()
+                .filter(|v| !v.is_empty()),
         }
     }
 
@@ -90,6 +96,24 @@ struct Resolver<'a> {
 }
 
 impl Resolver<'_> {
+    fn sandbox_from_env(&mut self) -> crate::sandbox::SandboxMode {
+        use crate::sandbox::SandboxMode;
+        match self.ctx.upstream_sandbox.as_deref() {
+            None | Some("off") => SandboxMode::Off,
+            Some("standard") => SandboxMode::Standard,
+            Some(other) => {
+                self.issues.push(ConfigIssue {
+                    line: 0,
+                    column: 0,
+                    path: "$MCP_BROKER_UPSTREAM_SANDBOX".into(),
+                    message: format!("'{other}' is not a sandbox mode"),
+                    hint: Some("set it to off or standard, or unset it".into()),
+                });
+                SandboxMode::Off
+            }
+        }
+    }
+
     fn issue<T>(&mut self, at: &Located<T>, path: String, message: String, hint: Option<&str>) {
         self.issues.push(ConfigIssue {
             line: at.line,
@@ -455,7 +479,7 @@ fn broker_settings(b: &RawBroker) -> BrokerSettings {
             arguments: b.audit.arguments.unwrap_or(defaults.audit.arguments),
         },
         search_model: b.search.model.unwrap_or(defaults.search_model),
-        upstream_sandbox: b.upstream_sandbox,
+        upstream_sandbox: b.upstream_sandbox.unwrap_or_default(),
     }
 }
 
@@ -659,6 +683,9 @@ pub fn resolve(
     r.schema_version(raw);
     let mut broker = broker_settings(&raw.broker);
     broker.exec.workspace_root = r.workspace_root(raw);
+    if raw.broker.upstream_sandbox.is_none() {
+        broker.upstream_sandbox = r.sandbox_from_env();
+    }
 
     let mut upstreams = BTreeMap::new();
     for (name, up) in &raw.upstreams {

@@ -34,6 +34,7 @@ mod host;
 #[cfg(target_os = "linux")]
 mod jail;
 #[cfg(target_os = "linux")]
+mod relay;
 mod report;
 #[cfg(target_os = "linux")]
 mod seccomp;
@@ -41,6 +42,7 @@ mod seccomp;
 mod server;
 #[cfg(target_os = "linux")]
 mod server_root;
+mod trace;
 
 /// The argument that selects the helper mode of the broker's binary.
 pub const HELPER_ARG: &str = "__sandbox";
@@ -119,6 +121,9 @@ pub struct ServerSpec {
     /// The memory cgroup the daemon made for this server, when it has a memory limit.
     #[serde(default)]
     pub cgroup: Option<JailCgroup>,
+    /// Follow the server's system calls and say each refusal (`sandbox check` only).
+    #[serde(default)]
+    pub trace: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,6 +18,7 @@ use rustix::process::{Pid, Signal, WaitOptions};
 use rustix::thread::UnshareFlags;
 
 use crate::helper::unshare;
+use crate::relay;
 use crate::report::{Report, fork, refuse};
 use crate::server_root::{Opened, build};
 use crate::{Layer, SandboxError, ServerSpec};
@@ -72,6 +73,7 @@ fn parse() -> Result<(ServerSpec, Vec<OsString>), SandboxError> {
 
 fn run(report: &Report) -> Result<i32, SandboxError> {
     let (spec, argv) = parse()?;
+    relay::note_daemon();
     let sup = |e: rustix::io::Errno| SandboxError::at(Layer::Supervise, e);
     let (ready_r, ready_w) =
         rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(sup)?;
@@ -88,6 +90,7 @@ fn run(report: &Report) -> Result<i32, SandboxError> {
         std::process::exit(code);
     };
     drop((ready_w, go_r));
+    relay::relay_term(child.as_raw_pid())?;
     let mut byte = [0u8; 1];
     if rustix::io::read(&ready_r, &mut byte).map_err(sup)? == 1 {
         let kill = |e: SandboxError| {
@@ -120,6 +123,17 @@ fn exit_code(status: Option<(Pid, rustix::process::WaitStatus)>) -> i32 {
             .or_else(|| s.terminating_signal().map(|sig| 128 + sig))
             .unwrap_or(125),
         None => 125,
+    }
+}
+
+/// A raw wait status as an exit code (128 + the signal for a killed process).
+fn raw_exit_code(status: i32) -> i32 {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        125
     }
 }
 
@@ -174,8 +188,10 @@ fn holder(
     for (flag, layer) in flags {
         unshare(flag, layer)?;
     }
+    let (ours, theirs) = relay::pid_link()?;
     let Some(child) = fork(Layer::PidNamespace)? else {
-        let code = match init(spec, &opened, argv, report) {
+        drop(ours);
+        let code = match init(spec, &opened, argv, report, theirs) {
             Ok(code) => code,
             Err(e) => {
                 refuse(report, e);
@@ -184,6 +200,10 @@ fn holder(
         };
         std::process::exit(code);
     };
+    drop(theirs);
+    relay::relay_term(child.as_raw_pid())?;
+    relay::answer_host_pid(&ours);
+    drop(ours);
     Ok(exit_code(
         rustix::process::waitpid(Some(child), WaitOptions::empty()).map_err(sup)?,
     ))
@@ -196,6 +216,7 @@ fn init(
     opened: &Opened,
     argv: &[OsString],
     report: &Report,
+    pid_link: OwnedFd,
 ) -> Result<i32, SandboxError> {
     let sup = |e: rustix::io::Errno| SandboxError::at(Layer::Supervise, e);
     rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).map_err(sup)?;
@@ -203,11 +224,45 @@ fn init(
         .map_err(sup)?;
     build(spec, opened)?;
     rustix::system::sethostname(b"sandbox").map_err(|e| SandboxError::at(Layer::Hostname, e))?;
+    // A check's tracer seizes the server before it goes on (it waits on `traced`).
+    let traced = if spec.trace {
+        // An undumpable process cannot be traced: the server starts as a dumpable copy of the
+        // init (its exec sets it again by the usual rules), and the init goes back to
+        // undumpable at once.
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::Dumpable)
+            .map_err(sup)?;
+        Some(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(sup)?)
+    } else {
+        None
+    };
     let Some(program) = fork(Layer::Supervise)? else {
-        let Err(e) = exec(spec, argv, report);
+        if let Some((r, w)) = traced {
+            drop(w);
+            let _ = rustix::io::read(&r, &mut [0u8; 1]);
+        }
+        let host_pid = relay::ask_host_pid(&pid_link);
+        let Err(e) = exec(spec, argv, report, host_pid);
         refuse(report, e);
         std::process::exit(125);
     };
+    drop(pid_link);
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(sup)?;
+    relay::relay_term(-1)?;
+    if let Some((r, w)) = traced {
+        drop(r);
+        let seized = crate::trace::seize(program);
+        if let Err(e) = &seized {
+            report.say(&format!("not traced: {e}"));
+        }
+        drop(w);
+        if seized.is_ok() {
+            let status = crate::trace::follow(program, report);
+            // SAFETY: as below.
+            unsafe { libc::kill(-1, libc::SIGKILL) };
+            return Ok(raw_exit_code(status));
+        }
+    }
     let status = loop {
         match rustix::process::wait(WaitOptions::empty()) {
             Ok(Some((p, s))) if p == program => break s,
@@ -227,6 +282,7 @@ fn exec(
     spec: &ServerSpec,
     argv: &[OsString],
     report: &Report,
+    host_pid: Option<u32>,
 ) -> Result<std::convert::Infallible, SandboxError> {
     // A session of its own: no controlling terminal to type into (TIOCSTI) or read from.
     rustix::process::setsid().map_err(|e| SandboxError::at(Layer::Identity, e))?;
@@ -258,7 +314,12 @@ fn exec(
         spec.name,
         if spec.network { "" } else { ", network" }
     ));
-    let err = std::process::Command::new(&argv[0]).args(&argv[1..]).exec();
+    let mut command = std::process::Command::new(&argv[0]);
+    command.args(&argv[1..]);
+    if let Some(pid) = host_pid {
+        command.env(relay::HOST_PID_VAR, pid.to_string());
+    }
+    let err = command.exec();
     Err(SandboxError::at(
         Layer::Exec,
         format!("{}: {err}", argv[0].to_string_lossy()),

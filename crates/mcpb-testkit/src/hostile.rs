@@ -23,6 +23,11 @@ pub(crate) fn tools() -> Vec<Value> {
         tool("connect", "Connect to 127.0.0.1:port.", json!({"port": n})),
         tool("signal", "Send SIGTERM to a pid.", json!({"pid": n})),
         tool(
+            "ptrace",
+            "PTRACE_ATTACH to a pid (from a python3 child).",
+            json!({"pid": n}),
+        ),
+        tool(
             "hog",
             "Take MB mebibytes of memory and touch them.",
             json!({"mb": n}),
@@ -84,6 +89,32 @@ pub(crate) fn call(name: &str, args: &Value) -> Option<String> {
                         }
                     }),
                 |()| "sent".into(),
+            )
+        }
+        "ptrace" => {
+            // This crate has no unsafe code: ctypes makes the call for it.
+            let pid = args["pid"].as_i64().unwrap_or(0);
+            let code = "import ctypes, os, sys\n\
+                libc = ctypes.CDLL(None, use_errno=True)\n\
+                if libc.ptrace(16, int(sys.argv[1]), 0, 0) != 0:\n    \
+                sys.exit(os.strerror(ctypes.get_errno()))\n";
+            outcome(
+                std::process::Command::new("python3")
+                    .args(["-c", code, &pid.to_string()])
+                    .output()
+                    .and_then(|o| {
+                        use std::os::unix::process::ExitStatusExt;
+                        match (o.status.code(), o.status.signal()) {
+                            (Some(0), _) => Ok(()),
+                            (_, Some(sig)) => {
+                                Err(std::io::Error::other(format!("killed by signal {sig}")))
+                            }
+                            _ => Err(std::io::Error::other(
+                                String::from_utf8_lossy(&o.stderr).trim().to_string(),
+                            )),
+                        }
+                    }),
+                |()| "attached".into(),
             )
         }
         "hog" => {

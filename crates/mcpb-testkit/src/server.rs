@@ -557,15 +557,22 @@ fn call(shared: &Shared, id: Value, params: &Value) {
             answer(text("slept"));
         }
         "pid" => {
+            // Sandboxed, the pids here are the namespace's; the sandbox says the host's, and
+            // the server leads a session of its own there, so its group is its pid.
+            let host: Option<u32> = std::env::var("MCP_BROKER_SANDBOX_PID")
+                .ok()
+                .and_then(|p| p.parse().ok());
             let pgid = std::fs::read_to_string("/proc/self/stat")
                 .ok()
                 .and_then(|s| {
                     s.rsplit_once(')')
                         .and_then(|(_, r)| r.split_whitespace().nth(2).map(str::to_string))
                 });
+            let pid = host.unwrap_or_else(std::process::id);
+            let pgid = host.map(|h| h.to_string()).or(pgid);
             answer(
-                json!({"content": [{"type": "text", "text": std::process::id().to_string()}],
-                "structuredContent": {"pid": std::process::id(), "pgid": pgid}}),
+                json!({"content": [{"type": "text", "text": pid.to_string()}],
+                "structuredContent": {"pid": pid, "pgid": pgid}}),
             );
         }
         "env" => {

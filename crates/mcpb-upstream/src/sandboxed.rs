@@ -384,6 +384,8 @@ pub(crate) struct Prepared {
     pub runtime_root: PathBuf,
     pub read: Vec<PathBuf>,
     pub write: Vec<PathBuf>,
+    /// Follow its system calls and say what the kernel refused (`sandbox check`).
+    pub trace: bool,
 }
 
 /// A sandboxed start's program, arguments and memory cgroup.
@@ -406,7 +408,7 @@ fn memory_cgroup(upstream: &str, mb: u64) -> Result<mcpb_sandbox::RunCgroup, Str
 }
 
 /// A sandboxed server as the daemon would start it, for a check outside the daemon (its
-/// environment's secrets resolved, never shown).
+/// environment's secrets resolved, never shown), traced: it says what the kernel refused it.
 pub fn start_line(
     settings: &UpstreamSettings,
     policy: &SandboxPolicy,
@@ -425,6 +427,7 @@ pub fn start_line(
         runtime_root: runtime_root.to_path_buf(),
         read,
         write,
+        trace: true,
     };
     let (exe, args, cgroup) = command(settings, policy, &env, &prepared)?;
     Ok((exe, args, env, cgroup))
@@ -481,6 +484,7 @@ pub(crate) fn command(
             dir: c.dir().to_path_buf(),
             v2: c.is_v2(),
         }),
+        trace: prepared.trace,
     };
     let exe = std::env::current_exe()
         .map_err(|e| refused(format!("cannot find the broker's own binary: {e}")))?;

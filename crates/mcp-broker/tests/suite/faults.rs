@@ -143,11 +143,12 @@ fn stop_kills_servers_that_ignore_eof_and_sigterm_and_their_grandchildren() {
 }
 
 /// A daemon killed with SIGKILL while its upstream (a launcher with a server and a grandchild
-/// below it) runs. Returns the home and the upstream's process group, still alive.
+/// below it) runs. Returns the home and the upstream's process group, still alive. Unsandboxed:
+/// in the sandbox nothing outlives the daemon to be reaped (suite/sandbox.rs shows it).
 fn orphaned_launcher() -> (Home, u32) {
     let fx = fixture();
     let yaml = format!(
-        "schema_version: 1\nupstreams:\n  launched: {{command: \"{}\", args: [--launcher, --grandchild], trust_annotations: true}}\nprofiles:\n  default: {{}}\n",
+        "schema_version: 1\nupstreams:\n  launched: {{command: \"{}\", args: [--launcher, --grandchild], trust_annotations: true, sandbox: off}}\nprofiles:\n  default: {{}}\n",
         fx.display()
     );
     let home = Home::with_config(&yaml);

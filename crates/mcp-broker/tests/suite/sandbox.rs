@@ -186,6 +186,14 @@ fn a_hostile_server_is_denied_what_it_was_not_granted_and_leaves_nothing_behind(
         Path::new(&format!("/proc/{daemon}")).exists(),
         "the daemon lives"
     );
+    // ptrace of the daemon's pid and of the server's own init: the seccomp filter kills the
+    // caller (SIGSYS); nothing traces the daemon.
+    for pid in [daemon, 1] {
+        let r = said(&mut s, "fx.ptrace", json!({"pid": pid}));
+        assert_eq!(r, "denied: killed by signal 31", "ptrace {pid}");
+    }
+    let status = std::fs::read_to_string(format!("/proc/{daemon}/status")).unwrap();
+    assert!(status.contains("TracerPid:\t0\n"), "{status}");
     let left = said(&mut s, "fx.leave_behind", json!({"seconds": 4711}));
     assert!(left.starts_with("ok"), "{left}");
     assert!(
@@ -313,7 +321,7 @@ fn the_grants_are_shown_checked_and_a_layer_that_fails_refuses_the_start_naming_
     let fx = fixture();
     let (home, world) = homes(|w| {
         format!(
-            "schema_version: 1\nupstreams:\n  fx: {{command: \"{fx}\", args: [--list-log, \"{log}\"], trust_annotations: true, sandbox: {{network: none}}}}\n  broken: {{command: \"{fx}\", sandbox: {{fs: {{read: [\"{missing}\"]}}}}}}\n  open: {{command: \"{fx}\"}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
+            "schema_version: 1\nupstreams:\n  fx: {{command: \"{fx}\", args: [--list-log, \"{log}\"], trust_annotations: true, sandbox: {{network: none}}}}\n  broken: {{command: \"{fx}\", sandbox: {{fs: {{read: [\"{missing}\"]}}}}}}\n  open: {{command: \"{fx}\", sandbox: off}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
             fx = fx.display(),
             log = w.join("logs/list.log").display(),
             missing = w.join("nowhere").display(),
@@ -422,4 +430,95 @@ fn memory_mb_holds_a_server_or_refuses_its_start() {
         home.log()
     );
     assert_eq!(said(&mut s, "fx.echo", json!({"text": "again"})), "again");
+}
+
+/// A sandboxed server is stopped the way an unsandboxed one is: the stop ladder's SIGTERM
+/// reaches it inside its namespace (a server that ignores the end of its input exits on its
+/// own terms), and the pid it names is its host pid, gone once the stop returns.
+#[test]
+fn a_sandboxed_server_gets_the_stop_ladders_term_and_names_its_host_pid() {
+    let fx = fixture();
+    let (home, world) = homes(|w| {
+        format!(
+            "schema_version: 1\nupstreams:\n  fx: {{command: \"{fx}\", trust_annotations: true, sandbox: standard}}\n  trapper: {{command: sh, args: [-c, \"trap 'echo term > {out}/got; exit 0' TERM; exec 3<&0; {fx} --ignore-eof <&3 & wait\"], trust_annotations: true, sandbox: {{fs: {{write: [\"{out}\"]}}}}}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
+            fx = fx.display(),
+            out = w.join("out").display(),
+        )
+    });
+    let w = world.path();
+    std::fs::create_dir_all(w.join("out")).unwrap();
+    let mut s = session(&home, w, None);
+    assert_eq!(said(&mut s, "trapper.echo", json!({"text": "x"})), "x");
+    let pid = s.call("fx.pid", json!({}))["result"]["structuredContent"]["pid"]
+        .as_u64()
+        .unwrap();
+    // The host's /proc knows it by that pid, as pid 2 of its own namespace (its init is 1).
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let nspid = status.lines().find(|l| l.starts_with("NSpid:")).unwrap();
+    assert!(
+        nspid.split_whitespace().skip(1).collect::<Vec<_>>() == [pid.to_string().as_str(), "2"],
+        "{nspid}"
+    );
+    drop(s);
+    assert!(home.run(&["stop"]).status.success());
+    assert_eq!(
+        std::fs::read_to_string(w.join("out/got")).unwrap_or_default(),
+        "term\n",
+        "the server's TERM trap did not run"
+    );
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "pid {pid} outlived the stop"
+    );
+}
+
+/// `sandbox check` traces the server's system calls and says what the kernel refused it: a
+/// file the sandbox hides (one missing on the host too is not a refusal), a write outside the
+/// grants, a connection with no network (the test's own listener sees nothing).
+#[test]
+fn sandbox_check_says_what_the_kernel_refused_the_server() {
+    let fx = fixture();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (home, world) = homes(|w| {
+        let script = format!(
+            "cat {w}/home/.ssh/id_rsa {w}/nothing-here; echo x > {w}/outside.txt; python3 -c 'import socket; socket.create_connection((\\\"127.0.0.1\\\", {port}), 2)'; exec {fx}",
+            w = w.display(),
+            fx = fx.display()
+        );
+        format!(
+            "schema_version: 1\nupstreams:\n  peek: {{command: sh, args: [-c, \"{script}\"], sandbox: {{network: none}}}}\nprofiles:\n  default: {{}}\n"
+        )
+    });
+    let w = world.path();
+    plant(&w.join("home/.ssh/id_rsa"), "-----BEGIN PRIVATE KEY-----");
+    plant(&w.join("outside.txt"), "unchanged");
+    let out = home
+        .cmd(&["sandbox", "check", "peek"])
+        .env("HOME", w.join("home"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for line in [
+        format!(
+            "peek: denied: open {}: hidden by the sandbox",
+            w.join("home/.ssh/id_rsa").display()
+        ),
+        format!(
+            "peek: denied: open {}: read-only in the sandbox",
+            w.join("outside.txt").display()
+        ),
+        format!("peek: denied: connect 127.0.0.1:{port}: no network (network: none)"),
+    ] {
+        assert!(text.contains(&line), "{line}\n{text}");
+    }
+    assert!(!text.contains("nothing-here"), "{text}");
+    assert!(text.contains("listed"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(w.join("outside.txt")).unwrap(),
+        "unchanged"
+    );
+    assert!(listener.accept().is_err(), "the listener saw a connection");
 }

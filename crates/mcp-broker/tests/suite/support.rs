@@ -59,6 +59,10 @@ impl Home {
         if let Ok(path) = std::env::var("PATH") {
             c.env("PATH", path);
         }
+        // The whole suite runs once more with every upstream that does not say sandboxed.
+        if let Ok(mode) = std::env::var("MCP_BROKER_UPSTREAM_SANDBOX") {
+            c.env("MCP_BROKER_UPSTREAM_SANDBOX", mode);
+        }
         if let Some(cfg) = &self.config {
             c.env("MCP_BROKER_CONFIG", cfg);
         }

@@ -15,6 +15,7 @@ fn ctx() -> ResolveContext {
         home: Some("/home/user".into()),
         broker_home: None,
         exe: "/opt/mcp-broker".into(),
+        upstream_sandbox: None,
     }
 }
 

@@ -7,6 +7,7 @@ fn errors(text: &str) -> String {
         home: Some("/home/user".into()),
         broker_home: None,
         exe: "/opt/mcp-broker".into(),
+        upstream_sandbox: None,
     };
     match load_str(
         text,
@@ -163,6 +164,7 @@ fn a_file_past_the_size_cap_is_refused_without_parsing_it() {
         home: Some("/home/user".into()),
         broker_home: None,
         exe: "/opt/mcp-broker".into(),
+        upstream_sandbox: None,
     };
     let started = std::time::Instant::now();
     let e = mcpb_config::load(&ConfigSource::File(path), &ctx).unwrap_err();

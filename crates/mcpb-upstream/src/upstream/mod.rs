@@ -485,6 +485,7 @@ impl Upstream {
                     runtime_root: root,
                     read,
                     write,
+                    trace: false,
                 }
             });
             return Ok(Box::new(StdioProcess {
