@@ -27,16 +27,19 @@ const DENIED: &[&str] = &[
 
 /// What the server was refused: the kernel's refusals the sandbox traced (a missing path only
 /// where the host has it: the sandbox hides it), the sandbox's own refusals, and, untraced,
-/// the lines where the server said so.
-fn denials(stderr: &str) -> Vec<String> {
-    let traced = !stderr.contains("mcp-broker sandbox: not traced: ");
+/// the lines where the server said so. The tracer's lines carry `tag`, which the server never
+/// sees: a line the server wrote to look like one is only its own words.
+fn denials(stderr: &str, tag: &str, network_none: bool) -> Vec<String> {
+    let denied = format!("mcp-broker sandbox: {tag} denied: ");
+    let untraced = format!("mcp-broker sandbox: {tag} not traced: ");
+    let traced = !stderr.lines().any(|l| l.starts_with(&untraced));
     let mut out = Vec::new();
     for line in stderr.lines() {
-        if let Some(rest) = line.strip_prefix("mcp-broker sandbox: denied: ") {
-            out.extend(kernel_denial(rest));
-        } else if line.starts_with("mcp-broker sandbox: the ")
-            || line.starts_with("mcp-broker sandbox: not traced: ")
-        {
+        if let Some(rest) = line.strip_prefix(&denied) {
+            out.extend(kernel_denial(rest, network_none));
+        } else if let Some(why) = line.strip_prefix(&untraced) {
+            out.push(format!("not traced ({why}); what it said instead:"));
+        } else if line.starts_with("mcp-broker sandbox: the ") {
             out.push(line.to_string());
         } else if !traced {
             let l = line.to_lowercase();
@@ -49,12 +52,12 @@ fn denials(stderr: &str) -> Vec<String> {
 }
 
 /// `ERRNO call what` in words, or nothing for a path that is missing outside the sandbox too.
-fn kernel_denial(rest: &str) -> Option<String> {
+fn kernel_denial(rest: &str, network_none: bool) -> Option<String> {
     let mut parts = rest.splitn(3, ' ');
     let (errno, call, what) = (parts.next()?, parts.next()?, parts.next()?);
     let network = matches!(call, "connect" | "bind") && !what.starts_with('/');
     let why = match errno {
-        _ if network => "no network (network: none)",
+        _ if network && network_none => "no network (network: none)",
         "EROFS" => "read-only in the sandbox",
         "EACCES" | "EPERM" => "not permitted",
         "ENOENT" if std::path::Path::new(what).symlink_metadata().is_ok() => {
@@ -63,6 +66,20 @@ fn kernel_denial(rest: &str) -> Option<String> {
         _ => return None,
     };
     Some(format!("{call} {what}: {why}"))
+}
+
+/// A tag no one can guess, from the kernel's random source (the time, where it has none).
+fn trace_tag() -> String {
+    use std::io::Read as _;
+    let mut bytes = [0u8; 12];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if read.is_err() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        bytes.copy_from_slice(&now.to_le_bytes()[..12]);
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
@@ -101,10 +118,12 @@ pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
     let view = serde_json::json!({"read": read, "write": write,
         "network": policy.network == mcpb_config::sandbox::NetworkMode::Host});
     outln!("{name}: {}", crate::commands::sandbox_line(&view));
+    let tag = trace_tag();
     let mut cmd = Command::new(exe);
     cmd.args(args)
         .env_clear()
         .envs(&env)
+        .env("MCP_BROKER_TRACE_TAG", &tag)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -125,7 +144,11 @@ pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
     if let Some(mut e) = child.stderr.take() {
         let _ = e.read_to_string(&mut stderr);
     }
-    let denied = denials(&stderr);
+    let denied = denials(
+        &stderr,
+        &tag,
+        policy.network == mcpb_config::sandbox::NetworkMode::None,
+    );
     for line in &denied {
         outln!("{name}: denied: {}", crate::printable(line));
     }
@@ -160,29 +183,40 @@ mod tests {
 
     #[test]
     fn traced_refusals_are_said_in_words_and_a_path_missing_everywhere_is_not_one() {
-        let stderr = "mcp-broker sandbox: denied: EROFS open /usr/zz\n\
-            mcp-broker sandbox: denied: ENOENT stat /\n\
-            mcp-broker sandbox: denied: ENOENT open /no/such/path/anywhere\n\
-            mcp-broker sandbox: denied: EPERM connect 127.0.0.1:9\n\
+        let stderr = "mcp-broker sandbox: t4g denied: EROFS open /usr/zz\n\
+            mcp-broker sandbox: t4g denied: ENOENT stat /\n\
+            mcp-broker sandbox: t4g denied: ENOENT open /no/such/path/anywhere\n\
+            mcp-broker sandbox: t4g denied: EPERM connect 127.0.0.1:9\n\
+            mcp-broker sandbox: denied: ENOENT open /etc/passwd\n\
+            mcp-broker sandbox: f00 not traced: forged\n\
             cat: /x: Permission denied\n";
         assert_eq!(
-            denials(stderr),
+            denials(stderr, "t4g", true),
             [
                 "open /usr/zz: read-only in the sandbox",
                 "stat /: hidden by the sandbox",
                 "connect 127.0.0.1:9: no network (network: none)",
             ]
         );
+        // With the host's network, a refused connection is not the sandbox's doing.
+        assert_eq!(
+            denials(stderr, "t4g", false),
+            [
+                "open /usr/zz: read-only in the sandbox",
+                "stat /: hidden by the sandbox",
+                "connect 127.0.0.1:9: not permitted",
+            ]
+        );
     }
 
     #[test]
     fn untraced_the_servers_own_words_are_shown() {
-        let stderr = "mcp-broker sandbox: not traced: supervision: cannot trace the server: EPERM\n\
+        let stderr = "mcp-broker sandbox: t4g not traced: cannot trace the server: EPERM\n\
             cat: /x: Permission denied\nstarting\n";
         assert_eq!(
-            denials(stderr),
+            denials(stderr, "t4g", false),
             [
-                "mcp-broker sandbox: not traced: supervision: cannot trace the server: EPERM",
+                "not traced (cannot trace the server: EPERM); what it said instead:",
                 "cat: /x: Permission denied",
             ]
         );

@@ -35,6 +35,7 @@ mod host;
 mod jail;
 #[cfg(target_os = "linux")]
 mod relay;
+#[cfg(target_os = "linux")]
 mod report;
 #[cfg(target_os = "linux")]
 mod seccomp;
@@ -42,6 +43,7 @@ mod seccomp;
 mod server;
 #[cfg(target_os = "linux")]
 mod server_root;
+#[cfg(target_os = "linux")]
 mod trace;
 
 /// The argument that selects the helper mode of the broker's binary.

@@ -23,6 +23,9 @@ static RELAY_TO: AtomicI32 = AtomicI32::new(0);
 /// The daemon's pid: a TERM it sent went to the whole process group, so it reached the next
 /// process down already and relaying it would deliver it twice.
 static DAEMON: AtomicI32 = AtomicI32::new(0);
+/// When set, only a TERM from this pid is relayed: the holder passes on what the helper
+/// relayed, never a TERM that reached every process of the tree at once.
+static ONLY_FROM: AtomicI32 = AtomicI32::new(0);
 
 /// A socket pair whose first end (the holder's) is told the credentials of every writer,
 /// translated by the kernel into the holder's PID namespace: the host's.
@@ -64,10 +67,11 @@ pub(crate) fn answer_host_pid(ours: &OwnedFd) {
 }
 
 /// In the server, before its exec: its pid as the host sees it, when the holder answers.
-pub(crate) fn ask_host_pid(theirs: &OwnedFd) -> Option<u32> {
-    rustix::io::write(theirs, b"?").ok()?;
+/// Takes the fd: it is closed here, before the server's fds are closed wholesale.
+pub(crate) fn ask_host_pid(theirs: OwnedFd) -> Option<u32> {
+    rustix::io::write(&theirs, b"?").ok()?;
     let mut answer = [0u8; 16];
-    let n = rustix::io::read(theirs, &mut answer).ok()?;
+    let n = rustix::io::read(&theirs, &mut answer).ok()?;
     std::str::from_utf8(answer.get(..n)?).ok()?.parse().ok()
 }
 
@@ -79,12 +83,14 @@ pub(crate) fn note_daemon() {
     );
 }
 
-/// Relays SIGTERM to `to` (a host pid, or -1 from the namespace's init: all its processes).
-pub(crate) fn relay_term(to: i32) -> Result<(), SandboxError> {
+/// Relays SIGTERM to `to` (a host pid, or -1 from the namespace's init: all its processes);
+/// with `only_from`, only a TERM that pid sent.
+pub(crate) fn relay_term(to: i32, only_from: Option<i32>) -> Result<(), SandboxError> {
     RELAY_TO.store(to, Ordering::Relaxed);
+    ONLY_FROM.store(only_from.unwrap_or(0), Ordering::Relaxed);
     // SAFETY: a zeroed sigaction is a valid value (no handler, empty flags) that is then
-    // filled in; `relay` only reads two atomics and calls kill(2), both async-signal-safe;
-    // SA_RESTART keeps the waits and reads it interrupts going.
+    // filled in; `relay` only reads atomics, calls kill(2) and saves and restores errno, all
+    // async-signal-safe; SA_RESTART keeps the waits and reads it interrupts going.
     let rc = unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = relay as *const () as libc::sighandler_t;
@@ -110,9 +116,38 @@ extern "C" fn relay(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::
     } else {
         unsafe { (*info).si_pid() }
     };
-    let daemon = DAEMON.load(Ordering::Relaxed);
-    if to == -1 || (to > 0 && from != daemon) {
-        // SAFETY: kill(2) takes no pointers and is async-signal-safe.
-        unsafe { libc::kill(to, sig) };
+    let wanted = match ONLY_FROM.load(Ordering::Relaxed) {
+        0 => from != DAEMON.load(Ordering::Relaxed),
+        only => from == only,
+    };
+    if to == -1 || (to > 0 && wanted) {
+        // SAFETY: __errno_location gives this thread's errno, valid for the thread's life;
+        // kill(2) takes no pointers and is async-signal-safe. errno is put back so the code
+        // the signal interrupted sees its own.
+        unsafe {
+            let errno = libc::__errno_location();
+            let saved = *errno;
+            libc::kill(to, sig);
+            *errno = saved;
+        }
     }
+}
+
+/// Waits for `child` and reaps it; its pid stops being a relay target before it can be
+/// reused (it is reaped only after).
+pub(crate) fn reap(
+    child: rustix::process::Pid,
+) -> rustix::io::Result<Option<(rustix::process::Pid, rustix::process::WaitStatus)>> {
+    loop {
+        match rustix::process::waitid(
+            rustix::process::WaitId::Pid(child),
+            rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOWAIT,
+        ) {
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e),
+            Ok(_) => break,
+        }
+    }
+    RELAY_TO.store(0, Ordering::Relaxed);
+    rustix::process::waitpid(Some(child), rustix::process::WaitOptions::empty())
 }

@@ -90,7 +90,7 @@ fn run(report: &Report) -> Result<i32, SandboxError> {
         std::process::exit(code);
     };
     drop((ready_w, go_r));
-    relay::relay_term(child.as_raw_pid())?;
+    relay::relay_term(child.as_raw_pid(), None)?;
     let mut byte = [0u8; 1];
     if rustix::io::read(&ready_r, &mut byte).map_err(sup)? == 1 {
         let kill = |e: SandboxError| {
@@ -111,9 +111,7 @@ fn run(report: &Report) -> Result<i32, SandboxError> {
         rustix::io::write(&go_w, b"g").map_err(sup)?;
     }
     drop(go_w);
-    Ok(exit_code(
-        rustix::process::waitpid(Some(child), WaitOptions::empty()).map_err(sup)?,
-    ))
+    Ok(exit_code(relay::reap(child).map_err(sup)?))
 }
 
 fn exit_code(status: Option<(Pid, rustix::process::WaitStatus)>) -> i32 {
@@ -201,12 +199,10 @@ fn holder(
         std::process::exit(code);
     };
     drop(theirs);
-    relay::relay_term(child.as_raw_pid())?;
+    relay::relay_term(child.as_raw_pid(), helper.map(Pid::as_raw_pid))?;
     relay::answer_host_pid(&ours);
     drop(ours);
-    Ok(exit_code(
-        rustix::process::waitpid(Some(child), WaitOptions::empty()).map_err(sup)?,
-    ))
+    Ok(exit_code(relay::reap(child).map_err(sup)?))
 }
 
 /// PID 1 of the server's namespace: builds its view of the files, starts it, and when it
@@ -240,7 +236,7 @@ fn init(
             drop(w);
             let _ = rustix::io::read(&r, &mut [0u8; 1]);
         }
-        let host_pid = relay::ask_host_pid(&pid_link);
+        let host_pid = relay::ask_host_pid(pid_link);
         let Err(e) = exec(spec, argv, report, host_pid);
         refuse(report, e);
         std::process::exit(125);
@@ -248,16 +244,17 @@ fn init(
     drop(pid_link);
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(sup)?;
-    relay::relay_term(-1)?;
+    relay::relay_term(-1, None)?;
     if let Some((r, w)) = traced {
         drop(r);
+        let mut said = crate::trace::Said::new(report);
         let seized = crate::trace::seize(program);
         if let Err(e) = &seized {
-            report.say(&format!("not traced: {e}"));
+            said.not_traced(&e.to_string());
         }
         drop(w);
         if seized.is_ok() {
-            let status = crate::trace::follow(program, report);
+            let status = crate::trace::follow(program, &mut said);
             // SAFETY: as below.
             unsafe { libc::kill(-1, libc::SIGKILL) };
             return Ok(raw_exit_code(status));
@@ -319,6 +316,7 @@ fn exec(
     if let Some(pid) = host_pid {
         command.env(relay::HOST_PID_VAR, pid.to_string());
     }
+    command.env_remove(crate::trace::TAG_VAR);
     let err = command.exec();
     Err(SandboxError::at(
         Layer::Exec,

@@ -2,6 +2,11 @@
 //! and thread it starts) and says each one the kernel refused with a path or an address,
 //! so a user tunes `fs` and `network` from what the kernel said rather than from what the
 //! server chose to print. Only for a check: a server the daemon runs is never traced.
+//!
+//! The server writes to the same stderr, so every line of the tracer carries the tag the
+//! check put in `TAG_VAR`, which the server's environment does not get (nor can it read the
+//! init's: the init is not dumpable). A process the server starts with CLONE_UNTRACED is not
+//! followed.
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::FileExt;
@@ -14,6 +19,42 @@ use crate::{Layer, SandboxError};
 /// Enough to tune a policy; a server that keeps failing the same way says so once per path.
 const MAX_LINES: usize = 200;
 
+/// The variable the check's tag comes in (removed from the server's environment).
+pub(crate) const TAG_VAR: &str = "MCP_BROKER_TRACE_TAG";
+
+/// Where the tracer's lines go: the report, each line tagged.
+pub(crate) struct Said<'a> {
+    report: &'a Report,
+    tag: String,
+    lines: HashSet<String>,
+    failed: bool,
+}
+
+impl<'a> Said<'a> {
+    pub(crate) fn new(report: &'a Report) -> Self {
+        Self {
+            report,
+            tag: std::env::var(TAG_VAR).unwrap_or_default(),
+            lines: HashSet::new(),
+            failed: false,
+        }
+    }
+
+    /// `not traced: why`, once: what follows is not the kernel's account.
+    pub(crate) fn not_traced(&mut self, why: &str) {
+        if !self.failed {
+            self.failed = true;
+            self.report.say(&format!("{} not traced: {why}", self.tag));
+        }
+    }
+
+    fn denied(&mut self, line: String) {
+        if self.lines.len() < MAX_LINES && self.lines.insert(line.clone()) {
+            self.report.say(&format!("{} denied: {line}", self.tag));
+        }
+    }
+}
+
 /// Starts following `program`, which waits (on the pipe the caller holds) until this returns.
 pub(crate) fn seize(program: Pid) -> Result<(), SandboxError> {
     let options = libc::PTRACE_O_TRACESYSGOOD
@@ -23,12 +64,14 @@ pub(crate) fn seize(program: Pid) -> Result<(), SandboxError> {
         | libc::PTRACE_O_TRACEEXEC
         | libc::PTRACE_O_EXITKILL;
     let pid = program.as_raw_pid();
-    // SAFETY: PTRACE_SEIZE and PTRACE_INTERRUPT take a pid and integers, no pointers; the
-    // tracee is this process's own child.
+    let null = std::ptr::null_mut::<libc::c_void>();
+    // SAFETY: PTRACE_SEIZE and PTRACE_INTERRUPT take a null address and an integer (the
+    // options, passed where the kernel reads its data word); the tracee is this process's own
+    // child.
     let rc = unsafe {
-        let rc = libc::ptrace(libc::PTRACE_SEIZE, pid, 0, options as libc::c_long);
+        let rc = libc::ptrace(libc::PTRACE_SEIZE, pid, null, options as libc::c_long);
         if rc == 0 {
-            libc::ptrace(libc::PTRACE_INTERRUPT, pid, 0, 0)
+            libc::ptrace(libc::PTRACE_INTERRUPT, pid, null, 0 as libc::c_long)
         } else {
             rc
         }
@@ -48,9 +91,9 @@ pub(crate) fn seize(program: Pid) -> Result<(), SandboxError> {
 
 /// Runs every traced process until `program` ends; says the refusals; returns the program's
 /// wait status.
-pub(crate) fn follow(program: Pid, report: &Report) -> i32 {
+pub(crate) fn follow(program: Pid, said: &mut Said<'_>) -> i32 {
     let mut entries: HashMap<i32, (i64, [u64; 6])> = HashMap::new();
-    let mut said: HashSet<String> = HashSet::new();
+    let null = std::ptr::null_mut::<libc::c_void>();
     loop {
         let mut status = 0;
         // SAFETY: `status` is a valid out-pointer for the call's duration.
@@ -73,26 +116,29 @@ pub(crate) fn follow(program: Pid, report: &Report) -> i32 {
         }
         let sig = libc::WSTOPSIG(status);
         let event = status >> 16;
-        let inject = if sig == (libc::SIGTRAP | 0x80) {
-            syscall_stop(tid, &mut entries, &mut said, report);
-            0
+        let group_stop = event == libc::PTRACE_EVENT_STOP
+            && matches!(
+                sig,
+                libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+            );
+        let (request, inject) = if sig == (libc::SIGTRAP | 0x80) {
+            syscall_stop(tid, &mut entries, said);
+            (libc::PTRACE_SYSCALL, 0)
+        } else if group_stop {
+            // Stopped as it asked: it stays stopped until a SIGCONT, as untraced.
+            (libc::PTRACE_LISTEN, 0)
         } else if event != 0 {
             // Fork, clone, exec, and the stops of a seizure: nothing to pass on.
-            0
+            (libc::PTRACE_SYSCALL, 0)
         } else {
-            sig
+            (libc::PTRACE_SYSCALL, sig)
         };
-        // SAFETY: resumes a tracee in a ptrace stop; no pointers.
-        unsafe { libc::ptrace(libc::PTRACE_SYSCALL, tid, 0, inject as libc::c_long) };
+        // SAFETY: resumes a tracee in a ptrace stop; a null address and the signal to deliver.
+        unsafe { libc::ptrace(request, tid, null, inject as libc::c_long) };
     }
 }
 
-fn syscall_stop(
-    tid: i32,
-    entries: &mut HashMap<i32, (i64, [u64; 6])>,
-    said: &mut HashSet<String>,
-    report: &Report,
-) {
+fn syscall_stop(tid: i32, entries: &mut HashMap<i32, (i64, [u64; 6])>, said: &mut Said<'_>) {
     // SAFETY: a zeroed ptrace_syscall_info is a valid value; the kernel writes at most its
     // size, which is passed.
     let mut info: libc::ptrace_syscall_info = unsafe { std::mem::zeroed() };
@@ -107,6 +153,10 @@ fn syscall_stop(
         )
     };
     if rc <= 0 {
+        said.not_traced(&format!(
+            "the kernel does not describe system calls to a tracer ({})",
+            std::io::Error::last_os_error()
+        ));
         return;
     }
     match info.op {
@@ -121,48 +171,70 @@ fn syscall_stop(
             let Some((nr, args)) = entries.remove(&tid) else {
                 return;
             };
-            if exit.is_error == 0 || said.len() >= MAX_LINES {
+            if exit.is_error == 0 {
                 return;
             }
             let errno = i32::try_from(-exit.sval).unwrap_or(0);
-            if let Some(line) = refusal(tid, nr, &args, errno)
-                && said.insert(line.clone())
-            {
-                report.say(&format!("denied: {line}"));
+            match refusal(tid, nr, &args, errno) {
+                Ok(Some(line)) => said.denied(line),
+                Ok(None) => {}
+                Err(e) => said.not_traced(&format!("cannot read the server's memory: {e}")),
             }
         }
         _ => {}
     }
 }
 
-/// `<errno> <call> <path or address>` for a refusal worth a user's attention.
-fn refusal(tid: i32, nr: i64, args: &[u64; 6], errno: i32) -> Option<String> {
+/// `<errno> <call> <path or address>` for a refusal worth a user's attention; an error when
+/// the tracee's memory cannot be opened at all.
+fn refusal(tid: i32, nr: i64, args: &[u64; 6], errno: i32) -> std::io::Result<Option<String>> {
     let why = match errno {
         libc::EACCES => "EACCES",
         libc::EPERM => "EPERM",
         libc::EROFS => "EROFS",
         libc::ENOENT => "ENOENT",
         libc::ENETUNREACH => "ENETUNREACH",
-        _ => return None,
+        _ => return Ok(None),
     };
-    let (call, what) = if let Some((call, index)) = path_call(nr) {
-        (call, read_string(tid, args[index])?)
-    } else if nr == libc::SYS_connect || nr == libc::SYS_bind {
-        let call = if nr == libc::SYS_connect {
-            "connect"
-        } else {
-            "bind"
-        };
-        (call, read_address(tid, args[1], args[2])?)
+    let call = if let Some(c) = path_call(nr) {
+        Some(c)
+    } else if nr == libc::SYS_connect {
+        Some(("connect", usize::MAX))
+    } else if nr == libc::SYS_bind {
+        Some(("bind", usize::MAX))
     } else {
-        return None;
+        None
+    };
+    let Some((call, index)) = call else {
+        return Ok(None);
+    };
+    let mem = std::fs::File::open(format!("/proc/{tid}/mem"))?;
+    let what = if index == usize::MAX {
+        read_address(&mem, args[1], args[2])
+    } else {
+        read_string(&mem, args[index])
     };
     // A missing relative path is a server looking around; a missing absolute one may be a
     // path the sandbox hides (the caller checks the host).
-    if errno == libc::ENOENT && !what.starts_with('/') {
-        return None;
-    }
-    Some(format!("{why} {call} {what}"))
+    Ok(what
+        .filter(|w| errno != libc::ENOENT || w.starts_with('/'))
+        .map(|w| format!("{why} {call} {w}")))
+}
+
+/// Control characters escaped (one line per refusal); everything else as the path is, so the
+/// check can look it up on the host.
+fn one_line(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
 }
 
 /// Calls that take a path, and which argument it is.
@@ -223,8 +295,7 @@ fn path_call(nr: i64) -> Option<(&'static str, usize)> {
 
 /// A NUL-terminated string at `addr` in the tracee (through /proc/<tid>/mem, which a tracer
 /// may read), printable.
-fn read_string(tid: i32, addr: u64) -> Option<String> {
-    let mem = std::fs::File::open(format!("/proc/{tid}/mem")).ok()?;
+fn read_string(mem: &std::fs::File, addr: u64) -> Option<String> {
     let mut out = Vec::new();
     let mut chunk = [0u8; 256];
     while out.len() < 4096 {
@@ -234,7 +305,7 @@ fn read_string(tid: i32, addr: u64) -> Option<String> {
         }
         if let Some(end) = chunk[..n].iter().position(|&b| b == 0) {
             out.extend_from_slice(&chunk[..end]);
-            return Some(String::from_utf8_lossy(&out).escape_debug().to_string());
+            return Some(one_line(&out));
         }
         out.extend_from_slice(&chunk[..n]);
     }
@@ -242,8 +313,7 @@ fn read_string(tid: i32, addr: u64) -> Option<String> {
 }
 
 /// An IPv4 or IPv6 address and port, or a unix socket's path, from a sockaddr in the tracee.
-fn read_address(tid: i32, addr: u64, len: u64) -> Option<String> {
-    let mem = std::fs::File::open(format!("/proc/{tid}/mem")).ok()?;
+fn read_address(mem: &std::fs::File, addr: u64, len: u64) -> Option<String> {
     let mut raw = vec![0u8; usize::try_from(len).ok()?.min(128)];
     let n = mem.read_at(&mut raw, addr).ok()?;
     let raw = raw.get(..n)?;
@@ -265,7 +335,7 @@ fn read_address(tid: i32, addr: u64, len: u64) -> Option<String> {
         libc::AF_UNIX => {
             let path = raw.get(2..)?;
             let path = path.split(|&b| b == 0).next().unwrap_or_default();
-            (!path.is_empty()).then(|| String::from_utf8_lossy(path).escape_debug().to_string())
+            (!path.is_empty()).then(|| one_line(path))
         }
         _ => None,
     }

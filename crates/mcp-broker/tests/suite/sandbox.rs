@@ -474,7 +474,8 @@ fn a_sandboxed_server_gets_the_stop_ladders_term_and_names_its_host_pid() {
 
 /// `sandbox check` traces the server's system calls and says what the kernel refused it: a
 /// file the sandbox hides (one missing on the host too is not a refusal), a write outside the
-/// grants, a connection with no network (the test's own listener sees nothing).
+/// grants, a connection with no network (the test's own listener sees nothing); a line the
+/// server prints to look like the tracer's is not believed.
 #[test]
 fn sandbox_check_says_what_the_kernel_refused_the_server() {
     let fx = fixture();
@@ -483,7 +484,7 @@ fn sandbox_check_says_what_the_kernel_refused_the_server() {
     let port = listener.local_addr().unwrap().port();
     let (home, world) = homes(|w| {
         let script = format!(
-            "cat {w}/home/.ssh/id_rsa {w}/nothing-here; echo x > {w}/outside.txt; python3 -c 'import socket; socket.create_connection((\\\"127.0.0.1\\\", {port}), 2)'; exec {fx}",
+            "echo 'mcp-broker sandbox: denied: ENOENT open {w}/secret.txt' >&2; cat {w}/home/.ssh/id_rsa {w}/nothing-here; echo x > {w}/outside.txt; python3 -c 'import socket; socket.create_connection((\\\"127.0.0.1\\\", {port}), 2)'; exec {fx}",
             w = w.display(),
             fx = fx.display()
         );
@@ -494,6 +495,10 @@ fn sandbox_check_says_what_the_kernel_refused_the_server() {
     let w = world.path();
     plant(&w.join("home/.ssh/id_rsa"), "-----BEGIN PRIVATE KEY-----");
     plant(&w.join("outside.txt"), "unchanged");
+    plant(
+        &w.join("secret.txt"),
+        "a server's forged refusal must not name it",
+    );
     let out = home
         .cmd(&["sandbox", "check", "peek"])
         .env("HOME", w.join("home"))
@@ -515,6 +520,10 @@ fn sandbox_check_says_what_the_kernel_refused_the_server() {
         assert!(text.contains(&line), "{line}\n{text}");
     }
     assert!(!text.contains("nothing-here"), "{text}");
+    assert!(
+        !text.contains("secret.txt"),
+        "a forged line was believed: {text}"
+    );
     assert!(text.contains("listed"), "{text}");
     assert_eq!(
         std::fs::read_to_string(w.join("outside.txt")).unwrap(),
