@@ -440,8 +440,11 @@ fn a_sandboxed_server_gets_the_stop_ladders_term_and_names_its_host_pid() {
     let fx = fixture();
     let (home, world) = homes(|w| {
         format!(
-            "schema_version: 1\nupstreams:\n  fx: {{command: \"{fx}\", trust_annotations: true, sandbox: standard}}\n  trapper: {{command: sh, args: [-c, \"trap 'echo term > {out}/got; exit 0' TERM; exec 3<&0; {fx} --ignore-eof <&3 & wait\"], trust_annotations: true, sandbox: {{fs: {{write: [\"{out}\"]}}}}}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
+            "schema_version: 1\nupstreams:\n  fx: {{command: \"{fx}\", trust_annotations: true, sandbox: standard}}\n  trapper: {{command: sh, args: [-c, \"trap 'echo term > {out}/got; exit 0' TERM; exec 3<&0; {fx} --ignore-eof <&3 & wait\"], trust_annotations: true, sandbox: {{fs: {{read: [\"{bin}\"], write: [\"{out}\"]}}}}}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
             fx = fx.display(),
+            // The fixture runs from the script, not as the command: a checkout under /tmp
+            // (hidden by the private /tmp) is granted by hand.
+            bin = fx.parent().unwrap().display(),
             out = w.join("out").display(),
         )
     });
@@ -489,7 +492,8 @@ fn sandbox_check_says_what_the_kernel_refused_the_server() {
             fx = fx.display()
         );
         format!(
-            "schema_version: 1\nupstreams:\n  peek: {{command: sh, args: [-c, \"{script}\"], sandbox: {{network: none}}}}\nprofiles:\n  default: {{}}\n"
+            "schema_version: 1\nupstreams:\n  peek: {{command: sh, args: [-c, \"{script}\"], sandbox: {{network: none, fs: {{read: [\"{bin}\"]}}}}}}\nprofiles:\n  default: {{}}\n",
+            bin = fx.parent().unwrap().display(),
         )
     });
     let w = world.path();
