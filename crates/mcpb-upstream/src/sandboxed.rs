@@ -276,14 +276,31 @@ pub fn grants(
         planted,
     };
     write.extend(settings.cwd.iter().filter_map(|c| screen.derived(c)));
-    // The environment's values as the server gets them (its secrets resolved, never kept).
-    let values = settings.args.iter().map(String::as_str).chain(
-        settings
-            .env
-            .keys()
-            .filter_map(|k| env.get(k).map(String::as_str)),
-    );
+    // The environment's values as the server gets them (its secrets resolved, never kept); a
+    // shell's `-c` script names its paths as words of the script.
+    let script_words: Vec<&str> = settings
+        .args
+        .windows(2)
+        .filter(|w| w[0] == "-c")
+        .flat_map(|w| w[1].split_whitespace())
+        .map(|w| w.trim_matches(|c: char| matches!(c, '\'' | '"' | ';' | '(' | ')')))
+        .collect();
+    let values = settings
+        .args
+        .iter()
+        .map(String::as_str)
+        .chain(script_words)
+        .chain(
+            settings
+                .env
+                .keys()
+                .filter_map(|k| env.get(k).map(String::as_str)),
+        );
+    let mut named_files = Vec::new();
     for p in named_paths(values, settings.cwd.as_deref()) {
+        if p.is_file() {
+            named_files.push(p.clone());
+        }
         match screen.writable(&p) {
             Some(w) => write.push(w),
             None => read.extend(screen.readable_file_in_root(&p)),
@@ -321,6 +338,9 @@ pub fn grants(
     let mut programs: Vec<PathBuf> = found.iter().cloned().collect();
     programs.extend(found.as_deref().and_then(|f| std::fs::canonicalize(f).ok()));
     programs.extend(found.as_deref().and_then(interpreter));
+    // A script or program it is given by path (`node ~/srv/index.js`) needs its installation
+    // too: the modules beside it.
+    programs.extend(named_files);
     let installed = programs
         .into_iter()
         .filter_map(|p| p.parent().map(Path::to_path_buf));
