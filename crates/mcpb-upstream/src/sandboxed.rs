@@ -276,26 +276,13 @@ pub fn grants(
         planted,
     };
     write.extend(settings.cwd.iter().filter_map(|c| screen.derived(c)));
-    // The environment's values as the server gets them (its secrets resolved, never kept); a
-    // shell's `-c` script names its paths as words of the script.
-    let script_words: Vec<&str> = settings
-        .args
-        .windows(2)
-        .filter(|w| w[0] == "-c")
-        .flat_map(|w| w[1].split_whitespace())
-        .map(|w| w.trim_matches(|c: char| matches!(c, '\'' | '"' | ';' | '(' | ')')))
-        .collect();
-    let values = settings
-        .args
-        .iter()
-        .map(String::as_str)
-        .chain(script_words)
-        .chain(
-            settings
-                .env
-                .keys()
-                .filter_map(|k| env.get(k).map(String::as_str)),
-        );
+    // The environment's values as the server gets them (its secrets resolved, never kept).
+    let values = settings.args.iter().map(String::as_str).chain(
+        settings
+            .env
+            .keys()
+            .filter_map(|k| env.get(k).map(String::as_str)),
+    );
     let mut named_files = Vec::new();
     for p in named_paths(values, settings.cwd.as_deref()) {
         if p.is_file() {
