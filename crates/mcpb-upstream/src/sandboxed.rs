@@ -191,6 +191,27 @@ fn named_paths<'a>(values: impl Iterator<Item = &'a str>, cwd: Option<&Path>) ->
     out
 }
 
+/// The programs a shell's `-c` script runs by absolute path (`sh -c "exec /x/server"`): words
+/// that name an executable file. They are read-only installations like the command's; a path
+/// the script merely mentions (a file it writes) is not a grant.
+fn shell_programs(program: &str, args: &[String]) -> Vec<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if !matches!(program, "sh" | "bash" | "dash" | "zsh" | "ksh") {
+        return Vec::new();
+    }
+    args.windows(2)
+        .filter(|w| w[0] == "-c")
+        .flat_map(|w| w[1].split_whitespace())
+        .map(|w| w.trim_matches(|c: char| matches!(c, '\'' | '"' | ';' | '(' | ')' | '&')))
+        .filter(|w| w.starts_with('/'))
+        .map(PathBuf::from)
+        .filter(|p| {
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .collect()
+}
+
 /// The interpreter a script's `#!` line names, where its links lead (`/usr/bin/env` and
 /// what it runs are found on the PATH, already granted).
 fn interpreter(script: &Path) -> Option<PathBuf> {
@@ -328,6 +349,7 @@ pub fn grants(
     // A script or program it is given by path (`node ~/srv/index.js`) needs its installation
     // too: the modules beside it.
     programs.extend(named_files);
+    programs.extend(shell_programs(&program, &settings.args));
     let installed = programs
         .into_iter()
         .filter_map(|p| p.parent().map(Path::to_path_buf));
@@ -552,5 +574,65 @@ mod tests {
         let (read, write) = grants(&settings, &policy, &env, &rt);
         assert!(read.contains(&canon) && !write.contains(&canon));
         assert!(!read.iter().chain(&write).any(|p| p.ends_with(".ssh")));
+    }
+
+    #[test]
+    fn a_program_a_shell_script_runs_or_a_script_given_by_path_is_granted_read_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let srv = home.join("srv/bin");
+        let app = home.join("app");
+        std::fs::create_dir_all(&srv).unwrap();
+        std::fs::create_dir_all(app.join("node_modules")).unwrap();
+        let server = srv.join("server");
+        std::fs::write(&server, "").unwrap();
+        std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(app.join("index.js"), "").unwrap();
+        let notes = home.join("notes.txt");
+        std::fs::write(&notes, "").unwrap();
+        let settings = |command: &str, args: &str| {
+            let text = format!(
+                "schema_version: 1\nupstreams:\n  u: {{command: {command}, args: {args}}}\n"
+            );
+            mcpb_config::load_str(
+                &text,
+                "t",
+                mcpb_config::ConfigSource::Embedded,
+                &mcpb_config::ResolveContext::default(),
+            )
+            .unwrap()
+            .upstreams["u"]
+                .clone()
+        };
+        let env = BTreeMap::from([
+            ("HOME".to_string(), home.display().to_string()),
+            ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+        ]);
+        let rt = dir.path().join("rt");
+        let script = format!(
+            "[-c, \"cat {} > /dev/null; exec {} --flag\"]",
+            notes.display(),
+            server.display()
+        );
+        let (read, write) = grants(
+            &settings("sh", &script),
+            &SandboxPolicy::default(),
+            &env,
+            &rt,
+        );
+        assert_eq!(read, [srv.clone()]);
+        assert!(
+            write.is_empty(),
+            "a path a script mentions is no grant: {write:?}"
+        );
+        let args = format!("[\"{}\"]", app.join("index.js").display());
+        let (read, _) = grants(
+            &settings("node", &args),
+            &SandboxPolicy::default(),
+            &env,
+            &rt,
+        );
+        assert_eq!(read, [app]);
     }
 }
