@@ -621,7 +621,7 @@ mod tests {
             &env,
             &rt,
         );
-        assert_eq!(read, [srv.clone()]);
+        assert_eq!(read, [srv]);
         assert!(
             write.is_empty(),
             "a path a script mentions is no grant: {write:?}"
