@@ -133,24 +133,39 @@ pub(crate) fn close_fds_from(first: u32, report: &Report) -> Result<(), SandboxE
 }
 
 fn landlock() -> Result<(), SandboxError> {
+    restrict(&[JAIL_WORK.into()], &["/dev/null"], false)
+}
+
+/// Landlock for code runs and servers alike: read and run anywhere it can see, write only
+/// under `writable`, read and write `devices`; no signals or abstract sockets out of its
+/// domain; with `network` false, no TCP bind or connect.
+pub(crate) fn restrict(
+    writable: &[std::path::PathBuf],
+    devices: &[&str],
+    network: bool,
+) -> Result<(), SandboxError> {
     let abi = ABI::V6;
     let err = |e: landlock::RulesetError| SandboxError::at(Layer::Landlock, e);
-    let status = landlock::Ruleset::default()
+    let mut ruleset = landlock::Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
-        .map_err(err)?
-        .handle_access(AccessNet::from_all(abi))
-        .map_err(err)?
+        .map_err(err)?;
+    if !network {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(err)?;
+    }
+    let status = ruleset
         .scope(Scope::from_all(abi))
         .map_err(err)?
         .create()
         .map_err(err)?
         .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))
         .map_err(err)?
-        .add_rules(path_beneath_rules([JAIL_WORK], AccessFs::from_all(abi)))
+        .add_rules(path_beneath_rules(writable, AccessFs::from_all(abi)))
         .map_err(err)?
         .add_rules(path_beneath_rules(
-            ["/dev/null"],
+            devices,
             AccessFs::from_read(abi) | AccessFs::WriteFile,
         ))
         .map_err(err)?

@@ -66,6 +66,18 @@ pub(crate) fn answer_host_pid(ours: &OwnedFd) {
     }
 }
 
+/// Whether the other end of a pid link is closed (its process died); never waits.
+pub(crate) fn peer_gone(link: &OwnedFd) -> bool {
+    matches!(
+        rustix::net::recv(
+            link,
+            &mut [0u8; 1],
+            rustix::net::RecvFlags::DONTWAIT | rustix::net::RecvFlags::PEEK,
+        ),
+        Ok((0, _))
+    )
+}
+
 /// In the server, before its exec: its pid as the host sees it, when the holder answers.
 /// Takes the fd: it is closed here, before the server's fds are closed wholesale.
 pub(crate) fn ask_host_pid(theirs: OwnedFd) -> Option<u32> {

@@ -10,10 +10,6 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, RulesetAttr, RulesetCreatedAttr,
-    Scope, path_beneath_rules,
-};
 use rustix::process::{Pid, Signal, WaitOptions};
 use rustix::thread::UnshareFlags;
 
@@ -124,17 +120,6 @@ fn exit_code(status: Option<(Pid, rustix::process::WaitStatus)>) -> i32 {
     }
 }
 
-/// A raw wait status as an exit code (128 + the signal for a killed process).
-fn raw_exit_code(status: i32) -> i32 {
-    if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else if libc::WIFSIGNALED(status) {
-        128 + libc::WTERMSIG(status)
-    } else {
-        125
-    }
-}
-
 fn write_maps(pid: Pid, spec: &ServerSpec) -> Result<(), SandboxError> {
     let pid = pid.as_raw_pid();
     let map = |file: &str, text: String| {
@@ -216,6 +201,11 @@ fn init(
 ) -> Result<i32, SandboxError> {
     let sup = |e: rustix::io::Errno| SandboxError::at(Layer::Supervise, e);
     rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).map_err(sup)?;
+    // The holder may have died before the signal was asked for (nobody would send it then):
+    // its end of the pid link is closed, which a peek sees at once.
+    if relay::peer_gone(&pid_link) {
+        return Ok(125);
+    }
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(sup)?;
     build(spec, opened)?;
@@ -245,32 +235,31 @@ fn init(
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(sup)?;
     relay::relay_term(-1, None)?;
-    if let Some((r, w)) = traced {
+    let mut said = crate::trace::Said::new(report);
+    let traced = traced.is_some_and(|(r, w)| {
         drop(r);
-        let mut said = crate::trace::Said::new(report);
         let seized = crate::trace::seize(program);
         if let Err(e) = &seized {
             said.not_traced(&e.to_string());
         }
         drop(w);
-        if seized.is_ok() {
-            let status = crate::trace::follow(program, &mut said);
-            // SAFETY: as below.
-            unsafe { libc::kill(-1, libc::SIGKILL) };
-            return Ok(raw_exit_code(status));
-        }
-    }
-    let status = loop {
-        match rustix::process::wait(WaitOptions::empty()) {
-            Ok(Some((p, s))) if p == program => break s,
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(sup(e)),
+        seized.is_ok()
+    });
+    let code = if traced {
+        crate::trace::follow(program, &mut said)
+    } else {
+        loop {
+            match rustix::process::wait(WaitOptions::empty()) {
+                Ok(Some((p, s))) if p == program => break exit_code(Some((p, s))),
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(sup(e)),
+            }
         }
     };
     // SAFETY: kill(-1) from PID 1 of a namespace signals every other process in it and
     // nothing outside; it takes no pointers.
     unsafe { libc::kill(-1, libc::SIGKILL) };
-    Ok(exit_code(Some((program, status))))
+    Ok(code)
 }
 
 /// The server's last steps: its own user without capabilities, only fds 0/1/2, no_new_privs,
@@ -327,39 +316,14 @@ fn exec(
 /// Read and run anywhere it can see; write only to its home, /tmp, /dev/shm and its write
 /// grants; no signals or abstract sockets out of its domain; no TCP when it has no network.
 fn landlock(spec: &ServerSpec) -> Result<(), SandboxError> {
-    let abi = ABI::V6;
-    let err = |e: landlock::RulesetError| SandboxError::at(Layer::Landlock, e);
     let mut writable: Vec<PathBuf> = vec![spec.home.clone(), "/tmp".into()];
     writable.extend(spec.write.iter().cloned());
     if std::path::Path::new("/dev/shm").is_dir() {
         writable.push("/dev/shm".into());
     }
-    let mut ruleset = landlock::Ruleset::default()
-        .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(AccessFs::from_all(abi))
-        .map_err(err)?;
-    if !spec.network {
-        ruleset = ruleset
-            .handle_access(AccessNet::from_all(abi))
-            .map_err(err)?;
-    }
-    let status = ruleset
-        .scope(Scope::from_all(abi))
-        .map_err(err)?
-        .create()
-        .map_err(err)?
-        .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))
-        .map_err(err)?
-        .add_rules(path_beneath_rules(&writable, AccessFs::from_all(abi)))
-        .map_err(err)?
-        .add_rules(path_beneath_rules(
-            ["/dev/null", "/dev/zero", "/dev/full"]
-                .into_iter()
-                .filter(|d| std::path::Path::new(d).exists()),
-            AccessFs::from_read(abi) | AccessFs::WriteFile,
-        ))
-        .map_err(err)?
-        .restrict_self()
-        .map_err(err)?;
-    crate::confine::enforced(&status)
+    let devices: Vec<&str> = ["/dev/null", "/dev/zero", "/dev/full"]
+        .into_iter()
+        .filter(|d| std::path::Path::new(d).exists())
+        .collect();
+    crate::confine::restrict(&writable, &devices, spec.network)
 }

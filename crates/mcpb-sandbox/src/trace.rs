@@ -18,6 +18,9 @@ use crate::{Layer, SandboxError};
 
 /// Enough to tune a policy; a server that keeps failing the same way says so once per path.
 const MAX_LINES: usize = 200;
+/// Paths missing in the sandbox, most of them missing on the host too (a module search), which
+/// the check drops: more of them, so that they never crowd out a refusal.
+const MAX_MISSING: usize = 2000;
 
 /// The variable the check's tag comes in (removed from the server's environment).
 pub(crate) const TAG_VAR: &str = "MCP_BROKER_TRACE_TAG";
@@ -27,6 +30,8 @@ pub(crate) struct Said<'a> {
     report: &'a Report,
     tag: String,
     lines: HashSet<String>,
+    refused: usize,
+    missing: usize,
     failed: bool,
 }
 
@@ -36,6 +41,8 @@ impl<'a> Said<'a> {
             report,
             tag: std::env::var(TAG_VAR).unwrap_or_default(),
             lines: HashSet::new(),
+            refused: 0,
+            missing: 0,
             failed: false,
         }
     }
@@ -49,7 +56,13 @@ impl<'a> Said<'a> {
     }
 
     fn denied(&mut self, line: String) {
-        if self.lines.len() < MAX_LINES && self.lines.insert(line.clone()) {
+        let (count, cap) = if line.starts_with("ENOENT ") {
+            (&mut self.missing, MAX_MISSING)
+        } else {
+            (&mut self.refused, MAX_LINES)
+        };
+        if *count < cap && self.lines.insert(line.clone()) {
+            *count += 1;
             self.report.say(&format!("{} denied: {line}", self.tag));
         }
     }
@@ -90,7 +103,7 @@ pub(crate) fn seize(program: Pid) -> Result<(), SandboxError> {
 }
 
 /// Runs every traced process until `program` ends; says the refusals; returns the program's
-/// wait status.
+/// exit code (128 + the signal for a killed one).
 pub(crate) fn follow(program: Pid, said: &mut Said<'_>) -> i32 {
     let mut entries: HashMap<i32, (i64, [u64; 6])> = HashMap::new();
     let null = std::ptr::null_mut::<libc::c_void>();
@@ -102,12 +115,16 @@ pub(crate) fn follow(program: Pid, said: &mut Said<'_>) -> i32 {
             if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
                 continue;
             }
-            return 125 << 8;
+            return 125;
         }
         if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
             entries.remove(&tid);
             if tid == program.as_raw_pid() {
-                return status;
+                return if libc::WIFEXITED(status) {
+                    libc::WEXITSTATUS(status)
+                } else {
+                    128 + libc::WTERMSIG(status)
+                };
             }
             continue;
         }
