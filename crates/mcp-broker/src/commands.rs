@@ -392,6 +392,17 @@ pub(crate) fn render_status(data: &Value) -> String {
             ));
         }
     }
+    let open: Vec<&str> = ups
+        .iter()
+        .filter(|u| u["sandboxed"] == false)
+        .filter_map(|u| u["name"].as_str())
+        .collect();
+    if !open.is_empty() {
+        out.push_str(&format!(
+            "not sandboxed: {} (sandbox: standard runs one in the sandbox)\n",
+            open.join(", ")
+        ));
+    }
     let c = &data["catalog"];
     if let Some(e) = c["pin_store_error"].as_str() {
         out.push_str(&format!(

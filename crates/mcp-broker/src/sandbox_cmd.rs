@@ -11,6 +11,9 @@ use mcpb_config::Settings;
 
 use crate::fail;
 
+/// The most of a checked server's stderr that is read.
+const STDERR_CAP: u64 = 8 << 20;
+
 /// The words with which programs report what the kernel refused them: what is shown when the
 /// machine does not let the sandbox trace the server.
 const DENIED: &[&str] = &[
@@ -134,16 +137,22 @@ pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(&format!("mcp-broker: cannot start {name}: {e}"), &[]),
     };
+    // Read while it runs: a server (or the tracer) that fills the pipe would otherwise stall
+    // until the listing times out. What a check shows is bounded.
+    let reader = child.stderr.take().map(|e| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = e.take(STDERR_CAP).read_to_string(&mut text);
+            text
+        })
+    });
     let listed = crate::import_parity::talk(&mut child);
     let _ = child.kill();
     let _ = child.wait();
     if let Some(cg) = cgroup {
         cg.remove();
     }
-    let mut stderr = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut stderr);
-    }
+    let stderr = reader.and_then(|r| r.join().ok()).unwrap_or_default();
     let denied = denials(
         &stderr,
         &tag,

@@ -384,6 +384,19 @@ impl Resolver<'_> {
             }
             None
         };
+        // The sandbox hides the user's home and binds the server's own over it: a HOME of the
+        // config's choosing would move what is hidden and leave the real one readable.
+        if sandbox.is_some()
+            && let Some(key) = raw.env.keys().find(|k| k.value == "HOME")
+        {
+            self.issue(
+                key,
+                format!("upstreams.{n}.env.HOME"),
+                "a sandboxed server gets a home of its own in place of yours; HOME cannot be set for it"
+                    .into(),
+                Some("remove env.HOME (the server's files go to state/upstreams/<name>/home), or set sandbox: off"),
+            );
+        }
         let ms = Millis::duration;
         UpstreamSettings {
             name: n.to_string(),

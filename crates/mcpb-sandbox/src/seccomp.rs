@@ -236,9 +236,16 @@ pub(crate) fn server_filters() -> Result<Vec<BpfProgram>, SandboxError> {
     );
     eperm.insert(
         libc::SYS_ioctl,
+        // The kernel reads the request as 32 bits: compared as 64, a request with high bits
+        // set would pass the filter and still be TIOCSTI.
         [libc::TIOCSTI, libc::TIOCLINUX]
             .iter()
-            .map(|req| rule(vec![cond(1, SeccompCmpOp::Eq, *req)?]))
+            .map(|req| {
+                rule(vec![
+                    SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, *req)
+                        .map_err(|e| SandboxError::at(Layer::Seccomp, e))?,
+                ])
+            })
             .collect::<Result<Vec<_>, _>>()?,
     );
     let mut out = vec![

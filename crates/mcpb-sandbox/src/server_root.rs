@@ -53,9 +53,14 @@ fn open_path(p: &Path) -> Result<(OwnedFd, bool), SandboxError> {
 
 /// Sockets of the user's session and the system's services that a server could otherwise
 /// connect to through its read-only view (a network namespace does not cover them): the
-/// session bus, agents (ssh, gpg) and everything else under /run/user, the system bus, and
-/// the container engines' and snapd's sockets. Folders get an empty tmpfs, sockets /dev/null.
+/// session bus, agents (ssh, gpg) and everything else under /run/user, the system bus, the
+/// container engines' and snapd's sockets, screen's sessions (`screen -X stuff` types into
+/// them); and the user's terminals (/dev/pts: what is typed into them could be read). Folders
+/// get an empty tmpfs, sockets /dev/null.
 const SOCKETS: &[&str] = &[
+    "/dev/pts",
+    "/run/screen",
+    "/var/run/screen",
     "/run/user",
     "/run/dbus",
     "/run/docker.sock",
@@ -251,14 +256,20 @@ pub(crate) fn build(spec: &ServerSpec, opened: &Opened) -> Result<(), SandboxErr
     }
     // The home's mount point is made when the host's is out of sight (under /tmp).
     bind(root, &opened.home, true, &spec.home, false)?;
-    for (p, fd, dir) in &opened.write {
-        bind(root, fd, *dir, p, false)?;
+    // Outer grants first: one inside another (a writable cache in a read-only installation, a
+    // read-only folder in a writable one) is bound over it and keeps its own mode.
+    let mut grants: Vec<(&PathBuf, &OwnedFd, bool, bool)> = opened
+        .write
+        .iter()
+        .map(|(p, fd, dir)| (p, fd, *dir, false))
+        .chain(opened.read.iter().map(|(p, fd, dir)| (p, fd, *dir, true)))
+        .collect();
+    grants.sort_by_key(|(p, ..)| p.components().count());
+    for (p, fd, dir, read_only) in grants {
+        bind(root, fd, dir, p, read_only)?;
     }
-    for (p, fd, dir) in &opened.read {
-        bind(root, fd, *dir, p, true)?;
-    }
-    // The sockets, after the grants so that a grant holding one (`/run`) does not show it
-    // again; skipped where a grant lies inside one (the user named it).
+    // The sockets and terminals, after the grants so that a grant holding one (`/run`) does
+    // not show it again; skipped where a grant lies inside one (the user named it).
     let granted: Vec<&PathBuf> = spec.read.iter().chain(&spec.write).collect();
     for sock in SOCKETS.iter().map(Path::new) {
         if !granted.iter().any(|g| g.starts_with(sock)) {

@@ -14,18 +14,27 @@ use mcpb_sandbox::ServerSpec;
 
 use crate::UpstreamError;
 
-/// Package managers' caches, granted read-write to a server started through one, so it
-/// installs and runs as it would outside (paths under the home; only those that exist).
-fn caches(program: &str) -> &'static [&'static str] {
+/// Package managers' folders for a server started through one, so it installs and runs as it
+/// would outside (paths under the home; only those that exist): (read-write, read-only). The
+/// download caches are writable; where a manager keeps what it installed for good (uv's tools
+/// and Pythons, pipx's apps, bun's globals), read-only: the user runs those outside the sandbox.
+fn caches(program: &str) -> (&'static [&'static str], &'static [&'static str]) {
     match program {
         "npx" | "npm" | "pnpm" | "pnpx" | "yarn" | "node" => {
-            &[".npm", ".cache/node", ".cache/pnpm"]
+            (&[".npm", ".cache/node", ".cache/pnpm"], &[])
         }
-        "bunx" | "bun" => &[".bun", ".cache/bun"],
-        "uvx" | "uv" => &[".cache/uv", ".local/share/uv"],
-        "pipx" => &[".local/share/pipx", ".local/pipx", ".cache/pip"],
-        "python" | "python3" | "pip" | "pip3" => &[".cache/pip"],
-        _ => &[],
+        "bunx" | "bun" => (&[".bun/install/cache", ".cache/bun"], &[".bun"]),
+        "uvx" | "uv" => (&[".cache/uv"], &[".local/share/uv"]),
+        "pipx" => (
+            &[
+                ".local/share/pipx/.cache",
+                ".local/pipx/.cache",
+                ".cache/pip",
+            ],
+            &[".local/share/pipx", ".local/pipx"],
+        ),
+        "python" | "python3" | "pip" | "pip3" => (&[".cache/pip"], &[]),
+        _ => (&[], &[]),
     }
 }
 
@@ -170,14 +179,25 @@ impl Screen<'_> {
 }
 
 /// The paths a server's arguments and environment name: `/data`, `--root=/data`, `./repo`
-/// (from its cwd), `MEMORY_FILE_PATH=/data/memory.jsonl`.
-fn named_paths<'a>(values: impl Iterator<Item = &'a str>, cwd: Option<&Path>) -> Vec<PathBuf> {
+/// (from its cwd), `~/notes` (from its home: servers expand it themselves),
+/// `MEMORY_FILE_PATH=/data/memory.jsonl`. A value with white space in it is a script or a
+/// sentence, not a path: the words of `sh -c "/x/bin/server --stdio"` name no folder to write.
+fn named_paths<'a>(
+    values: impl Iterator<Item = &'a str>,
+    cwd: Option<&Path>,
+    home: Option<&Path>,
+) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for a in values {
+    for a in values.filter(|v| !v.contains(char::is_whitespace)) {
         let value = a.split_once('=').map_or(a, |(_, v)| v);
         let p = Path::new(value);
         let p = if p.is_absolute() {
             p.to_path_buf()
+        } else if let Some(rest) = value.strip_prefix("~/") {
+            match home {
+                Some(h) => h.join(rest),
+                None => continue,
+            }
         } else if value.starts_with("./") || value.starts_with("../") || value == "." {
             match cwd {
                 Some(c) => c.join(p),
@@ -305,7 +325,7 @@ pub fn grants(
             .filter_map(|k| env.get(k).map(String::as_str)),
     );
     let mut named_files = Vec::new();
-    for p in named_paths(values, settings.cwd.as_deref()) {
+    for p in named_paths(values, settings.cwd.as_deref(), home.as_deref()) {
         if p.is_file() {
             named_files.push(p.clone());
         }
@@ -320,13 +340,15 @@ pub fn grants(
         .map(|f| f.to_string_lossy().to_string())
         .unwrap_or_default();
     if let Some(home) = &home {
-        write.extend(
-            caches(&program)
-                .iter()
+        let (rw, ro) = caches(&program);
+        let existing = |list: &'static [&'static str]| {
+            list.iter()
                 .map(|c| home.join(c))
                 .filter(|p| p.exists())
-                .filter_map(|p| screen.derived(&p)),
-        );
+                .filter_map(|p| screen.derived(&p))
+        };
+        write.extend(existing(rw));
+        read.extend(existing(ro));
     }
     // Tools the server runs from places the sandbox hides (the home, /tmp, the runtime dir):
     // their installation is granted read-only (see `install_root`). The command where it is
@@ -350,6 +372,8 @@ pub fn grants(
     // too: the modules beside it.
     programs.extend(named_files);
     programs.extend(shell_programs(&program, &settings.args));
+    // A command given by path is found there even where it is not followed (under the home).
+    programs.extend(Some(PathBuf::from(&command)).filter(|c| c.is_absolute()));
     let installed = programs
         .into_iter()
         .filter_map(|p| p.parent().map(Path::to_path_buf));
@@ -532,6 +556,19 @@ pub(crate) fn command(
 mod tests {
     use super::*;
 
+    /// The upstream `u` of a config text.
+    fn upstream_u(text: &str) -> UpstreamSettings {
+        mcpb_config::load_str(
+            text,
+            "t",
+            mcpb_config::ConfigSource::Embedded,
+            &mcpb_config::ResolveContext::default(),
+        )
+        .unwrap()
+        .upstreams["u"]
+            .clone()
+    }
+
     #[test]
     fn a_server_is_granted_its_cwd_its_argument_paths_and_its_tools() {
         let dir = tempfile::tempdir().unwrap();
@@ -546,15 +583,7 @@ mod tests {
             "schema_version: 1\nupstreams:\n  u: {{command: npx, args: [-y, server, \"--root={}\", /nowhere]}}\n",
             data.display()
         );
-        let settings = mcpb_config::load_str(
-            &text,
-            "t",
-            mcpb_config::ConfigSource::Embedded,
-            &mcpb_config::ResolveContext::default(),
-        )
-        .unwrap()
-        .upstreams["u"]
-            .clone();
+        let settings = upstream_u(&text);
         let env = BTreeMap::from([
             ("HOME".to_string(), home.display().to_string()),
             ("PATH".to_string(), format!("{}:/usr/bin", tools.display())),
@@ -595,15 +624,7 @@ mod tests {
             let text = format!(
                 "schema_version: 1\nupstreams:\n  u: {{command: {command}, args: {args}}}\n"
             );
-            mcpb_config::load_str(
-                &text,
-                "t",
-                mcpb_config::ConfigSource::Embedded,
-                &mcpb_config::ResolveContext::default(),
-            )
-            .unwrap()
-            .upstreams["u"]
-                .clone()
+            upstream_u(&text)
         };
         let env = BTreeMap::from([
             ("HOME".to_string(), home.display().to_string()),
@@ -634,5 +655,41 @@ mod tests {
             &rt,
         );
         assert_eq!(read, [app]);
+    }
+
+    #[test]
+    fn a_script_is_not_a_path_a_tilde_is_the_home_and_installed_tools_stay_read_only() {
+        let home = Path::new("/home/me");
+        let got = named_paths(
+            [
+                "/home/me/.local/bin/mcp-foo --stdio",
+                "--x=/a b",
+                "~/notes",
+                "/data",
+            ]
+            .into_iter(),
+            None,
+            Some(home),
+        );
+        assert_eq!(got, [home.join("notes"), PathBuf::from("/data")]);
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        for d in [".cache/uv", ".local/share/uv/tools"] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        let text = "schema_version: 1\nupstreams:\n  u: {command: uvx, args: [mcp-server-time]}\n";
+        let settings = upstream_u(text);
+        let env = BTreeMap::from([
+            ("HOME".to_string(), home.display().to_string()),
+            ("PATH".to_string(), "/usr/bin".to_string()),
+        ]);
+        let (read, write) = grants(
+            &settings,
+            &SandboxPolicy::default(),
+            &env,
+            &dir.path().join("rt"),
+        );
+        assert_eq!(write, [home.join(".cache/uv")]);
+        assert_eq!(read, [home.join(".local/share/uv")]);
     }
 }

@@ -45,6 +45,11 @@ pub struct UpstreamStatus {
     /// The sandbox the server runs in, as its last start set it up.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxView>,
+    /// A local server: whether the daemon's settings run it in the sandbox (a daemon started
+    /// with another environment may resolve the default differently from a shell). `None`
+    /// for a remote one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandboxed: Option<bool>,
 }
 
 /// A sandboxed server's grants, for `status`.

@@ -59,9 +59,10 @@ fn a_hostile_server_is_denied_what_it_was_not_granted_and_leaves_nothing_behind(
     let fx = fixture();
     let (home, world) = homes(|w| {
         format!(
-            "schema_version: 1\nupstreams:\n  fx: {{command: \"{fx}\", args: [--hostile], env: {{CACHE: \"{data}/cache\"}}, trust_annotations: true, sandbox: {{fs: {{write: [\"{data}\"]}}, network: none}}}}\n  netfx: {{command: \"{fx}\", args: [--hostile], trust_annotations: true, sandbox: standard}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
+            "schema_version: 1\nupstreams:\n  fx: {{command: \"{fx}\", args: [--hostile], env: {{CACHE: \"{data}/cache\"}}, trust_annotations: true, sandbox: {{fs: {{write: [\"{data}\"]}}, network: none}}}}\n  netfx: {{command: \"{fx}\", args: [--hostile], trust_annotations: true, sandbox: {{fs: {{read: [\"{lib}\"], write: [\"{lib}/out\"]}}}}}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
             fx = fx.display(),
             data = w.join("data").display(),
+            lib = w.join("lib").display(),
         )
     });
     let (root, w) = (home.root().to_path_buf(), world.path().to_path_buf());
@@ -74,6 +75,7 @@ fn a_hostile_server_is_denied_what_it_was_not_granted_and_leaves_nothing_behind(
     );
     plant(&w.join("outside.txt"), "unchanged");
     std::fs::create_dir_all(w.join("data")).unwrap();
+    std::fs::create_dir_all(w.join("lib/out")).unwrap();
     // A link a server could have planted where it may write, naming the user's keys: its
     // environment names it, but its target is never granted.
     std::os::unix::fs::symlink(w.join("home/.ssh"), w.join("data/cache")).unwrap();
@@ -106,6 +108,30 @@ fn a_hostile_server_is_denied_what_it_was_not_granted_and_leaves_nothing_behind(
         said(&mut s, "fx.list_dir", json!({"path": root.join("secrets")})),
         "the secrets folder",
     );
+    // The user's terminals are out of sight (what is typed into them could be read).
+    assert!(std::fs::read_dir("/dev/pts").unwrap().count() > 0);
+    assert_eq!(
+        said(&mut s, "fx.list_dir", json!({"path": "/dev/pts"})),
+        "ok: "
+    );
+    // A writable folder inside a read-only one keeps its mode, whatever the order of grants.
+    assert_eq!(
+        said(
+            &mut s,
+            "netfx.write_path",
+            json!({"path": w.join("lib/out/x"), "text": "in"})
+        ),
+        "ok: written"
+    );
+    denied(
+        said(
+            &mut s,
+            "netfx.write_path",
+            json!({"path": w.join("lib/y"), "text": "no"}),
+        ),
+        "beside a write grant, in a read-only one",
+    );
+    assert!(!w.join("lib/y").exists());
     denied(
         said(
             &mut s,
@@ -389,6 +415,9 @@ fn the_grants_are_shown_checked_and_a_layer_that_fails_refuses_the_start_naming_
         json!([w.join("logs/list.log").display().to_string()]),
         "{st}"
     );
+    // status names the local servers the daemon runs without the sandbox.
+    let (_, text) = run(&["status"]);
+    assert!(text.contains("not sandboxed: open ("), "{text}");
 }
 
 /// `memory_mb` holds the server's whole tree in a memory cgroup: over it, the kernel stops the

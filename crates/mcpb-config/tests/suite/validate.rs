@@ -180,3 +180,16 @@ fn the_underscore_style_refuses_upstream_names_it_could_not_split() {
     let fine = "schema_version: 1\nupstreams:\n  my-srv: {command: x}\nprofiles:\n  codex: {broker_tool_name_style: underscore}\n";
     assert_eq!(errors(fine), "ok");
 }
+
+#[test]
+fn a_sandboxed_server_cannot_be_given_a_home() {
+    let text = "schema_version: 1\nupstreams:\n  gh:\n    command: npx\n    env: {HOME: /srv/other}\n    sandbox: standard\n";
+    let e = errors(text);
+    assert!(
+        e.contains("upstreams.gh.env.HOME: a sandboxed server gets a home of its own"),
+        "{e}"
+    );
+    let off =
+        "schema_version: 1\nupstreams:\n  gh:\n    command: npx\n    env: {HOME: /srv/other}\n";
+    assert_eq!(errors(off), "ok");
+}

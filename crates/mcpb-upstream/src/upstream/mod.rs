@@ -132,6 +132,8 @@ impl Upstream {
             rejected_tools: Vec::new(),
             stderr_tail: Vec::new(),
             sandbox: None,
+            sandboxed: (settings.transport == Transport::Stdio)
+                .then_some(settings.sandbox.is_some()),
         };
         let instances = Arc::new(Semaphore::new(settings.max_instances));
         let concurrency = settings
