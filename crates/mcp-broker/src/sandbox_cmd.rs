@@ -28,21 +28,22 @@ const DENIED: &[&str] = &[
     "no such file or directory",
 ];
 
-/// What the server was refused: the kernel's refusals the sandbox traced (a missing path only
-/// where the host has it: the sandbox hides it), the sandbox's own refusals, and, untraced,
-/// the lines where the server said so. The tracer's lines carry `tag`, which the server never
-/// sees: a line the server wrote to look like one is only its own words.
-fn denials(stderr: &str, tag: &str, network_none: bool) -> Vec<String> {
-    let denied = format!("mcp-broker sandbox: {tag} denied: ");
-    let untraced = format!("mcp-broker sandbox: {tag} not traced: ");
-    let traced = !stderr.lines().any(|l| l.starts_with(&untraced));
+/// What the server was refused: the kernel's refusals the sandbox traced into `trace` (a
+/// missing path only where the host has it: the sandbox hid it), the sandbox's own refusals,
+/// and, untraced, the lines where the server said so. Only the file the server never holds is
+/// the kernel's account; it counts when it says `traced`.
+fn denials(stderr: &str, trace: &str, network_none: bool) -> Vec<String> {
+    let traced = trace.lines().any(|l| l == "traced");
     let mut out = Vec::new();
-    for line in stderr.lines() {
-        if let Some(rest) = line.strip_prefix(&denied) {
+    for line in trace.lines() {
+        if let Some(rest) = line.strip_prefix("denied: ").filter(|_| traced) {
             out.extend(kernel_denial(rest, network_none));
-        } else if let Some(why) = line.strip_prefix(&untraced) {
+        } else if let Some(why) = line.strip_prefix("not traced: ") {
             out.push(format!("not traced ({why}); what it said instead:"));
-        } else if line.starts_with("mcp-broker sandbox: the ") {
+        }
+    }
+    for line in stderr.lines() {
+        if line.starts_with("mcp-broker sandbox: the ") {
             out.push(line.to_string());
         } else if !traced {
             let l = line.to_lowercase();
@@ -71,18 +72,22 @@ fn kernel_denial(rest: &str, network_none: bool) -> Option<String> {
     Some(format!("{call} {what}: {why}"))
 }
 
-/// A tag no one can guess, from the kernel's random source (the time, where it has none).
-fn trace_tag() -> String {
-    use std::io::Read as _;
-    let mut bytes = [0u8; 12];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    if read.is_err() {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        bytes.copy_from_slice(&now.to_le_bytes()[..12]);
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// A file of its own for the tracer's lines, in the runtime dir's `run/` (out of the
+/// server's sight); removed after the check.
+fn trace_file(root: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = root.join("run");
+    std::fs::create_dir_all(&dir)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let path = dir.join(format!("trace-{}-{now}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    Ok(path)
 }
 
 pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
@@ -121,12 +126,15 @@ pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
     let view = serde_json::json!({"read": read, "write": write,
         "network": policy.network == mcpb_config::sandbox::NetworkMode::Host});
     outln!("{name}: {}", crate::commands::sandbox_line(&view));
-    let tag = trace_tag();
+    let trace = match trace_file(root) {
+        Ok(p) => p,
+        Err(e) => return fail(&format!("mcp-broker: cannot make the trace file: {e}"), &[]),
+    };
     let mut cmd = Command::new(exe);
     cmd.args(args)
         .env_clear()
         .envs(&env)
-        .env("MCP_BROKER_TRACE_TAG", &tag)
+        .env("MCP_BROKER_TRACE_FILE", &trace)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -141,9 +149,9 @@ pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
     // until the listing times out. What a check shows is bounded.
     let reader = child.stderr.take().map(|e| {
         std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = e.take(STDERR_CAP).read_to_string(&mut text);
-            text
+            let mut bytes = Vec::new();
+            let _ = e.take(STDERR_CAP).read_to_end(&mut bytes);
+            String::from_utf8_lossy(&bytes).into_owned()
         })
     });
     let listed = crate::import_parity::talk(&mut child);
@@ -153,9 +161,11 @@ pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
         cg.remove();
     }
     let stderr = reader.and_then(|r| r.join().ok()).unwrap_or_default();
+    let traced = std::fs::read(&trace).unwrap_or_default();
+    let _ = std::fs::remove_file(&trace);
     let denied = denials(
         &stderr,
-        &tag,
+        &String::from_utf8_lossy(&traced),
         policy.network == mcpb_config::sandbox::NetworkMode::None,
     );
     for line in &denied {
@@ -192,15 +202,16 @@ mod tests {
 
     #[test]
     fn traced_refusals_are_said_in_words_and_a_path_missing_everywhere_is_not_one() {
-        let stderr = "mcp-broker sandbox: t4g denied: EROFS open /usr/zz\n\
-            mcp-broker sandbox: t4g denied: ENOENT stat /\n\
-            mcp-broker sandbox: t4g denied: ENOENT open /no/such/path/anywhere\n\
-            mcp-broker sandbox: t4g denied: EPERM connect 127.0.0.1:9\n\
-            mcp-broker sandbox: denied: ENOENT open /etc/passwd\n\
-            mcp-broker sandbox: f00 not traced: forged\n\
-            cat: /x: Permission denied\n";
+        let trace = "traced\n\
+            denied: EROFS open /usr/zz\n\
+            denied: ENOENT stat /\n\
+            denied: ENOENT open /no/such/path/anywhere\n\
+            denied: EPERM connect 127.0.0.1:9\n";
+        // What the server prints is its own words, whatever it looks like.
+        let stderr =
+            "denied: ENOENT open /etc/passwd\nnot traced: forged\ncat: /x: Permission denied\n";
         assert_eq!(
-            denials(stderr, "t4g", true),
+            denials(stderr, trace, true),
             [
                 "open /usr/zz: read-only in the sandbox",
                 "stat /: hidden by the sandbox",
@@ -209,25 +220,29 @@ mod tests {
         );
         // With the host's network, a refused connection is not the sandbox's doing.
         assert_eq!(
-            denials(stderr, "t4g", false),
-            [
-                "open /usr/zz: read-only in the sandbox",
-                "stat /: hidden by the sandbox",
-                "connect 127.0.0.1:9: not permitted",
-            ]
+            denials(stderr, trace, false)[2],
+            "connect 127.0.0.1:9: not permitted"
         );
     }
 
     #[test]
     fn untraced_the_servers_own_words_are_shown() {
-        let stderr = "mcp-broker sandbox: t4g not traced: cannot trace the server: EPERM\n\
-            cat: /x: Permission denied\nstarting\n";
+        let stderr = "cat: /x: Permission denied\nstarting\n";
         assert_eq!(
-            denials(stderr, "t4g", false),
+            denials(
+                stderr,
+                "not traced: cannot trace the server: EPERM\n",
+                false
+            ),
             [
                 "not traced (cannot trace the server: EPERM); what it said instead:",
                 "cat: /x: Permission denied",
             ]
+        );
+        // A file that never said `traced` (the init could not open it) is no account either.
+        assert_eq!(
+            denials(stderr, "denied: EROFS open /usr/zz\n", false),
+            ["cat: /x: Permission denied"]
         );
     }
 }

@@ -385,8 +385,11 @@ impl Resolver<'_> {
             None
         };
         // The sandbox hides the user's home and binds the server's own over it: a HOME of the
-        // config's choosing would move what is hidden and leave the real one readable.
+        // config's choosing would move what is hidden and leave the real one readable. Said
+        // here where the upstream asks for the sandbox itself (a default from the environment
+        // is refused at its start, not for the whole config).
         if sandbox.is_some()
+            && raw.sandbox.is_some()
             && let Some(key) = raw.env.keys().find(|k| k.value == "HOME")
         {
             self.issue(

@@ -208,6 +208,12 @@ fn init(
     }
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(sup)?;
+    // A check's file, opened while the host is in sight (the server's view has no way to it).
+    let mut said = if spec.trace {
+        crate::trace::Said::open()
+    } else {
+        None
+    };
     build(spec, opened)?;
     rustix::system::sethostname(b"sandbox").map_err(|e| SandboxError::at(Layer::Hostname, e))?;
     // A check's tracer seizes the server before it goes on (it waits on `traced`).
@@ -235,18 +241,22 @@ fn init(
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(sup)?;
     relay::relay_term(-1, None)?;
-    let mut said = crate::trace::Said::new(report);
-    let traced = traced.is_some_and(|(r, w)| {
-        drop(r);
-        let seized = crate::trace::seize(program);
-        if let Err(e) = &seized {
-            said.not_traced(&e.to_string());
-        }
-        drop(w);
-        seized.is_ok()
-    });
-    let code = if traced {
-        crate::trace::follow(program, &mut said)
+    // The pipe's ends go at the end of the match: the server goes on, traced or not.
+    let traced = match (traced, said.as_mut()) {
+        (Some(_pipe), Some(said)) => match crate::trace::seize(program) {
+            Ok(()) => {
+                said.traced();
+                true
+            }
+            Err(e) => {
+                said.not_traced(&e.to_string());
+                false
+            }
+        },
+        _ => false,
+    };
+    let code = if let (true, Some(said)) = (traced, said.as_mut()) {
+        crate::trace::follow(program, said)
     } else {
         loop {
             match rustix::process::wait(WaitOptions::empty()) {
@@ -305,7 +315,7 @@ fn exec(
     if let Some(pid) = host_pid {
         command.env(relay::HOST_PID_VAR, pid.to_string());
     }
-    command.env_remove(crate::trace::TAG_VAR);
+    command.env_remove(crate::trace::FILE_VAR);
     let err = command.exec();
     Err(SandboxError::at(
         Layer::Exec,

@@ -54,11 +54,10 @@ fn open_path(p: &Path) -> Result<(OwnedFd, bool), SandboxError> {
 /// Sockets of the user's session and the system's services that a server could otherwise
 /// connect to through its read-only view (a network namespace does not cover them): the
 /// session bus, agents (ssh, gpg) and everything else under /run/user, the system bus, the
-/// container engines' and snapd's sockets, screen's sessions (`screen -X stuff` types into
-/// them); and the user's terminals (/dev/pts: what is typed into them could be read). Folders
-/// get an empty tmpfs, sockets /dev/null.
+/// container engines' and snapd's sockets, and screen's sessions (`screen -X stuff` types into
+/// them). Folders get an empty tmpfs, sockets /dev/null. (/dev is the server's own: see
+/// `minimal_dev`.)
 const SOCKETS: &[&str] = &[
-    "/dev/pts",
     "/run/screen",
     "/var/run/screen",
     "/run/user",
@@ -116,6 +115,40 @@ fn tmpfs(target: &Path, options: &str) -> Result<(), SandboxError> {
         Some(data.as_c_str()),
     )
     .map_err(err_at(Layer::Root, target))
+}
+
+/// The devices a server needs and nothing else of the host's /dev: not the user's terminals
+/// (/dev/pts), sound, cameras or input devices the login gave the user.
+fn minimal_dev(root: &Path) -> Result<(), SandboxError> {
+    let dev = inside(root, Path::new("/dev"));
+    tmpfs(&dev, "size=64k,mode=0755")?;
+    for name in ["null", "zero", "full", "random", "urandom"] {
+        let host = Path::new("/dev").join(name);
+        if !host.exists() {
+            continue;
+        }
+        let at = dev.join(name);
+        std::fs::write(&at, b"").map_err(|e| SandboxError::at(Layer::Root, e))?;
+        rustix::mount::mount_bind(&host, &at).map_err(err_at(Layer::Root, &host))?;
+    }
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(target, dev.join(name))
+            .map_err(|e| SandboxError::at(Layer::Root, e))?;
+    }
+    let shm = dev.join("shm");
+    std::fs::create_dir(&shm).map_err(|e| SandboxError::at(Layer::Root, e))?;
+    tmpfs(&shm, "mode=1777")?;
+    rustix::mount::mount_remount(
+        &dev,
+        MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV,
+        "",
+    )
+    .map_err(err_at(Layer::Root, Path::new("/dev")))
 }
 
 /// Every mount at and under `path` made read-only in one step (mount_setattr, Linux 5.12).
@@ -245,10 +278,7 @@ pub(crate) fn build(spec: &ServerSpec, opened: &Opened) -> Result<(), SandboxErr
     rustix::mount::mount_bind_recursive("/", root).map_err(err_at(Layer::Root, Path::new("/")))?;
     read_only_tree(root)?;
     tmpfs(&inside(root, Path::new("/tmp")), "mode=1777")?;
-    let shm = inside(root, Path::new("/dev/shm"));
-    if shm.is_dir() {
-        tmpfs(&shm, "mode=1777")?;
-    }
+    minimal_dev(root)?;
     // The runtime dir, covered by an empty tmpfs (nothing in it writable past landlock but
     // the grants bound into it below).
     for h in &spec.hide {

@@ -3,17 +3,18 @@
 //! so a user tunes `fs` and `network` from what the kernel said rather than from what the
 //! server chose to print. Only for a check: a server the daemon runs is never traced.
 //!
-//! The server writes to the same stderr, so every line of the tracer carries the tag the
-//! check put in `TAG_VAR`, which the server's environment does not get (nor can it read the
-//! init's: the init is not dumpable). A process the server starts with CLONE_UNTRACED is not
-//! followed.
+//! The tracer's lines go to a file the check made under the runtime dir (`FILE_VAR`), opened
+//! by the init before it builds the server's view: the server never holds it nor sees the
+//! place (its stderr, which it can reopen, would let it read or forge them). The file says
+//! `traced` first; without that line the check takes nothing in it as the kernel's account.
+//! A process the server starts with CLONE_UNTRACED is not followed.
 
 use std::collections::{HashMap, HashSet};
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 
 use rustix::process::Pid;
 
-use crate::report::Report;
 use crate::{Layer, SandboxError};
 
 /// Enough to tune a policy; a server that keeps failing the same way says so once per path.
@@ -22,36 +23,47 @@ const MAX_LINES: usize = 200;
 /// the check drops: more of them, so that they never crowd out a refusal.
 const MAX_MISSING: usize = 2000;
 
-/// The variable the check's tag comes in (removed from the server's environment).
-pub(crate) const TAG_VAR: &str = "MCP_BROKER_TRACE_TAG";
+/// The variable naming the check's file (removed from the server's environment).
+pub(crate) const FILE_VAR: &str = "MCP_BROKER_TRACE_FILE";
 
-/// Where the tracer's lines go: the report, each line tagged.
-pub(crate) struct Said<'a> {
-    report: &'a Report,
-    tag: String,
+/// Where the tracer's lines go.
+pub(crate) struct Said {
+    out: std::fs::File,
     lines: HashSet<String>,
     refused: usize,
     missing: usize,
     failed: bool,
 }
 
-impl<'a> Said<'a> {
-    pub(crate) fn new(report: &'a Report) -> Self {
-        Self {
-            report,
-            tag: std::env::var(TAG_VAR).unwrap_or_default(),
+impl Said {
+    /// The check's file, opened while the host's paths are still in sight; `None` when there
+    /// is none (the check then finds no `traced` line).
+    pub(crate) fn open() -> Option<Self> {
+        let path = std::env::var_os(FILE_VAR)?;
+        let out = std::fs::OpenOptions::new().append(true).open(path).ok()?;
+        Some(Self {
+            out,
             lines: HashSet::new(),
             refused: 0,
             missing: 0,
             failed: false,
-        }
+        })
+    }
+
+    fn line(&mut self, text: &str) {
+        let _ = writeln!(self.out, "{text}");
+    }
+
+    /// Following the server from here on.
+    pub(crate) fn traced(&mut self) {
+        self.line("traced");
     }
 
     /// `not traced: why`, once: what follows is not the kernel's account.
     pub(crate) fn not_traced(&mut self, why: &str) {
         if !self.failed {
             self.failed = true;
-            self.report.say(&format!("{} not traced: {why}", self.tag));
+            self.line(&format!("not traced: {why}"));
         }
     }
 
@@ -63,7 +75,7 @@ impl<'a> Said<'a> {
         };
         if *count < cap && self.lines.insert(line.clone()) {
             *count += 1;
-            self.report.say(&format!("{} denied: {line}", self.tag));
+            self.line(&format!("denied: {line}"));
         }
     }
 }
@@ -104,7 +116,7 @@ pub(crate) fn seize(program: Pid) -> Result<(), SandboxError> {
 
 /// Runs every traced process until `program` ends; says the refusals; returns the program's
 /// exit code (128 + the signal for a killed one).
-pub(crate) fn follow(program: Pid, said: &mut Said<'_>) -> i32 {
+pub(crate) fn follow(program: Pid, said: &mut Said) -> i32 {
     let mut entries: HashMap<i32, (i64, [u64; 6])> = HashMap::new();
     let null = std::ptr::null_mut::<libc::c_void>();
     loop {
@@ -155,7 +167,7 @@ pub(crate) fn follow(program: Pid, said: &mut Said<'_>) -> i32 {
     }
 }
 
-fn syscall_stop(tid: i32, entries: &mut HashMap<i32, (i64, [u64; 6])>, said: &mut Said<'_>) {
+fn syscall_stop(tid: i32, entries: &mut HashMap<i32, (i64, [u64; 6])>, said: &mut Said) {
     // SAFETY: a zeroed ptrace_syscall_info is a valid value; the kernel writes at most its
     // size, which is passed.
     let mut info: libc::ptrace_syscall_info = unsafe { std::mem::zeroed() };

@@ -38,6 +38,18 @@ fn caches(program: &str) -> (&'static [&'static str], &'static [&'static str]) {
     }
 }
 
+/// Folders of the home that many programs keep their data, state and programs in: a command
+/// line that names one (`XDG_CACHE_HOME=~/.cache`) or a file to make in one is no write grant
+/// of it all.
+const SHARED: &[&str] = &[
+    ".local",
+    ".local/share",
+    ".local/state",
+    ".local/bin",
+    ".local/lib",
+    ".cache",
+];
+
 /// Credential stores and browser profiles under a home: no grant taken from a command line
 /// reaches into one (a grant the policy names may).
 const PRIVATE: &[&str] = &[
@@ -149,7 +161,10 @@ impl Screen<'_> {
             || SYSTEM.iter().any(|s| p.starts_with(s))
             || self.touches_broker(&p)
             || self.home.is_some_and(|h| {
-                h.starts_with(&p) || PRIVATE.iter().any(|x| p.starts_with(h.join(x)))
+                h.starts_with(&p)
+                    || PRIVATE
+                        .iter()
+                        .any(|x| p.starts_with(h.join(x)) || h.join(x).starts_with(&p))
             });
         (!forbidden).then_some(p)
     }
@@ -164,17 +179,26 @@ impl Screen<'_> {
     }
 
     /// A path a server will write: the path when it exists; for one it will make (a log, a
-    /// memory file), its folder, unless that is the root or a top-level folder.
+    /// memory file), its folder, unless that is the root or a top-level folder, or one of the
+    /// home's shared folders (`~/.local/share/mem.db` names a file, not all of `~/.local/share`).
     fn writable(&self, p: &Path) -> Option<PathBuf> {
         let p = lexical(p);
-        if p.exists() {
-            return self.derived(&p);
-        }
-        let parent = p.parent()?;
-        if !parent.is_dir() {
+        let target = if p.exists() {
+            p
+        } else {
+            let parent = p.parent()?;
+            if !parent.is_dir() {
+                return None;
+            }
+            parent.to_path_buf()
+        };
+        let shared = self
+            .home
+            .is_some_and(|h| SHARED.iter().any(|s| target == h.join(s)));
+        if shared {
             return None;
         }
-        self.derived(parent)
+        self.derived(&target)
     }
 }
 
@@ -230,6 +254,21 @@ fn shell_programs(program: &str, args: &[String]) -> Vec<PathBuf> {
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
         .collect()
+}
+
+/// A file that is a program or a script: executable, or named like a script.
+fn is_code(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let script = p.extension().is_some_and(|e| {
+        [
+            "js", "mjs", "cjs", "ts", "mts", "py", "sh", "rb", "pl", "php", "jar",
+        ]
+        .iter()
+        .any(|x| e == *x)
+    });
+    script
+        || p.metadata()
+            .is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
 }
 
 /// The interpreter a script's `#!` line names, where its links lead (`/usr/bin/env` and
@@ -300,7 +339,10 @@ pub fn grants(
     let runtime_root = std::fs::canonicalize(runtime_root).unwrap_or_else(|_| runtime_root.into());
     let explicit_read = resolved(&policy.read);
     let mut read = explicit_read.clone();
-    let mut write = resolved(&policy.write);
+    let explicit_write = resolved(&policy.write);
+    let mut write = explicit_write.clone();
+    // Writable on purpose even inside a read-only grant: the policy's own and the caches.
+    let mut meant = explicit_write.clone();
     // A server writes only its grants and its private home and /tmp: the host's /tmp is not
     // among them.
     let mut planted: Vec<PathBuf> = vec![runtime_root.clone()];
@@ -328,6 +370,11 @@ pub fn grants(
     for p in named_paths(values, settings.cwd.as_deref(), home.as_deref()) {
         if p.is_file() {
             named_files.push(p.clone());
+            // A program or script it runs (`node /srv/index.js`) is read, never rewritten.
+            if is_code(&p) {
+                read.extend(screen.derived(&p));
+                continue;
+            }
         }
         match screen.writable(&p) {
             Some(w) => write.push(w),
@@ -347,6 +394,7 @@ pub fn grants(
                 .filter(|p| p.exists())
                 .filter_map(|p| screen.derived(&p))
         };
+        meant.extend(existing(rw));
         write.extend(existing(rw));
         read.extend(existing(ro));
     }
@@ -388,11 +436,24 @@ pub fn grants(
         read.push(screen.derived(&root).unwrap_or(dir));
     }
     write.retain(|w| !explicit_read.contains(w));
+    // A grant taken from its command line inside a read-only one (its installation, a folder
+    // under `fs.read`) stays read-only: grants are bound outer first, so it would otherwise
+    // be writable there.
+    write.retain(|w| meant.contains(w) || !read.iter().any(|r| w.starts_with(r)));
     write.sort();
     write.dedup();
     read.retain(|r| !write.contains(r));
     read.sort();
     read.dedup();
+    // A read-only grant inside another one adds nothing, unless a writable one lies between.
+    let outer = read.clone();
+    read.retain(|r| {
+        !outer.iter().any(|o| {
+            o != r
+                && r.starts_with(o)
+                && !write.iter().any(|w| w.starts_with(o) && r.starts_with(w))
+        })
+    });
     (read, write)
 }
 
@@ -499,6 +560,13 @@ pub(crate) fn command(
         command: settings.command.clone().unwrap_or_default(),
         reason,
     };
+    // The home hidden is the one the daemon has: a HOME of the config's choosing would move
+    // what is hidden and leave the real one readable.
+    if settings.env.contains_key("HOME") {
+        return Err(refused(
+            "its config sets HOME, but a sandboxed server gets a home of its own".into(),
+        ));
+    }
     let home = env
         .get("HOME")
         .map(PathBuf::from)
@@ -691,5 +759,66 @@ mod tests {
         );
         assert_eq!(write, [home.join(".cache/uv")]);
         assert_eq!(read, [home.join(".local/share/uv")]);
+    }
+
+    #[test]
+    fn shared_folders_private_ones_inside_a_grant_and_run_code_are_never_writable() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let srv = dir.path().join("srv");
+        for d in [".local/share/uv", ".cargo", ".cache", "work"] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        std::fs::create_dir_all(&srv).unwrap();
+        std::fs::write(srv.join("index.js"), "").unwrap();
+        let text = format!(
+            "schema_version: 1\nupstreams:\n  u: {{command: uvx, args: [\"{srv}/index.js\", --dir=~/.cargo, --out=~/work], env: {{DB_PATH: ~/.local/share/mem.db, XDG_CACHE_HOME: ~/.cache, UV_CACHE_DIR: ~/.local/share/uv}}}}\n",
+            srv = srv.display()
+        );
+        let settings = upstream_u(&text);
+        let env = BTreeMap::from([
+            ("HOME".to_string(), home.display().to_string()),
+            ("PATH".to_string(), "/usr/bin".to_string()),
+            (
+                "DB_PATH".to_string(),
+                format!("{}/.local/share/mem.db", home.display()),
+            ),
+            (
+                "XDG_CACHE_HOME".to_string(),
+                format!("{}/.cache", home.display()),
+            ),
+            (
+                "UV_CACHE_DIR".to_string(),
+                format!("{}/.local/share/uv", home.display()),
+            ),
+        ]);
+        let (read, write) = grants(
+            &settings,
+            &SandboxPolicy::default(),
+            &env,
+            &dir.path().join("rt"),
+        );
+        // Only what it names that is its own: ~/work.
+        assert_eq!(write, [home.join("work")], "{read:?}");
+        // The script it runs is read (here with its folder: it lies where the sandbox hides).
+        assert!(read.contains(&srv), "{read:?}");
+        assert!(read.contains(&home.join(".local/share/uv")), "{read:?}");
+        // Its config cannot move the home the sandbox hides.
+        let text = "schema_version: 1\nupstreams:\n  u: {command: uvx, env: {HOME: /srv}}\n";
+        let prepared = Prepared {
+            runtime_root: dir.path().join("rt"),
+            read: Vec::new(),
+            write: Vec::new(),
+            trace: false,
+        };
+        let err = command(
+            &upstream_u(text),
+            &SandboxPolicy::default(),
+            &env,
+            &prepared,
+        )
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("sets HOME"), "{err}");
     }
 }

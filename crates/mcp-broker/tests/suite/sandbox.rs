@@ -108,11 +108,22 @@ fn a_hostile_server_is_denied_what_it_was_not_granted_and_leaves_nothing_behind(
         said(&mut s, "fx.list_dir", json!({"path": root.join("secrets")})),
         "the secrets folder",
     );
-    // The user's terminals are out of sight (what is typed into them could be read).
+    // /dev is the server's own: the user's terminals (what is typed into them could be read)
+    // and the host's other devices are out of sight.
     assert!(std::fs::read_dir("/dev/pts").unwrap().count() > 0);
-    assert_eq!(
+    denied(
         said(&mut s, "fx.list_dir", json!({"path": "/dev/pts"})),
-        "ok: "
+        "the user's terminals",
+    );
+    let dev = said(&mut s, "fx.list_dir", json!({"path": "/dev"}));
+    let mut names: Vec<&str> = dev.trim_start_matches("ok: ").split(',').collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "fd", "full", "null", "random", "shm", "stderr", "stdin", "stdout", "urandom", "zero"
+        ],
+        "{dev}"
     );
     // A writable folder inside a read-only one keeps its mode, whatever the order of grants.
     assert_eq!(
