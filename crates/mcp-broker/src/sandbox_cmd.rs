@@ -35,6 +35,9 @@ const DENIED: &[&str] = &[
 fn denials(stderr: &str, trace: &str, network_none: bool) -> Vec<String> {
     let traced = trace.lines().any(|l| l == "traced");
     let mut out = Vec::new();
+    if !traced && !trace.lines().any(|l| l.starts_with("not traced: ")) {
+        out.push("not traced (the sandbox wrote no trace); what it said instead:".to_string());
+    }
     for line in trace.lines() {
         if let Some(rest) = line.strip_prefix("denied: ").filter(|_| traced) {
             out.extend(kernel_denial(rest, network_none));
@@ -143,7 +146,10 @@ pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
     }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return fail(&format!("mcp-broker: cannot start {name}: {e}"), &[]),
+        Err(e) => {
+            let _ = std::fs::remove_file(&trace);
+            return fail(&format!("mcp-broker: cannot start {name}: {e}"), &[]);
+        }
     };
     // Read while it runs: a server (or the tracer) that fills the pipe would otherwise stall
     // until the listing times out. What a check shows is bounded.
@@ -242,7 +248,10 @@ mod tests {
         // A file that never said `traced` (the init could not open it) is no account either.
         assert_eq!(
             denials(stderr, "denied: EROFS open /usr/zz\n", false),
-            ["cat: /x: Permission denied"]
+            [
+                "not traced (the sandbox wrote no trace); what it said instead:",
+                "cat: /x: Permission denied"
+            ]
         );
     }
 }

@@ -118,10 +118,24 @@ fn tmpfs(target: &Path, options: &str) -> Result<(), SandboxError> {
 }
 
 /// The devices a server needs and nothing else of the host's /dev: not the user's terminals
-/// (/dev/pts), sound, cameras or input devices the login gave the user.
-fn minimal_dev(root: &Path) -> Result<(), SandboxError> {
+/// (/dev/pts), sound, cameras or input devices the login gave the user. A device its policy
+/// grants (`/dev/ttyUSB0`) gets its mount point here, before /dev is made read-only.
+fn minimal_dev<'a>(
+    root: &Path,
+    grants: impl Iterator<Item = &'a PathBuf>,
+) -> Result<(), SandboxError> {
     let dev = inside(root, Path::new("/dev"));
     tmpfs(&dev, "size=64k,mode=0755")?;
+    let io = |e: std::io::Error| SandboxError::at(Layer::Root, e);
+    for g in grants.filter(|g| g.starts_with("/dev/")) {
+        let at = inside(root, g);
+        if g.is_dir() {
+            std::fs::create_dir_all(&at).map_err(io)?;
+        } else if let Some(parent) = at.parent() {
+            std::fs::create_dir_all(parent).map_err(io)?;
+            std::fs::write(&at, b"").map_err(io)?;
+        }
+    }
     for name in ["null", "zero", "full", "random", "urandom"] {
         let host = Path::new("/dev").join(name);
         if !host.exists() {
@@ -141,7 +155,7 @@ fn minimal_dev(root: &Path) -> Result<(), SandboxError> {
             .map_err(|e| SandboxError::at(Layer::Root, e))?;
     }
     let shm = dev.join("shm");
-    std::fs::create_dir(&shm).map_err(|e| SandboxError::at(Layer::Root, e))?;
+    std::fs::create_dir_all(&shm).map_err(|e| SandboxError::at(Layer::Root, e))?;
     tmpfs(&shm, "mode=1777")?;
     rustix::mount::mount_remount(
         &dev,
@@ -278,7 +292,7 @@ pub(crate) fn build(spec: &ServerSpec, opened: &Opened) -> Result<(), SandboxErr
     rustix::mount::mount_bind_recursive("/", root).map_err(err_at(Layer::Root, Path::new("/")))?;
     read_only_tree(root)?;
     tmpfs(&inside(root, Path::new("/tmp")), "mode=1777")?;
-    minimal_dev(root)?;
+    minimal_dev(root, spec.read.iter().chain(&spec.write))?;
     // The runtime dir, covered by an empty tmpfs (nothing in it writable past landlock but
     // the grants bound into it below).
     for h in &spec.hide {

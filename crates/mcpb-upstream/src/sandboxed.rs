@@ -258,17 +258,25 @@ fn shell_programs(program: &str, args: &[String]) -> Vec<PathBuf> {
 
 /// A file that is a program or a script: executable, or named like a script.
 fn is_code(p: &Path) -> bool {
+    use std::io::Read;
     use std::os::unix::fs::PermissionsExt;
     let script = p.extension().is_some_and(|e| {
-        [
-            "js", "mjs", "cjs", "ts", "mts", "py", "sh", "rb", "pl", "php", "jar",
-        ]
-        .iter()
-        .any(|x| e == *x)
+        ["js", "mjs", "cjs", "py", "sh", "rb", "pl", "php", "jar"]
+            .iter()
+            .any(|x| e == *x)
     });
-    script
-        || p.metadata()
+    // The mode bit alone says little (some file systems set it on every file): a program
+    // also starts like one.
+    let program = || {
+        let mut head = [0u8; 4];
+        p.metadata()
             .is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
+            && std::fs::File::open(p)
+                .and_then(|mut f| f.read_exact(&mut head))
+                .is_ok()
+            && (head == *b"\x7fELF" || head.starts_with(b"#!"))
+    };
+    script || program()
 }
 
 /// The interpreter a script's `#!` line names, where its links lead (`/usr/bin/env` and
@@ -343,6 +351,8 @@ pub fn grants(
     let mut write = explicit_write.clone();
     // Writable on purpose even inside a read-only grant: the policy's own and the caches.
     let mut meant = explicit_write.clone();
+    // Read-only on purpose: the policy's own and the package managers' installations.
+    let mut kept_read_only = explicit_read.clone();
     // A server writes only its grants and its private home and /tmp: the host's /tmp is not
     // among them.
     let mut planted: Vec<PathBuf> = vec![runtime_root.clone()];
@@ -368,13 +378,16 @@ pub fn grants(
     );
     let mut named_files = Vec::new();
     for p in named_paths(values, settings.cwd.as_deref(), home.as_deref()) {
-        if p.is_file() {
+        // A program or script it runs (`node /srv/index.js`) is read, never rewritten, and
+        // its installation with it.
+        if p.is_file() && is_code(&p) {
             named_files.push(p.clone());
-            // A program or script it runs (`node /srv/index.js`) is read, never rewritten.
-            if is_code(&p) {
-                read.extend(screen.derived(&p));
-                continue;
-            }
+            read.extend(
+                screen
+                    .derived(&p)
+                    .or_else(|| screen.readable_file_in_root(&p)),
+            );
+            continue;
         }
         match screen.writable(&p) {
             Some(w) => write.push(w),
@@ -395,6 +408,7 @@ pub fn grants(
                 .filter_map(|p| screen.derived(&p))
         };
         meant.extend(existing(rw));
+        kept_read_only.extend(existing(ro));
         write.extend(existing(rw));
         read.extend(existing(ro));
     }
@@ -436,10 +450,11 @@ pub fn grants(
         read.push(screen.derived(&root).unwrap_or(dir));
     }
     write.retain(|w| !explicit_read.contains(w));
-    // A grant taken from its command line inside a read-only one (its installation, a folder
-    // under `fs.read`) stays read-only: grants are bound outer first, so it would otherwise
-    // be writable there.
-    write.retain(|w| meant.contains(w) || !read.iter().any(|r| w.starts_with(r)));
+    // A grant taken from its command line inside one meant read-only (a folder under
+    // `fs.read`, a package manager's installation) stays read-only: grants are bound outer
+    // first, so it would otherwise be writable there. Inside an installation found for its
+    // command (`~/srv/data` beside `~/srv/index.js`) it is the user's to name.
+    write.retain(|w| meant.contains(w) || !kept_read_only.iter().any(|r| w.starts_with(r)));
     write.sort();
     write.dedup();
     read.retain(|r| !write.contains(r));
@@ -820,5 +835,34 @@ mod tests {
         .err()
         .unwrap();
         assert!(err.to_string().contains("sets HOME"), "{err}");
+    }
+
+    #[test]
+    fn a_data_file_stays_writable_once_it_exists_and_the_mode_bit_alone_is_no_program() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let mcp = home.join("mcp");
+        std::fs::create_dir_all(&mcp).unwrap();
+        let memory = mcp.join("memory.json");
+        std::fs::write(&memory, "{}").unwrap();
+        // Every file of some file systems has the bit; a data file does not start like code.
+        std::fs::set_permissions(&memory, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let text = "schema_version: 1\nupstreams:\n  u: {command: npx, args: [-y, server-memory], env: {MEMORY_FILE_PATH: ~/mcp/memory.json}}\n";
+        let env = BTreeMap::from([
+            ("HOME".to_string(), home.display().to_string()),
+            ("PATH".to_string(), "/usr/bin".to_string()),
+            ("MEMORY_FILE_PATH".to_string(), memory.display().to_string()),
+        ]);
+        let (_, write) = grants(
+            &upstream_u(text),
+            &SandboxPolicy::default(),
+            &env,
+            &dir.path().join("rt"),
+        );
+        assert_eq!(write, std::slice::from_ref(&memory));
+        assert!(!is_code(&memory));
+        std::fs::write(&memory, "#!/bin/sh\n").unwrap();
+        assert!(is_code(&memory));
     }
 }
