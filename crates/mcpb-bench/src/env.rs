@@ -1,7 +1,9 @@
 //! What every scenario runs against: the release broker binary, a private home and config,
 //! sessions through the shim, and the daemon's resource use read from /proc.
 
-use std::io::{BufReader, Write};
+use std::io::{BufRead, BufReader, Write};
+
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -63,6 +65,43 @@ impl Env {
 
     pub(crate) fn exe_dir(&self) -> PathBuf {
         self.exe.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+
+    /// Starts the daemon; its error output when it did not come up.
+    pub(crate) fn start(&self) -> anyhow::Result<()> {
+        let started = self.broker(&["start"]).output()?;
+        if !started.status.success() {
+            bail!(
+                "daemon did not start: {}",
+                String::from_utf8_lossy(&started.stderr)
+            );
+        }
+        Ok(())
+    }
+
+    /// Sends one request on a new session (`extra`: more `stdio` arguments, `--profile P`)
+    /// and returns its answer.
+    pub(crate) fn ask(&self, extra: &[&str], method: &str, params: &str) -> anyhow::Result<Value> {
+        let (mut child, mut stdin, mut out) = open_session_with(self, extra)?;
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{params}}}"#
+        )?;
+        stdin.flush()?;
+        let mut line = String::new();
+        let answer = loop {
+            line.clear();
+            if out.read_line(&mut line)? == 0 {
+                bail!("the session ended before answering {method}");
+            }
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if v["id"] == 1 {
+                break v;
+            }
+        };
+        drop(stdin);
+        let _ = child.wait();
+        Ok(answer)
     }
 
     pub(crate) fn broker(&self, args: &[&str]) -> Command {

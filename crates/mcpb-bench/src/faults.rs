@@ -223,13 +223,7 @@ pub(crate) fn run(env: &Env, quick: bool) -> anyhow::Result<()> {
         );
     }
     let env = env.with_config("faults.yaml", &config(&fixture));
-    let started = env.broker(&["start"]).output()?;
-    if !started.status.success() {
-        bail!(
-            "daemon did not start: {}",
-            String::from_utf8_lossy(&started.stderr)
-        );
-    }
+    env.start()?;
     let daemon = status(&env)?["daemon"]["pid"]
         .as_u64()
         .context("no daemon pid")?;

@@ -11,13 +11,16 @@
 //! corpus: ordinary tools flagged, injections caught), `--many` (daemon memory in front of 40 fixture upstreams, ~840 tools; needs the release
 //! `mcpb-fixture`: `cargo build --release -p mcpb-testkit`), `--exec` (code runs: start to
 //! first SDK call, sandbox setup by layer, SDK call overhead, context saved), `--http` (the HTTP
-//! front against the shim: latency, and throughput with 8 and 32 callers).
+//! front against the shim: latency, and throughput with 8 and 32 callers), `--first-list` (a
+//! client's first raw listing in front of 10 to 100 slow-starting upstreams, cold and warm
+//! catalog).
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod env;
 mod exec;
 mod faults;
+mod first_list;
 mod http;
 mod load;
 mod many;
@@ -42,6 +45,9 @@ fn main() -> anyhow::Result<()> {
     }
     if args.iter().any(|a| a == "--exec") {
         return exec::run(quick);
+    }
+    if args.iter().any(|a| a == "--first-list") {
+        return first_list::run(quick);
     }
     if args.iter().any(|a| a == "--sandbox") {
         return sandbox::run(quick);

@@ -4,39 +4,12 @@
 //! 527 real tools beside the fixture's own). Prints RSS fresh, after the listing and after the
 //! search.
 
-use std::io::{BufRead, Write};
-
 use anyhow::{Context, bail};
 use serde_json::Value;
 
 use crate::env::{Env, rss_kib};
 
 const UPSTREAMS: usize = 40;
-
-/// Sends one request on a fresh session of `profile` and returns its answer.
-fn ask(env: &Env, profile: &str, method: &str, params: &str) -> anyhow::Result<Value> {
-    let (mut child, mut stdin, mut out) =
-        crate::env::open_session_with(env, &["--profile", profile])?;
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{params}}}"#
-    )?;
-    stdin.flush()?;
-    let mut line = String::new();
-    let answer = loop {
-        line.clear();
-        if out.read_line(&mut line)? == 0 {
-            bail!("the session ended before answering {method}");
-        }
-        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-        if v["id"] == 1 {
-            break v;
-        }
-    };
-    drop(stdin);
-    let _ = child.wait();
-    Ok(answer)
-}
 
 pub(crate) fn run(env: &Env) -> anyhow::Result<()> {
     let fixture = env.exe_dir().join("mcpb-fixture");
@@ -94,24 +67,17 @@ fn measure(env: &Env, label: &str, upstreams: &[String]) -> anyhow::Result<()> {
     }
     yaml.push_str("profiles:\n  default: {allow_mutating_upstreams: true}\n  compact: {compact_tools_enabled: true}\n");
     let env = env.with_config("many.yaml", &yaml);
-    let started = env.broker(&["start"]).output()?;
-    if !started.status.success() {
-        bail!(
-            "daemon did not start: {}",
-            String::from_utf8_lossy(&started.stderr)
-        );
-    }
+    env.start()?;
     let status = env.broker(&["status", "--json"]).output()?;
     let pid = serde_json::from_slice::<Value>(&status.stdout)?["daemon"]["pid"]
         .as_u64()
         .context("no daemon pid")?;
     let fresh = rss_kib(pid);
-    let list = ask(&env, "default", "tools/list", "{}")?;
+    let list = env.ask(&["--profile", "default"], "tools/list", "{}")?;
     let tools = list["result"]["tools"].as_array().map_or(0, Vec::len);
     let listed = rss_kib(pid);
-    let search = ask(
-        &env,
-        "compact",
+    let search = env.ask(
+        &["--profile", "compact"],
         "tools/call",
         r#"{"name":"broker.search_tools","arguments":{"query":"echo text"}}"#,
     )?;

@@ -4,8 +4,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::bail;
-
 use crate::env::{Env, broker_exe, cpu_time, daemon_pid, rss_kib};
 use crate::load::{Peer, percentile};
 
@@ -86,13 +84,7 @@ fn measure(
     everything_bin: &Path,
     path: &str,
 ) -> anyhow::Result<()> {
-    let started = env.broker(&["start"]).output()?;
-    if !started.status.success() {
-        bail!(
-            "daemon did not start: {}",
-            String::from_utf8_lossy(&started.stderr)
-        );
-    }
+    env.start()?;
     let pid = daemon_pid(env)?;
     let rss_fresh = rss_kib(pid);
 

@@ -117,13 +117,7 @@ fn group_alive(pgid: u64) -> bool {
 
 pub(crate) fn run(env: &Env, quick: bool) -> anyhow::Result<()> {
     let (sessions, calls) = if quick { (10, 100) } else { (100, 1000) };
-    let started = env.broker(&["start"]).output()?;
-    if !started.status.success() {
-        bail!(
-            "daemon did not start: {}",
-            String::from_utf8_lossy(&started.stderr)
-        );
-    }
+    env.start()?;
     let t = Instant::now();
     let handles: Vec<_> = (0..sessions)
         .map(|tag| {

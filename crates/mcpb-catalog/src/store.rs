@@ -20,6 +20,11 @@ pub struct CachedList {
     pub hash: String,
     pub fetched_at_unix: u64,
     pub tools: Arc<Vec<Value>>,
+    /// A fingerprint of the upstream's settings that decide what it lists (its command, its
+    /// environment...) when the list was fetched: a list fetched under other settings may
+    /// not be the one the upstream sends now. `None` in lists written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
 }
 
 impl CachedList {
@@ -30,6 +35,7 @@ impl CachedList {
             hash,
             fetched_at_unix: now_unix,
             tools,
+            config: None,
         }
     }
 }

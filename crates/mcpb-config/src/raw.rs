@@ -83,6 +83,11 @@ pub struct RawBroker {
     /// How long shutdown waits for in-flight calls before cancelling them. Default 5000.
     #[serde(default)]
     pub shutdown_grace_ms: Option<crate::duration::Millis>,
+    /// How long a raw `tools/list` waits for upstreams whose tools the catalog does not know
+    /// yet (never listed, or their command changed) before it answers with what is known; the
+    /// rest follow as `notifications/tools/list_changed`. Default 3000.
+    #[serde(default)]
+    pub first_list_wait_ms: Option<crate::duration::Millis>,
     /// A client whose answers cannot be delivered for this long (it stopped reading) is
     /// disconnected. Default 10000.
     #[serde(default)]

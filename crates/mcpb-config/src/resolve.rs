@@ -460,6 +460,7 @@ fn broker_settings(b: &RawBroker) -> BrokerSettings {
         max_call: b.max_call_ms.map_or(defaults.max_call, ms),
         startup_timeout: b.startup_timeout_ms.map_or(defaults.startup_timeout, ms),
         shutdown_grace: b.shutdown_grace_ms.map_or(defaults.shutdown_grace, ms),
+        first_list_wait: b.first_list_wait_ms.map_or(defaults.first_list_wait, ms),
         client_write_timeout: b
             .client_write_timeout_ms
             .map_or(defaults.client_write_timeout, ms),

@@ -134,6 +134,8 @@ pub struct BrokerSettings {
     pub startup_timeout: Duration,
     #[serde(serialize_with = "as_ms", rename = "shutdown_grace_ms")]
     pub shutdown_grace: Duration,
+    #[serde(serialize_with = "as_ms", rename = "first_list_wait_ms")]
+    pub first_list_wait: Duration,
     #[serde(serialize_with = "as_ms", rename = "client_write_timeout_ms")]
     pub client_write_timeout: Duration,
     pub max_frame_bytes: usize,
@@ -177,6 +179,7 @@ impl Default for BrokerSettings {
             max_call: Duration::from_millis(600_000),
             startup_timeout: Duration::from_millis(30_000),
             shutdown_grace: Duration::from_millis(5_000),
+            first_list_wait: Duration::from_millis(3_000),
             client_write_timeout: Duration::from_millis(10_000),
             max_frame_bytes: 16 * 1024 * 1024,
             max_processes: 128,

@@ -123,7 +123,9 @@ async fn measure(broker: &Arc<Broker>, profile: mcpb_config::ProfileSettings) ->
     for up in view.upstreams() {
         match up.tools(MEASURE_SESSION).await {
             Ok(tools) => {
-                broker.known.observe(up.name(), &tools);
+                broker
+                    .known
+                    .observe(up.name(), &tools, &crate::known::listing_key(up.settings()));
                 upstreams.push(serde_json::json!({"name": up.name(), "tools": *tools}));
             }
             Err(e) => {
@@ -141,7 +143,7 @@ async fn measure(broker: &Arc<Broker>, profile: mcpb_config::ProfileSettings) ->
     // Every tool the profile reaches (raw, through the facade or a code run), by its owner's
     // name: what `parity` compares across profiles whatever their name styles.
     let reachable: Vec<serde_json::Value> = view
-        .tools(false)
+        .tools()
         .await
         .iter()
         .map(|t| {

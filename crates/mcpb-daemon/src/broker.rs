@@ -132,6 +132,7 @@ impl Broker {
             owners: self.owners.clone(),
             subscriptions: self.subscriptions.clone(),
             calls: self.calls.clone(),
+            registry: self.registry.clone(),
         };
         ProfileView::new(self.config(), shared, profile, session)
     }

@@ -47,8 +47,31 @@ pub(crate) struct KnownLists {
     /// Resources, templates and prompts by upstream; an upstream read from disk once stays here
     /// (empty when the disk had nothing).
     content: Mutex<HashMap<String, CachedContent>>,
-    /// Per upstream: its newest list not yet observed (see `stage`).
-    staged: Mutex<HashMap<String, Arc<Vec<Value>>>>,
+    /// Per upstream: its newest list not yet observed (see `stage`), with its `listing_key`.
+    staged: Mutex<HashMap<String, Staged>>,
+}
+
+/// A list waiting to be observed, with the `listing_key` of the settings it came under.
+type Staged = (Arc<Vec<Value>>, String);
+
+/// A fingerprint of what decides the list an upstream sends: how it is reached and started
+/// (transport, command, arguments, directory, environment and headers as written, with their
+/// references unresolved), its sandbox and its sign-in. A list fetched under another key may not
+/// be the one the upstream would send now; view settings (filters, descriptions, timeouts) are
+/// applied to a list, not part of it.
+pub(crate) fn listing_key(s: &mcpb_config::UpstreamSettings) -> String {
+    let launch = serde_json::json!({
+        "transport": s.transport,
+        "command": s.command,
+        "args": s.args,
+        "cwd": s.cwd,
+        "env": s.env,
+        "url": s.url,
+        "headers": s.headers,
+        "sandbox": s.sandbox,
+        "oauth": s.oauth,
+    });
+    mcpb_catalog::canonical::hash(&launch)
 }
 
 /// Quarantined tools of one list named in the log; the rest are counted.
@@ -101,48 +124,59 @@ impl KnownLists {
             .filter(|e| Arc::ptr_eq(&e.list.tools, tools))
     }
 
+    /// The known list of `upstream` when it was fetched under `key` (its settings then were
+    /// today's): what a listing may answer with before the upstream has started.
+    pub(crate) fn warm(&self, upstream: &str, key: &str) -> Option<Arc<Entry>> {
+        self.cached(upstream)
+            .filter(|e| e.list.config.as_deref() == Some(key))
+    }
+
     /// `tools` is `upstream`'s newest list, for the next `observe_staged`; an older one still
     /// waiting is dropped. Only the newest matters, and an upstream that sends list after list
     /// then costs one list waiting, not one per request that asked for it.
-    pub(crate) fn stage(&self, upstream: &str, tools: Arc<Vec<Value>>) {
-        self.staged.lock().insert(upstream.to_string(), tools);
+    pub(crate) fn stage(&self, upstream: &str, tools: Arc<Vec<Value>>, key: String) {
+        self.staged
+            .lock()
+            .insert(upstream.to_string(), (tools, key));
     }
 
     /// Observes `upstream`'s staged list if one waits: the upstream's entry after that, and
     /// whether this call installed a new list. `None` when nothing waits and nothing is known.
     pub(crate) fn observe_staged(&self, upstream: &str) -> Option<(Arc<Entry>, bool)> {
         let staged = self.staged.lock().remove(upstream);
-        let Some(tools) = staged else {
+        let Some((tools, key)) = staged else {
             return self.memory(upstream).map(|e| (e, false));
         };
         let before = self.memory(upstream);
-        let entry = self.observe(upstream, &tools);
+        let entry = self.observe(upstream, &tools, &key);
         let new = before.is_none_or(|b| !Arc::ptr_eq(&b, &entry));
         Some((entry, new))
     }
 
-    /// A list just received from a running upstream. Cheap when it is the list already known;
-    /// otherwise it hashes, judges, scans and writes the list, which the daemon does off its
-    /// event loop.
-    pub(crate) fn observe(&self, upstream: &str, tools: &Arc<Vec<Value>>) -> Arc<Entry> {
-        if let Some(e) = self.current(upstream, tools) {
+    /// A list just received from a running upstream whose settings have `key` (`listing_key`).
+    /// Cheap when it is the list already known; otherwise it hashes, judges, scans and writes
+    /// the list, which the daemon does off its event loop.
+    pub(crate) fn observe(&self, upstream: &str, tools: &Arc<Vec<Value>>, key: &str) -> Arc<Entry> {
+        let same = |e: &Arc<Entry>| e.list.config.as_deref() == Some(key);
+        if let Some(e) = self.current(upstream, tools).filter(same) {
             return e;
         }
         // One new list at a time: concurrent callers with the same list find it done, and the
         // disk copy and pin store are never written by two threads at once.
         let _one = self.observing.lock();
-        if let Some(e) = self.current(upstream, tools) {
+        if let Some(e) = self.current(upstream, tools).filter(same) {
             return e;
         }
         let known = self.memory(upstream);
-        let list = CachedList::new(upstream, tools.clone(), mcpb_config::unix_now());
+        let mut list = CachedList::new(upstream, tools.clone(), mcpb_config::unix_now());
+        list.config = Some(key.to_string());
         // The disk copy is read only when memory has none: everything installed came from it
         // or was written to it.
-        let known_hash = match known {
-            Some(e) => Some(e.list.hash.clone()),
-            None => self.store.load(upstream).ok().flatten().map(|d| d.hash),
+        let known = match known {
+            Some(e) => Some((e.list.hash.clone(), e.list.config.clone())),
+            None => (self.store.load(upstream).ok().flatten()).map(|d| (d.hash, d.config)),
         };
-        if known_hash.as_ref() != Some(&list.hash)
+        if known != Some((list.hash.clone(), list.config.clone()))
             && let Err(e) = self.store.save(&list)
         {
             tracing::warn!(upstream, error = %e, "cannot cache the tool list on disk");

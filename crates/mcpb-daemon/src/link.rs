@@ -226,6 +226,10 @@ impl Registry {
         self.sessions.lock().remove(&id);
     }
 
+    pub(crate) fn is_open(&self, id: u64) -> bool {
+        self.sessions.lock().contains_key(&id)
+    }
+
     /// After a reload: every session's view may have changed.
     pub(crate) fn all_lists_changed(&self) {
         for link in self.sessions.lock().values() {

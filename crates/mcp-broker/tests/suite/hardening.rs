@@ -75,7 +75,13 @@ fn a_start_abandoned_by_its_caller_stops_the_half_started_process() {
     ));
     let mut shim = session(&home);
     let daemon = home.daemon_pid().unwrap();
-    shim.send_request(7, "tools/list", json!({}));
+    // A call starts what it needs itself (a listing's starts go on without it: the list is
+    // announced when it comes).
+    shim.send_request(
+        7,
+        "tools/call",
+        json!({"name": "slow.echo", "arguments": {"text": "never"}}),
+    );
     // The start is under way (its process exists, the handshake waits 3 s): cancel it now.
     assert!(wait_until(Duration::from_secs(5), || !children_of(daemon).is_empty()));
     shim.cancel(7);
@@ -497,7 +503,8 @@ fn a_grandchild_that_leaves_its_group_with_setsid_stops_with_the_daemon() {
 fn a_large_tool_list_never_stalls_another_clients_calls() {
     let home = Home::with_config(&config(
         &[("fx", "", ""), ("huge", "\"--tools\", \"14000\"", "")],
-        ", max_tools_per_list: 20000",
+        // The listing waits for the whole list, however long it takes to make.
+        ", max_tools_per_list: 20000, first_list_wait_ms: 60000",
     ));
     let mut caller = session(&home);
     assert_eq!(

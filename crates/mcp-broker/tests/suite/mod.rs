@@ -13,6 +13,7 @@ mod exec_escape;
 mod exec_interop;
 mod exec_policy;
 mod faults;
+mod first_list;
 mod hardening;
 mod http_front;
 mod http_streams;

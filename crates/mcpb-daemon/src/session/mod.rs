@@ -415,6 +415,9 @@ impl Session {
                     for (upstream, error) in view.unavailable() {
                         out.push(unavailable_notice(&upstream, &error)).await;
                     }
+                    for upstream in view.still_starting() {
+                        out.push(starting_notice(&upstream)).await;
+                    }
                     line
                 }
                 crate::route::Method::ToolsCall => {
@@ -482,11 +485,25 @@ async fn write_loop(write: Writer, mut outbox: mpsc::Receiver<Vec<u8>>, queue: O
 
 /// A `notifications/message` warning that an upstream is left out of a listing.
 fn unavailable_notice(upstream: &str, error: &str) -> Vec<u8> {
-    let params = serde_json::json!({
-        "level": "warning",
-        "logger": "mcp-broker",
-        "data": format!("upstream '{upstream}' is unavailable and its tools may be missing: {error}; it is retried in the background"),
-    });
+    log_notice(
+        "warning",
+        format!(
+            "upstream '{upstream}' is unavailable and its tools may be missing: {error}; it is retried in the background"
+        ),
+    )
+}
+
+fn starting_notice(upstream: &str) -> Vec<u8> {
+    log_notice(
+        "info",
+        format!(
+            "upstream '{upstream}' is still starting; its tools follow with notifications/tools/list_changed when it is up"
+        ),
+    )
+}
+
+fn log_notice(level: &str, data: String) -> Vec<u8> {
+    let params = serde_json::json!({"level": level, "logger": "mcp-broker", "data": data});
     match mcpb_protocol::message::to_raw(&params) {
         Ok(p) => mcpb_protocol::message::notification_line("notifications/message", Some(&p)),
         Err(_) => Vec::new(),

@@ -262,7 +262,12 @@ async fn search(view: &ProfileView, args: &Args) -> Value {
         )
     };
     let mut out = json!({"results": results, "hint": hint});
-    let unavailable = view.unavailable();
+    let starting = view.still_starting().into_iter().map(|server| {
+        let error = "still starting; search again when it is up".to_string();
+        (server, error)
+    });
+    let unavailable: Vec<(String, String)> =
+        view.unavailable().into_iter().chain(starting).collect();
     if !unavailable.is_empty() {
         out["unavailable"] = unavailable
             .iter()

@@ -29,6 +29,7 @@ fn audit_error(mut error: String) -> String {
 }
 
 mod content;
+mod first_list;
 mod search;
 mod tool;
 
@@ -74,6 +75,8 @@ pub(crate) struct Shared {
     pub(crate) owners: Arc<ResourceOwners>,
     pub(crate) subscriptions: Arc<crate::notices::Subscriptions>,
     pub(crate) calls: Arc<crate::calls::Calls>,
+    /// The open sessions, told when a list they were answered without arrives.
+    pub(crate) registry: Arc<crate::link::Registry>,
 }
 
 #[derive(Clone)]
@@ -194,7 +197,8 @@ impl ProfileView {
         // storm of lists cost a name each, and every list but the newest is skipped.
         let known = self.shared.known.clone();
         let name = up.name().to_string();
-        self.shared.known.stage(&name, tools);
+        let key = crate::known::listing_key(up.settings());
+        self.shared.known.stage(&name, tools, key);
         let (entry, new) = self
             .shared
             .known
@@ -219,29 +223,11 @@ impl ProfileView {
         }
     }
 
-    /// Every visible tool of the profile; `start` lists from running (or started) upstreams,
-    /// otherwise known lists answer. Upstreams that cannot list are left out (logged).
-    pub(crate) async fn tools(&self, start: bool) -> Vec<VisibleTool> {
-        let ups = self.upstreams();
-        let lists = futures_util::future::join_all(ups.iter().map(|up| async move {
-            let got = if start {
-                self.fetch_entry(up, false).await
-            } else {
-                self.entry(up).await
-            };
-            (up.clone(), got)
-        }))
-        .await;
-        let mut out = Vec::new();
-        for (up, got) in lists {
-            match got {
-                Ok(entry) => out.extend(VisibleTool::all_of(&self.profile, &up, &entry)),
-                Err(e) => {
-                    tracing::error!(upstream = up.name(), error = %e, "left out of the tool list")
-                }
-            }
-        }
-        out
+    /// Every visible tool of the profile from known lists (an upstream with none is started,
+    /// and waited for within `broker.first_list_wait_ms`). Upstreams that cannot list are left
+    /// out (logged).
+    pub(crate) async fn tools(&self) -> Vec<VisibleTool> {
+        self.gather_tools(false).await
     }
 
     /// The visible tools of one upstream from what is known, without starting it.
@@ -265,7 +251,7 @@ impl ProfileView {
         }
         if view == View::Compact {
             if !self.profile.pinned_tools.is_empty() {
-                let tools = self.tools(false).await;
+                let tools = self.tools().await;
                 out.extend(
                     tools
                         .iter()
@@ -275,7 +261,7 @@ impl ProfileView {
             }
             return Ok(serde_json::json!({ "tools": out }));
         }
-        let tools = self.tools(true).await;
+        let tools = self.gather_tools(true).await;
         let names: Vec<String> = tools.iter().map(|t| t.exposed.clone()).collect();
         if let Some(problem) = mcpb_policy::over_max_tools(&self.profile, &names) {
             return Err(BrokerRpcError::Internal(problem));
@@ -485,7 +471,7 @@ impl ProfileView {
 
     /// Closest visible names; never a hidden one.
     pub(crate) async fn suggest(&self, name: &str) -> Vec<String> {
-        let tools = self.tools(false).await;
+        let tools = self.tools().await;
         mcpb_facade::suggest::closest(name, tools.iter().map(|t| t.exposed.as_str()), 3)
     }
 }

@@ -257,24 +257,10 @@ impl ProfileView {
     }
 
     pub(crate) async fn search_index(&self) -> Arc<ProfileIndex> {
-        // Every list known first (this may start an upstream never listed), then the
-        // generation they make; a search on an unchanged catalog costs one lookup here.
-        let never_listed: Vec<_> = self
-            .upstreams()
-            .into_iter()
-            .filter(|up| self.shared.known.cached(up.name()).is_none())
-            .collect();
-        let fetched = futures_util::future::join_all(
-            never_listed
-                .iter()
-                .map(|up| async move { (up.name(), self.fetch_entry(up, false).await) }),
-        )
-        .await;
-        for (name, got) in fetched {
-            if let Err(e) = got {
-                tracing::warn!(upstream = name, error = %e, "left out of the search");
-            }
-        }
+        // Every list known first (this may start an upstream never listed, waited for within
+        // `first_list_wait_ms`), then the generation they make; a search on an unchanged
+        // catalog costs one lookup here.
+        self.gather_entries(false).await;
         let key = (self.shared.known.generation(), self.generation.serial());
         let current = || {
             self.shared
@@ -288,7 +274,7 @@ impl ProfileView {
         if let Some(ix) = current() {
             return ix;
         }
-        let tools = self.tools(false).await;
+        let tools = self.tools().await;
         let docs: Vec<mcpb_catalog::ToolDoc> = tools
             .iter()
             .map(|t| {

@@ -701,6 +701,17 @@ impl Upstream {
             .is_some()
     }
 
+    /// Whether a list from a running (or an earlier) instance is held: a listing gets it from
+    /// here, at once or after a brief refresh, rather than from a start.
+    pub fn has_list(&self) -> bool {
+        self.state.lock().tools.is_some()
+    }
+
+    /// Whether a start is under way.
+    pub fn starting(&self) -> bool {
+        self.state.lock().status.state == crate::UpstreamState::Starting
+    }
+
     /// Whether a call is in flight on any instance.
     pub fn busy(&self) -> bool {
         self.active_calls.load(Ordering::SeqCst) > 0
