@@ -139,6 +139,10 @@ async fn measure(broker: &Arc<Broker>, profile: mcpb_config::ProfileSettings) ->
             crate::tools::listed_for(view.profile()),
         )
         .await
+        .and_then(|l| {
+            serde_json::to_value(&l)
+                .map_err(|e| mcpb_protocol::BrokerRpcError::Internal(e.to_string()))
+        })
         .unwrap_or_else(|e| serde_json::json!({"error": e.to_string()}));
     // Every tool the profile reaches (raw, through the facade or a code run), by its owner's
     // name: what `parity` compares across profiles whatever their name styles.

@@ -204,12 +204,17 @@ impl KnownLists {
     }
 
     fn install(&self, list: CachedList) -> Arc<Entry> {
-        let others: Vec<String> = self
+        // The other lists are held, not copied: their names are borrowed for the scan.
+        let other_lists: Vec<Arc<Entry>> = self
             .entries
             .lock()
             .iter()
             .filter(|(k, _)| **k != list.upstream)
-            .flat_map(|(_, e)| e.tools().iter().filter_map(tool_name).map(str::to_string))
+            .map(|(_, e)| e.clone())
+            .collect();
+        let others: Vec<&str> = other_lists
+            .iter()
+            .flat_map(|e| e.by_name.keys().map(String::as_str))
             .collect();
         let entry = Arc::new(self.judge(list, &others));
         self.entries
@@ -219,10 +224,9 @@ impl KnownLists {
         entry
     }
 
-    fn judge(&self, list: CachedList, others: &[String]) -> Entry {
-        let other_refs: Vec<&str> = others.iter().map(String::as_str).collect();
+    fn judge(&self, list: CachedList, others: &[&str]) -> Entry {
         // The scan may take a while on a large list; the store is locked for the verdicts only.
-        let scanned = mcpb_catalog::scan::scan_list(&list.tools, &other_refs);
+        let scanned = mcpb_catalog::scan::scan_list(&list.tools, others);
         let judged = {
             let mut pins = self.pins.lock();
             let judged = pins.judge_scanned(

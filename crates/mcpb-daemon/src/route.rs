@@ -34,14 +34,12 @@ struct Call<'a> {
 
 /// The answer to `tools/list`.
 pub(crate) async fn list(view: &ProfileView, kind: View, era: Era, id: &RawValue) -> Vec<u8> {
-    match view
+    let listed = view
         .list(kind, crate::tools::listed_for(view.profile()))
         .await
-    {
-        Ok(mut list) => {
-            era.complete_listing(&mut list);
-            json_line(id, &list)
-        }
+        .and_then(|list| to_raw(&list).map_err(|e| BrokerRpcError::Internal(e.to_string())));
+    match listed {
+        Ok(list) => response_line(id, &era.complete_listing_raw(list)),
         Err(e) => e.to_line(Some(id)),
     }
 }

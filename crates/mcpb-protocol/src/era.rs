@@ -53,6 +53,20 @@ impl Era {
         }
     }
 
+    /// `complete_listing` on a listing already written as JSON text (a large tool list is
+    /// written once, never built as a tree).
+    pub fn complete_listing_raw(self, result: Box<RawValue>) -> Box<RawValue> {
+        if self != Era::Stateless {
+            return result;
+        }
+        let set = [
+            ("resultType", "\"complete\""),
+            ("ttlMs", "0"),
+            ("cacheScope", "\"private\""),
+        ];
+        rewrite::with_members(&result, &set).unwrap_or(result)
+    }
+
     /// Adds what a stateless client requires on a listing or discovery result the broker
     /// writes itself: `resultType` and the cache hints (never cached, private to this client).
     pub fn complete_listing(self, result: &mut serde_json::Value) {
@@ -133,6 +147,17 @@ mod tests {
         assert_eq!(new["resultType"], "complete");
         assert_eq!(new["ttlMs"], 0);
         assert_eq!(new["cacheScope"], "private");
+        // The same fields on a listing written as text.
+        let listed = r#"{"tools":[{"name":"a"}]}"#;
+        assert_eq!(
+            Era::Handshake.complete_listing_raw(raw(listed)).get(),
+            listed
+        );
+        let text = Era::Stateless.complete_listing_raw(raw(listed));
+        let v: serde_json::Value = serde_json::from_str(text.get()).unwrap();
+        let mut expected = serde_json::json!({"tools": [{"name": "a"}]});
+        Era::Stateless.complete_listing(&mut expected);
+        assert_eq!(v, expected);
         let env = broker_envelope();
         let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let text = meta_object(&pairs);

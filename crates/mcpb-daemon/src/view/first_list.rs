@@ -16,6 +16,9 @@ use mcpb_upstream::Upstream;
 use super::{ProfileView, VisibleTool};
 use crate::known::{Entry, listing_key};
 
+/// How long after a listing answered from known lists their shared upstreams start.
+const START_BEHIND_AFTER: std::time::Duration = std::time::Duration::from_millis(250);
+
 type Fetch = tokio::task::JoinHandle<Result<Arc<Entry>, BrokerRpcError>>;
 
 impl ProfileView {
@@ -47,6 +50,7 @@ impl ProfileView {
         // Starts this listing begins are waited for; one already under way (begun by an
         // earlier listing that waited its share, or by a call) only when nothing else is known.
         let (mut ours, mut under_way) = (Vec::new(), Vec::new());
+        let mut behind = Vec::new();
         for (i, up) in ups.iter().enumerate() {
             let known = if listing {
                 self.warm_entry(up)
@@ -55,7 +59,7 @@ impl ProfileView {
             };
             if let Some(known) = known {
                 if listing && up.settings().lifecycle == Lifecycle::Shared {
-                    self.start_behind(up, known.clone());
+                    behind.push((up.clone(), known.clone()));
                 }
                 entries[i] = Some(known);
                 continue;
@@ -71,6 +75,7 @@ impl ProfileView {
             };
             if already { &mut under_way } else { &mut ours }.push(waiting);
         }
+        self.start_behind(behind);
         wait_for_lists(&ups, &mut entries, ours, deadline).await;
         if entries.iter().all(Option::is_none) {
             wait_for_lists(&ups, &mut entries, under_way, deadline).await;
@@ -101,20 +106,34 @@ impl ProfileView {
             .warm(up.name(), &listing_key(up.settings()))
     }
 
-    /// Starts a shared upstream after its known list answered; sessions hear of it when the
-    /// list it sends differs.
-    fn start_behind(&self, up: &Arc<Upstream>, answered: Arc<Entry>) {
-        let (view, up) = (self.clone(), up.clone());
+    /// Starts shared upstreams whose known lists answered, once the answer is on its way and
+    /// one at a time (each start forks on the event loop: forty at once would hold up the
+    /// answer and the client's next requests); sessions hear of a list that differs.
+    fn start_behind(&self, behind: Vec<(Arc<Upstream>, Arc<Entry>)>) {
+        if behind.is_empty() {
+            return;
+        }
+        let view = self.clone();
         tokio::spawn(async move {
-            match view.fetch_entry(&up, false).await {
-                Ok(now) if now.list.hash != answered.list.hash => {
-                    tracing::info!(upstream = up.name(), "tool list differs from the known one");
-                    view.shared.registry.list_changed(up.name());
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(upstream = up.name(), error = %e, "start after listing failed")
-                }
+            tokio::time::sleep(START_BEHIND_AFTER).await;
+            for (up, answered) in behind {
+                let view = view.clone();
+                tokio::spawn(async move {
+                    match view.fetch_entry(&up, false).await {
+                        Ok(now) if now.list.hash != answered.list.hash => {
+                            tracing::info!(
+                                upstream = up.name(),
+                                "tool list differs from the known one"
+                            );
+                            view.shared.registry.list_changed(up.name());
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::warn!(upstream = up.name(), error = %e, "start after listing failed")
+                        }
+                    }
+                });
+                tokio::task::yield_now().await;
             }
         });
     }

@@ -38,6 +38,36 @@ pub(crate) use content::{ResourceOwners, Source};
 pub(crate) use search::SearchCache;
 pub(crate) use tool::VisibleTool;
 
+/// A `tools/list` result: the broker tools' definitions, then each visible tool's under its
+/// exposed name (serialised from the known lists as they are).
+pub(crate) struct Listing {
+    facade: Vec<Value>,
+    tools: Vec<VisibleTool>,
+}
+
+impl serde::Serialize for Listing {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        struct All<'a>(&'a Listing);
+        impl serde::Serialize for All<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let (facade, tools) = (&self.0.facade, &self.0.tools);
+                let mut seq = s.serialize_seq(Some(facade.len() + tools.len()))?;
+                for f in facade {
+                    seq.serialize_element(f)?;
+                }
+                for t in tools {
+                    seq.serialize_element(&t.listed())?;
+                }
+                seq.end()
+            }
+        }
+        let mut map = s.serialize_map(Some(1))?;
+        map.serialize_entry("tools", &All(self))?;
+        map.end()
+    }
+}
+
 /// What kind of session this is, chosen at hello from the profile and the hello's `facade`
 /// flag (and again whenever the session's profile changes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -244,30 +274,28 @@ impl ProfileView {
         &self,
         view: View,
         facade: Vec<Value>,
-    ) -> Result<Value, BrokerRpcError> {
-        let mut out = Vec::new();
-        if view.has_facade() {
-            out = facade;
-        }
+    ) -> Result<Listing, BrokerRpcError> {
+        let facade = if view.has_facade() {
+            facade
+        } else {
+            Vec::new()
+        };
         if view == View::Compact {
+            let mut tools = Vec::new();
             if !self.profile.pinned_tools.is_empty() {
-                let tools = self.tools().await;
-                out.extend(
-                    tools
-                        .iter()
-                        .filter(|t| t.is_pinned(&self.profile))
-                        .map(VisibleTool::exposed_definition),
-                );
+                tools = self.tools().await;
+                tools.retain(|t| t.is_pinned(&self.profile));
             }
-            return Ok(serde_json::json!({ "tools": out }));
+            return Ok(Listing { facade, tools });
         }
         let tools = self.gather_tools(true).await;
-        let names: Vec<String> = tools.iter().map(|t| t.exposed.clone()).collect();
-        if let Some(problem) = mcpb_policy::over_max_tools(&self.profile, &names) {
-            return Err(BrokerRpcError::Internal(problem));
+        if self.profile.max_tools.is_some() {
+            let names: Vec<String> = tools.iter().map(|t| t.exposed.clone()).collect();
+            if let Some(problem) = mcpb_policy::over_max_tools(&self.profile, &names) {
+                return Err(BrokerRpcError::Internal(problem));
+            }
         }
-        out.extend(tools.iter().map(VisibleTool::exposed_definition));
-        Ok(serde_json::json!({ "tools": out }))
+        Ok(Listing { facade, tools })
     }
 
     /// Finds an exposed name among the profile's visible tools; `fresh` lists from the running

@@ -47,6 +47,33 @@ fn sees(profile: &ProfileSettings, up: &UpstreamSettings, entry: &Entry, i: usiz
     entry.approved(i) && mcpb_policy::allows(profile, up, &entry.tools()[i])
 }
 
+/// A tool's definition under its exposed name, serialised straight from the known list: a
+/// listing of thousands of tools copies none of them.
+pub(crate) struct Listed<'a>(&'a VisibleTool);
+
+impl serde::Serialize for Listed<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let def = self.0.definition();
+        let Some(obj) = def.as_object() else {
+            return def.serialize(s);
+        };
+        let named = obj.contains_key("name");
+        let mut map = s.serialize_map(Some(obj.len() + usize::from(!named)))?;
+        for (k, v) in obj {
+            if k == "name" {
+                map.serialize_entry(k, &self.0.exposed)?;
+            } else {
+                map.serialize_entry(k, v)?;
+            }
+        }
+        if !named {
+            map.serialize_entry("name", &self.0.exposed)?;
+        }
+        map.end()
+    }
+}
+
 impl VisibleTool {
     fn new(upstream: &Arc<Upstream>, entry: &Arc<Entry>, index: usize, exposed: String) -> Self {
         let mutating = !mcpb_policy::is_read_only(upstream.settings(), &entry.tools()[index]);
@@ -120,6 +147,11 @@ impl VisibleTool {
     pub(crate) fn is_pinned(&self, profile: &ProfileSettings) -> bool {
         let dotted = mcpb_policy::dotted(self.upstream.name(), self.tool_name());
         profile.pinned_tools.contains(&dotted)
+    }
+
+    /// The definition with its exposed name, as a client lists it, written without a copy.
+    pub(crate) fn listed(&self) -> Listed<'_> {
+        Listed(self)
     }
 
     /// The definition with its exposed name, as a client lists it.

@@ -182,6 +182,7 @@ async fn a_compact_view_lists_broker_tools_and_pinned_tools_only() {
         .list(View::Compact, crate::tools::listed_for(v.profile()))
         .await
         .unwrap();
+    let listed = serde_json::to_value(&listed).unwrap();
     let listed: Vec<&str> = listed["tools"]
         .as_array()
         .unwrap()
@@ -338,7 +339,7 @@ async fn a_raw_listing_answers_from_lists_fetched_under_todays_settings() {
             .collect()
     };
     let started = std::time::Instant::now();
-    let answer = v.list(View::Raw, Vec::new()).await.unwrap();
+    let answer = serde_json::to_value(v.list(View::Raw, Vec::new()).await.unwrap()).unwrap();
     assert_eq!(
         listed(answer),
         ["git.log", "git.status", "git.commit", "notes.read_note"]
@@ -353,6 +354,6 @@ async fn a_raw_listing_answers_from_lists_fetched_under_todays_settings() {
         ]),
         "another command",
     );
-    let answer = v.list(View::Raw, Vec::new()).await.unwrap();
+    let answer = serde_json::to_value(v.list(View::Raw, Vec::new()).await.unwrap()).unwrap();
     assert_eq!(listed(answer), ["git.log", "git.status", "git.commit"]);
 }
