@@ -5,7 +5,10 @@
 //!
 //! The file is written by a thread of its own through a bounded queue: a slow disk never stalls
 //! the daemon's event loop, and a full queue drops lines (counted in `status`) instead of
-//! growing.
+//! growing. Lines are written in batches: the writer is woken when the queue stops being
+//! empty, waits `BATCH` for more and writes them all at once, so a busy daemon pays one
+//! thread wake-up and one write every `BATCH`, not one per call (a quarter of its CPU per call
+//! went there).
 
 use std::collections::{HashMap, VecDeque};
 use std::fs;
@@ -14,16 +17,19 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, SystemTime};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use serde::Serialize;
 
 /// Latencies kept per upstream for the percentiles.
 const RECENT: usize = 512;
 /// Lines waiting for the writer thread; past this they are dropped and counted.
 const QUEUE: usize = 4096;
+/// How long the writer waits after the first line of a batch for the ones after it.
+const BATCH: Duration = Duration::from_millis(20);
+/// How long `flush` waits for the writer.
+const FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 /// Which door a call came through.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -112,10 +118,76 @@ struct State {
     upstreams: HashMap<String, Counts>,
 }
 
+/// Lines on their way to the audit log's writer thread.
+#[derive(Default)]
+struct Queue {
+    pending: Mutex<Pending>,
+    /// The writer waits here for a first line.
+    wake: Condvar,
+    /// `flush` waits here for the writer to have written everything.
+    written: Condvar,
+}
+
+#[derive(Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    lines: usize,
+    /// The writer took a batch and has not finished writing it.
+    writing: bool,
+}
+
+impl Queue {
+    /// Queues one line; false when the queue is full.
+    fn push(&self, line: &[u8]) -> bool {
+        let mut p = self.pending.lock();
+        if p.lines >= QUEUE {
+            return false;
+        }
+        let first = p.lines == 0;
+        p.bytes.extend_from_slice(line);
+        p.lines += 1;
+        drop(p);
+        if first {
+            self.wake.notify_one();
+        }
+        true
+    }
+
+    /// The next batch: waits for a first line, then `BATCH` for the others.
+    fn next_batch(&self) -> Vec<u8> {
+        let mut p = self.pending.lock();
+        while p.lines == 0 {
+            self.wake.wait(&mut p);
+        }
+        drop(p);
+        std::thread::sleep(BATCH);
+        let mut p = self.pending.lock();
+        p.lines = 0;
+        p.writing = true;
+        std::mem::take(&mut p.bytes)
+    }
+
+    fn batch_written(&self) {
+        self.pending.lock().writing = false;
+        self.written.notify_all();
+    }
+
+    /// Waits until every line queued before the call is written (or `FLUSH_WAIT` passed).
+    fn flush(&self) {
+        let deadline = std::time::Instant::now() + FLUSH_WAIT;
+        let mut p = self.pending.lock();
+        while p.lines > 0 || p.writing {
+            if self.written.wait_until(&mut p, deadline).timed_out() {
+                return;
+            }
+        }
+    }
+}
+
 /// The daemon's record of calls: counts in memory, lines to the audit log.
 pub(crate) struct Calls {
     state: Mutex<State>,
-    audit: Option<(PathBuf, SyncSender<Vec<u8>>)>,
+    audit: Option<(PathBuf, Arc<Queue>)>,
     arguments: bool,
     failing: Arc<AtomicBool>,
 }
@@ -131,14 +203,22 @@ impl Calls {
     pub(crate) fn new(path: Option<PathBuf>, max_bytes: u64, arguments: bool) -> Self {
         let failing = Arc::new(AtomicBool::new(false));
         let audit = path.and_then(|p| {
-            let (tx, rx) = sync_channel::<Vec<u8>>(QUEUE);
-            let at = p.clone();
-            let flag = failing.clone();
-            let spawned = std::thread::Builder::new()
-                .name("audit".into())
-                .spawn(move || write_lines(&at, max_bytes, rx.iter(), &flag));
+            let queue = Arc::new(Queue::default());
+            let (at, flag, from) = (p.clone(), failing.clone(), queue.clone());
+            let spawned = std::thread::Builder::new().name("audit".into()).spawn(move || {
+                let batches = std::iter::repeat_with(|| {
+                    let batch = from.next_batch();
+                    (batch, from.clone())
+                });
+                write_lines(
+                    &at,
+                    max_bytes,
+                    batches.map(|(batch, queue)| Written(batch, Some(queue))),
+                    &flag,
+                );
+            });
             match spawned {
-                Ok(_) => Some((p, tx)),
+                Ok(_) => Some((p, queue)),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot start the audit log's writer; calls are not audited");
                     None
@@ -192,11 +272,17 @@ impl Calls {
             counts.recent.pop_front();
         }
         counts.recent.push_back(rec.ms);
-        if let (Some((_, tx)), Some(line)) = (&self.audit, line) {
-            match tx.try_send(line) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => s.dropped += 1,
-            }
+        if let (Some((_, queue)), Some(line)) = (&self.audit, line)
+            && !queue.push(&line)
+        {
+            s.dropped += 1;
+        }
+    }
+
+    /// Writes out what the audit log's queue holds (the daemon is stopping).
+    pub(crate) fn flush(&self) {
+        if let Some((_, queue)) = &self.audit {
+            queue.flush();
         }
     }
 
@@ -260,14 +346,38 @@ fn open(path: &Path) -> std::io::Result<fs::File> {
     Ok(file)
 }
 
-/// The writer thread: appends each line, rotating past `max` bytes. A failure is said once in
+/// A batch of lines for `write_lines`; the queue it came from is told when it is written.
+struct Written(Vec<u8>, Option<Arc<Queue>>);
+
+impl Drop for Written {
+    fn drop(&mut self) {
+        if let Some(q) = &self.1 {
+            q.batch_written();
+        }
+    }
+}
+
+impl From<Vec<u8>> for Written {
+    fn from(line: Vec<u8>) -> Self {
+        Written(line, None)
+    }
+}
+
+/// The writer thread: appends each batch of lines, rotating past `max` bytes. A failure is said once in
 /// the daemon's log (and shown in `status`) until a write succeeds again; the next line tries
 /// again (a full disk may get room).
-fn write_lines(path: &Path, max: u64, lines: impl Iterator<Item = Vec<u8>>, failing: &AtomicBool) {
+fn write_lines<W: Into<Written>>(
+    path: &Path,
+    max: u64,
+    lines: impl Iterator<Item = W>,
+    failing: &AtomicBool,
+) {
     let mut file: Option<fs::File> = None;
     let mut size = fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let mut said_rotate = false;
-    for line in lines {
+    for batch in lines {
+        let batch: Written = batch.into();
+        let line = &batch.0;
         if size > max && max > 0 {
             file = None;
             match mcpb_config::layout::rotate(path) {
@@ -283,9 +393,9 @@ fn write_lines(path: &Path, max: u64, lines: impl Iterator<Item = Vec<u8>>, fail
             }
         }
         let written = match file.as_mut() {
-            Some(f) => f.write_all(&line),
+            Some(f) => f.write_all(line),
             None => open(path).and_then(|mut f| {
-                let w = f.write_all(&line);
+                let w = f.write_all(line);
                 file = Some(f);
                 w
             }),
@@ -379,6 +489,38 @@ mod tests {
         assert!(!failing.load(Ordering::Relaxed));
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn lines_are_written_in_batches_and_flushed_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let calls = Calls::new(Some(path.clone()), 0, false);
+        let started = std::time::Instant::now();
+        calls.flush();
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "nothing queued, no wait"
+        );
+        for i in 0..300 {
+            calls.record(&rec(if i % 2 == 0 { "a" } else { "b" }, 1.0, Outcome::Ok));
+        }
+        calls.flush();
+        let text = fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 300);
+        assert!(
+            text.lines()
+                .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok())
+        );
+        assert_eq!(calls.report().audit_dropped, 0);
+        // More than the queue holds at once is dropped and counted, never blocks.
+        for _ in 0..QUEUE + 10 {
+            calls.record(&rec("a", 1.0, Outcome::Ok));
+        }
+        calls.flush();
+        let written = fs::read_to_string(&path).unwrap().lines().count() - 300;
+        let dropped = calls.report().audit_dropped as usize;
+        assert_eq!(written + dropped, QUEUE + 10);
     }
 
     #[test]

@@ -303,8 +303,11 @@ impl Listener {
         }
     }
 
-    /// Whatever escaped its upstream's process group goes now; then the pid file.
+    /// The audit log's last lines are written; whatever escaped its upstream's process group
+    /// goes now; then the pid file.
     async fn finish(self) {
+        let calls = self.broker.calls.clone();
+        let _ = tokio::task::spawn_blocking(move || calls.flush()).await;
         let adopted = tokio::task::spawn_blocking(mcpb_upstream::kill_adopted)
             .await
             .unwrap_or(0);

@@ -167,7 +167,13 @@ fn secrets_an_upstream_says_reach_no_client_log_or_cli() {
     let log = home.log();
     assert!(log.contains("leak whole"), "stderr is logged: {log}");
     clean("the daemon log", &log);
-    let audit = std::fs::read_to_string(home.root().join("logs/audit.jsonl")).unwrap();
+    // The audit log is written in batches, a few milliseconds behind the calls.
+    let read_audit =
+        || std::fs::read_to_string(home.root().join("logs/audit.jsonl")).unwrap_or_default();
+    wait_until(Duration::from_secs(5), || {
+        read_audit().contains("fx.say_secrets")
+    });
+    let audit = read_audit();
     assert!(
         audit.contains("fx.say_secrets") || audit.contains("leak"),
         "{audit}"
