@@ -37,6 +37,8 @@ pub(crate) struct Broker {
     pub(crate) registry: Arc<Registry>,
     pub(crate) known: Arc<KnownLists>,
     searches: Arc<SearchCache>,
+    /// Tool list fetches begun by listings and searches, shared by all of them.
+    fetches: Arc<crate::view::ListFetches>,
     /// Code runs: workspaces and the runner, set up at start (start-only settings).
     exec: Arc<crate::exec::Exec>,
     /// Which upstream listed which resource URI.
@@ -101,6 +103,7 @@ impl Broker {
             owners: Arc::default(),
             subscriptions,
             searches: Arc::default(),
+            fetches: Arc::default(),
             generation: RwLock::new(Arc::new(Generation::new(settings, upstreams))),
             ctx,
             retired: Mutex::default(),
@@ -133,6 +136,7 @@ impl Broker {
             subscriptions: self.subscriptions.clone(),
             calls: self.calls.clone(),
             registry: self.registry.clone(),
+            fetches: self.fetches.clone(),
         };
         ProfileView::new(self.config(), shared, profile, session)
     }

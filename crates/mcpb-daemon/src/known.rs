@@ -20,6 +20,9 @@ pub(crate) struct Entry {
     pub verdicts: Vec<Verdict>,
     pub findings: Vec<Finding>,
     by_name: HashMap<String, usize>,
+    /// The list came from a running upstream (not only from the catalog on disk): a listing
+    /// that answered from a catalog copy learns of a live list that differs.
+    pub live: bool,
 }
 
 impl Entry {
@@ -181,7 +184,7 @@ impl KnownLists {
         {
             tracing::warn!(upstream, error = %e, "cannot cache the tool list on disk");
         }
-        self.install(list)
+        self.install(list, true)
     }
 
     /// What is known without starting anything: memory, else the disk cache.
@@ -190,7 +193,7 @@ impl KnownLists {
             return Some(e);
         }
         match self.store.load(upstream) {
-            Ok(Some(list)) => Some(self.install(list)),
+            Ok(Some(list)) => Some(self.install(list, false)),
             Ok(None) => None,
             Err(e) => {
                 tracing::warn!(upstream, error = %e, "cached tool list unreadable; ignored");
@@ -199,11 +202,11 @@ impl KnownLists {
         }
     }
 
-    fn memory(&self, upstream: &str) -> Option<Arc<Entry>> {
+    pub(crate) fn memory(&self, upstream: &str) -> Option<Arc<Entry>> {
         self.entries.lock().get(upstream).cloned()
     }
 
-    fn install(&self, list: CachedList) -> Arc<Entry> {
+    fn install(&self, list: CachedList, live: bool) -> Arc<Entry> {
         // The other lists are held, not copied: their names are borrowed for the scan.
         let other_lists: Vec<Arc<Entry>> = self
             .entries
@@ -216,7 +219,13 @@ impl KnownLists {
             .iter()
             .flat_map(|e| e.by_name.keys().map(String::as_str))
             .collect();
-        let entry = Arc::new(self.judge(list, &others));
+        let mut others: Vec<&str> = others;
+        // In a fixed order, so findings that name several tools read the same every time.
+        others.sort_unstable();
+        let entry = Arc::new(Entry {
+            live,
+            ..self.judge(list, &others)
+        });
         self.entries
             .lock()
             .insert(entry.list.upstream.clone(), entry.clone());
@@ -273,6 +282,7 @@ impl KnownLists {
             verdicts,
             findings,
             by_name,
+            live: false,
         }
     }
 
@@ -292,14 +302,14 @@ impl KnownLists {
             let mode = mode.unwrap_or(pins.mode());
             *pins = Pins::open(pins.path().to_path_buf(), mode);
         }
-        let lists: Vec<CachedList> = self
+        let lists: Vec<(CachedList, bool)> = self
             .entries
             .lock()
             .values()
-            .map(|e| e.list.clone())
+            .map(|e| (e.list.clone(), e.live))
             .collect();
-        for list in lists {
-            self.install(list);
+        for (list, live) in lists {
+            self.install(list, live);
         }
     }
 

@@ -164,3 +164,47 @@ fn a_known_list_that_the_server_no_longer_sends_is_corrected_by_a_list_change() 
         "{names:?}"
     );
 }
+
+#[test]
+fn sessions_listing_at_once_start_a_slow_server_once_and_hear_of_it_once() {
+    let fx = fixture();
+    let yaml = format!(
+        "schema_version: 1\nbroker: {{call_timeout_ms: 5000, startup_timeout_ms: 20000, first_list_wait_ms: 400}}\nupstreams:\n  fast: {{command: \"{fx}\", trust_annotations: true}}\n  slow: {{command: \"{fx}\", args: [--slow-start-ms, \"2000\"], lifecycle: per_call, trust_annotations: true}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
+        fx = fx.display()
+    );
+    let home = Home::with_config(&yaml);
+    let mut shims: Vec<Shim> = (0..5).map(|_| session(&home)).collect();
+    for s in &mut shims {
+        s.send_request(50, "tools/list", json!({}));
+    }
+    for s in &mut shims {
+        let answer: Value = serde_json::from_str(&s.recv_answer_line().unwrap()).unwrap();
+        let names: Vec<&str> = answer["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert!(names.contains(&"fast.echo"), "{names:?}");
+        assert!(!names.contains(&"slow.echo"), "{names:?}");
+    }
+    for s in &mut shims {
+        wait_for_list_changed(s);
+        assert!(has(&s.tool_names(), "slow.echo"));
+    }
+    assert_eq!(
+        upstream_status(&home, "slow")["starts"],
+        1,
+        "one start for five listings: {}",
+        upstream_status(&home, "slow")
+    );
+    // Each session heard of it once.
+    for s in &mut shims {
+        let heard = s
+            .notifications
+            .iter()
+            .filter(|n| n["method"] == "notifications/tools/list_changed")
+            .count();
+        assert!(heard <= 1, "{:?}", s.notifications);
+    }
+}

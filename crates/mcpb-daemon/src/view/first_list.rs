@@ -5,13 +5,15 @@
 //! answered, is announced with `notifications/tools/list_changed`. A client's own request
 //! timeout (often 10 s for a whole start-up) never has to cover forty cold starts.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use mcpb_config::Lifecycle;
-use mcpb_protocol::BrokerRpcError;
 use mcpb_upstream::Upstream;
+use parking_lot::Mutex;
+use tokio::sync::watch;
 
 use super::{ProfileView, VisibleTool};
 use crate::known::{Entry, listing_key};
@@ -19,7 +21,69 @@ use crate::known::{Entry, listing_key};
 /// How long after a listing answered from known lists their shared upstreams start.
 const START_BEHIND_AFTER: std::time::Duration = std::time::Duration::from_millis(250);
 
-type Fetch = tokio::task::JoinHandle<Result<Arc<Entry>, BrokerRpcError>>;
+/// A fetch's outcome: the upstream's entry, `None` when it could not list (logged).
+type Got = Option<Arc<Entry>>;
+
+/// The listings' fetches under way, one per upstream (per session for a per-session one): a
+/// hundred sessions listing at once start each upstream once, a per-call upstream included,
+/// and each late list is announced once.
+#[derive(Default)]
+pub(crate) struct ListFetches {
+    running: Mutex<HashMap<(String, u64), Running>>,
+}
+
+struct Running {
+    done: watch::Receiver<Option<Got>>,
+    /// A listing answered without this fetch's list: it is announced when it comes.
+    left_out: bool,
+}
+
+type Key = (String, u64);
+
+impl ListFetches {
+    /// The fetch of `key` under way (`true`: joined), or a new one `start` begins.
+    fn join(
+        &self,
+        key: &Key,
+        start: impl FnOnce(watch::Sender<Option<Got>>),
+    ) -> (watch::Receiver<Option<Got>>, bool) {
+        let mut running = self.running.lock();
+        if let Some(r) = running.get(key) {
+            return (r.done.clone(), true);
+        }
+        let (tx, rx) = watch::channel(None);
+        running.insert(
+            key.clone(),
+            Running {
+                done: rx.clone(),
+                left_out: false,
+            },
+        );
+        drop(running);
+        start(tx);
+        (rx, false)
+    }
+
+    /// A listing stops waiting for `key`: its outcome when it came meanwhile, else the fetch
+    /// is marked to be announced. Under the same lock as `finish`, so no list falls between.
+    fn leave_out(&self, key: &Key, done: &watch::Receiver<Option<Got>>) -> Option<Got> {
+        let mut running = self.running.lock();
+        if let Some(got) = done.borrow().clone() {
+            return Some(got);
+        }
+        if let Some(r) = running.get_mut(key) {
+            r.left_out = true;
+        }
+        None
+    }
+
+    /// The fetch of `key` ended with `got`; whether a listing answered without it.
+    fn finish(&self, key: &Key, done: &watch::Sender<Option<Got>>, got: Got) -> bool {
+        let mut running = self.running.lock();
+        done.send_replace(Some(got));
+        running.remove(key).is_some_and(|r| r.left_out)
+    }
+}
 
 impl ProfileView {
     /// Every visible tool of the profile, for a raw listing (`listing`: see the module's doc)
@@ -30,6 +94,11 @@ impl ProfileView {
     /// by the deadline, the first upstream to answer is waited for.
     pub(crate) async fn gather_tools(&self, listing: bool) -> Vec<VisibleTool> {
         let (ups, entries) = self.gather_entries(listing).await;
+        self.visible(&ups, entries)
+    }
+
+    /// The visible tools of the lists `gather_entries` found.
+    pub(crate) fn visible(&self, ups: &[Arc<Upstream>], entries: Vec<Got>) -> Vec<VisibleTool> {
         ups.iter()
             .zip(entries)
             .filter_map(|(up, e)| Some(VisibleTool::all_of(&self.profile, up, &e?)))
@@ -39,16 +108,14 @@ impl ProfileView {
 
     /// The profile's upstreams and each one's list as `gather_tools` finds them (`None`: left
     /// out for now).
-    pub(crate) async fn gather_entries(
-        &self,
-        listing: bool,
-    ) -> (Vec<Arc<Upstream>>, Vec<Option<Arc<Entry>>>) {
+    pub(crate) async fn gather_entries(&self, listing: bool) -> (Vec<Arc<Upstream>>, Vec<Got>) {
         let deadline =
             tokio::time::Instant::now() + self.generation.settings.broker.first_list_wait;
         let ups = self.upstreams();
-        let mut entries: Vec<Option<Arc<Entry>>> = vec![None; ups.len()];
-        // Starts this listing begins are waited for; one already under way (begun by an
-        // earlier listing that waited its share, or by a call) only when nothing else is known.
+        let mut entries: Vec<Got> = vec![None; ups.len()];
+        // Fetches this listing begins are waited for; one already under way (begun by an
+        // earlier listing that waited its share, or a start begun by a call) only when nothing
+        // else is known.
         let (mut ours, mut under_way) = (Vec::new(), Vec::new());
         let mut behind = Vec::new();
         for (i, up) in ups.iter().enumerate() {
@@ -59,29 +126,112 @@ impl ProfileView {
             };
             if let Some(known) = known {
                 if listing && up.settings().lifecycle == Lifecycle::Shared {
-                    behind.push((up.clone(), known.clone()));
+                    behind.push(up.clone());
                 }
                 entries[i] = Some(known);
                 continue;
             }
-            let already = up.starting() && !up.has_list();
-            let (view, fetched) = (self.clone(), up.clone());
-            let task: Fetch = tokio::spawn(async move { view.fetch_entry(&fetched, false).await });
-            let waiting = Waiting {
-                i,
-                view: self.clone(),
-                up: up.clone(),
-                task: Some(task),
-            };
-            if already { &mut under_way } else { &mut ours }.push(waiting);
+            let starting = up.starting() && !up.has_list();
+            let (key, done, joined) = self.fetch(up);
+            let waiting = Waiting { i, key, done };
+            if joined || starting {
+                under_way.push(waiting);
+            } else {
+                ours.push(waiting);
+            }
         }
         self.start_behind(behind);
-        wait_for_lists(&ups, &mut entries, ours, deadline).await;
+        let mut left = self.wait_for_lists(&mut entries, ours, deadline).await;
         if entries.iter().all(Option::is_none) {
-            wait_for_lists(&ups, &mut entries, under_way, deadline).await;
+            left.extend(self.wait_for_lists(&mut entries, under_way, deadline).await);
+        } else {
+            left.extend(under_way);
         }
-        // Each upstream still starting is followed from here on (`Waiting`'s drop).
+        // The rest are announced when they come. Nothing between here and the answer being
+        // queued lets another task run (one thread, and the session's queue takes the answer
+        // at once unless its client stopped reading), so the announcement follows the answer.
+        for w in left {
+            if let Some(got) = self.shared.fetches.leave_out(&w.key, &w.done) {
+                entries[w.i] = got;
+            }
+        }
         (ups, entries)
+    }
+
+    /// Joins or starts the listing fetch of `up` for this view.
+    fn fetch(&self, up: &Arc<Upstream>) -> (Key, watch::Receiver<Option<Got>>, bool) {
+        let session = match up.settings().lifecycle {
+            Lifecycle::PerSession => self.session,
+            _ => 0,
+        };
+        let key: Key = (up.name().to_string(), session);
+        let (view, up, k) = (self.clone(), up.clone(), key.clone());
+        let (done, joined) = self.shared.fetches.join(&key, move |tx| {
+            tokio::spawn(async move {
+                let got = match view.fetch_entry(&up, false).await {
+                    Ok(e) => Some(e),
+                    Err(e) => {
+                        tracing::error!(upstream = up.name(), error = %e, "left out of the tool list");
+                        None
+                    }
+                };
+                let listed = got.is_some();
+                let left_out = view.shared.fetches.finish(&k, &tx, got);
+                if session != 0 && !view.shared.registry.is_open(session) {
+                    // Started for a session that closed meanwhile.
+                    up.release_session(session).await;
+                } else if left_out && listed {
+                    tracing::info!(upstream = up.name(), "listed after the first answer");
+                    view.shared.registry.list_changed(up.name());
+                }
+            });
+        });
+        (key, done, joined)
+    }
+
+    /// Waits for `waiting` until `deadline`, and past it while nothing at all is known;
+    /// returns those still under way.
+    async fn wait_for_lists(
+        &self,
+        entries: &mut [Got],
+        waiting: Vec<Waiting>,
+        deadline: tokio::time::Instant,
+    ) -> Vec<Waiting> {
+        let mut pending: FuturesUnordered<_> = waiting
+            .iter()
+            .enumerate()
+            .map(|(n, w)| {
+                let mut done = w.done.clone();
+                async move {
+                    let got = done
+                        .wait_for(Option::is_some)
+                        .await
+                        .ok()
+                        .and_then(|g| g.clone());
+                    (n, got.flatten())
+                }
+            })
+            .collect();
+        let mut came = vec![false; waiting.len()];
+        loop {
+            let next = if entries.iter().all(Option::is_none) {
+                pending.next().await
+            } else {
+                match tokio::time::timeout_at(deadline, pending.next()).await {
+                    Ok(next) => next,
+                    Err(_) => break,
+                }
+            };
+            let Some((n, got)) = next else { break };
+            came[n] = true;
+            entries[waiting[n].i] = got;
+        }
+        drop(pending);
+        waiting
+            .into_iter()
+            .zip(came)
+            .filter_map(|(w, came)| (!came).then_some(w))
+            .collect()
     }
 
     /// The profile's upstreams a listing now would answer without: starting, with no list
@@ -106,121 +256,33 @@ impl ProfileView {
             .warm(up.name(), &listing_key(up.settings()))
     }
 
-    /// Starts shared upstreams whose known lists answered, once the answer is on its way and
-    /// one at a time (each start forks on the event loop: forty at once would hold up the
-    /// answer and the client's next requests); sessions hear of a list that differs.
-    fn start_behind(&self, behind: Vec<(Arc<Upstream>, Arc<Entry>)>) {
+    /// Starts shared upstreams whose known lists answered, once the answer is on its way, each
+    /// on its own turn of the event loop (each start forks there: forty at once would hold up
+    /// the answer and the client's next requests). A list that differs from the known one is
+    /// announced by `fetch_entry`.
+    fn start_behind(&self, behind: Vec<Arc<Upstream>>) {
         if behind.is_empty() {
             return;
         }
         let view = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(START_BEHIND_AFTER).await;
-            for (up, answered) in behind {
+            for up in behind {
                 let view = view.clone();
                 tokio::spawn(async move {
-                    match view.fetch_entry(&up, false).await {
-                        Ok(now) if now.list.hash != answered.list.hash => {
-                            tracing::info!(
-                                upstream = up.name(),
-                                "tool list differs from the known one"
-                            );
-                            view.shared.registry.list_changed(up.name());
-                        }
-                        Ok(_) => {}
-                        Err(e) => {
-                            tracing::warn!(upstream = up.name(), error = %e, "start after listing failed")
-                        }
+                    if let Err(e) = view.fetch_entry(&up, false).await {
+                        tracing::warn!(upstream = up.name(), error = %e, "start after listing failed");
                     }
                 });
                 tokio::task::yield_now().await;
             }
         });
     }
-
-    /// An upstream the listing answered without: sessions hear when its list arrives. A
-    /// per-session instance started for a session that has closed meanwhile is stopped.
-    fn announce_when_listed(&self, up: &Arc<Upstream>, task: Fetch) {
-        let (view, up) = (self.clone(), up.clone());
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        runtime.spawn(async move {
-            let listed = matches!(task.await, Ok(Ok(_)));
-            if up.settings().lifecycle == Lifecycle::PerSession
-                && !view.shared.registry.is_open(view.session)
-            {
-                up.release_session(view.session).await;
-                return;
-            }
-            if listed {
-                tracing::info!(upstream = up.name(), "listed after the first answer");
-                view.shared.registry.list_changed(up.name());
-            }
-        });
-    }
 }
 
-/// Waits for `waiting` until `deadline`, and past it while nothing at all is known.
-async fn wait_for_lists(
-    ups: &[Arc<Upstream>],
-    entries: &mut [Option<Arc<Entry>>],
-    waiting: Vec<Waiting>,
-    deadline: tokio::time::Instant,
-) {
-    let mut pending: FuturesUnordered<Waiting> = waiting.into_iter().collect();
-    loop {
-        let next = if entries.iter().all(Option::is_none) {
-            pending.next().await
-        } else {
-            match tokio::time::timeout_at(deadline, pending.next()).await {
-                Ok(next) => next,
-                Err(_) => break,
-            }
-        };
-        let Some((i, got)) = next else { break };
-        match got {
-            Ok(entry) => entries[i] = Some(entry),
-            Err(e) => {
-                tracing::error!(upstream = ups[i].name(), error = %e, "left out of the tool list")
-            }
-        }
-    }
-}
-
-/// One upstream the listing waits for. When the listing stops waiting (its deadline, or its
-/// client went away), the start goes on and is followed by `announce_when_listed`.
+/// One upstream a listing waits for.
 struct Waiting {
     i: usize,
-    view: ProfileView,
-    up: Arc<Upstream>,
-    task: Option<Fetch>,
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            self.view.announce_when_listed(&self.up, task);
-        }
-    }
-}
-
-impl std::future::Future for Waiting {
-    type Output = (usize, Result<Arc<Entry>, BrokerRpcError>);
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        let i = self.i;
-        let Some(task) = self.task.as_mut() else {
-            return std::task::Poll::Pending;
-        };
-        let done = std::task::ready!(std::pin::Pin::new(task).poll(cx));
-        self.task = None;
-        let got = done
-            .map_err(|e| BrokerRpcError::Internal(format!("listing the upstream failed: {e}")))
-            .and_then(|r| r);
-        std::task::Poll::Ready((i, got))
-    }
+    key: Key,
+    done: watch::Receiver<Option<Got>>,
 }

@@ -34,6 +34,7 @@ mod search;
 mod tool;
 
 pub(crate) use content::{ResourceOwners, Source};
+pub(crate) use first_list::ListFetches;
 
 pub(crate) use search::SearchCache;
 pub(crate) use tool::VisibleTool;
@@ -107,6 +108,8 @@ pub(crate) struct Shared {
     pub(crate) calls: Arc<crate::calls::Calls>,
     /// The open sessions, told when a list they were answered without arrives.
     pub(crate) registry: Arc<crate::link::Registry>,
+    /// The listings' fetches under way.
+    pub(crate) fetches: Arc<ListFetches>,
 }
 
 #[derive(Clone)]
@@ -225,6 +228,7 @@ impl ProfileView {
         // a large list never stalls the other sessions on the daemon's one thread. The job holds
         // no list: it observes the newest one staged when it runs, so requests queued behind a
         // storm of lists cost a name each, and every list but the newest is skipped.
+        let before = self.shared.known.memory(up.name());
         let known = self.shared.known.clone();
         let name = up.name().to_string();
         let key = crate::known::listing_key(up.settings());
@@ -241,6 +245,13 @@ impl ProfileView {
         // approved.
         if new && let Some(e) = self.list_embedder(up.settings()) {
             e.submit(&self.shared.known.worker);
+        }
+        // A listing may have answered with the catalog's copy: sessions hear that the running
+        // upstream sends another list. (A live list replacing a live one was announced by the
+        // upstream itself.)
+        if before.is_some_and(|b| !b.live && b.list.hash != entry.list.hash) {
+            tracing::info!(upstream = up.name(), "tool list differs from the known one");
+            self.shared.registry.list_changed(up.name());
         }
         Ok(entry)
     }

@@ -260,7 +260,7 @@ impl ProfileView {
         // Every list known first (this may start an upstream never listed, waited for within
         // `first_list_wait_ms`), then the generation they make; a search on an unchanged
         // catalog costs one lookup here.
-        self.gather_entries(false).await;
+        let (ups, entries) = self.gather_entries(false).await;
         let key = (self.shared.known.generation(), self.generation.serial());
         let current = || {
             self.shared
@@ -274,7 +274,7 @@ impl ProfileView {
         if let Some(ix) = current() {
             return ix;
         }
-        let tools = self.tools().await;
+        let tools = self.visible(&ups, entries);
         let docs: Vec<mcpb_catalog::ToolDoc> = tools
             .iter()
             .map(|t| {
