@@ -52,10 +52,88 @@ pub(crate) fn run(env: &Env) -> anyhow::Result<()> {
         env,
         &format!("{} upstreams with real definitions", servers.len()),
         &real,
-    )
+    )?;
+    scaling(env, &fixture)
+}
+
+/// Daemon RSS against the number of tools it holds: about 1,000, 5,000 and 20,000 generated
+/// tools (the fixture's `--tools N`), listed by a raw session and searched by a compact one,
+/// and what each tool costs beyond its definition's own bytes.
+fn scaling(env: &Env, fixture: &std::path::Path) -> anyhow::Result<()> {
+    println!();
+    println!(
+        "| tools | upstreams | bytes per definition | RSS fresh (MiB) | after listing | after a search |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let mut rows = Vec::new();
+    for (label, upstreams, per) in [("k1", 10, 100), ("k5", 20, 250), ("k20", 20, 1000)] {
+        // The fixture's own tools come on top of the generated ones.
+        let extra = per - 23;
+        let yaml: Vec<String> = (0..upstreams)
+            .map(|i| {
+                format!(
+                    "  {label}u{i}: {{command: \"{}\", args: [--tools, \"{extra}\"], trust_annotations: true}}\n",
+                    fixture.display()
+                )
+            })
+            .collect();
+        let row = load(env, &yaml)?;
+        println!(
+            "| {} | {upstreams} | {:.0} | {:.1} | {:.1} | {:.1} |",
+            row.tools,
+            row.bytes as f64 / row.tools.max(1) as f64,
+            row.fresh as f64 / 1024.0,
+            row.listed as f64 / 1024.0,
+            row.searched as f64 / 1024.0
+        );
+        rows.push(row);
+    }
+    if let (Some(small), Some(large)) = (rows.first(), rows.last()) {
+        let tools = large.tools.saturating_sub(small.tools).max(1) as f64;
+        let per_tool = (large.listed.saturating_sub(small.listed) * 1024) as f64 / tools;
+        let definition = large.bytes as f64 / large.tools.max(1) as f64;
+        println!();
+        println!(
+            "each tool held costs {per_tool:.0} bytes of RSS after listing ({definition:.0} of them its definition's own JSON, {:.0} beyond)",
+            per_tool - definition
+        );
+    }
+    Ok(())
+}
+
+struct Load {
+    tools: usize,
+    found: usize,
+    /// The listing answer's size: the definitions' own bytes.
+    bytes: usize,
+    fresh: u64,
+    listed: u64,
+    searched: u64,
 }
 
 fn measure(env: &Env, label: &str, upstreams: &[String]) -> anyhow::Result<()> {
+    let row = load(env, upstreams)?;
+    let mib = |k: u64| k as f64 / 1024.0;
+    println!("| daemon in front of {label} | value |");
+    println!("|---|---|");
+    println!(
+        "| tools listed / search results | {} / {} |",
+        row.tools, row.found
+    );
+    println!("| RSS fresh (MiB) | {:.1} |", mib(row.fresh));
+    println!(
+        "| RSS after listing every tool (MiB) | {:.1} |",
+        mib(row.listed)
+    );
+    println!(
+        "| RSS after a compact search (MiB) | {:.1} |",
+        mib(row.searched)
+    );
+    Ok(())
+}
+
+/// Starts a daemon over `upstreams`, lists every tool, searches, stops it.
+fn load(env: &Env, upstreams: &[String]) -> anyhow::Result<Load> {
     let mut yaml = String::from("schema_version: 1\n");
     // The search tier to measure (`MCPB_SEARCH_MODEL=off|static|minilm`; the default otherwise).
     if let Ok(model) = std::env::var("MCPB_SEARCH_MODEL") {
@@ -75,6 +153,7 @@ fn measure(env: &Env, label: &str, upstreams: &[String]) -> anyhow::Result<()> {
     let fresh = rss_kib(pid);
     let list = env.ask(&["--profile", "default"], "tools/list", "{}")?;
     let tools = list["result"]["tools"].as_array().map_or(0, Vec::len);
+    let bytes = list["result"]["tools"].to_string().len();
     let listed = rss_kib(pid);
     let search = env.ask(
         &["--profile", "compact"],
@@ -86,18 +165,12 @@ fn measure(env: &Env, label: &str, upstreams: &[String]) -> anyhow::Result<()> {
         .map_or(0, Vec::len);
     let searched = rss_kib(pid);
     let _ = env.broker(&["stop"]).output()?;
-    let mib = |k: u64| k as f64 / 1024.0;
-    println!("| daemon in front of {label} | value |");
-    println!("|---|---|");
-    println!("| tools listed / search results | {tools} / {found} |");
-    println!("| RSS fresh (MiB) | {:.1} |", mib(fresh));
-    println!(
-        "| RSS after listing every tool (MiB) | {:.1} |",
-        mib(listed)
-    );
-    println!(
-        "| RSS after a compact search (MiB) | {:.1} |",
-        mib(searched)
-    );
-    Ok(())
+    Ok(Load {
+        tools,
+        bytes,
+        found,
+        fresh,
+        listed,
+        searched,
+    })
 }
