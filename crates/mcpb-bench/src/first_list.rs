@@ -36,6 +36,8 @@ pub(crate) fn run(quick: bool) -> anyhow::Result<()> {
     println!();
     println!("| upstreams | daemon | cold catalog (ms) | tools | warm catalog (ms) | tools |");
     println!("|---|---|---|---|---|---|");
+    // Per build: (upstreams, cold median, warm median), for the chart.
+    let mut lines: Vec<Vec<(f64, f64, f64)>> = vec![Vec::new(); builds.len()];
     for &n in sizes {
         let mut got: Vec<Vec<Sample>> = vec![Vec::new(); builds.len()];
         for _ in 0..rounds {
@@ -45,8 +47,29 @@ pub(crate) fn run(quick: bool) -> anyhow::Result<()> {
         }
         for (b, (label, _)) in builds.iter().enumerate() {
             println!("{}", row(n, label, &got[b]));
+            let cold = median(got[b].iter().map(|s| s.cold.0).collect());
+            let warm = median(got[b].iter().map(|s| s.warm.0).collect());
+            lines[b].push((n as f64, ms(cold), ms(warm)));
         }
     }
+    let mut series = Vec::new();
+    for ((label, _), points) in builds.iter().zip(&lines) {
+        series.push((
+            format!("{label}, cold catalog"),
+            points.iter().map(|p| (p.0, p.1)).collect(),
+        ));
+        series.push((
+            format!("{label}, warm catalog"),
+            points.iter().map(|p| (p.0, p.2)).collect(),
+        ));
+    }
+    crate::charts::line_chart(
+        "first_list_vs_upstreams",
+        "First tools/list against upstreams (each takes 1 s to start)",
+        "upstreams",
+        "shim start to answer (ms)",
+        &series,
+    )?;
     println!();
     println!("| one of 40 upstreams takes 10 s to start | daemon | cold catalog (ms) | tools |");
     println!("|---|---|---|---|");
@@ -67,11 +90,12 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
 fn row(n: usize, label: &str, samples: &[Sample]) -> String {
-    let median = |mut v: Vec<Duration>| {
-        v.sort();
-        v[v.len() / 2]
-    };
     let cold = median(samples.iter().map(|s| s.cold.0).collect());
     let warm = median(samples.iter().map(|s| s.warm.0).collect());
     let tools = |f: fn(&Sample) -> usize| {

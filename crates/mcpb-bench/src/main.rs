@@ -13,10 +13,13 @@
 //! first SDK call, sandbox setup by layer, SDK call overhead, context saved), `--http` (the HTTP
 //! front against the shim: latency, and throughput with 8 and 32 callers), `--first-list` (a
 //! client's first raw listing in front of 10 to 100 slow-starting upstreams, cold and warm
-//! catalog).
+//! catalog), `--sessions` (call latency with 1, 32 and 256 sessions calling at once).
+//! `MCPB_BENCH_CHARTS=DIR` also draws the scaling results (`--many`, `--first-list`,
+//! `--sessions`) as SVG charts in DIR.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod charts;
 mod env;
 mod exec;
 mod faults;
@@ -28,6 +31,7 @@ mod retrieval;
 mod sandbox;
 mod scan;
 mod scenario;
+mod sessions;
 mod soak;
 
 fn main() -> anyhow::Result<()> {
@@ -54,6 +58,8 @@ fn main() -> anyhow::Result<()> {
     }
     let mode = if args.iter().any(|a| a == "--soak") {
         scenario::Mode::Soak
+    } else if args.iter().any(|a| a == "--sessions") {
+        scenario::Mode::Sessions
     } else if args.iter().any(|a| a == "--many") {
         scenario::Mode::Many
     } else {

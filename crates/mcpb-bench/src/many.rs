@@ -88,6 +88,21 @@ fn scaling(env: &Env, fixture: &std::path::Path) -> anyhow::Result<()> {
         );
         rows.push(row);
     }
+    let mib = |f: fn(&Load) -> u64| -> Vec<(f64, f64)> {
+        rows.iter()
+            .map(|r| (r.tools as f64, f(r) as f64 / 1024.0))
+            .collect()
+    };
+    crate::charts::line_chart(
+        "rss_vs_tools",
+        "Daemon RSS against the tools it holds",
+        "tools",
+        "RSS (MiB)",
+        &[
+            ("after listing".into(), mib(|r| r.listed)),
+            ("after a search".into(), mib(|r| r.searched)),
+        ],
+    )?;
     if let (Some(small), Some(large)) = (rows.first(), rows.last()) {
         let tools = large.tools.saturating_sub(small.tools).max(1) as f64;
         let per_tool = (large.listed.saturating_sub(small.listed) * 1024) as f64 / tools;

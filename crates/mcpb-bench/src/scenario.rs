@@ -30,6 +30,7 @@ pub(crate) enum Mode {
     Measure,
     Soak,
     Many,
+    Sessions,
 }
 
 pub(crate) fn run(quick: bool, with_everything: bool, mode: Mode) -> anyhow::Result<()> {
@@ -68,6 +69,7 @@ pub(crate) fn run(quick: bool, with_everything: bool, mode: Mode) -> anyhow::Res
             crate::faults::run(&env, quick)
         }
         Mode::Many => crate::many::run(&env),
+        Mode::Sessions => crate::sessions::run(&env, quick),
         Mode::Measure => measure(&env, quick, use_everything, &everything_bin, &path),
     };
     let _ = env.broker(&["stop"]).output();
