@@ -47,6 +47,21 @@ pub fn hash(value: &Value) -> String {
     hash_text(&canonical(value))
 }
 
+/// `hash` of the array `items`, without copying them into one: the digest is fed one item's
+/// canonical text at a time (a list of thousands of tools is never written out whole).
+pub fn hash_list(items: &[Value]) -> String {
+    let mut digest = Sha256::new();
+    digest.update(b"[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            digest.update(b",");
+        }
+        digest.update(canonical(item).as_bytes());
+    }
+    digest.update(b"]");
+    format!("sha256:{}", hex::encode(digest.finalize()))
+}
+
 pub fn hash_text(text: &str) -> String {
     let digest = Sha256::digest(text.as_bytes());
     format!("sha256:{}", hex::encode(digest))
@@ -90,6 +105,13 @@ pub fn legacy_hash(tool: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_list_hashes_as_the_array_it_is() {
+        let items = vec![json!({"b": 1, "a": [1, 2]}), json!("x"), json!(null)];
+        assert_eq!(hash_list(&items), hash(&Value::Array(items.clone())));
+        assert_eq!(hash_list(&[]), hash(&json!([])));
+    }
 
     #[test]
     fn key_order_does_not_matter_but_content_does() {

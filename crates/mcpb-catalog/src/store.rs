@@ -29,7 +29,7 @@ pub struct CachedList {
 
 impl CachedList {
     pub fn new(upstream: &str, tools: Arc<Vec<Value>>, now_unix: u64) -> Self {
-        let hash = crate::canonical::hash(&Value::Array(tools.as_ref().clone()));
+        let hash = crate::canonical::hash_list(&tools);
         Self {
             upstream: upstream.to_string(),
             hash,

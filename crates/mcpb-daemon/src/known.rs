@@ -193,7 +193,14 @@ impl KnownLists {
             return Some(e);
         }
         match self.store.load(upstream) {
-            Ok(Some(list)) => Some(self.install(list, false)),
+            Ok(Some(mut list)) => {
+                // Held for the daemon's lifetime: no spare room kept from the parse.
+                if let Some(tools) = Arc::get_mut(&mut list.tools) {
+                    tools.iter_mut().for_each(mcpb_protocol::json::compact);
+                    tools.shrink_to_fit();
+                }
+                Some(self.install(list, false))
+            }
             Ok(None) => None,
             Err(e) => {
                 tracing::warn!(upstream, error = %e, "cached tool list unreadable; ignored");

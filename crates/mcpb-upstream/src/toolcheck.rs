@@ -46,7 +46,11 @@ pub(crate) fn accept(raw: &RawValue, index: usize) -> Result<Value, RejectedTool
         Some(n) if !valid_name(n) => Err(refuse(
             "the name breaks MCP's rules (1-128 of A-Z a-z 0-9 _ - . /)".into(),
         )),
-        Some(_) => Ok(tool),
+        Some(_) => {
+            let mut tool = tool;
+            mcpb_protocol::json::compact(&mut tool);
+            Ok(tool)
+        }
     }
 }
 

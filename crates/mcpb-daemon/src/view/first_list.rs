@@ -112,6 +112,7 @@ impl ProfileView {
         let deadline =
             tokio::time::Instant::now() + self.generation.settings.broker.first_list_wait;
         let ups = self.upstreams();
+        self.load_from_disk(&ups).await;
         let mut entries: Vec<Got> = vec![None; ups.len()];
         // Fetches this listing begins are waited for; one already under way (begun by an
         // earlier listing that waited its share, or a start begun by a call) only when nothing
@@ -156,6 +157,30 @@ impl ProfileView {
             }
         }
         (ups, entries)
+    }
+
+    /// Reads the catalog's copies of lists not in memory yet (the first listing after a start)
+    /// on the catalog's thread: judging a hundred lists there leaves the event loop to the
+    /// other sessions meanwhile.
+    async fn load_from_disk(&self, ups: &[Arc<Upstream>]) {
+        let known = self.shared.known.clone();
+        let missing: Vec<String> = ups
+            .iter()
+            .filter(|up| known.memory(up.name()).is_none())
+            .map(|up| up.name().to_string())
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        let worker = known.clone();
+        worker
+            .worker
+            .run(move || {
+                for name in &missing {
+                    known.cached(name);
+                }
+            })
+            .await;
     }
 
     /// Joins or starts the listing fetch of `up` for this view.
