@@ -58,6 +58,11 @@ impl ListStore {
         self.dir.join(format!("{upstream}.json"))
     }
 
+    /// Whether a cached list of `upstream` exists (one stat, nothing read).
+    pub fn has(&self, upstream: &str) -> bool {
+        self.path(upstream).is_file()
+    }
+
     /// The cached list of one upstream; `None` when it was never fetched.
     pub fn load(&self, upstream: &str) -> Result<Option<CachedList>, CatalogError> {
         let path = self.path(upstream);

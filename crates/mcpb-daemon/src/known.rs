@@ -199,7 +199,7 @@ impl KnownLists {
                     tools.iter_mut().for_each(mcpb_protocol::json::compact);
                     tools.shrink_to_fit();
                 }
-                Some(self.install(list, false))
+                Some(self.install_from_disk(list))
             }
             Ok(None) => None,
             Err(e) => {
@@ -213,7 +213,36 @@ impl KnownLists {
         self.entries.lock().get(upstream).cloned()
     }
 
+    /// Whether the catalog has a disk copy of `upstream`'s list (a file exists; it may still
+    /// be unreadable).
+    pub(crate) fn on_disk(&self, upstream: &str) -> bool {
+        self.store.has(upstream)
+    }
+
     fn install(&self, list: CachedList, live: bool) -> Arc<Entry> {
+        let entry = self.judged(list, live);
+        self.entries
+            .lock()
+            .insert(entry.list.upstream.clone(), entry.clone());
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        entry
+    }
+
+    /// A disk copy goes in only where memory still has nothing: a live list observed while the
+    /// copy was read and judged is newer, and stays.
+    fn install_from_disk(&self, list: CachedList) -> Arc<Entry> {
+        let read = self.judged(list, false);
+        let mut entries = self.entries.lock();
+        if let Some(newer) = entries.get(&read.list.upstream) {
+            return newer.clone();
+        }
+        entries.insert(read.list.upstream.clone(), read.clone());
+        drop(entries);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        read
+    }
+
+    fn judged(&self, list: CachedList, live: bool) -> Arc<Entry> {
         // The other lists are held, not copied: their names are borrowed for the scan.
         let other_lists: Vec<Arc<Entry>> = self
             .entries
@@ -229,15 +258,10 @@ impl KnownLists {
         let mut others: Vec<&str> = others;
         // In a fixed order, so findings that name several tools read the same every time.
         others.sort_unstable();
-        let entry = Arc::new(Entry {
+        Arc::new(Entry {
             live,
             ..self.judge(list, &others)
-        });
-        self.entries
-            .lock()
-            .insert(entry.list.upstream.clone(), entry.clone());
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        entry
+        })
     }
 
     fn judge(&self, list: CachedList, others: &[&str]) -> Entry {
@@ -438,5 +462,43 @@ impl Worker {
             let _ = done.send(f());
         });
         result.await.ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_disk_copy_never_replaces_a_live_list() {
+        let home = tempfile::tempdir().unwrap();
+        let text = format!(
+            "schema_version: 1\nruntime:\n  root: {}\nupstreams:\n  git: {{command: /nonexistent}}\n",
+            home.path().display()
+        );
+        let settings = mcpb_config::load_str(
+            &text,
+            "test",
+            mcpb_config::ConfigSource::Embedded,
+            &mcpb_config::ResolveContext::default(),
+        )
+        .unwrap();
+        let known = KnownLists::new(&settings);
+        let old = CachedList::new("git", Arc::new(vec![serde_json::json!({"name": "old"})]), 1);
+        let live = known.observe(
+            "git",
+            &Arc::new(vec![serde_json::json!({"name": "new"})]),
+            "k",
+        );
+        assert!(live.live);
+        // A copy read from disk while the live list came in loses to it.
+        let got = known.install_from_disk(old);
+        assert!(Arc::ptr_eq(&got, &live));
+        assert!(Arc::ptr_eq(&known.memory("git").unwrap(), &live));
+        assert!(
+            known.on_disk("git"),
+            "the live list was written to the catalog"
+        );
+        assert!(!known.on_disk("never-listed"));
     }
 }

@@ -21,6 +21,9 @@ use crate::known::{Entry, listing_key};
 /// How long after a listing answered from known lists their shared upstreams start.
 const START_BEHIND_AFTER: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// How long a listing waits for the catalog's thread to read known lists from disk.
+const DISK_READ_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// A fetch's outcome: the upstream's entry, `None` when it could not list (logged).
 type Got = Option<Arc<Entry>>;
 
@@ -112,7 +115,7 @@ impl ProfileView {
         let deadline =
             tokio::time::Instant::now() + self.generation.settings.broker.first_list_wait;
         let ups = self.upstreams();
-        self.load_from_disk(&ups).await;
+        self.load_from_disk(&ups, deadline).await;
         let mut entries: Vec<Got> = vec![None; ups.len()];
         // Fetches this listing begins are waited for; one already under way (begun by an
         // earlier listing that waited its share, or a start begun by a call) only when nothing
@@ -161,26 +164,28 @@ impl ProfileView {
 
     /// Reads the catalog's copies of lists not in memory yet (the first listing after a start)
     /// on the catalog's thread: judging a hundred lists there leaves the event loop to the
-    /// other sessions meanwhile.
-    async fn load_from_disk(&self, ups: &[Arc<Upstream>]) {
+    /// other sessions meanwhile. That thread may be busy with a large new list: after
+    /// `DISK_READ_WAIT` (or `deadline`) the rest is read on the event loop, as it was before.
+    async fn load_from_disk(&self, ups: &[Arc<Upstream>], deadline: tokio::time::Instant) {
         let known = self.shared.known.clone();
         let missing: Vec<String> = ups
             .iter()
-            .filter(|up| known.memory(up.name()).is_none())
+            .filter(|up| {
+                !up.has_list() && known.memory(up.name()).is_none() && known.on_disk(up.name())
+            })
             .map(|up| up.name().to_string())
             .collect();
         if missing.is_empty() {
             return;
         }
         let worker = known.clone();
-        worker
-            .worker
-            .run(move || {
-                for name in &missing {
-                    known.cached(name);
-                }
-            })
-            .await;
+        let read = worker.worker.run(move || {
+            for name in &missing {
+                known.cached(name);
+            }
+        });
+        let until = deadline.min(tokio::time::Instant::now() + DISK_READ_WAIT);
+        let _ = tokio::time::timeout_at(until, read).await;
     }
 
     /// Joins or starts the listing fetch of `up` for this view.

@@ -110,7 +110,12 @@ impl Upstream {
     }
 
     pub(crate) fn install_list(&self, list: ToolList) {
-        let ToolList { tools, rejected } = list;
+        let ToolList {
+            mut tools,
+            rejected,
+        } = list;
+        // Held until the next list: no spare slots from the reading.
+        tools.shrink_to_fit();
         let mut state = self.state.lock();
         state.status.tool_count = Some(tools.len());
         state.status.rejected_tools = rejected;
