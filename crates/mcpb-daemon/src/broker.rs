@@ -191,6 +191,9 @@ impl Broker {
     }
 
     pub(crate) fn release_session(&self, session: u64) {
+        // A listing's start of the session's own instance stops first (a half-started process
+        // is killed at once), then what the session had running.
+        self.fetches.close_session(session);
         for up in self.all_upstreams() {
             if up.settings().lifecycle == Lifecycle::PerSession {
                 tokio::spawn(async move { up.release_session(session).await });

@@ -39,6 +39,9 @@ struct Running {
     done: watch::Receiver<Option<Got>>,
     /// A listing answered without this fetch's list: it is announced when it comes.
     left_out: bool,
+    /// A per-session fetch's task, aborted when its session closes (which kills a
+    /// half-started instance at once, as a dropped call does).
+    task: Option<tokio::task::AbortHandle>,
 }
 
 type Key = (String, u64);
@@ -48,7 +51,7 @@ impl ListFetches {
     fn join(
         &self,
         key: &Key,
-        start: impl FnOnce(watch::Sender<Option<Got>>),
+        start: impl FnOnce(watch::Sender<Option<Got>>) -> tokio::task::AbortHandle,
     ) -> (watch::Receiver<Option<Got>>, bool) {
         let mut running = self.running.lock();
         if let Some(r) = running.get(key) {
@@ -60,11 +63,29 @@ impl ListFetches {
             Running {
                 done: rx.clone(),
                 left_out: false,
+                task: None,
             },
         );
         drop(running);
-        start(tx);
+        let task = start(tx);
+        // Gone already when the fetch ended meanwhile.
+        if let Some(r) = self.running.lock().get_mut(key) {
+            r.task = Some(task);
+        }
         (rx, false)
+    }
+
+    /// `session` closed: its per-session fetches stop where they are.
+    pub(crate) fn close_session(&self, session: u64) {
+        self.running.lock().retain(|(_, s), r| {
+            if *s != session || session == 0 {
+                return true;
+            }
+            if let Some(task) = &r.task {
+                task.abort();
+            }
+            false
+        });
     }
 
     /// A listing stops waiting for `key`: its outcome when it came meanwhile, else the fetch
@@ -197,7 +218,7 @@ impl ProfileView {
         let key: Key = (up.name().to_string(), session);
         let (view, up, k) = (self.clone(), up.clone(), key.clone());
         let (done, joined) = self.shared.fetches.join(&key, move |tx| {
-            tokio::spawn(async move {
+            let task = tokio::spawn(async move {
                 let got = match view.fetch_entry(&up, false).await {
                     Ok(e) => Some(e),
                     Err(e) => {
@@ -215,6 +236,7 @@ impl ProfileView {
                     view.shared.registry.list_changed(up.name());
                 }
             });
+            task.abort_handle()
         });
         (key, done, joined)
     }
