@@ -72,9 +72,19 @@ pub(super) fn raw(port: u16, head: &str, body: &str) -> (u16, String, String) {
         "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    s.write_all(req.as_bytes()).unwrap();
+    // A front that refuses a body early may close while it is still being written: what it
+    // answered before closing is still read; status 0 when nothing was.
+    let wrote = s.write_all(req.as_bytes());
     let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
+    let read = s.read_to_string(&mut out);
+    if out.is_empty() && wrote.is_err() {
+        return (0, String::new(), String::new());
+    }
+    if let Err(e) = read
+        && out.is_empty()
+    {
+        panic!("no answer: {e}");
+    }
     let status = out
         .split(' ')
         .nth(1)
@@ -197,7 +207,9 @@ fn bad_sessions_and_bodies_get_clear_answers_and_the_front_keeps_serving() {
         "a".repeat(17 << 20)
     );
     let (status, _, _) = post(port, &format!("{}\r\nMcp-Session-Id: {sid}", auth()), &big);
-    assert_eq!(status, 413);
+    // 413, or the connection closed before the client got to read it (the front refuses past
+    // the limit without reading the rest); either way it keeps serving, as the next post shows.
+    assert!(status == 413 || status == 0, "{status}");
     let (status, _, body) = post(port, &format!("{}\r\nMcp-Session-Id: {sid}", auth()), &list);
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("example.echo"), "{body}");
