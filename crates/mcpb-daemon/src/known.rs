@@ -251,11 +251,10 @@ impl KnownLists {
             .filter(|(k, _)| **k != list.upstream)
             .map(|(_, e)| e.clone())
             .collect();
-        let others: Vec<&str> = other_lists
+        let mut others: Vec<&str> = other_lists
             .iter()
             .flat_map(|e| e.by_name.keys().map(String::as_str))
             .collect();
-        let mut others: Vec<&str> = others;
         // In a fixed order, so findings that name several tools read the same every time.
         others.sort_unstable();
         Arc::new(Entry {
