@@ -116,8 +116,7 @@ fn sandbox_mode() -> Option<ExitCode> {
     }
     // The JavaScript worker runs inside the jail; it needs nothing of the CLI.
     if first == mcpb_exec::js::WORKER_ARG {
-        let script = std::env::args_os().nth(2).unwrap_or_default();
-        return Some(mcpb_exec::js::worker_main(std::path::Path::new(&script)));
+        return Some(mcpb_exec::js::worker_main());
     }
     None
 }

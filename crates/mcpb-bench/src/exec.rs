@@ -51,16 +51,69 @@ fn p90(mut v: Vec<f64>) -> f64 {
     v.get(v.len() * 9 / 10).copied().unwrap_or(0.0)
 }
 
-/// Start to first SDK call and the layers, `n` runs of each language.
+/// What `n` runs of one request measured.
+struct Series {
+    first: Vec<f64>,
+    whole: Vec<f64>,
+    layers: Vec<Vec<(String, u64)>>,
+    status: String,
+}
+
+/// `n` runs of `req`, each in a new workspace, `gap` apart (the event loop runs meanwhile,
+/// so a pool refills as it would between an agent's turns).
+fn series(
+    rt: &tokio::runtime::Runtime,
+    runner: &Runner,
+    ws: &Workspaces,
+    req: &RunRequest,
+    n: usize,
+    gap: Duration,
+) -> anyhow::Result<Series> {
+    let mut out = Series {
+        first: Vec::new(),
+        whole: Vec::new(),
+        layers: Vec::new(),
+        status: String::new(),
+    };
+    for _ in 0..n {
+        let id = ws.open("bench", false)?.hyphenated().to_string();
+        let lease = ws.lease("bench", &id)?;
+        let host = FirstCall::default();
+        let start = Instant::now();
+        let ran = rt.block_on(runner.run(req, &lease, &host));
+        out.whole.push(ms(start.elapsed()));
+        if let Some(t) = *host.0.lock() {
+            out.first.push(ms(t - start));
+        }
+        out.status = format!("{:?}", ran.answer.status).to_lowercase();
+        out.layers.push(ran.answer.layers);
+        drop(lease);
+        ws.remove("bench", uuid::Uuid::parse_str(&id)?);
+        rt.block_on(async { tokio::time::sleep(gap).await });
+    }
+    if out.first.is_empty() {
+        bail!(
+            "{} runs made no SDK call ({})",
+            req.language.name(),
+            out.status
+        );
+    }
+    Ok(out)
+}
+
+/// Start to first SDK call and the layers, `n` runs of each language: every jail started
+/// with its run (no pool), runs taking over a started jail 150 ms apart, and back to back.
 fn in_process(exe: &Path, home: &Path, n: usize) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let runner = Runner::new(exe.to_path_buf(), None, 64 << 20);
+    let cold = Runner::new(exe.to_path_buf(), None, 64 << 20);
+    let pooled =
+        Runner::new(exe.to_path_buf(), None, 64 << 20).with_pool(2, Duration::from_secs(600));
     let ws = Workspaces::new(home.join("ws"), 4);
     println!("\n## Code runs: start to first SDK call (in process, {n} runs each)\n");
-    println!("| language | first SDK call p50 ms | p90 ms | whole run p50 ms | status |");
-    println!("|---|---|---|---|---|");
+    println!("| language | jail | first SDK call p50 ms | p90 ms | whole run p50 ms | status |");
+    println!("|---|---|---|---|---|---|");
     let mut layer_rows: Vec<(String, Vec<(String, u64)>)> = Vec::new();
     for (language, code) in [
         (
@@ -77,37 +130,29 @@ fn in_process(exe: &Path, home: &Path, n: usize) -> anyhow::Result<()> {
             read_only: false,
             limits: Limits::DEFAULT,
         };
-        let (mut first, mut whole, mut layers) = (Vec::new(), Vec::new(), Vec::new());
-        let mut status = String::new();
-        for _ in 0..n {
-            let id = ws.open("bench", false)?.hyphenated().to_string();
-            let lease = ws.lease("bench", &id)?;
-            let host = FirstCall::default();
-            let start = Instant::now();
-            let ran = rt.block_on(runner.run(&req, &lease, &host));
-            whole.push(ms(start.elapsed()));
-            if let Some(t) = *host.0.lock() {
-                first.push(ms(t - start));
+        let gap = Duration::from_millis(150);
+        for (label, runner, gap) in [
+            ("started with the run", &cold, gap),
+            ("taken from the pool, runs 150 ms apart", &pooled, gap),
+            ("taken from the pool, back to back", &pooled, Duration::ZERO),
+        ] {
+            let s = series(&rt, runner, &ws, &req, n, gap)?;
+            println!(
+                "| {} | {label} | {:.2} | {:.2} | {:.2} | {} |",
+                language.name(),
+                median(s.first.clone()),
+                p90(s.first),
+                median(s.whole),
+                s.status
+            );
+            if std::ptr::eq(runner, &cold) {
+                layer_rows.push((language.name().to_string(), median_layers(&s.layers)));
             }
-            status = format!("{:?}", ran.answer.status).to_lowercase();
-            layers.push(ran.answer.layers);
-            drop(lease);
-            ws.remove("bench", uuid::Uuid::parse_str(&id)?);
         }
-        if first.is_empty() {
-            bail!("{} runs made no SDK call ({status})", language.name());
-        }
-        println!(
-            "| {} | {:.2} | {:.2} | {:.2} | {status} |",
-            language.name(),
-            median(first.clone()),
-            p90(first),
-            median(whole.clone())
-        );
-        layer_rows.push((language.name().to_string(), median_layers(&layers)));
     }
+    rt.block_on(pooled.clear_pool());
     println!(
-        "\n## Sandbox setup by layer (median µs since the helper started; Δ = this layer's cost)\n"
+        "\n## Sandbox setup by layer, jails started with their run (median µs since the helper started; Δ = this layer's cost)\n"
     );
     println!("| layer | python µs | Δ | javascript µs | Δ |");
     println!("|---|---|---|---|---|");

@@ -222,6 +222,21 @@ pub struct RawBrokerExec {
     /// refused until one ends. Default 16.
     #[serde(default)]
     pub max_concurrent_runs: Option<u32>,
+    /// Jails kept started ahead of code runs, the interpreter already loaded and confined,
+    /// all profiles and languages together: a run takes one over instead of starting its own
+    /// (each serves one run, then a new one is started for the next). Default 2; 0 starts
+    /// every run's jail with the run.
+    #[serde(default)]
+    pub pool: Option<u32>,
+    /// How long a started jail waits for a run before it is ended, e.g. `10m`. Default 10
+    /// minutes.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::duration::ms"
+    )]
+    #[schemars(with = "Option<crate::duration::MsOrText>")]
+    pub pool_idle_ms: Option<u64>,
     /// Where code runs' workspaces live (absolute, or `~/…`). Default `state/exec` under the
     /// runtime dir. The broker makes its directories there private (0700).
     #[serde(default)]
@@ -248,6 +263,8 @@ pub struct BrokerExec {
     pub persisted_disk_bytes: u64,
     pub frame_budget_bytes: u64,
     pub max_concurrent_runs: u32,
+    pub pool: u32,
+    pub pool_idle_ms: u64,
     /// `None`: `state/exec` under the runtime dir (`Settings::exec_root`).
     pub workspace_root: Option<std::path::PathBuf>,
 }
@@ -278,6 +295,8 @@ impl BrokerExec {
                 .max(1)
                 .saturating_mul(1 << 20),
             max_concurrent_runs: raw.max_concurrent_runs.unwrap_or(16).max(1),
+            pool: raw.pool.unwrap_or(2),
+            pool_idle_ms: raw.pool_idle_ms.unwrap_or(10 * 60 * 1000),
             // Set by the resolver, which knows the home `~` stands for.
             workspace_root: None,
         }

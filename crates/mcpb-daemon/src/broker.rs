@@ -118,6 +118,11 @@ impl Broker {
     }
 
     /// The current configuration generation.
+    /// Ends the code-run jails started ahead of their runs (the daemon is stopping).
+    pub(crate) async fn stop_code_pool(&self) {
+        self.exec.runner.clear_pool().await;
+    }
+
     pub(crate) fn config(&self) -> Arc<Generation> {
         self.generation.read().clone()
     }

@@ -44,6 +44,10 @@ impl Exec {
                 exec.python.as_deref(),
                 usize::try_from(exec.frame_budget_bytes).unwrap_or(usize::MAX),
                 exec.max_concurrent_runs as usize,
+            )
+            .with_pool(
+                exec.pool as usize,
+                std::time::Duration::from_millis(exec.pool_idle_ms),
             ),
         }
     }

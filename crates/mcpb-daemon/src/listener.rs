@@ -306,6 +306,7 @@ impl Listener {
     /// The audit log's last lines are written; whatever escaped its upstream's process group
     /// goes now; then the pid file.
     async fn finish(self) {
+        self.broker.stop_code_pool().await;
         let calls = self.broker.calls.clone();
         let _ = tokio::task::spawn_blocking(move || calls.flush()).await;
         let adopted = tokio::task::spawn_blocking(mcpb_upstream::kill_adopted)

@@ -5,7 +5,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -43,13 +42,10 @@ fn show<'js>(ctx: &Ctx<'js>, v: Value<'js>) -> String {
         .unwrap_or_else(|| "(a value that is not JSON)".into())
 }
 
-/// The runtime as the jail runs it in process: `argv` is `[label, script]`.
-pub fn run_in_jail(argv: &[String]) -> i32 {
-    let Some(script) = argv.get(1) else {
-        eprintln!("no script to run");
-        return 1;
-    };
-    let code = match run(Path::new(script)) {
+/// The runtime as the jail runs it in process (`argv` is only its label): it waits for its
+/// job on the SDK channel, so that a run can take over a jail whose runtime is already up.
+pub fn run_in_jail(_argv: &[String]) -> i32 {
+    let code = match run() {
         Ok(c) => i32::from(c != ExitCode::SUCCESS),
         Err(e) => {
             eprintln!("{e}");
@@ -61,9 +57,9 @@ pub fn run_in_jail(argv: &[String]) -> i32 {
     code
 }
 
-/// Runs `script` as an ES module with top-level await; the exit status is the program's.
-pub fn worker_main(script: &Path) -> ExitCode {
-    match run(script) {
+/// The same runtime as a process of its own (`__js`), its job on the SDK channel as well.
+pub fn worker_main() -> ExitCode {
+    match run() {
         Ok(code) => code,
         Err(e) => {
             eprintln!("{e}");
@@ -72,8 +68,7 @@ pub fn worker_main(script: &Path) -> ExitCode {
     }
 }
 
-fn run(script: &Path) -> Result<ExitCode, String> {
-    let code = std::fs::read_to_string(script).map_err(|e| format!("{}: {e}", script.display()))?;
+fn run() -> Result<ExitCode, String> {
     let channel = mcpb_sandbox::sdk_channel().ok_or("the SDK channel (fd 3) is not open")?;
     let writer = Rc::new(RefCell::new(
         channel.try_clone().map_err(|e| e.to_string())?,
@@ -84,8 +79,12 @@ fn run(script: &Path) -> Result<ExitCode, String> {
         usize::try_from(env_u64("MCP_JS_MEMORY_BYTES", 256 << 20)).unwrap_or(usize::MAX),
     );
     rt.set_max_stack_size(1 << 20);
-    let deadline = Instant::now() + Duration::from_millis(env_u64("MCP_JS_DEADLINE_MS", 30_000));
-    rt.set_interrupt_handler(Some(Box::new(move || Instant::now() > deadline)));
+    // The wall clock starts with the job, not with the runtime, which is up before its run.
+    let deadline = std::sync::Arc::new(std::sync::OnceLock::<Instant>::new());
+    let ends = deadline.clone();
+    rt.set_interrupt_handler(Some(Box::new(move || {
+        ends.get().is_some_and(|t| Instant::now() > *t)
+    })));
     let ctx = Context::full(&rt).map_err(|e| e.to_string())?;
     ctx.with(|ctx| -> Result<ExitCode, String> {
         let next = Rc::new(Cell::new(0u64));
@@ -118,6 +117,13 @@ fn run(script: &Path) -> Result<ExitCode, String> {
             eprintln!("Uncaught {}", show(ctx, ctx.catch()));
             Ok(ExitCode::from(1))
         };
+        let Some(job) = crate::job::Job::read(&mut reader)? else {
+            // The broker let this runtime go without a run.
+            return Ok(ExitCode::SUCCESS);
+        };
+        let _ = deadline
+            .set(Instant::now() + Duration::from_millis(env_u64("MCP_JS_DEADLINE_MS", 30_000)));
+        let code = job.source()?;
         let promise = match Module::evaluate(ctx.clone(), "main.js", code) {
             Ok(p) => p,
             Err(_) => return uncaught(&ctx),
@@ -165,22 +171,8 @@ fn run(script: &Path) -> Result<ExitCode, String> {
     })
 }
 
-/// argv and files of a JavaScript run: the runtime built into this binary (run in process
-/// inside the jail) on /sdk/main.js or a workspace file.
-pub fn program(
-    code: Option<&str>,
-    entry: Option<&Path>,
-) -> (Vec<String>, Vec<mcpb_sandbox::JailFile>) {
-    let mut files = Vec::new();
-    let target = match (code, entry) {
-        (_, Some(e)) => format!("{}/{}", mcpb_sandbox::JAIL_WORK, e.display()),
-        (code, None) => {
-            files.push(mcpb_sandbox::JailFile {
-                name: "main.js".into(),
-                contents: code.unwrap_or_default().into(),
-            });
-            format!("{}/main.js", mcpb_sandbox::JAIL_SDK)
-        }
-    };
-    (vec!["javascript".into(), target], files)
+/// argv of a JavaScript run: the runtime built into this binary, run in process inside the
+/// jail; the snippet or the workspace file comes as the job.
+pub fn program() -> Vec<String> {
+    vec!["javascript".into()]
 }

@@ -5,8 +5,10 @@
 //! other call goes through; it never reads the config or talks MCP itself.
 
 mod answer;
+mod job;
 pub mod js;
 mod output;
+mod pool;
 pub mod python;
 mod run;
 mod sdk;

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mcpb_sandbox::{JAIL_SDK, JAIL_WORK, JailFile};
+use mcpb_sandbox::{JAIL_SDK, JailFile};
 
 pub const RUNNER: &str = include_str!("python/runner.py");
 pub const SDK: &str = include_str!("python/mcp_sdk.py");
@@ -88,13 +88,10 @@ fn is_binary(p: &Path) -> bool {
         .is_ok_and(|()| magic == *b"\x7fELF")
 }
 
-/// argv and files of a run of `code` (written as /sdk/main.py) or of `entry` (a workspace file).
-pub fn program(
-    py: &Python,
-    code: Option<&str>,
-    entry: Option<&Path>,
-) -> (Vec<String>, Vec<JailFile>) {
-    let mut files = vec![
+/// argv and files of a Python run: the runner and the SDK under /sdk; the snippet or the
+/// workspace file to run comes as the job (see `runner.py`).
+pub fn program(py: &Python) -> (Vec<String>, Vec<JailFile>) {
+    let files = vec![
         JailFile {
             name: "runner.py".into(),
             contents: RUNNER.into(),
@@ -104,24 +101,12 @@ pub fn program(
             contents: SDK.into(),
         },
     ];
-    let target = match (code, entry) {
-        (_, Some(e)) => format!("{JAIL_WORK}/{}", e.display()),
-        (Some(c), None) => {
-            files.push(JailFile {
-                name: "main.py".into(),
-                contents: c.into(),
-            });
-            format!("{JAIL_SDK}/main.py")
-        }
-        (None, None) => format!("{JAIL_SDK}/main.py"),
-    };
     let argv = vec![
         py.exe.display().to_string(),
         // Isolated (no user site, no PYTHON* variables), no bytecode files in the workspace.
         "-I".into(),
         "-B".into(),
         format!("{JAIL_SDK}/runner.py"),
-        target,
     ];
     (argv, files)
 }

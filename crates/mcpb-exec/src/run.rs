@@ -1,11 +1,12 @@
-//! One run: the sandbox helper started with the spec on stdin, the SDK channel on fd 3 and the
-//! report pipe on fd 4; then one loop that serves SDK frames, captures output under its cap,
-//! watches the deadline and waits for the helper. The deadline kills the helper's whole process
-//! group, and with it the jail (each process of the tree dies with its parent).
+//! One run: a started jail taken over (one of the pool, else one started for the run), its
+//! workspace handed over and its job sent; then one loop that serves SDK frames, captures
+//! output under its cap, watches the deadline and waits for the helper. The deadline kills the
+//! helper's whole process group, and with it the jail (each process of the tree dies with its
+//! parent).
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -16,7 +17,9 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::answer::{RunAnswer, Status, Usage};
+use crate::job::Job;
 use crate::output::Output;
+use crate::pool::{Pool, Started, Starter};
 use crate::python::{self, Python};
 use crate::sdk::{self, Calls, Step, ToolHost};
 use crate::workspace::{Lease, confined};
@@ -42,12 +45,10 @@ pub struct Runner {
     /// its frames.
     running: std::sync::Arc<tokio::sync::Semaphore>,
     max_running: usize,
-    helper: PathBuf,
     python: Result<Python, String>,
     frames: sdk::FrameBudget,
-    /// Where each run gets its memory cgroup; None where the machine gives none (then runs
-    /// have their rlimits and disk quota only, as docs/security.md says).
-    cgroups: Option<mcpb_sandbox::CgroupBase>,
+    starter: Arc<Starter>,
+    pool: Pool,
 }
 
 /// How a run ended, beyond its answer: whether its workspace changes may be kept.
@@ -71,14 +72,36 @@ impl Runner {
         max_running: usize,
     ) -> Self {
         let max_running = max_running.max(1);
-        Self {
-            running: std::sync::Arc::new(tokio::sync::Semaphore::new(max_running)),
-            max_running,
+        let starter = Arc::new(Starter {
             helper,
+            cgroups: run_cgroups(),
+        });
+        Self {
+            running: Arc::new(tokio::sync::Semaphore::new(max_running)),
+            max_running,
             python: python::find(python),
             frames: sdk::FrameBudget::new(frame_budget),
-            cgroups: run_cgroups(),
+            pool: Pool::new(starter.clone(), 0, Duration::ZERO),
+            starter,
         }
+    }
+
+    /// Keeps up to `size` jails started ahead of their runs (0: none), each ended after
+    /// `idle` without a run. A jail of a spec is started after a run of that spec, so the
+    /// first run of a profile and language starts its own.
+    pub fn with_pool(mut self, size: usize, idle: Duration) -> Self {
+        self.pool = Pool::new(self.starter.clone(), size, idle);
+        self
+    }
+
+    /// Jails started and waiting for a run (for status and tests).
+    pub fn pool_ready(&self) -> usize {
+        self.pool.ready()
+    }
+
+    /// Ends the jails waiting in the pool (the daemon is stopping).
+    pub async fn clear_pool(&self) {
+        self.pool.clear().await;
     }
 
     /// What is left of the frame budget (for tests and status).
@@ -111,35 +134,10 @@ impl Runner {
             Ok(a) => a,
             Err(e) => return refused(e),
         };
-        let mut spec = match self.spec(req, lease) {
+        let (spec, job) = match self.spec(req, lease) {
             Ok(s) => s,
             Err(e) => return refused(e),
         };
-        // The daemon makes the run's cgroup and removes it however the run ends: a helper
-        // killed at the deadline cleans up nothing.
-        let cgroup = match &self.cgroups {
-            None => None,
-            Some(base) => {
-                let l = &spec.limits;
-                let limit = l
-                    .memory_bytes
-                    .saturating_add(l.disk_bytes)
-                    .saturating_add(64 << 20);
-                let run = uuid::Uuid::new_v4().simple().to_string();
-                match base.create(std::process::id(), &run, limit) {
-                    Ok(cg) => Some(cg),
-                    Err(e) => {
-                        return refused(format!(
-                            "sandbox layer 'memory cgroup' could not be applied: {e}"
-                        ));
-                    }
-                }
-            }
-        };
-        spec.cgroup = cgroup.as_ref().map(|c| mcpb_sandbox::JailCgroup {
-            dir: c.dir().to_path_buf(),
-            v2: c.is_v2(),
-        });
         let calls = Calls {
             allow,
             read_only: req.read_only,
@@ -157,25 +155,31 @@ impl Runner {
             unlisted: 0,
             refused: 0,
         };
+        let key = pool_key(&spec, lease.run_uid().is_some());
         let mut ran = match self
-            .supervise(&spec, req, calls, host, cgroup.as_ref())
+            .supervise(&spec, &job, &key, lease, req, calls, host)
             .await
         {
             Ok(ran) => ran,
-            Err(e) => refused(format!("supervision: {e}")),
+            Err(e) => refused(e),
         };
         ran.answer.usage.uid = lease.run_uid();
-        if let Some(cg) = cgroup {
-            let dir = cg.dir().display().to_string();
-            let removed = tokio::task::spawn_blocking(move || cg.remove()).await;
-            if !matches!(removed, Ok(true)) {
-                tracing::warn!(cgroup = %dir, "a run's memory cgroup could not be removed");
+        // The next run of this kind takes over a jail started now. A root daemon gives that
+        // jail host ids of its own, as every run has.
+        match lease.run_uid() {
+            None => self.pool.refill(key, spec, None),
+            Some(_) => {
+                if let Some(ids) = lease.reserve_run_ids() {
+                    let mut next = spec;
+                    (next.host_uid, next.host_gid) = ids.ids();
+                    self.pool.refill(key, next, Some(ids));
+                }
             }
         }
         ran
     }
 
-    fn spec(&self, req: &RunRequest, lease: &Lease) -> Result<JailSpec, String> {
+    fn spec(&self, req: &RunRequest, lease: &Lease) -> Result<(JailSpec, Job), String> {
         let owner = lease.ids();
         let entry = req
             .entry
@@ -188,15 +192,23 @@ impl Runner {
         }
         let mut env: Vec<(String, String)> = Vec::new();
         let mut in_process = false;
+        let job = Job {
+            code: if entry.is_some() {
+                None
+            } else {
+                req.code.clone()
+            },
+            entry: entry.map(|e| format!("{}/{}", mcpb_sandbox::JAIL_WORK, e.display())),
+        };
         let (argv, files, read_only) = match req.language {
             Language::Python => {
                 let py = self.python.as_ref().map_err(Clone::clone)?;
-                let (argv, files) = python::program(py, req.code.as_deref(), entry.as_deref());
+                let (argv, files) = python::program(py);
                 env.push(("PYTHONIOENCODING".into(), "utf-8".into()));
                 (argv, files, py.prefix.iter().cloned().collect::<Vec<_>>())
             }
             Language::Javascript => {
-                let (argv, files) = crate::js::program(req.code.as_deref(), entry.as_deref());
+                let (argv, files) = (crate::js::program(), Vec::new());
                 let memory = req.limits.memory_mb.saturating_sub(64).max(16) << 20;
                 env.push(("MCP_JS_MEMORY_BYTES".into(), memory.to_string()));
                 env.push((
@@ -208,9 +220,7 @@ impl Runner {
             }
         };
         let l = &req.limits;
-        Ok(JailSpec {
-            workspace: lease.work(),
-            workspace_out: lease.out(),
+        let spec = JailSpec {
             read_only,
             in_process,
             files,
@@ -237,23 +247,33 @@ impl Runner {
             host_uid: owner.0,
             host_gid: owner.1,
             cgroup: None,
-        })
+        };
+        Ok((spec, job))
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn supervise(
         &self,
         spec: &JailSpec,
+        job: &Job,
+        key: &JailSpec,
+        lease: &Lease,
         req: &RunRequest,
         mut calls: Calls,
         host: &dyn ToolHost,
-        cgroup: Option<&mcpb_sandbox::RunCgroup>,
-    ) -> std::io::Result<Ran> {
+    ) -> Result<Ran, String> {
         let start = Instant::now();
-        let Helper {
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(req.limits.wall_clock_ms);
+        let (started, handed) = self.jail(spec, key, lease, deadline).await?;
+        let Started {
             mut child,
             sdk: ours,
             report: report_r,
-        } = self.start_helper(spec).await?;
+            control,
+            cgroup,
+            run_ids: _,
+        } = started;
         let group = child.id();
         let kill = || {
             if let Some(pid) = group.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
@@ -286,13 +306,24 @@ impl Runner {
         };
         tokio::pin!(writer);
         let mut pending = FuturesUnordered::new();
-        let deadline = tokio::time::sleep(Duration::from_millis(req.limits.wall_clock_ms));
+        let deadline = tokio::time::sleep_until(deadline);
         tokio::pin!(deadline);
         let (mut timed_out, mut abuse) = (false, None::<String>);
         let (mut sdk_open, mut writer_done) = (true, false);
         let mut obuf = vec![0u8; 64 * 1024];
         let mut ebuf = vec![0u8; 64 * 1024];
         let mut exited = false;
+        match handed {
+            // The program waits for its job before anything else on the channel.
+            Handed::Ready => send(job.frame()),
+            // Init refused the workspace (its report says why) and is ending the jail.
+            Handed::Failed => {}
+            Handed::TimedOut => {
+                timed_out = true;
+                kill();
+                exited = true;
+            }
+        }
         while !exited {
             tokio::select! {
                 () = &mut deadline => {
@@ -324,28 +355,90 @@ impl Runner {
                 _ = child.wait() => exited = true,
             }
         }
-        if !exited {
+        if !exited || timed_out {
             let _ = child.wait().await;
         }
+        drop(control);
         // What is still in the pipes after the tree is gone.
         drain(out_pipe, &mut stdout, &mut obuf).await;
         drain(err_pipe, &mut stderr, &mut ebuf).await;
-        self.finish(
-            report_r,
-            cgroup,
-            (start, &spec.workspace_out),
-            Concluded {
-                events: Vec::new(),
-                timed_out,
-                abuse,
-                calls,
-                stdout,
-                stderr,
-                wall_ms: 0,
-                limits: req.limits,
-            },
-        )
-        .await
+        let ran = self
+            .finish(
+                report_r,
+                cgroup.as_ref(),
+                (start, &lease.out()),
+                Concluded {
+                    events: Vec::new(),
+                    timed_out,
+                    abuse,
+                    calls,
+                    stdout,
+                    stderr,
+                    wall_ms: 0,
+                    limits: req.limits,
+                },
+            )
+            .await
+            .map_err(|e| format!("supervision: {e}"));
+        if let Some(cg) = cgroup {
+            let dir = cg.dir().display().to_string();
+            let removed = tokio::task::spawn_blocking(move || cg.remove()).await;
+            if !matches!(removed, Ok(true)) {
+                tracing::warn!(cgroup = %dir, "a run's memory cgroup could not be removed");
+            }
+        }
+        ran
+    }
+
+    /// A jail for this run with the run's workspace in it: a ready one of the pool under
+    /// `key`, else (or when the ready one fails its take-over) one started now for `spec`.
+    async fn jail(
+        &self,
+        spec: &JailSpec,
+        key: &JailSpec,
+        lease: &Lease,
+        deadline: tokio::time::Instant,
+    ) -> Result<(Started, Handed), String> {
+        let opened = |p: PathBuf| crate::pool::open_dir(&p).map_err(|e| format!("workspace: {e}"));
+        let (work, out) = (opened(lease.work())?, opened(lease.out())?);
+        let mut ready = self.pool.take(key);
+        loop {
+            let (mut started, was_ready) = match ready.take() {
+                Some(mut s) => match s.run_ids.take().map(|ids| lease.adopt(ids)) {
+                    Some(Err(e)) => {
+                        tracing::debug!("a ready jail's ids could not be adopted: {e}");
+                        tokio::spawn(crate::pool::discard(s));
+                        continue;
+                    }
+                    _ => (s, true),
+                },
+                None => {
+                    // The lease may have adopted a failed ready jail's ids meanwhile (and
+                    // given its own back): the jail started now maps to what it holds.
+                    let mut spec = spec.clone();
+                    (spec.host_uid, spec.host_gid) = lease.ids();
+                    (self.starter.start(&spec, None).await?, false)
+                }
+            };
+            let handed = match crate::pool::hand_over(&started.control, &work, &out) {
+                Err(_) => Ok(false),
+                Ok(()) => {
+                    let mut byte = [0u8; 1];
+                    tokio::time::timeout_at(deadline, started.control.read(&mut byte))
+                        .await
+                        .map(|r| matches!(r, Ok(1)) && byte[0] == b'c')
+                }
+            };
+            match handed {
+                Ok(true) => return Ok((started, Handed::Ready)),
+                Err(_) => return Ok((started, Handed::TimedOut)),
+                Ok(false) if was_ready => {
+                    tracing::debug!("a ready jail failed its take-over; starting one for the run");
+                    tokio::spawn(crate::pool::discard(started));
+                }
+                Ok(false) => return Ok((started, Handed::Failed)),
+            }
+        }
     }
 
     /// What one read from the SDK channel asks for; `None` when the program closed it.
@@ -366,37 +459,6 @@ impl Runner {
                 sdk::MAX_FRAME_BYTES >> 20
             ))),
         }
-    }
-
-    /// The sandbox helper for one run, its spec already written: the SDK channel (fd 3) and
-    /// the report pipe (fd 4) placed in it, ours kept.
-    async fn start_helper(&self, spec: &JailSpec) -> std::io::Result<Helper> {
-        let (ours, theirs) = tokio::net::UnixStream::pair()?;
-        let theirs = theirs.into_std()?;
-        // The program's end is an ordinary blocking socket, whatever tokio made of it.
-        theirs.set_nonblocking(false)?;
-        let theirs: OwnedFd = theirs.into();
-        let (report_r, report_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-        let mut cmd = tokio::process::Command::new(&self.helper);
-        cmd.arg(mcpb_sandbox::HELPER_ARG)
-            .env_clear()
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        crate::spawn::place_fds(&mut cmd, theirs.as_raw_fd(), report_w.as_raw_fd());
-        let mut child = cmd.spawn()?;
-        drop((theirs, report_w));
-        if let Some(mut stdin) = child.stdin.take() {
-            let text = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
-            stdin.write_all(&text).await?;
-        }
-        Ok(Helper {
-            child,
-            sdk: ours,
-            report: report_r,
-        })
     }
 
     /// The run's answer once its tree is gone: the helper's report, the memory cgroup's word
@@ -423,6 +485,16 @@ impl Runner {
         c.wall_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
         Ok(conclude(c))
     }
+}
+
+/// What a ready jail must have been started for to serve a run of `spec`: the same spec, but
+/// where the daemon is root (`own_ids`) any host ids, since each jail has its own.
+fn pool_key(spec: &JailSpec, own_ids: bool) -> JailSpec {
+    let mut key = spec.clone();
+    if own_ids {
+        (key.host_uid, key.host_gid) = (u32::MAX, u32::MAX);
+    }
+    key
 }
 
 /// The program's `result.json` in the workspace it left, as its result when it never called
@@ -520,11 +592,14 @@ async fn read_events(fd: OwnedFd) -> Vec<Event> {
         .collect()
 }
 
-/// A started sandbox helper and our ends of its channels.
-struct Helper {
-    child: tokio::process::Child,
-    sdk: tokio::net::UnixStream,
-    report: OwnedFd,
+/// How the take-over of a jail went.
+enum Handed {
+    /// The workspace is in; the program waits for its job.
+    Ready,
+    /// Init refused the workspace and ends the jail; its report says why.
+    Failed,
+    /// The wall clock ran out while the workspace was being copied in.
+    TimedOut,
 }
 
 struct Concluded {

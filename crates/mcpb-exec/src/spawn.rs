@@ -1,23 +1,26 @@
-//! Placing the SDK channel and the report pipe at fixed numbers in the sandbox helper.
+//! Placing the SDK channel, the report pipe and the take-over socket at fixed numbers in the
+//! sandbox helper.
 #![allow(unsafe_code)]
 
 use std::os::fd::RawFd;
 
-use mcpb_sandbox::{REPORT_FD, SDK_FD};
+use mcpb_sandbox::{CONTROL_FD, REPORT_FD, SDK_FD};
 
-/// After fork, before exec: `sdk` becomes fd 3 and `report` fd 4 (both without close-on-exec),
-/// and the helper dies with the daemon.
-pub(crate) fn place_fds(cmd: &mut tokio::process::Command, sdk: RawFd, report: RawFd) {
+/// After fork, before exec: `[sdk, report, control]` become fds 3, 4 and 5 (without
+/// close-on-exec), and the helper dies with the daemon.
+pub(crate) fn place_fds(cmd: &mut tokio::process::Command, [sdk, report, control]: [RawFd; 3]) {
     // SAFETY: the closure runs in the forked child between fork and exec and calls only
     // fcntl, dup2 and prctl, which are async-signal-safe, allocate nothing and touch no state
-    // shared with the daemon's other threads. Both fds are first moved above 9 so that placing
-    // one cannot overwrite the other.
+    // shared with the daemon's other threads. The fds are first moved above 9 so that placing
+    // one cannot overwrite another.
     unsafe {
         cmd.pre_exec(move || {
             let high_sdk = libc_like::dup_above(sdk, 10)?;
             let high_report = libc_like::dup_above(report, 10)?;
+            let high_control = libc_like::dup_above(control, 10)?;
             libc_like::dup_to(high_sdk, SDK_FD)?;
             libc_like::dup_to(high_report, REPORT_FD)?;
+            libc_like::dup_to(high_control, CONTROL_FD)?;
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
                 .map_err(std::io::Error::from)
         });

@@ -9,27 +9,29 @@ use std::time::Instant;
 use rustix::process::{Gid, Signal, Uid, WaitOptions};
 use rustix::thread::UnshareFlags;
 
-use crate::host::{Host, host_entries, open_dir};
+use crate::host::{Host, host_entries};
 use crate::report::{Report, fork, refuse};
-use crate::{JailSpec, Layer, REPORT_FD, SDK_FD, SandboxError, jail};
+use crate::{CONTROL_FD, JailSpec, Layer, REPORT_FD, SDK_FD, SandboxError, jail};
 
 /// The spec is small (the snippet is its largest part); more is a broken caller.
 const MAX_SPEC_BYTES: u64 = 16 << 20;
 
-/// Takes fd 3 (SDK) and fd 4 (report) from the daemon.
-fn inherited() -> Option<(OwnedFd, OwnedFd)> {
-    for fd in [SDK_FD, REPORT_FD] {
+/// Takes fd 3 (SDK), fd 4 (report) and fd 5 (take-over) from the daemon.
+fn inherited() -> Option<(OwnedFd, OwnedFd, OwnedFd)> {
+    for fd in [SDK_FD, REPORT_FD, CONTROL_FD] {
         // SAFETY: the fd is only borrowed for the duration of fcntl(F_GETFD), which reads
         // the descriptor table and fails cleanly (EBADF) when the number is not open.
         let open = unsafe { BorrowedFd::borrow_raw(fd) };
         rustix::io::fcntl_getfd(open).ok()?;
     }
-    // SAFETY: both numbers are open (checked above) and were set up by the daemon for this
-    // process alone; nothing else in this single-threaded helper has taken ownership of them.
+    // SAFETY: the three numbers are open (checked above) and were set up by the daemon for
+    // this process alone; nothing else in this single-threaded helper has taken ownership of
+    // them.
     Some(unsafe {
         (
             OwnedFd::from_raw_fd(SDK_FD),
             OwnedFd::from_raw_fd(REPORT_FD),
+            OwnedFd::from_raw_fd(CONTROL_FD),
         )
     })
 }
@@ -39,15 +41,15 @@ pub(crate) fn main(in_process: Option<crate::InProcess>) -> ! {
         let _ = crate::IN_PROCESS.set(f);
     }
     let start = Instant::now();
-    let Some((sdk, report)) = inherited() else {
+    let Some((sdk, report, control)) = inherited() else {
         eprintln!(
-            "mcp-broker {}: fd {SDK_FD} (SDK) and fd {REPORT_FD} (report) must be open\nhint: this mode is started by the daemon for code runs, not by hand",
+            "mcp-broker {}: fd {SDK_FD} (SDK), fd {REPORT_FD} (report) and fd {CONTROL_FD} (take-over) must be open\nhint: this mode is started by the daemon for code runs, not by hand",
             crate::HELPER_ARG
         );
         std::process::exit(2);
     };
     let report = Report::new(report, start);
-    let code = match run(&report, &sdk) {
+    let code = match run(&report, &sdk, control) {
         Ok(code) => code,
         Err(e) => {
             refuse(&report, e);
@@ -71,11 +73,10 @@ fn read_spec() -> Result<JailSpec, SandboxError> {
     Ok(spec)
 }
 
-fn run(report: &Report, _sdk: &OwnedFd) -> Result<i32, SandboxError> {
+fn run(report: &Report, _sdk: &OwnedFd, control: OwnedFd) -> Result<i32, SandboxError> {
     let spec = read_spec()?;
     let mut host = Host {
-        workspace: open_dir(&spec.workspace)?,
-        workspace_out: open_dir(&spec.workspace_out)?,
+        control,
         entries: Vec::new(),
     };
     let sup = |e: rustix::io::Errno| SandboxError::at(Layer::Supervise, e);

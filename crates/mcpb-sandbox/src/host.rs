@@ -12,8 +12,9 @@ use crate::{JailSpec, Layer, SandboxError};
 /// the daemon can) so that the jail's init, running as the unprivileged jail user, never has
 /// to resolve a host path itself.
 pub(crate) struct Host {
-    pub(crate) workspace: OwnedFd,
-    pub(crate) workspace_out: OwnedFd,
+    /// The take-over socket ([`crate::CONTROL_FD`]): the run's workspace directories come
+    /// through it, already open, once a run takes the jail over.
+    pub(crate) control: OwnedFd,
     pub(crate) entries: Vec<HostEntry>,
 }
 
@@ -113,13 +114,4 @@ pub(crate) fn host_entries(spec: &JailSpec) -> Result<Vec<HostEntry>, SandboxErr
         });
     }
     Ok(out)
-}
-
-pub(crate) fn open_dir(p: &Path) -> Result<OwnedFd, SandboxError> {
-    rustix::fs::open(
-        p,
-        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-        Mode::empty(),
-    )
-    .map_err(|e| SandboxError::at(Layer::Workspace, format!("{}: {e}", p.display())))
 }

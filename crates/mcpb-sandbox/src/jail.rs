@@ -1,6 +1,7 @@
 //! The jail's init: PID 1 of the new PID namespace. It builds the minimal root (a tmpfs with the
 //! system directories bound read-only, the SDK files, a tmpfs workspace of the quota's size),
-//! pivots into it, forks the program, reaps, kills what the program left behind, and copies the
+//! pivots into it and forks the program; then it waits for the run that takes the jail over,
+//! copies that run's workspace in, reaps, kills what the program left behind, and copies the
 //! workspace back out. Its exit tears the namespace down: nothing started inside outlives it.
 
 use std::ffi::CString;
@@ -157,7 +158,8 @@ fn build_root(spec: &JailSpec, host: &Host) -> Result<(), SandboxError> {
     Ok(())
 }
 
-fn workspace(spec: &JailSpec, host: &Host) -> Result<(), SandboxError> {
+/// The jail's `/work`: an empty tmpfs of the quota's size (the run's files come at take-over).
+fn workspace(spec: &JailSpec) -> Result<(), SandboxError> {
     let work = inside(Path::new(JAIL_WORK));
     std::fs::create_dir_all(&work).map_err(io_at(Layer::Workspace, &work))?;
     tmpfs(
@@ -168,14 +170,71 @@ fn workspace(spec: &JailSpec, host: &Host) -> Result<(), SandboxError> {
         ),
         Layer::Workspace,
     )?;
+    // /tmp lives in the workspace so one quota covers both; it is never copied.
+    let tmp = work.join(copy::TMP);
+    std::fs::create_dir_all(&tmp).map_err(io_at(Layer::Workspace, &tmp))?;
+    Ok(())
+}
+
+/// The run's two workspace directories, from the take-over socket; None when the daemon
+/// closed it without taking the jail over.
+fn receive(control: &OwnedFd) -> Result<Option<(OwnedFd, OwnedFd)>, SandboxError> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut byte = [0u8; 1];
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+    let got = loop {
+        match rustix::net::recvmsg(
+            control,
+            &mut [std::io::IoSliceMut::new(&mut byte)],
+            &mut ancillary,
+            RecvFlags::CMSG_CLOEXEC,
+        ) {
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(SandboxError::at(Layer::Workspace, e)),
+            Ok(m) => break m.bytes,
+        }
+    };
+    if got == 0 {
+        return Ok(None);
+    }
+    let mut fds = Vec::new();
+    for message in ancillary.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = message {
+            fds.extend(rights);
+        }
+    }
+    let is_dir = |fd: &OwnedFd| {
+        rustix::fs::fstat(fd).is_ok_and(|st| {
+            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
+        })
+    };
+    let mut fds = fds.into_iter();
+    match (fds.next(), fds.next(), fds.next()) {
+        (Some(work), Some(out), None) if is_dir(&work) && is_dir(&out) => Ok(Some((work, out))),
+        _ => Err(SandboxError::at(
+            Layer::Workspace,
+            "the take-over did not carry two workspace directories",
+        )),
+    }
+}
+
+/// Waits for the run that takes this jail over; copies its workspace in and says so on the
+/// take-over socket. Returns the directory that receives the workspace afterwards, or None
+/// when no run came.
+fn take_over(spec: &JailSpec, host: &Host) -> Result<Option<OwnedFd>, SandboxError> {
+    let Some((work, out)) = receive(&host.control)? else {
+        return Ok(None);
+    };
     let dst = rustix::fs::open(
-        &work,
+        JAIL_WORK,
         OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
         Mode::empty(),
     )
     .map_err(at(Layer::Workspace))?;
     let mut budget = copy::Budget::new(spec.limits.disk_bytes);
-    copy::tree(host.workspace.as_fd(), dst.as_fd(), &mut budget, 0)
+    budget.skip_top = Some(copy::TMP);
+    copy::tree(work.as_fd(), dst.as_fd(), &mut budget, 0)
         .map_err(|e| SandboxError::at(Layer::Workspace, format!("copying in: {e}")))?;
     if !budget.complete {
         return Err(SandboxError::at(
@@ -183,10 +242,8 @@ fn workspace(spec: &JailSpec, host: &Host) -> Result<(), SandboxError> {
             "the workspace is over its disk quota",
         ));
     }
-    // /tmp lives in the workspace so one quota covers both; it is not copied back.
-    let tmp = work.join(copy::TMP);
-    std::fs::create_dir_all(&tmp).map_err(io_at(Layer::Workspace, &tmp))?;
-    Ok(())
+    rustix::io::write(&host.control, b"c").map_err(at(Layer::Supervise))?;
+    Ok(Some(out))
 }
 
 fn setup_and_run(spec: &JailSpec, host: &Host, report: &Report) -> Result<(), SandboxError> {
@@ -202,7 +259,7 @@ fn setup_and_run(spec: &JailSpec, host: &Host, report: &Report) -> Result<(), Sa
     .map_err(at(Layer::MountNamespace))?;
     build_root(spec, host)?;
     report.applied(Layer::Root);
-    workspace(spec, host)?;
+    workspace(spec)?;
     report.applied(Layer::Workspace);
     // A proc of the new PID namespace shows only the jail's processes. Some container
     // runtimes forbid it (a masked host /proc); the jail then has none, which hides more.
@@ -236,14 +293,19 @@ fn setup_and_run(spec: &JailSpec, host: &Host, report: &Report) -> Result<(), Sa
     let Some(program) = crate::report::fork(Layer::Supervise)? else {
         confine::program(spec, report);
     };
-    supervise(program, spec, host, report)
+    let Some(out) = take_over(spec, host)? else {
+        // SAFETY: as in `supervise`: kill(-1) from PID 1 reaches only this namespace.
+        unsafe { libc::kill(-1, libc::SIGKILL) };
+        return Ok(());
+    };
+    supervise(program, spec, &out, report)
 }
 
 /// Reaps until the program is gone, kills the rest of the namespace, reports, copies back.
 fn supervise(
     program: Pid,
     spec: &JailSpec,
-    host: &Host,
+    out: &OwnedFd,
     report: &Report,
 ) -> Result<(), SandboxError> {
     let status = loop {
@@ -275,7 +337,7 @@ fn supervise(
     .map_err(at(Layer::Workspace))?;
     let mut budget = copy::Budget::new(spec.limits.disk_bytes);
     budget.skip_top = Some(copy::TMP);
-    let copied = copy::tree(src.as_fd(), host.workspace_out.as_fd(), &mut budget, 0);
+    let copied = copy::tree(src.as_fd(), out.as_fd(), &mut budget, 0);
     report.send(&Event::Saved {
         files: budget.files,
         bytes: budget.bytes,

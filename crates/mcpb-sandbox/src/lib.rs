@@ -10,6 +10,10 @@
 //! asked. Process tree: helper → holder (unshares, gets its id maps from the helper) → init
 //! (PID 1 of the new PID namespace: mounts, copies the workspace in and out) → the program.
 //! When init exits the kernel kills everything left in the namespace.
+//!
+//! A jail is started before its run is known, so that a run can take over one that is ready
+//! (the interpreter started and confined): init waits on fd 5 for the run's workspace, and the
+//! program waits on the SDK channel for its job (see [`JailSpec`]).
 
 // fork, unshare, taking the inherited fds, close_range, getrusage: each block says why it is
 // sound. The modules that need none forbid it.
@@ -55,18 +59,22 @@ pub const SERVER_ARG: &str = "__sandbox-server";
 pub const SDK_FD: i32 = 3;
 /// The helper's report pipe (never inside the jail).
 pub const REPORT_FD: i32 = 4;
+/// The take-over socket, in the helper, the holder and init (never in the program): the daemon
+/// sends one byte with the run's two workspace directories (SCM_RIGHTS: the workspace, then
+/// the empty directory that receives it), init copies the workspace in and answers one byte.
+/// The daemon closing it first means the jail was never taken: init ends it, saying nothing.
+pub const CONTROL_FD: i32 = 5;
 /// Where the workspace appears inside the jail.
 pub const JAIL_WORK: &str = "/work";
 /// Where `JailSpec::files` appear inside the jail (read-only).
 pub const JAIL_SDK: &str = "/sdk";
 
-/// Everything the helper needs: what to run, where, and within which limits.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Everything the helper needs: what to start and within which limits. Nothing in it names a
+/// run: the workspace comes over [`CONTROL_FD`] and the program's job over the SDK channel
+/// (see the runtimes in mcpb-exec), so one started jail serves whichever run takes it over, and
+/// two specs that are equal start interchangeable jails.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JailSpec {
-    /// The workspace as the host has it; copied into the jail's `/work` before the run.
-    pub workspace: PathBuf,
-    /// An empty host directory that receives `/work` after a run that ended by itself.
-    pub workspace_out: PathBuf,
     /// Host paths the jail sees read-only at the same place (an interpreter outside /usr).
     pub read_only: Vec<PathBuf>,
     /// Run the runtime built into this binary (given to [`helper_main`]) with `argv` after the
@@ -134,14 +142,14 @@ pub struct JailCgroup {
     pub v2: bool,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JailFile {
     /// Relative to `/sdk`.
     pub name: String,
     pub contents: String,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JailLimits {
     /// RLIMIT_AS of the program.
     pub memory_bytes: u64,

@@ -12,6 +12,7 @@ mod exec_config;
 mod exec_escape;
 mod exec_interop;
 mod exec_policy;
+mod exec_pool;
 mod faults;
 mod first_list;
 mod hardening;

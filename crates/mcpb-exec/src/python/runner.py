@@ -1,16 +1,69 @@
 """Runs one snippet of a code run as __main__ and turns an uncaught exception into a short
-traceback on stderr and exit status 1."""
+traceback on stderr and exit status 1.
 
+The interpreter starts before its run is known: it loads the SDK, then waits on the SDK
+channel (fd 3) for its job, `<length>\\n<JSON>` with the snippet's code or the workspace file
+to run. The broker sends it only once the run's workspace is in /work."""
+
+import builtins
+import linecache
+import os
 import runpy
 import sys
 import traceback
+import types
 
 sys.path.insert(0, "/sdk")
 sys.path.insert(1, "/work")
-target = sys.argv[1]
-sys.argv = sys.argv[1:]
+
+import mcp_sdk  # noqa: E402  (loaded before the job: that is the point of starting early)
+import json  # noqa: E402
+
+SNIPPET = "/sdk/main.py"
+
+
+def _read_exactly(n):
+    data = bytearray()
+    while len(data) < n:
+        chunk = os.read(3, n - len(data))
+        if not chunk:
+            # The broker let this interpreter go without a run.
+            os._exit(0)
+        data += chunk
+    return bytes(data)
+
+
+def _job():
+    head = bytearray()
+    while not head.endswith(b"\n"):
+        head += _read_exactly(1)
+        if len(head) > 12:
+            os._exit(2)
+    return json.loads(_read_exactly(int(head)))
+
+
+def _run(job):
+    entry = job.get("entry")
+    if entry:
+        sys.argv = [entry]
+        runpy.run_path(entry, run_name="__main__")
+        return
+    code = job.get("code") or ""
+    # The snippet is no file in the jail: its text goes where tracebacks look for lines.
+    linecache.cache[SNIPPET] = (len(code), None, code.splitlines(True), SNIPPET)
+    # Keep the runner's own module alive once __main__ names the snippet's.
+    _run.runner = sys.modules["__main__"]
+    main = types.ModuleType("__main__")
+    main.__file__ = SNIPPET
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    sys.argv = [SNIPPET]
+    exec(compile(code, SNIPPET, "exec"), main.__dict__)
+
+
+job = _job()
 try:
-    runpy.run_path(target, run_name="__main__")
+    _run(job)
 except SystemExit:
     raise
 except BaseException:

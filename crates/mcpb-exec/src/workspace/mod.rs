@@ -122,22 +122,50 @@ fn touch(dir: &Path) {
     }
 }
 
+/// A host uid (and gid) held for one jail when the daemon is root, so that no two jails at
+/// once share one; given back when dropped (after the jail's processes are gone).
+pub struct RunIds {
+    slot: u32,
+    slots: Arc<Mutex<std::collections::BTreeSet<u32>>>,
+}
+
+impl RunIds {
+    fn reserve(slots: &Arc<Mutex<std::collections::BTreeSet<u32>>>) -> Option<Self> {
+        let mut taken = slots.lock();
+        let free = (0..RUN_IDS).find(|s| !taken.contains(s))?;
+        taken.insert(free);
+        Some(Self {
+            slot: free,
+            slots: slots.clone(),
+        })
+    }
+
+    pub fn ids(&self) -> (u32, u32) {
+        (RUN_IDS_BASE + self.slot, RUN_IDS_BASE + self.slot)
+    }
+}
+
+impl Drop for RunIds {
+    fn drop(&mut self) {
+        self.slots.lock().remove(&self.slot);
+    }
+}
+
 /// One run's hold on a workspace: no second run uses it meanwhile.
 pub struct Lease {
     id: Uuid,
     dir: PathBuf,
     busy: Arc<Mutex<HashSet<Uuid>>>,
-    /// The host uid and gid this run's jail user maps to.
-    ids: (u32, u32),
-    slot: Option<(u32, Arc<Mutex<std::collections::BTreeSet<u32>>>)>,
+    /// The ids the run's jail user maps to when the daemon is not root.
+    owner: (u32, u32),
+    /// The run's own host ids when the daemon is root; a jail started ahead of the run brings
+    /// its own, which the lease then adopts.
+    run_ids: Mutex<Option<RunIds>>,
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
         self.busy.lock().remove(&self.id);
-        if let Some((slot, slots)) = &self.slot {
-            slots.lock().remove(slot);
-        }
     }
 }
 
@@ -156,12 +184,28 @@ impl Lease {
 
     /// The host uid and gid the run's jail user maps to.
     pub fn ids(&self) -> (u32, u32) {
-        self.ids
+        self.run_ids.lock().as_ref().map_or(self.owner, RunIds::ids)
     }
 
     /// The run's own host uid when the daemon is root (each concurrent run has its own).
     pub fn run_uid(&self) -> Option<u32> {
-        self.slot.as_ref().map(|_| self.ids.0)
+        self.run_ids.lock().as_ref().map(|r| r.ids().0)
+    }
+
+    /// Fresh host ids for another jail, when the daemon is root (None otherwise, or when
+    /// every id is held).
+    pub fn reserve_run_ids(&self) -> Option<RunIds> {
+        let slots = self.run_ids.lock().as_ref().map(|r| r.slots.clone())?;
+        RunIds::reserve(&slots)
+    }
+
+    /// Makes the run use `ids` (those of the jail it takes over): its workspace and the
+    /// directory that receives it change hands; the ids it had go back.
+    pub fn adopt(&self, ids: RunIds) -> Result<(), ExecError> {
+        chown_tree(&self.work(), ids.ids())?;
+        chown_tree(&self.out(), ids.ids())?;
+        *self.run_ids.lock() = Some(ids);
+        Ok(())
     }
 }
 
@@ -442,31 +486,24 @@ impl Workspaces {
             return Err(ExecError::Busy(id.to_string()));
         }
         touch(&dir);
-        let slot = match &self.slots {
+        let run_ids = match &self.slots {
             None => None,
             Some(slots) => {
-                let mut taken = slots.lock();
-                let free = (0..RUN_IDS).find(|s| !taken.contains(s));
-                let Some(free) = free else {
+                let Some(ids) = RunIds::reserve(slots) else {
                     self.busy.lock().remove(&uuid);
                     return Err(ExecError::Io(format!(
                         "{RUN_IDS} runs hold a user id already; wait for one to end"
                     )));
                 };
-                taken.insert(free);
-                Some((free, slots.clone()))
+                Some(ids)
             }
-        };
-        let ids = match &slot {
-            Some((s, _)) => (RUN_IDS_BASE + s, RUN_IDS_BASE + s),
-            None => self.owner,
         };
         let lease = Lease {
             id: uuid,
             dir,
             busy: self.busy.clone(),
-            ids,
-            slot,
+            owner: self.owner,
+            run_ids: Mutex::new(run_ids),
         };
         let out = lease.out();
         if out.exists() {
@@ -474,8 +511,9 @@ impl Workspaces {
         }
         std::fs::create_dir(&out).map_err(Self::io(&out))?;
         self.own(&out)?;
-        if lease.slot.is_some() {
+        if lease.run_uid().is_some() {
             // The run's own user must read its workspace and write what it leaves.
+            let ids = lease.ids();
             chown_tree(&lease.work(), ids)?;
             chown_tree(&out, ids)?;
         }

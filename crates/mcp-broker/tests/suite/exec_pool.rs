@@ -1,0 +1,99 @@
+//! Jails started ahead of their runs (`broker.exec.pool`): a run takes over one whose
+//! interpreter is already up and confined, and that jail serves it alone. Nothing a run leaves
+//! in its interpreter, its /tmp or its processes reaches the next run.
+
+use std::time::Duration;
+
+use super::exec_escape::Jail;
+
+/// The seconds since boot at which this process started, and the time now, from inside the
+/// jail (None where the jail has no /proc).
+const AGE: &str = r#"
+import os, time
+def started_before_the_job():
+    try:
+        fields = open('/proc/self/stat').read().rsplit(')', 1)[1].split()
+    except OSError:
+        return None
+    started = int(fields[19]) / os.sysconf('SC_CLK_TCK')
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - started
+"#;
+
+#[test]
+fn a_run_takes_over_a_started_jail_and_nothing_of_the_last_run_is_in_it() {
+    let jail = Jail::new();
+    // The first run of its kind starts its own jail; one for the next starts when it ends.
+    let first = jail.run(
+        "import builtins, subprocess, sys\n\
+         builtins.left_behind = 1\n\
+         sys.modules['left_behind'] = sys\n\
+         open('/tmp/left-behind', 'w').write('x')\n\
+         open('/work/kept.txt', 'w').write('x')\n\
+         subprocess.Popen(['sleep', '60'])\n\
+         print('first')\n",
+        &[],
+    );
+    assert_eq!(first["status"], "ok", "{first}");
+    std::thread::sleep(Duration::from_millis(1500));
+    let second = jail.run(
+        &format!(
+            "{AGE}\nimport builtins, os, subprocess, sys\n\
+             print('builtins', hasattr(builtins, 'left_behind'))\n\
+             print('modules', 'left_behind' in sys.modules)\n\
+             print('tmp', os.path.exists('/tmp/left-behind'))\n\
+             print('work', sorted(os.listdir('/work')))\n\
+             print('sleep', subprocess.run(['pgrep', 'sleep'], capture_output=True).stdout != b'')\n\
+             age = started_before_the_job()\n\
+             print('age', 'none' if age is None else age > 0.5)\n"
+        ),
+        &[],
+    );
+    assert_eq!(second["status"], "ok", "{second}");
+    let out = second["stdout"].as_str().unwrap();
+    for line in [
+        "builtins False",
+        "modules False",
+        "tmp False",
+        "work ['.tmp']",
+        "sleep False",
+    ] {
+        assert!(out.contains(line), "{line:?} not in {out}");
+    }
+    // The interpreter was up well before this run's job came (the jail was started after the
+    // first run, a second and a half ago).
+    assert!(
+        out.contains("age True") || out.contains("age none"),
+        "the second run's interpreter started with it: {out}"
+    );
+}
+
+#[test]
+fn a_pooled_run_reports_errors_and_runs_workspace_files_as_a_fresh_one_does() {
+    let jail = Jail::new();
+    jail.still_works();
+    std::thread::sleep(Duration::from_millis(800));
+    // A traceback names the snippet's line and shows its text, as with a fresh interpreter.
+    let a = jail.run("x = 1\nraise ValueError('from the snippet')\n", &[]);
+    assert_eq!(a["status"], "error", "{a}");
+    let err = a["stderr"].as_str().unwrap();
+    assert!(err.contains("/sdk/main.py\", line 2"), "{err}");
+    assert!(
+        err.contains("raise ValueError('from the snippet')"),
+        "{err}"
+    );
+    assert!(err.contains("ValueError: from the snippet"), "{err}");
+    assert!(!err.contains("runner.py"), "{err}");
+    // `__name__`, argv and the SDK as a snippet sees them.
+    std::thread::sleep(Duration::from_millis(800));
+    let b = jail.run(
+        "import sys\nfrom mcp_sdk import call_tool\nprint(__name__, sys.argv, __file__)\nprint(call_tool('example.echo', {'message': 'hi'}))\n",
+        &[],
+    );
+    assert_eq!(b["status"], "ok", "{b}");
+    let out = b["stdout"].as_str().unwrap();
+    assert!(
+        out.contains("__main__ ['/sdk/main.py'] /sdk/main.py"),
+        "{out}"
+    );
+    assert!(out.contains("hi"), "{out}");
+}
