@@ -26,7 +26,7 @@ pub(crate) struct Started {
     /// The take-over socket (init's fd 5).
     pub(crate) control: tokio::net::UnixStream,
     /// The memory cgroup made for this jail; removed after its run (or its discard).
-    pub(crate) cgroup: Option<RunCgroup>,
+    pub(crate) cgroup: CgroupGuard,
     /// The host ids this jail's user maps to when the daemon is root (its run adopts them);
     /// held until its processes are gone.
     pub(crate) run_ids: Option<RunIds>,
@@ -88,7 +88,7 @@ impl Starter {
                 sdk,
                 report,
                 control,
-                cgroup,
+                cgroup: CgroupGuard(cgroup),
                 run_ids,
             }),
             Err(e) => {
@@ -147,6 +147,35 @@ impl Starter {
     }
 }
 
+/// A jail's memory cgroup, removed however its owner ends: by `remove`, or, when a run's
+/// future is dropped half-way (its client went away), by a thread of its own on drop.
+pub(crate) struct CgroupGuard(Option<RunCgroup>);
+
+impl CgroupGuard {
+    pub(crate) fn get(&self) -> Option<&RunCgroup> {
+        self.0.as_ref()
+    }
+
+    /// Kills what is left in it and removes it; false when it could not be removed.
+    pub(crate) async fn remove(mut self) -> bool {
+        let Some(cg) = self.0.take() else {
+            return true;
+        };
+        matches!(
+            tokio::task::spawn_blocking(move || cg.remove()).await,
+            Ok(true)
+        )
+    }
+}
+
+impl Drop for CgroupGuard {
+    fn drop(&mut self) {
+        if let Some(cg) = self.0.take() {
+            std::thread::spawn(move || cg.remove());
+        }
+    }
+}
+
 /// Ends a jail that no run took: its tree killed, its cgroup removed.
 pub(crate) async fn discard(mut started: Started) {
     drop(started.control);
@@ -158,15 +187,15 @@ pub(crate) async fn discard(mut started: Started) {
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }
     let _ = started.child.wait().await;
-    if let Some(cg) = started.cgroup {
-        let _ = tokio::task::spawn_blocking(move || cg.remove()).await;
-    }
+    started.cgroup.remove().await;
     // Only now may another jail map its user to these ids.
     drop(started.run_ids);
 }
 
 struct Ready {
     id: u64,
+    /// Ends the jail after the idle time; aborted when a run takes it.
+    expiry: tokio::task::AbortHandle,
     /// The spec the jail was started for, its host ids left out where the daemon is root
     /// (each jail has its own; the run adopts them).
     key: JailSpec,
@@ -179,6 +208,8 @@ struct Held {
     /// Keys whose jail is being started for the pool.
     starting: Vec<JailSpec>,
     next_id: u64,
+    /// The daemon is stopping: nothing more is started or kept.
+    closed: bool,
 }
 
 /// Started jails waiting for a run of their spec.
@@ -196,7 +227,8 @@ impl Pool {
     pub(crate) fn new(starter: Arc<Starter>, size: usize, idle: Duration) -> Self {
         Self {
             starter,
-            size,
+            // A jail ended as soon as it is ready would only cost a start.
+            size: if idle.is_zero() { 0 } else { size },
             idle,
             held: Arc::default(),
         }
@@ -207,8 +239,9 @@ impl Pool {
         loop {
             let mut held = self.held.lock();
             let i = held.ready.iter().position(|r| r.key == *key)?;
-            let mut ready = held.ready.swap_remove(i);
+            let mut ready = held.ready.remove(i);
             drop(held);
+            ready.expiry.abort();
             if ready.started.alive() {
                 return Some(ready.started);
             }
@@ -229,7 +262,10 @@ impl Pool {
         }
         {
             let mut held = self.held.lock();
-            if held.ready.iter().any(|r| r.key == key) || held.starting.contains(&key) {
+            if held.closed
+                || held.ready.iter().any(|r| r.key == key)
+                || held.starting.contains(&key)
+            {
                 return;
             }
             held.starting.push(key.clone());
@@ -237,52 +273,68 @@ impl Pool {
         let pool = self.clone();
         tokio::spawn(async move {
             let started = pool.starter.start(&spec, run_ids).await;
-            let (id, evicted) = {
+            // What to end once the lock is let go: this jail when the pool closed meanwhile,
+            // else the oldest ready one when it makes room.
+            let to_end = {
                 let mut held = pool.held.lock();
                 held.starting.retain(|s| *s != key);
                 let Ok(started) = started else {
                     return;
                 };
-                let mut evicted = None;
-                if held.ready.len() >= pool.size && !held.ready.is_empty() {
-                    evicted = Some(held.ready.remove(0).started);
+                if held.closed {
+                    Some(started)
+                } else {
+                    // The oldest ready jail (of another key: this one had none) makes room.
+                    let evicted = (held.ready.len() >= pool.size && !held.ready.is_empty())
+                        .then(|| held.ready.remove(0));
+                    held.next_id += 1;
+                    let id = held.next_id;
+                    let expiry = pool.expire(id);
+                    held.ready.push(Ready {
+                        id,
+                        expiry,
+                        key,
+                        started,
+                    });
+                    evicted.map(|old| {
+                        old.expiry.abort();
+                        old.started
+                    })
                 }
-                held.next_id += 1;
-                let id = held.next_id;
-                held.ready.push(Ready { id, key, started });
-                (id, evicted)
             };
-            pool.expire(id);
-            if let Some(old) = evicted {
-                discard(old).await;
-            }
-        });
-    }
-
-    /// Ends the ready jail `id` when no run has taken it within the idle time.
-    fn expire(&self, id: u64) {
-        let pool = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(pool.idle).await;
-            let stale = {
-                let mut held = pool.held.lock();
-                let i = held.ready.iter().position(|r| r.id == id);
-                i.map(|i| held.ready.swap_remove(i).started)
-            };
-            if let Some(s) = stale {
+            if let Some(s) = to_end {
                 discard(s).await;
             }
         });
     }
 
+    /// Ends the ready jail `id` when no run has taken it within the idle time.
+    fn expire(&self, id: u64) -> tokio::task::AbortHandle {
+        let (held, idle) = (self.held.clone(), self.idle);
+        tokio::spawn(async move {
+            tokio::time::sleep(idle).await;
+            let stale = {
+                let mut held = held.lock();
+                let i = held.ready.iter().position(|r| r.id == id);
+                i.map(|i| held.ready.remove(i).started)
+            };
+            if let Some(s) = stale {
+                discard(s).await;
+            }
+        })
+        .abort_handle()
+    }
+
     /// Ends every ready jail (the daemon is stopping).
     pub(crate) async fn clear(&self) {
-        let all: Vec<Started> = {
+        let all: Vec<Ready> = {
             let mut held = self.held.lock();
-            held.ready.drain(..).map(|r| r.started).collect()
+            held.closed = true;
+            held.ready.drain(..).collect()
         };
-        for s in all {
-            discard(s).await;
+        for r in all {
+            r.expiry.abort();
+            discard(r.started).await;
         }
     }
 }

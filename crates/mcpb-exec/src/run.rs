@@ -365,7 +365,7 @@ impl Runner {
         let ran = self
             .finish(
                 report_r,
-                cgroup.as_ref(),
+                cgroup.get(),
                 (start, &lease.out()),
                 Concluded {
                     events: Vec::new(),
@@ -380,12 +380,9 @@ impl Runner {
             )
             .await
             .map_err(|e| format!("supervision: {e}"));
-        if let Some(cg) = cgroup {
-            let dir = cg.dir().display().to_string();
-            let removed = tokio::task::spawn_blocking(move || cg.remove()).await;
-            if !matches!(removed, Ok(true)) {
-                tracing::warn!(cgroup = %dir, "a run's memory cgroup could not be removed");
-            }
+        let dir = cgroup.get().map(|c| c.dir().display().to_string());
+        if !cgroup.remove().await {
+            tracing::warn!(cgroup = ?dir, "a run's memory cgroup could not be removed");
         }
         ran
     }
@@ -403,18 +400,25 @@ impl Runner {
         let (work, out) = (opened(lease.work())?, opened(lease.out())?);
         let mut ready = self.pool.take(key);
         loop {
+            // A root daemon's ready jail brings its own ids; the lease's go back only once
+            // the take-over is done.
+            let mut previous = None;
             let (mut started, was_ready) = match ready.take() {
-                Some(mut s) => match s.run_ids.take().map(|ids| lease.adopt(ids)) {
-                    Some(Err(e)) => {
-                        tracing::debug!("a ready jail's ids could not be adopted: {e}");
-                        tokio::spawn(crate::pool::discard(s));
-                        continue;
+                Some(mut s) => {
+                    if let Some(ids) = s.run_ids.take() {
+                        match lease.adopt(ids) {
+                            Ok(p) => previous = p,
+                            Err((e, ids)) => {
+                                tracing::debug!("a ready jail's ids could not be adopted: {e}");
+                                s.run_ids = Some(ids);
+                                tokio::spawn(crate::pool::discard(s));
+                                continue;
+                            }
+                        }
                     }
-                    _ => (s, true),
-                },
+                    (s, true)
+                }
                 None => {
-                    // The lease may have adopted a failed ready jail's ids meanwhile (and
-                    // given its own back): the jail started now maps to what it holds.
                     let mut spec = spec.clone();
                     (spec.host_uid, spec.host_gid) = lease.ids();
                     (self.starter.start(&spec, None).await?, false)
@@ -434,6 +438,17 @@ impl Runner {
                 Err(_) => return Ok((started, Handed::TimedOut)),
                 Ok(false) if was_ready => {
                     tracing::debug!("a ready jail failed its take-over; starting one for the run");
+                    // The failed jail's ids stay held until its processes are gone; the run
+                    // goes back to its own.
+                    if let Some(own) = previous.take() {
+                        match lease.adopt(own) {
+                            Ok(theirs) => started.run_ids = theirs,
+                            Err((e, own)) => {
+                                tracing::warn!("a run's ids could not be taken back: {e}");
+                                drop(own);
+                            }
+                        }
+                    }
                     tokio::spawn(crate::pool::discard(started));
                 }
                 Ok(false) => return Ok((started, Handed::Failed)),

@@ -176,6 +176,32 @@ fn workspace(spec: &JailSpec) -> Result<(), SandboxError> {
     Ok(())
 }
 
+/// Waits until the take-over socket has something (the run, or the daemon closing it); false
+/// when the program ended first: a jail whose runtime is gone must not be taken over, so init
+/// ends it and the daemon sees a dead jail.
+fn program_waits(control: &OwnedFd, program: Pid) -> Result<bool, SandboxError> {
+    use rustix::event::{PollFd, PollFlags};
+    let pidfd = rustix::process::pidfd_open(program, rustix::process::PidfdFlags::empty())
+        .map_err(at(Layer::Supervise))?;
+    loop {
+        let mut fds = [
+            PollFd::new(control, PollFlags::IN),
+            PollFd::new(&pidfd, PollFlags::IN),
+        ];
+        match rustix::event::poll(&mut fds, None) {
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(SandboxError::at(Layer::Supervise, e)),
+            Ok(_) => {}
+        }
+        if !fds[1].revents().is_empty() {
+            return Ok(false);
+        }
+        if !fds[0].revents().is_empty() {
+            return Ok(true);
+        }
+    }
+}
+
 /// The run's two workspace directories, from the take-over socket; None when the daemon
 /// closed it without taking the jail over.
 fn receive(control: &OwnedFd) -> Result<Option<(OwnedFd, OwnedFd)>, SandboxError> {
@@ -221,8 +247,11 @@ fn receive(control: &OwnedFd) -> Result<Option<(OwnedFd, OwnedFd)>, SandboxError
 
 /// Waits for the run that takes this jail over; copies its workspace in and says so on the
 /// take-over socket. Returns the directory that receives the workspace afterwards, or None
-/// when no run came.
-fn take_over(spec: &JailSpec, host: &Host) -> Result<Option<OwnedFd>, SandboxError> {
+/// when no run came or the program ended first (a refusal it reported stays in the report).
+fn take_over(spec: &JailSpec, host: &Host, program: Pid) -> Result<Option<OwnedFd>, SandboxError> {
+    if !program_waits(&host.control, program)? {
+        return Ok(None);
+    }
     let Some((work, out)) = receive(&host.control)? else {
         return Ok(None);
     };
@@ -293,7 +322,7 @@ fn setup_and_run(spec: &JailSpec, host: &Host, report: &Report) -> Result<(), Sa
     let Some(program) = crate::report::fork(Layer::Supervise)? else {
         confine::program(spec, report);
     };
-    let Some(out) = take_over(spec, host)? else {
+    let Some(out) = take_over(spec, host, program)? else {
         // SAFETY: as in `supervise`: kill(-1) from PID 1 reaches only this namespace.
         unsafe { libc::kill(-1, libc::SIGKILL) };
         return Ok(());

@@ -97,3 +97,71 @@ fn a_pooled_run_reports_errors_and_runs_workspace_files_as_a_fresh_one_does() {
     );
     assert!(out.contains("hi"), "{out}");
 }
+
+/// The processes under `pid` (children, their children, ...), from /proc.
+fn descendants(pid: u32) -> Vec<(u32, String)> {
+    let mut all = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        let Some(ppid) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let cmd = std::fs::read(format!("/proc/{p}/cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        all.push((p, ppid, cmd));
+    }
+    let mut out = Vec::new();
+    let mut parents = vec![pid];
+    while let Some(parent) = parents.pop() {
+        for (p, pp, cmd) in &all {
+            if *pp == parent {
+                out.push((*p, cmd.clone()));
+                parents.push(*p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_ready_jail_whose_interpreter_died_is_not_taken_over() {
+    let jail = Jail::new();
+    jail.still_works();
+    let daemon = jail.home.daemon_pid().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let waiting = loop {
+        let found: Vec<u32> = descendants(daemon)
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains("/sdk/runner.py"))
+            .map(|(p, _)| p)
+            .collect();
+        if !found.is_empty() {
+            break found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no interpreter waiting for the next run"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Someone kills the waiting interpreter (a careless `pkill python3`, the OOM killer).
+    for p in waiting {
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(p as i32).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // The next run is not handed a dead runtime: it runs, in a jail of its own.
+    jail.still_works();
+}

@@ -14,7 +14,6 @@ import traceback
 import types
 
 sys.path.insert(0, "/sdk")
-sys.path.insert(1, "/work")
 
 import mcp_sdk  # noqa: E402  (loaded before the job: that is the point of starting early)
 import json  # noqa: E402
@@ -43,12 +42,17 @@ def _job():
 
 
 def _run(job):
+    # Only now: the workspace is in place, and what the SDK imported came from the standard
+    # library whatever files the workspace holds.
+    sys.path.insert(1, "/work")
     entry = job.get("entry")
     if entry:
         sys.argv = [entry]
         runpy.run_path(entry, run_name="__main__")
         return
     code = job.get("code") or ""
+    if code.startswith("\ufeff"):
+        code = code[1:]
     # The snippet is no file in the jail: its text goes where tracebacks look for lines.
     linecache.cache[SNIPPET] = (len(code), None, code.splitlines(True), SNIPPET)
     # Keep the runner's own module alive once __main__ names the snippet's.
@@ -56,6 +60,8 @@ def _run(job):
     main = types.ModuleType("__main__")
     main.__file__ = SNIPPET
     main.__builtins__ = builtins
+    main.__package__ = ""
+    main.__cached__ = None
     sys.modules["__main__"] = main
     sys.argv = [SNIPPET]
     exec(compile(code, SNIPPET, "exec"), main.__dict__)

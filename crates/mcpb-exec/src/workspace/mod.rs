@@ -200,12 +200,20 @@ impl Lease {
     }
 
     /// Makes the run use `ids` (those of the jail it takes over): its workspace and the
-    /// directory that receives it change hands; the ids it had go back.
-    pub fn adopt(&self, ids: RunIds) -> Result<(), ExecError> {
-        chown_tree(&self.work(), ids.ids())?;
-        chown_tree(&self.out(), ids.ids())?;
-        *self.run_ids.lock() = Some(ids);
-        Ok(())
+    /// directory that receives it change hands. Returns the ids it had, for the caller to keep
+    /// until the take-over is done (or to adopt again if it fails). On failure the tree is
+    /// handed back to the ids it had, and `ids` come back with the error.
+    #[allow(clippy::result_large_err)]
+    pub fn adopt(&self, ids: RunIds) -> Result<Option<RunIds>, (ExecError, RunIds)> {
+        let chown = |to: (u32, u32)| {
+            chown_tree(&self.work(), to)?;
+            chown_tree(&self.out(), to)
+        };
+        if let Err(e) = chown(ids.ids()) {
+            let _ = chown(self.ids());
+            return Err((e, ids));
+        }
+        Ok(self.run_ids.lock().replace(ids))
     }
 }
 
