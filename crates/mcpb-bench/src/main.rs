@@ -13,7 +13,8 @@
 //! first SDK call, sandbox setup by layer, SDK call overhead, context saved), `--http` (the HTTP
 //! front against the shim: latency, and throughput with 8 and 32 callers), `--first-list` (a
 //! client's first raw listing in front of 10 to 100 slow-starting upstreams, cold and warm
-//! catalog), `--sessions` (call latency with 1, 32 and 256 sessions calling at once).
+//! catalog), `--sessions` (call latency with 1, 32 and 256 sessions calling at once),
+//! `--python-sdk` (throughput through the official Python SDK client, direct and brokered).
 //! `MCPB_BENCH_CHARTS=DIR` also draws the scaling results (`--many`, `--first-list`,
 //! `--sessions`) as SVG charts in DIR.
 #![forbid(unsafe_code)]
@@ -27,6 +28,7 @@ mod first_list;
 mod http;
 mod load;
 mod many;
+mod py_sdk;
 mod retrieval;
 mod sandbox;
 mod scan;
@@ -52,6 +54,9 @@ fn main() -> anyhow::Result<()> {
     }
     if args.iter().any(|a| a == "--first-list") {
         return first_list::run(quick);
+    }
+    if args.iter().any(|a| a == "--python-sdk") {
+        return py_sdk::run(quick);
     }
     if args.iter().any(|a| a == "--sandbox") {
         return sandbox::run(quick);
