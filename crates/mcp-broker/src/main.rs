@@ -16,6 +16,7 @@ mod demo;
 mod doctor;
 mod example_server;
 mod exec_cmd;
+mod heap;
 mod import_apply;
 mod import_cmd;
 mod import_parity;
@@ -143,6 +144,7 @@ fn main() -> ExitCode {
         }
         Command::ExampleServer => run_async(example_server::run()),
         Command::Daemon => {
+            heap::with_returning_heap();
             init_logging(cli.color);
             match load_settings(config) {
                 Ok(s) => commands::daemon(s),

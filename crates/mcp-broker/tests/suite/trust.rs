@@ -353,9 +353,17 @@ fn the_daemon_starts_with_a_cleared_environment_plus_what_the_config_names() {
         vars.iter().any(|v| v == "BROKER_TEST_TOKEN=tok"),
         "{vars:?}"
     );
+    // The daemon gives large freed buffers back to the system (src/heap.rs); upstreams do
+    // not inherit the setting.
+    assert!(
+        vars.iter()
+            .any(|v| v.starts_with("GLIBC_TUNABLES=") && v.contains("mmap_threshold=131072")),
+        "{vars:?}"
+    );
     let env = text(&shim.call("withenv.env", json!({})));
     assert!(env.contains("\"TOKEN\":\"tok\""), "{env}");
     assert!(!env.contains("s3cret"));
+    assert!(!env.contains("GLIBC_TUNABLES"), "{env}");
 }
 
 #[test]
