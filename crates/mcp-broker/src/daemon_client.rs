@@ -209,7 +209,9 @@ pub(crate) fn spawn_daemon(settings: &Settings) -> anyhow::Result<Arc<AtomicI32>
             cmd.env(name, value);
         }
     }
+    let tunables = std::env::var(crate::heap::VAR).ok();
     cmd.arg("daemon")
+        .env(crate::heap::VAR, crate::heap::tunables(tunables.as_deref()))
         .env("MCP_BROKER_HOME", &settings.runtime.root)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

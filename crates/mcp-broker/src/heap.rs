@@ -2,41 +2,36 @@
 //! allocation gets a mapping of its own rises to the largest block freed so far, so after one
 //! large transient buffer (a 20,000-tool listing's 3 MB answer, a big result, a list's disk
 //! copy) every later one of that size comes from the heap and stays there when freed: a
-//! long-running daemon keeps its high-water mark. A fixed threshold returns such buffers to the
+//! long-running daemon keeps its high-water mark. Fixed thresholds return such buffers to the
 //! system when they are freed (measured: 20,000 tools, RSS after listing 77 -> 60 MiB,
-//! docs/benchmarks.md). The tunables are read when a process starts, so the daemon re-executes
-//! itself once with them, before it starts any thread; upstreams never see them (their
-//! environment is cleared).
+//! docs/benchmarks.md). glibc reads them from the environment when a process starts, so
+//! whatever starts the daemon sets them: the CLI's spawn and the service unit. A daemon run by
+//! hand runs with glibc's defaults. Upstreams never see them (their environment is cleared).
 
-use std::os::unix::process::CommandExt;
-
+/// The variable and the value the daemon is started with.
+pub(crate) const VAR: &str = "GLIBC_TUNABLES";
 const TUNABLES: &str = "glibc.malloc.mmap_threshold=131072:glibc.malloc.trim_threshold=131072";
-/// Set for the re-executed daemon: whatever glibc makes of the tunables, it re-executes once.
-const DONE: &str = "MCP_BROKER_HEAP_TUNED";
 
-/// Returns at once when the tunables are set (or this is no glibc system); otherwise replaces
-/// the process with itself, same pid and arguments, the tunables set. When that fails, the
-/// daemon runs on with glibc's defaults.
-pub(crate) fn with_returning_heap() {
-    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
-        return;
+/// The value for a daemon started from an environment whose own value is `current`: the
+/// caller's tunables kept, ours added unless it sets the threshold itself.
+pub(crate) fn tunables(current: Option<&str>) -> String {
+    match current {
+        Some(c) if c.contains("glibc.malloc.mmap_threshold") => c.to_string(),
+        Some(c) if !c.is_empty() => format!("{c}:{TUNABLES}"),
+        _ => TUNABLES.to_string(),
     }
-    let current = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
-    if std::env::var_os(DONE).is_some() || current.contains("glibc.malloc.mmap_threshold") {
-        return;
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_callers_tunables_are_kept() {
+        assert_eq!(super::tunables(None), super::TUNABLES);
+        assert_eq!(
+            super::tunables(Some("glibc.malloc.arena_max=2")),
+            format!("glibc.malloc.arena_max=2:{}", super::TUNABLES)
+        );
+        let own = "glibc.malloc.mmap_threshold=65536";
+        assert_eq!(super::tunables(Some(own)), own);
     }
-    let Ok(exe) = std::env::current_exe() else {
-        return;
-    };
-    let value = if current.is_empty() {
-        TUNABLES.to_string()
-    } else {
-        format!("{current}:{TUNABLES}")
-    };
-    let err = std::process::Command::new(exe)
-        .args(std::env::args_os().skip(1))
-        .env("GLIBC_TUNABLES", value)
-        .env(DONE, "1")
-        .exec();
-    eprintln!("mcp-broker: running with glibc's heap defaults (re-executing failed: {err})");
 }

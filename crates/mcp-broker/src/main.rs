@@ -144,7 +144,6 @@ fn main() -> ExitCode {
         }
         Command::ExampleServer => run_async(example_server::run()),
         Command::Daemon => {
-            heap::with_returning_heap();
             init_logging(cli.color);
             match load_settings(config) {
                 Ok(s) => commands::daemon(s),

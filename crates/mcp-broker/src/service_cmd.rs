@@ -111,7 +111,9 @@ fn files(settings: &Settings, manager: Manager, home: &Path) -> Result<Files, St
         Manager::Systemd => Files {
             unit: home.join(".config/systemd/user/mcp-broker.service"),
             unit_text: format!(
-                "[Unit]\nDescription=mcp-broker: one local daemon in front of all your MCP servers\n\n[Service]\nType=notify\nEnvironmentFile=-{}\nExecStart={}\nRestart=on-failure\nRestartSec=2\n\n[Install]\nWantedBy=default.target\n",
+                "[Unit]\nDescription=mcp-broker: one local daemon in front of all your MCP servers\n\n[Service]\nType=notify\nEnvironment={}={}\nEnvironmentFile=-{}\nExecStart={}\nRestart=on-failure\nRestartSec=2\n\n[Install]\nWantedBy=default.target\n",
+                crate::heap::VAR,
+                crate::heap::tunables(None),
                 env.display(),
                 quoted.join(" ")
             ),

@@ -171,7 +171,8 @@ impl CgroupGuard {
 impl Drop for CgroupGuard {
     fn drop(&mut self) {
         if let Some(cg) = self.0.take() {
-            std::thread::spawn(move || cg.remove());
+            // No thread to be had: the next daemon start sweeps it.
+            let _ = std::thread::Builder::new().spawn(move || cg.remove());
         }
     }
 }

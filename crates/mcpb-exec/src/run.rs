@@ -443,9 +443,11 @@ impl Runner {
                     if let Some(own) = previous.take() {
                         match lease.adopt(own) {
                             Ok(theirs) => started.run_ids = theirs,
-                            Err((e, own)) => {
-                                tracing::warn!("a run's ids could not be taken back: {e}");
-                                drop(own);
+                            Err((e, _own)) => {
+                                // The lease still holds the failed jail's ids: a jail started
+                                // now would share them with it while it dies.
+                                tokio::spawn(crate::pool::discard(started));
+                                return Err(format!("workspace: {e}"));
                             }
                         }
                     }

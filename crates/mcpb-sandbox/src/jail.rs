@@ -181,8 +181,12 @@ fn workspace(spec: &JailSpec) -> Result<(), SandboxError> {
 /// ends it and the daemon sees a dead jail.
 fn program_waits(control: &OwnedFd, program: Pid) -> Result<bool, SandboxError> {
     use rustix::event::{PollFd, PollFlags};
-    let pidfd = rustix::process::pidfd_open(program, rustix::process::PidfdFlags::empty())
-        .map_err(at(Layer::Supervise))?;
+    // Without pidfds (a kernel before 5.3, a container's seccomp profile) init waits for the
+    // take-over alone; a program dead by then shows in its run's report.
+    let Ok(pidfd) = rustix::process::pidfd_open(program, rustix::process::PidfdFlags::empty())
+    else {
+        return Ok(true);
+    };
     loop {
         let mut fds = [
             PollFd::new(control, PollFlags::IN),
@@ -248,8 +252,25 @@ fn receive(control: &OwnedFd) -> Result<Option<(OwnedFd, OwnedFd)>, SandboxError
 /// Waits for the run that takes this jail over; copies its workspace in and says so on the
 /// take-over socket. Returns the directory that receives the workspace afterwards, or None
 /// when no run came or the program ended first (a refusal it reported stays in the report).
-fn take_over(spec: &JailSpec, host: &Host, program: Pid) -> Result<Option<OwnedFd>, SandboxError> {
+fn take_over(
+    spec: &JailSpec,
+    host: &Host,
+    program: Pid,
+    report: &Report,
+) -> Result<Option<OwnedFd>, SandboxError> {
     if !program_waits(&host.control, program)? {
+        // Said for a run that takes this jail over at this very moment (a pooled one is
+        // discarded unread): how the program ended, as `supervise` would.
+        if let Ok(Some((_, status))) = rustix::process::waitpid(Some(program), WaitOptions::empty())
+        {
+            let (cpu_ms, max_rss_kb) = children_usage();
+            report.send(&Event::Exited {
+                code: status.exit_status(),
+                signal: status.terminating_signal(),
+                cpu_ms,
+                max_rss_kb,
+            });
+        }
         return Ok(None);
     }
     let Some((work, out)) = receive(&host.control)? else {
@@ -322,7 +343,7 @@ fn setup_and_run(spec: &JailSpec, host: &Host, report: &Report) -> Result<(), Sa
     let Some(program) = crate::report::fork(Layer::Supervise)? else {
         confine::program(spec, report);
     };
-    let Some(out) = take_over(spec, host, program)? else {
+    let Some(out) = take_over(spec, host, program, report)? else {
         // SAFETY: as in `supervise`: kill(-1) from PID 1 reaches only this namespace.
         unsafe { libc::kill(-1, libc::SIGKILL) };
         return Ok(());

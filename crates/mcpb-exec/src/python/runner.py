@@ -6,6 +6,7 @@ channel (fd 3) for its job, `<length>\\n<JSON>` with the snippet's code or the w
 to run. The broker sends it only once the run's workspace is in /work."""
 
 import builtins
+import io
 import linecache
 import os
 import runpy
@@ -54,7 +55,9 @@ def _run(job):
     if code.startswith("\ufeff"):
         code = code[1:]
     # The snippet is no file in the jail: its text goes where tracebacks look for lines.
-    linecache.cache[SNIPPET] = (len(code), None, code.splitlines(True), SNIPPET)
+    # Split where Python's tokenizer ends lines (\n, \r\n, \r), not where str.splitlines does.
+    lines = io.StringIO(code, newline="").readlines()
+    linecache.cache[SNIPPET] = (len(code), None, lines, SNIPPET)
     # Keep the runner's own module alive once __main__ names the snippet's.
     _run.runner = sys.modules["__main__"]
     main = types.ModuleType("__main__")
