@@ -263,13 +263,7 @@ fn take_over(
         // discarded unread): how the program ended, as `supervise` would.
         if let Ok(Some((_, status))) = rustix::process::waitpid(Some(program), WaitOptions::empty())
         {
-            let (cpu_ms, max_rss_kb) = children_usage();
-            report.send(&Event::Exited {
-                code: status.exit_status(),
-                signal: status.terminating_signal(),
-                cpu_ms,
-                max_rss_kb,
-            });
+            report_exit(report, status);
         }
         return Ok(None);
     }
@@ -372,13 +366,7 @@ fn supervise(
     while let Ok(Some(_)) | Err(rustix::io::Errno::INTR) =
         rustix::process::wait(WaitOptions::empty())
     {}
-    let (cpu_ms, max_rss_kb) = children_usage();
-    report.send(&Event::Exited {
-        code: status.exit_status(),
-        signal: status.terminating_signal(),
-        cpu_ms,
-        max_rss_kb,
-    });
+    report_exit(report, status);
     let src = rustix::fs::open(
         JAIL_WORK,
         OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
@@ -394,6 +382,17 @@ fn supervise(
         complete: budget.complete && copied.is_ok(),
     });
     Ok(())
+}
+
+/// How the program ended, with what the reaped processes used.
+fn report_exit(report: &Report, status: rustix::process::WaitStatus) {
+    let (cpu_ms, max_rss_kb) = children_usage();
+    report.send(&Event::Exited {
+        code: status.exit_status(),
+        signal: status.terminating_signal(),
+        cpu_ms,
+        max_rss_kb,
+    });
 }
 
 fn children_usage() -> (u64, u64) {
