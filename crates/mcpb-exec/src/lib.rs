@@ -5,6 +5,7 @@
 //! other call goes through; it never reads the config or talks MCP itself.
 
 mod answer;
+mod conclude;
 mod job;
 pub mod js;
 mod output;
