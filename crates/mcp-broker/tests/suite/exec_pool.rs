@@ -34,7 +34,7 @@ fn a_run_takes_over_a_started_jail_and_nothing_of_the_last_run_is_in_it() {
         &[],
     );
     assert_eq!(first["status"], "ok", "{first}");
-    std::thread::sleep(Duration::from_millis(1500));
+    waiting_interpreters(&jail, Duration::from_millis(700));
     let second = jail.run(
         &format!(
             "{AGE}\nimport builtins, os, subprocess, sys\n\
@@ -60,7 +60,7 @@ fn a_run_takes_over_a_started_jail_and_nothing_of_the_last_run_is_in_it() {
         assert!(out.contains(line), "{line:?} not in {out}");
     }
     // The interpreter was up well before this run's job came (the jail was started after the
-    // first run, a second and a half ago).
+    // first run, at least 0.7 s before this one).
     assert!(
         out.contains("age True") || out.contains("age none"),
         "the second run's interpreter started with it: {out}"
@@ -71,7 +71,7 @@ fn a_run_takes_over_a_started_jail_and_nothing_of_the_last_run_is_in_it() {
 fn a_pooled_run_reports_errors_and_runs_workspace_files_as_a_fresh_one_does() {
     let jail = Jail::new();
     jail.still_works();
-    std::thread::sleep(Duration::from_millis(800));
+    waiting_interpreters(&jail, Duration::ZERO);
     // A traceback names the snippet's line and shows its text, as with a fresh interpreter.
     let a = jail.run("x = 1\nraise ValueError('from the snippet')\n", &[]);
     assert_eq!(a["status"], "error", "{a}");
@@ -84,7 +84,7 @@ fn a_pooled_run_reports_errors_and_runs_workspace_files_as_a_fresh_one_does() {
     assert!(err.contains("ValueError: from the snippet"), "{err}");
     assert!(!err.contains("runner.py"), "{err}");
     // `__name__`, argv and the SDK as a snippet sees them.
-    std::thread::sleep(Duration::from_millis(800));
+    waiting_interpreters(&jail, Duration::ZERO);
     let b = jail.run(
         "import sys\nfrom mcp_sdk import call_tool\nprint(__name__, sys.argv, __file__)\nprint(call_tool('example.echo', {'message': 'hi'}))\n",
         &[],
@@ -138,30 +138,67 @@ fn a_ready_jail_whose_interpreter_died_is_not_taken_over() {
     let jail = Jail::new();
     jail.still_works();
     let daemon = jail.home.daemon_pid().unwrap();
+    let waiting = waiting_interpreters(&jail, Duration::ZERO);
+    // Someone kills the waiting interpreter (a careless `pkill python3`, the OOM killer).
+    for p in &waiting {
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(*p as i32).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+    }
+    // Its jail ends with it (init watches it): nothing of it is left under the daemon.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let waiting = loop {
+    while descendants(daemon).iter().any(|(p, _)| waiting.contains(p)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the killed interpreter stays"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The next run is not handed a dead runtime: it runs, in a jail of its own.
+    jail.still_works();
+}
+
+/// Seconds since process `pid` started (/proc's clock ticks are USER_HZ, 100 on Linux).
+fn age(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let start: f64 = stat
+        .rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()?;
+    let uptime: f64 = std::fs::read_to_string("/proc/uptime")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(uptime - start / 100.0)
+}
+
+/// Waits (10 s at most) until the daemon has an interpreter waiting for a run, started at
+/// least `older_than` ago; its pids.
+fn waiting_interpreters(jail: &Jail, older_than: Duration) -> Vec<u32> {
+    let daemon = jail.home.daemon_pid().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
         let found: Vec<u32> = descendants(daemon)
             .into_iter()
-            .filter(|(_, cmd)| cmd.contains("/sdk/runner.py"))
+            .filter(|(p, cmd)| {
+                cmd.contains("/sdk/runner.py")
+                    && age(*p).is_some_and(|a| a >= older_than.as_secs_f64())
+            })
             .map(|(p, _)| p)
             .collect();
         if !found.is_empty() {
-            break found;
+            return found;
         }
         assert!(
             std::time::Instant::now() < deadline,
             "no interpreter waiting for the next run"
         );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    // Someone kills the waiting interpreter (a careless `pkill python3`, the OOM killer).
-    for p in waiting {
-        let _ = rustix::process::kill_process(
-            rustix::process::Pid::from_raw(p as i32).unwrap(),
-            rustix::process::Signal::KILL,
-        );
+        std::thread::sleep(Duration::from_millis(50));
     }
-    std::thread::sleep(Duration::from_millis(300));
-    // The next run is not handed a dead runtime: it runs, in a jail of its own.
-    jail.still_works();
 }
