@@ -250,11 +250,6 @@ impl Pool {
         }
     }
 
-    /// Jails ready now (for status and tests).
-    pub(crate) fn ready(&self) -> usize {
-        self.held.lock().ready.len()
-    }
-
     /// Starts a jail of `spec` for the pool under `key`, unless one is ready or starting
     /// already; the oldest ready jail of another key makes room when the pool is full.
     pub(crate) fn refill(&self, key: JailSpec, spec: JailSpec, run_ids: Option<RunIds>) {

@@ -94,11 +94,6 @@ impl Runner {
         self
     }
 
-    /// Jails started and waiting for a run (for status and tests).
-    pub fn pool_ready(&self) -> usize {
-        self.pool.ready()
-    }
-
     /// Ends the jails waiting in the pool (the daemon is stopping).
     pub async fn clear_pool(&self) {
         self.pool.clear().await;
