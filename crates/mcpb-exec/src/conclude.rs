@@ -7,8 +7,13 @@ use serde_json::Value;
 
 use crate::answer::{RunAnswer, Status, Usage};
 use crate::output::Output;
-use crate::run::Ran;
 use crate::sdk::Calls;
+
+/// How a run ended, beyond its answer: whether its workspace changes may be kept.
+pub struct Ran {
+    pub answer: RunAnswer,
+    pub keep_workspace: bool,
+}
 
 pub(crate) struct Concluded {
     pub(crate) events: Vec<Event>,

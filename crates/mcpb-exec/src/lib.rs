@@ -17,7 +17,8 @@ mod spawn;
 pub mod workspace;
 
 pub use answer::{ArtifactRecord, CallRecord, RunAnswer, Status, Usage};
-pub use run::{Ran, RunRequest, Runner};
+pub use conclude::Ran;
+pub use run::{RunRequest, Runner};
 pub use sdk::{CallOutcome, MAX_FRAME_BYTES, ToolHost};
 pub use workspace::{Lease, Persisted, WorkspaceInfo, Workspaces};
 

@@ -16,7 +16,7 @@ use mcpb_sandbox::{Event, JailLimits, JailSpec};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::answer::RunAnswer;
-use crate::conclude::{Concluded, conclude};
+use crate::conclude::{Concluded, Ran, conclude};
 use crate::job::Job;
 use crate::output::Output;
 use crate::pool::{Pool, Started, Starter};
@@ -49,12 +49,6 @@ pub struct Runner {
     frames: sdk::FrameBudget,
     starter: Arc<Starter>,
     pool: Pool,
-}
-
-/// How a run ended, beyond its answer: whether its workspace changes may be kept.
-pub struct Ran {
-    pub answer: RunAnswer,
-    pub keep_workspace: bool,
 }
 
 impl Runner {
