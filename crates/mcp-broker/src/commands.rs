@@ -541,7 +541,7 @@ pub(crate) fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
         Ok(s) => {
             // Tool counts are known only for upstreams listed before (the catalog on disk).
             let store = mcpb_catalog::ListStore::new(s.runtime.catalog_dir());
-            let known = |up: &str| store.load(up).ok().flatten().map(|l| l.tools.to_vec());
+            let known = |up: &str| store.load(up).ok().flatten().map(|l| l.tools);
             let mut problems: Vec<String> = s
                 .profiles
                 .values()

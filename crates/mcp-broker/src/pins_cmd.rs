@@ -19,7 +19,7 @@ fn open(settings: &Settings) -> Pins {
 
 struct Row {
     upstream: String,
-    tool: Value,
+    tool: mcpb_protocol::Tool,
     verdict: Option<Quarantine>,
     findings: Vec<mcpb_catalog::Finding>,
 }
@@ -36,7 +36,7 @@ fn rows(settings: &Settings, pins: &mut Pins) -> Vec<Row> {
         let others: Vec<&str> = lists
             .iter()
             .filter(|l| l.upstream != list.upstream)
-            .flat_map(|l| l.tools.iter().filter_map(|t| t["name"].as_str()))
+            .flat_map(|l| l.tools.iter().map(mcpb_protocol::Tool::name))
             .collect();
         let scanned = mcpb_catalog::scan::scan_list(&list.tools, &others);
         let judged = pins.judge_scanned(
@@ -60,7 +60,7 @@ fn rows(settings: &Settings, pins: &mut Pins) -> Vec<Row> {
 }
 
 fn name(r: &Row) -> String {
-    mcpb_policy::dotted(&r.upstream, r.tool["name"].as_str().unwrap_or("?"))
+    mcpb_policy::dotted(&r.upstream, r.tool.name())
 }
 
 pub(crate) fn list(settings: &Settings, json_out: bool) -> ExitCode {
@@ -164,16 +164,17 @@ pub(crate) fn approve(
             continue;
         }
         let before = match q {
-            Quarantine::Changed => pins
-                .pins(&r.upstream)
-                .and_then(|p| p.get(r.tool["name"].as_str().unwrap_or(""))),
+            Quarantine::Changed => pins.pins(&r.upstream).and_then(|p| p.get(r.tool.name())),
             Quarantine::Renamed { from } => pins.pins(&r.upstream).and_then(|p| p.get(from)),
             _ => None,
         }
         .and_then(|p| serde_json::from_str(p.definition.get()).ok())
         .unwrap_or(Value::Null);
         outln!("approving {} ({q})", printable(&n));
-        out!("{}", printable(&mcpb_catalog::pins::diff(&before, &r.tool)));
+        out!(
+            "{}",
+            printable(&mcpb_catalog::pins::diff(&before, &r.tool.to_value()))
+        );
         for f in &r.findings {
             outln!("    finding: {}: {}", f.kind, printable(&f.detail));
         }

@@ -2,7 +2,6 @@
 //! probes whose tool is not in their upstream's last known list (`config validate`).
 
 use mcpb_config::Settings;
-use serde_json::Value;
 
 /// A probe's tool as its upstream names it: `memory.read_graph` and `memory__read_graph` are
 /// `read_graph`; anything else is taken as written.
@@ -18,7 +17,7 @@ pub(crate) fn local_name<'a>(upstream: &str, tool: &'a str) -> &'a str {
 /// mean". Upstreams never listed are named in the second list: nothing to check them against.
 pub(crate) fn probe_names_unknown(
     settings: &Settings,
-    known: &dyn Fn(&str) -> Option<Vec<Value>>,
+    known: &dyn Fn(&str) -> Option<std::sync::Arc<Vec<mcpb_protocol::Tool>>>,
 ) -> (Vec<String>, Vec<String>) {
     let mut problems = Vec::new();
     let mut unchecked = Vec::new();
@@ -30,7 +29,7 @@ pub(crate) fn probe_names_unknown(
             unchecked.push(name.clone());
             continue;
         };
-        let names: Vec<&str> = list.iter().filter_map(|t| t["name"].as_str()).collect();
+        let names: Vec<&str> = list.iter().map(mcpb_protocol::Tool::name).collect();
         let local = local_name(name, tool);
         let key = format!("upstreams.{name}.smoke.tool");
         if !names.contains(&local) {

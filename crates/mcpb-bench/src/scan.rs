@@ -9,16 +9,19 @@ use serde_json::Value;
 
 /// Flagged tools of a catalog given as (server, tool definition) pairs.
 fn flagged(tools: &[(String, Value)]) -> Vec<String> {
-    let mut by_server: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+    let mut by_server: BTreeMap<&str, Vec<mcpb_protocol::Tool>> = BTreeMap::new();
     for (server, tool) in tools {
-        by_server.entry(server).or_default().push(tool.clone());
+        // What is no tool (no name) never reaches the daemon's scan either.
+        if let Ok(tool) = mcpb_protocol::Tool::from_value(tool) {
+            by_server.entry(server).or_default().push(tool);
+        }
     }
     let mut out = Vec::new();
     for (server, list) in &by_server {
         let others: Vec<&str> = by_server
             .iter()
             .filter(|(s, _)| *s != server)
-            .flat_map(|(_, l)| l.iter().filter_map(|t| t["name"].as_str()))
+            .flat_map(|(_, l)| l.iter().map(mcpb_protocol::Tool::name))
             .collect();
         for (tool, findings) in list
             .iter()
@@ -27,7 +30,7 @@ fn flagged(tools: &[(String, Value)]) -> Vec<String> {
             if let Some(f) = findings.first() {
                 out.push(format!(
                     "{server}/{}: {} ({})",
-                    tool["name"].as_str().unwrap_or("?"),
+                    tool.name(),
                     f.kind,
                     f.detail
                 ));

@@ -49,14 +49,14 @@ pub fn hash(value: &Value) -> String {
 
 /// `hash` of the array `items`, without copying them into one: the digest is fed one item's
 /// canonical text at a time (a list of thousands of tools is never written out whole).
-pub fn hash_list(items: &[Value]) -> String {
+pub fn hash_list(items: &[mcpb_protocol::Tool]) -> String {
     let mut digest = Sha256::new();
     digest.update(b"[");
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
             digest.update(b",");
         }
-        digest.update(canonical(item).as_bytes());
+        digest.update(canonical(&item.to_value()).as_bytes());
     }
     digest.update(b"]");
     format!("sha256:{}", hex::encode(digest.finalize()))
@@ -108,8 +108,15 @@ mod tests {
 
     #[test]
     fn a_list_hashes_as_the_array_it_is() {
-        let items = vec![json!({"b": 1, "a": [1, 2]}), json!("x"), json!(null)];
-        assert_eq!(hash_list(&items), hash(&Value::Array(items.clone())));
+        let items = vec![
+            json!({"name": "b", "b": 1, "a": [1, 2]}),
+            json!({"name": "x"}),
+        ];
+        let tools: Vec<mcpb_protocol::Tool> = items
+            .iter()
+            .map(|v| mcpb_protocol::Tool::from_value(v).unwrap())
+            .collect();
+        assert_eq!(hash_list(&tools), hash(&Value::Array(items.clone())));
         assert_eq!(hash_list(&[]), hash(&json!([])));
     }
 

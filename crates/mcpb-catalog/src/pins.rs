@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use mcpb_protocol::Tool;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -169,7 +170,7 @@ impl Pins {
     pub fn judge_scanned(
         &mut self,
         upstream: &str,
-        tools: &[Value],
+        tools: &[Tool],
         findings: Vec<Vec<crate::Finding>>,
         now_unix: u64,
     ) -> Judged {
@@ -185,7 +186,7 @@ impl Pins {
     pub fn judge(
         &mut self,
         upstream: &str,
-        tools: &[Value],
+        tools: &[Tool],
         flagged: &[bool],
         now_unix: u64,
     ) -> (Vec<Verdict>, bool) {
@@ -213,9 +214,7 @@ impl Pins {
                             if is_flagged(i) {
                                 return Some(Quarantine::Flagged);
                             }
-                            if let Some(name) = tool_name(tool) {
-                                entry.insert(name.to_string(), pin_of(tool, now_unix, false));
-                            }
+                            entry.insert(tool.name().to_string(), pin_of(tool, now_unix, false));
                             None
                         })
                         .collect();
@@ -229,17 +228,19 @@ impl Pins {
         let Some(pinned) = file.upstreams.get_mut(upstream) else {
             return (vec![Some(Quarantine::New); tools.len()], false);
         };
-        let present: std::collections::HashSet<&str> = tools.iter().filter_map(tool_name).collect();
+        let present: std::collections::HashSet<&str> = tools.iter().map(Tool::name).collect();
         let mut changed = false;
         let verdicts = tools
             .iter()
             .enumerate()
             .map(|(i, tool)| {
-                let name = tool_name(tool)?;
-                let (whole, body) = definition_hashes(tool);
+                let name = tool.name();
+                // Parsed one at a time: a list of thousands is never held parsed.
+                let value = tool.to_value();
+                let (whole, body) = definition_hashes(&value);
                 if let Some(pin) = pinned.get_mut(name)
                     && pin.legacy
-                    && pin.hash == legacy_hash(tool)
+                    && pin.hash == legacy_hash(&value)
                 {
                     // Approved under version 1 and unchanged in what it covered.
                     let explicit = pin.explicit;
@@ -273,13 +274,14 @@ impl Pins {
     pub fn approve(
         &mut self,
         upstream: &str,
-        tool: &Value,
+        tool: &Tool,
         renamed_from: Option<&str>,
         now_unix: u64,
     ) {
-        let (Ok(file), Some(name)) = (&mut self.file, tool_name(tool)) else {
+        let Ok(file) = &mut self.file else {
             return;
         };
+        let name = tool.name();
         let entry = file.upstreams.entry(upstream.to_string()).or_default();
         if let Some(old) = renamed_from {
             entry.remove(old);
@@ -323,22 +325,13 @@ pub fn marker(store: &Path) -> PathBuf {
     store.with_extension("used")
 }
 
-fn tool_name(tool: &Value) -> Option<&str> {
-    tool.get("name").and_then(Value::as_str)
-}
-
-fn empty_object() -> Box<serde_json::value::RawValue> {
-    serde_json::value::RawValue::from_string("{}".into())
-        .unwrap_or_else(|_| serde_json::value::RawValue::NULL.to_owned())
-}
-
-fn pin_of(tool: &Value, now_unix: u64, explicit: bool) -> Pin {
-    let (hash, body_hash) = definition_hashes(tool);
+fn pin_of(tool: &Tool, now_unix: u64, explicit: bool) -> Pin {
+    let (hash, body_hash) = definition_hashes(&tool.to_value());
     Pin {
         hash,
         body_hash,
         approved_at_unix: now_unix,
-        definition: serde_json::value::to_raw_value(tool).unwrap_or_else(|_| empty_object()),
+        definition: tool.raw().to_owned(),
         explicit,
         legacy: false,
     }
@@ -375,9 +368,10 @@ mod tests {
     use crate::canonical::legacy_hash;
     use serde_json::json;
 
-    fn tool(name: &str, desc: &str, prop: &str) -> Value {
-        json!({"name": name, "description": desc,
-               "inputSchema": {"type": "object", "properties": {prop: {"type": "string"}}}})
+    fn tool(name: &str, desc: &str, prop: &str) -> Tool {
+        Tool::from_value(&json!({"name": name, "description": desc,
+               "inputSchema": {"type": "object", "properties": {prop: {"type": "string"}}}}))
+        .unwrap()
     }
 
     #[test]
@@ -510,16 +504,20 @@ mod tests {
     fn version_1_pins_carry_over_and_then_cover_every_field() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pins.json");
-        let t = json!({"name": "read", "description": "Reads", "_meta": {"k": 1}});
+        let t =
+            Tool::from_value(&json!({"name": "read", "description": "Reads", "_meta": {"k": 1}}))
+                .unwrap();
         let v1 = json!({"version": 1, "upstreams": {"fs": {"read": {
-            "hash": legacy_hash(&t), "body_hash": "x", "approved_at_unix": 1,
+            "hash": legacy_hash(&t.to_value()), "body_hash": "x", "approved_at_unix": 1,
             "definition": {"name": "read", "description": "Reads"}}}}});
         std::fs::write(&path, v1.to_string()).unwrap();
         let mut pins = Pins::open(path.clone(), PinMode::Tofu);
         let (v, changed) = pins.judge("fs", std::slice::from_ref(&t), &[], 2);
         assert_eq!(v, vec![None]);
         assert!(changed, "the pin is upgraded");
-        let meta_changed = json!({"name": "read", "description": "Reads", "_meta": {"k": 2}});
+        let meta_changed =
+            Tool::from_value(&json!({"name": "read", "description": "Reads", "_meta": {"k": 2}}))
+                .unwrap();
         assert_eq!(
             pins.judge("fs", &[meta_changed], &[], 3).0,
             vec![Some(Quarantine::Changed)]
@@ -529,8 +527,8 @@ mod tests {
     #[test]
     fn diff_shows_what_changed() {
         let d = diff(
-            &tool("read", "Reads", "path"),
-            &tool("read", "Reads all", "path"),
+            &tool("read", "Reads", "path").to_value(),
+            &tool("read", "Reads all", "path").to_value(),
         );
         assert!(d.contains("-   \"description\": \"Reads\""), "{d}");
         assert!(d.contains("+   \"description\": \"Reads all\""), "{d}");

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use mcpb_protocol::Tool;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -19,7 +20,7 @@ pub struct CachedList {
     /// `sha256:` of the canonical tool list.
     pub hash: String,
     pub fetched_at_unix: u64,
-    pub tools: Arc<Vec<Value>>,
+    pub tools: Arc<Vec<Tool>>,
     /// A fingerprint of the upstream's settings that decide what it lists (its command, its
     /// environment...) when the list was fetched: a list fetched under other settings may
     /// not be the one the upstream sends now. `None` in lists written before it was kept.
@@ -28,7 +29,7 @@ pub struct CachedList {
 }
 
 impl CachedList {
-    pub fn new(upstream: &str, tools: Arc<Vec<Value>>, now_unix: u64) -> Self {
+    pub fn new(upstream: &str, tools: Arc<Vec<Tool>>, now_unix: u64) -> Self {
         let hash = crate::canonical::hash_list(&tools);
         Self {
             upstream: upstream.to_string(),
@@ -159,7 +160,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = ListStore::new(dir.path().join("catalog"));
         assert!(store.load("git").unwrap().is_none());
-        let list = CachedList::new("git", Arc::new(vec![json!({"name": "log"})]), 42);
+        let log = Tool::from_value(&json!({"name": "log"})).unwrap();
+        let list = CachedList::new("git", Arc::new(vec![log]), 42);
         store.save(&list).unwrap();
         assert_eq!(store.load("git").unwrap(), Some(list));
         std::fs::write(dir.path().join("catalog/git.json"), "{").unwrap();

@@ -61,10 +61,7 @@ fn catalog_status(broker: &Broker) -> CatalogStatus {
         };
         for (tool, verdict) in entry.tools().iter().zip(&entry.verdicts) {
             if let Some(q) = verdict {
-                let tool = tool
-                    .get("name")
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or("?");
+                let tool = tool.name();
                 quarantined.push(serde_json::json!({
                     "tool": mcpb_policy::dotted(name, tool),
                     "reason": q.to_string(),

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use mcpb_catalog::{CachedContent, CachedList, Finding, ListStore, PinMode, Pins, Verdict};
+use mcpb_protocol::Tool;
 use serde_json::Value;
 
 pub(crate) struct Entry {
@@ -26,7 +27,7 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    pub(crate) fn tools(&self) -> &[Value] {
+    pub(crate) fn tools(&self) -> &[Tool] {
         &self.list.tools
     }
 
@@ -55,7 +56,7 @@ pub(crate) struct KnownLists {
 }
 
 /// A list waiting to be observed, with the `listing_key` of the settings it came under.
-type Staged = (Arc<Vec<Value>>, String);
+type Staged = (Arc<Vec<Tool>>, String);
 
 /// A fingerprint of what decides the list an upstream sends: how it is reached and started
 /// (transport, command, arguments, directory, environment and headers as written, with their
@@ -122,7 +123,7 @@ impl KnownLists {
     }
 
     /// The entry of `tools` when it is the list already known (no work to do).
-    pub(crate) fn current(&self, upstream: &str, tools: &Arc<Vec<Value>>) -> Option<Arc<Entry>> {
+    pub(crate) fn current(&self, upstream: &str, tools: &Arc<Vec<Tool>>) -> Option<Arc<Entry>> {
         self.memory(upstream)
             .filter(|e| Arc::ptr_eq(&e.list.tools, tools))
     }
@@ -137,7 +138,7 @@ impl KnownLists {
     /// `tools` is `upstream`'s newest list, for the next `observe_staged`; an older one still
     /// waiting is dropped. Only the newest matters, and an upstream that sends list after list
     /// then costs one list waiting, not one per request that asked for it.
-    pub(crate) fn stage(&self, upstream: &str, tools: Arc<Vec<Value>>, key: String) {
+    pub(crate) fn stage(&self, upstream: &str, tools: Arc<Vec<Tool>>, key: String) {
         self.staged
             .lock()
             .insert(upstream.to_string(), (tools, key));
@@ -159,7 +160,7 @@ impl KnownLists {
     /// A list just received from a running upstream whose settings have `key` (`listing_key`).
     /// Cheap when it is the list already known; otherwise it hashes, judges, scans and writes
     /// the list, which the daemon does off its event loop.
-    pub(crate) fn observe(&self, upstream: &str, tools: &Arc<Vec<Value>>, key: &str) -> Arc<Entry> {
+    pub(crate) fn observe(&self, upstream: &str, tools: &Arc<Vec<Tool>>, key: &str) -> Arc<Entry> {
         let same = |e: &Arc<Entry>| e.list.config.as_deref() == Some(key);
         if let Some(e) = self.current(upstream, tools).filter(same) {
             return e;
@@ -196,7 +197,6 @@ impl KnownLists {
             Ok(Some(mut list)) => {
                 // Held for the daemon's lifetime: no spare room kept from the parse.
                 if let Some(tools) = Arc::get_mut(&mut list.tools) {
-                    tools.iter_mut().for_each(mcpb_protocol::json::compact);
                     tools.shrink_to_fit();
                 }
                 Some(self.install_from_disk(list))
@@ -289,7 +289,7 @@ impl KnownLists {
             .tools
             .iter()
             .zip(&verdicts)
-            .filter_map(|(tool, v)| Some((tool_name(tool).unwrap_or("?"), v.as_ref()?.to_string())))
+            .filter_map(|(tool, v)| Some((tool.name(), v.as_ref()?.to_string())))
             .collect();
         for (tool, reason) in held.iter().take(QUARANTINE_LINES) {
             tracing::warn!(upstream = %list.upstream, tool, reason = %reason, "tool quarantined");
@@ -305,7 +305,7 @@ impl KnownLists {
             .tools
             .iter()
             .enumerate()
-            .filter_map(|(i, t)| Some((tool_name(t)?.to_string(), i)))
+            .map(|(i, t)| (t.name().to_string(), i))
             .collect();
         Entry {
             list,
@@ -401,10 +401,6 @@ impl KnownLists {
     }
 }
 
-fn tool_name(t: &Value) -> Option<&str> {
-    t.get("name").and_then(Value::as_str)
-}
-
 type Job = Box<dyn FnOnce() + Send>;
 
 /// One thread of its own for the catalog's heavy work (hashing, judging, scanning and writing a
@@ -483,12 +479,9 @@ mod tests {
         )
         .unwrap();
         let known = KnownLists::new(&settings);
-        let old = CachedList::new("git", Arc::new(vec![serde_json::json!({"name": "old"})]), 1);
-        let live = known.observe(
-            "git",
-            &Arc::new(vec![serde_json::json!({"name": "new"})]),
-            "k",
-        );
+        let tool = |n: &str| Tool::from_value(&serde_json::json!({"name": n})).unwrap();
+        let old = CachedList::new("git", Arc::new(vec![tool("old")]), 1);
+        let live = known.observe("git", &Arc::new(vec![tool("new")]), "k");
         assert!(live.live);
         // A copy read from disk while the live list came in loses to it.
         let got = known.install_from_disk(old);

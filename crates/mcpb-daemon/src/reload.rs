@@ -39,7 +39,7 @@ pub(crate) fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
             next.runtime.root.display()
         ));
     }
-    let known = |up: &str| broker.known.cached(up).map(|e| e.tools().to_vec());
+    let known = |up: &str| broker.known.cached(up).map(|e| e.list.tools.clone());
     let problems: Vec<String> = next
         .profiles
         .values()

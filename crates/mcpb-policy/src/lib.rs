@@ -7,7 +7,7 @@
 #![forbid(unsafe_code)]
 
 use mcpb_config::{NameStyle, ProfileSettings, UpstreamSettings};
-use serde_json::Value;
+use mcpb_protocol::Tool;
 
 /// `<upstream>.<tool>`: how allowlists, pins and status name a tool whatever style a client sees.
 pub fn dotted(upstream: &str, tool: &str) -> String {
@@ -26,27 +26,19 @@ pub fn qualify(style: NameStyle, upstream: &str, tool: &str) -> String {
 
 /// Read-only only when the config says so, or the upstream's annotations are trusted and say
 /// so; everything else is treated as able to change something.
-pub fn is_read_only(upstream: &UpstreamSettings, tool: &Value) -> bool {
-    let name = tool.get("name").and_then(Value::as_str);
-    if name.is_some_and(|n| upstream.read_only_tools.iter().any(|r| r == n)) {
+pub fn is_read_only(upstream: &UpstreamSettings, tool: &Tool) -> bool {
+    if upstream.read_only_tools.iter().any(|r| r == tool.name()) {
         return true;
     }
-    upstream.trust_annotations
-        && tool
-            .get("annotations")
-            .and_then(|a| a.get("readOnlyHint"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
+    upstream.trust_annotations && tool.read_only_hint()
 }
 
 /// Whether `profile` may see and call this tool of `upstream`.
-pub fn allows(profile: &ProfileSettings, upstream: &UpstreamSettings, tool: &Value) -> bool {
+pub fn allows(profile: &ProfileSettings, upstream: &UpstreamSettings, tool: &Tool) -> bool {
     if !upstream.enabled() || !profile.upstreams.iter().any(|u| u == &upstream.name) {
         return false;
     }
-    let Some(tool_name) = tool.get("name").and_then(Value::as_str) else {
-        return false;
-    };
+    let tool_name = tool.name();
     // What the upstream does not offer is hidden like an unknown tool, whatever the profile.
     if !upstream.tool_filter.admits(tool_name) {
         return false;
@@ -64,7 +56,7 @@ pub fn allows(profile: &ProfileSettings, upstream: &UpstreamSettings, tool: &Val
 pub fn max_tools_problem(
     settings: &mcpb_config::Settings,
     profile: &ProfileSettings,
-    list_of: &dyn Fn(&str) -> Option<Vec<Value>>,
+    list_of: &dyn Fn(&str) -> Option<std::sync::Arc<Vec<Tool>>>,
 ) -> Option<String> {
     profile.max_tools?;
     let mut names = Vec::new();
@@ -73,11 +65,13 @@ pub fn max_tools_problem(
         .iter()
         .filter_map(|u| settings.upstreams.get(u))
     {
-        for tool in list_of(&up.name).unwrap_or_default() {
-            if allows(profile, up, &tool)
-                && let Some(n) = tool.get("name").and_then(Value::as_str)
-            {
-                names.push(qualify(profile.broker_tool_name_style, &up.name, n));
+        for tool in list_of(&up.name).iter().flat_map(|l| l.iter()) {
+            if allows(profile, up, tool) {
+                names.push(qualify(
+                    profile.broker_tool_name_style,
+                    &up.name,
+                    tool.name(),
+                ));
             }
         }
     }
@@ -111,6 +105,11 @@ mod tests {
     use super::*;
     use mcpb_config::{ConfigSource, ResolveContext, load_str};
     use serde_json::json;
+    use std::sync::Arc;
+
+    fn def(v: serde_json::Value) -> Tool {
+        Tool::from_value(&v).unwrap()
+    }
 
     fn load(text: &str) -> mcpb_config::Settings {
         load_str(
@@ -147,12 +146,12 @@ profiles:
         let s = load(text);
         let up = &s.upstreams["gh"];
         let p = &s.profiles["rw"];
-        let tool = |n: &str| json!({"name": n, "annotations": {"readOnlyHint": true}});
+        let tool = |n: &str| def(json!({"name": n, "annotations": {"readOnlyHint": true}}));
         assert!(allows(p, up, &tool("get_issue")));
         assert!(allows(p, up, &tool("list_repos")));
         assert!(!allows(p, up, &tool("get_secret_key")), "denied wins");
         assert!(!allows(p, up, &tool("create_issue")), "not allowed");
-        let none = |_: &str| Some(vec![tool("get_issue"), tool("create_issue")]);
+        let none = |_: &str| Some(Arc::new(vec![tool("get_issue"), tool("create_issue")]));
         let small = ProfileSettings {
             max_tools: Some(1),
             ..p.clone()
@@ -175,14 +174,14 @@ profiles:
   compact: {max_tools: 1, compact_tools_enabled: true}
 "#;
         let s = load(text);
-        let ro = json!({"name": "r", "annotations": {"readOnlyHint": true}});
-        let one = |_: &str| Some(vec![ro.clone(), json!({"name": "w"})]);
+        let ro = def(json!({"name": "r", "annotations": {"readOnlyHint": true}}));
+        let one = |_: &str| Some(Arc::new(vec![ro.clone(), def(json!({"name": "w"}))]));
         assert_eq!(
             max_tools_problem(&s, &s.profiles["raw"], &one),
             None,
             "w is hidden"
         );
-        let two = |_: &str| Some(vec![ro.clone(), ro.clone()]);
+        let two = |_: &str| Some(Arc::new(vec![ro.clone(), ro.clone()]));
         let msg = max_tools_problem(&s, &s.profiles["raw"], &two).unwrap();
         assert!(
             msg.starts_with("profile 'raw' exposes 2 tools, more than its max_tools (1): a.r, a.r"),
@@ -208,9 +207,9 @@ profiles:
         let s = settings();
         let (ro, rw) = (&s.profiles["ro"], &s.profiles["rw"]);
         let (t, u) = (&s.upstreams["trusted"], &s.upstreams["untrusted"]);
-        let read = json!({"name": "read_it", "annotations": {"readOnlyHint": true}});
-        let write = json!({"name": "write_it", "annotations": {"readOnlyHint": false}});
-        let other = json!({"name": "other_write"});
+        let read = def(json!({"name": "read_it", "annotations": {"readOnlyHint": true}}));
+        let write = def(json!({"name": "write_it", "annotations": {"readOnlyHint": false}}));
+        let other = def(json!({"name": "other_write"}));
         assert!(allows(ro, t, &read));
         assert!(allows(ro, t, &write), "allowlisted");
         assert!(!allows(ro, t, &other));
@@ -219,7 +218,7 @@ profiles:
             "annotations of an untrusted upstream do not count"
         );
         assert!(
-            allows(ro, u, &json!({"name": "declared_read"})),
+            allows(ro, u, &def(json!({"name": "declared_read"}))),
             "config marks it read-only"
         );
         assert!(allows(rw, t, &other));

@@ -2,7 +2,7 @@
 //! strings are text. serde_json reads raw values without its depth limit and lets a lone UTF-16
 //! surrogate escape through, so a call's arguments could reach an upstream that chokes on them
 //! (and the caller would wait the whole call timeout) although the broker itself would refuse
-//! the same text from an upstream. Also: parsed values held for long made as small as they can be.
+//! the same text from an upstream.
 
 /// The deepest nesting the broker reads anywhere (serde_json's own limit).
 pub const MAX_DEPTH: usize = 128;
@@ -73,41 +73,9 @@ pub fn check_text(raw: &str) -> Result<(), JsonTextError> {
     Ok(())
 }
 
-/// Rebuilds every object in `value` with room for exactly its members, and every array with
-/// no spare slots. A parsed object keeps the capacity it grew into while it was read (up to
-/// twice its members, entries and index alike), which a tool list held for the daemon's lifetime
-/// would carry for nothing. Order and content are unchanged.
-pub fn compact(value: &mut serde_json::Value) {
-    match value {
-        serde_json::Value::Object(map) => {
-            let members = std::mem::take(map);
-            *map = members
-                .into_iter()
-                .map(|(k, mut v)| {
-                    compact(&mut v);
-                    (k, v)
-                })
-                .collect();
-        }
-        serde_json::Value::Array(items) => {
-            items.iter_mut().for_each(compact);
-            items.shrink_to_fit();
-        }
-        _ => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn compacting_keeps_order_and_content() {
-        let text = r#"{"name":"a","z":1,"inputSchema":{"type":"object","properties":{"b":{"type":"string"},"a":{}}},"list":[1,{"y":2,"x":[]}]}"#;
-        let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
-        compact(&mut v);
-        assert_eq!(serde_json::to_string(&v).unwrap(), text);
-    }
 
     fn nested(n: usize) -> String {
         format!("{}{}", "[".repeat(n), "]".repeat(n))

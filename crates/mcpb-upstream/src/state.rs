@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use mcpb_config::Lifecycle;
-use serde_json::Value;
 
 use crate::health::Health;
 use crate::instance::Instance;
@@ -28,7 +27,7 @@ pub(crate) struct State {
     pub(crate) session_gates: HashMap<u64, StartGate>,
     pub(crate) per_call: Vec<Arc<Instance>>,
     /// The last tool list the upstream sent (the daemon's catalog judges it).
-    pub(crate) tools: Option<Arc<Vec<Value>>>,
+    pub(crate) tools: Option<Arc<Vec<mcpb_protocol::Tool>>>,
     /// How the next start speaks to the upstream.
     pub(crate) probe: Probe,
     /// A background start after failures is under way (lists never wait for one).

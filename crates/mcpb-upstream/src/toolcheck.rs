@@ -1,6 +1,7 @@
 //! One tool definition from an upstream's list, checked on its own: readable JSON within the
 //! parser's depth, an object, and a name within MCP's rules. A tool that fails is refused alone.
 
+use mcpb_protocol::Tool;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -23,7 +24,7 @@ pub(crate) fn shown(name: &str) -> String {
     escaped.chars().take(128).collect()
 }
 
-pub(crate) fn accept(raw: &RawValue, index: usize) -> Result<Value, RejectedTool> {
+pub(crate) fn accept(raw: &RawValue, index: usize) -> Result<Tool, RejectedTool> {
     #[derive(serde::Deserialize)]
     struct NameOnly {
         #[serde(default)]
@@ -46,11 +47,7 @@ pub(crate) fn accept(raw: &RawValue, index: usize) -> Result<Value, RejectedTool
         Some(n) if !valid_name(n) => Err(refuse(
             "the name breaks MCP's rules (1-128 of A-Z a-z 0-9 _ - . /)".into(),
         )),
-        Some(_) => {
-            let mut tool = tool;
-            mcpb_protocol::json::compact(&mut tool);
-            Ok(tool)
-        }
+        Some(_) => Tool::from_value(&tool).map_err(|e| refuse(e.to_string())),
     }
 }
 

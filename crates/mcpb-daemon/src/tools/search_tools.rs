@@ -232,7 +232,7 @@ async fn search(view: &ProfileView, args: &Args) -> Value {
         .into_iter()
         .map(|i| {
             let t = &index.tools[i];
-            let def = t.definition();
+            let def = t.definition().to_value();
             let required = def
                 .get("inputSchema")
                 .and_then(|s| s.get("required"))

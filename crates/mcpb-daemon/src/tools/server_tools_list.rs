@@ -83,10 +83,10 @@ async fn list(ctx: &Ctx<'_>, args: &Args) -> Value {
         .skip(start)
         .take(PAGE)
         .map(|t| {
-            let def = t.definition();
+            let description = t.definition().description();
             json!({
                 "name": t.exposed,
-                "description": one_line(def.get("description").and_then(Value::as_str).unwrap_or("")),
+                "description": one_line(description.as_deref().unwrap_or("")),
                 "mutating": t.mutating,
             })
         })

@@ -102,7 +102,7 @@ fn claim_lists(
 }
 
 /// An upstream's name, what search reads of it besides its tools, and its known list.
-type UpstreamList = (String, String, Arc<Vec<serde_json::Value>>);
+type UpstreamList = (String, String, Arc<Vec<mcpb_protocol::Tool>>);
 
 /// What search reads of a tool's upstream besides its tools: name, description and tags.
 fn server_text(up: &mcpb_config::UpstreamSettings) -> String {
@@ -143,7 +143,7 @@ impl ListEmbedder {
         });
     }
 
-    fn embed(&self, list: &[serde_json::Value]) {
+    fn embed(&self, list: &[mcpb_protocol::Tool]) {
         let Some(model) = mcpb_catalog::embed::loaded() else {
             return;
         };
@@ -165,10 +165,13 @@ impl ListEmbedder {
 }
 
 /// What the static model reads of each tool of `upstream`'s list, once each.
-fn embed_texts(upstream: &str, server_text: &str, list: &[serde_json::Value]) -> Vec<String> {
+fn embed_texts(upstream: &str, server_text: &str, list: &[mcpb_protocol::Tool]) -> Vec<String> {
     let mut texts: Vec<String> = list
         .iter()
-        .map(|t| mcpb_catalog::ToolDoc::from_definition("", upstream, server_text, t).embed_text())
+        .map(|t| {
+            mcpb_catalog::ToolDoc::from_definition("", upstream, server_text, &t.to_value())
+                .embed_text()
+        })
         .collect();
     texts.sort_unstable();
     texts.dedup();
@@ -283,7 +286,7 @@ impl ProfileView {
                     &t.exposed,
                     &up.name,
                     &server_text(up),
-                    t.definition(),
+                    &t.definition().to_value(),
                 )
             })
             .collect();

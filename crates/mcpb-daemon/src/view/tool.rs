@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use mcpb_config::{ProfileSettings, UpstreamSettings};
+use mcpb_protocol::Tool;
 use mcpb_upstream::Upstream;
 use serde_json::Value;
 
@@ -54,21 +55,15 @@ pub(crate) struct Listed<'a>(&'a VisibleTool);
 impl serde::Serialize for Listed<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let def = self.0.definition();
-        let Some(obj) = def.as_object() else {
-            return def.serialize(s);
-        };
-        let named = obj.contains_key("name");
-        let mut map = s.serialize_map(Some(obj.len() + usize::from(!named)))?;
-        for (k, v) in obj {
+        // The members' values are written as the text they are held as, never parsed.
+        let members = self.0.definition().members();
+        let mut map = s.serialize_map(Some(members.len()))?;
+        for (k, v) in &members {
             if k == "name" {
                 map.serialize_entry(k, &self.0.exposed)?;
             } else {
                 map.serialize_entry(k, v)?;
             }
-        }
-        if !named {
-            map.serialize_entry("name", &self.0.exposed)?;
         }
         map.end()
     }
@@ -98,10 +93,9 @@ impl VisibleTool {
             .iter()
             .enumerate()
             .filter(|(i, _)| sees(profile, up, entry, *i))
-            .filter_map(|(i, t)| {
-                let name = t.get("name").and_then(Value::as_str)?;
-                let exposed = exposed_name(profile, &up.name, name);
-                Some(Self::new(upstream, entry, i, exposed))
+            .map(|(i, t)| {
+                let exposed = exposed_name(profile, &up.name, t.name());
+                Self::new(upstream, entry, i, exposed)
             })
             .collect()
     }
@@ -120,11 +114,10 @@ impl VisibleTool {
             .index_of(tool_part)
             .filter(|_| exposed.len() < mcpb_catalog::names::MAX_NAME);
         let index = direct.or_else(|| {
-            entry.tools().iter().position(|t| {
-                t.get("name")
-                    .and_then(Value::as_str)
-                    .is_some_and(|n| exposed_name(profile, up_name, n) == exposed)
-            })
+            entry
+                .tools()
+                .iter()
+                .position(|t| exposed_name(profile, up_name, t.name()) == exposed)
         })?;
         if !sees(profile, upstream.settings(), entry, index) {
             return None;
@@ -132,15 +125,12 @@ impl VisibleTool {
         Some(Self::new(upstream, entry, index, exposed.to_string()))
     }
 
-    pub(crate) fn definition(&self) -> &Value {
+    pub(crate) fn definition(&self) -> &Tool {
         &self.entry.tools()[self.index]
     }
 
     pub(crate) fn tool_name(&self) -> &str {
-        self.definition()
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
+        self.definition().name()
     }
 
     /// Pinned tools are written in dotted form whatever style the client sees.
@@ -156,7 +146,7 @@ impl VisibleTool {
 
     /// The definition with its exposed name, as a client lists it.
     pub(crate) fn exposed_definition(&self) -> Value {
-        let mut def = self.definition().clone();
+        let mut def = self.definition().to_value();
         if let Some(obj) = def.as_object_mut() {
             obj.insert("name".into(), Value::String(self.exposed.clone()));
         }

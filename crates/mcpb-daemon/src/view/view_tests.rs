@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use mcpb_config::{ConfigSource, ResolveContext, load_str};
-use mcpb_protocol::BrokerRpcError;
+use mcpb_protocol::{BrokerRpcError, Tool};
 use serde_json::{Value, json};
 
 use super::{ProfileView, View};
@@ -85,6 +85,7 @@ profiles:
 fn observe(broker: &Broker, upstream: &str, tools: Vec<Value>) {
     let up = broker.config().upstreams[upstream].clone();
     let key = crate::known::listing_key(up.settings());
+    let tools = tools.iter().map(|t| Tool::from_value(t).unwrap()).collect();
     broker.known.observe(upstream, &Arc::new(tools), &key);
 }
 
@@ -307,7 +308,10 @@ fn only_the_newest_staged_list_is_observed_and_later_jobs_find_it_done() {
     let known = &f.broker.known;
     let list = |d: &str| {
         Arc::new(vec![
-            json!({"name": "log", "description": d, "inputSchema": {"type": "object"}}),
+            Tool::from_value(
+                &json!({"name": "log", "description": d, "inputSchema": {"type": "object"}}),
+            )
+            .unwrap(),
         ])
     };
     let (older, newer) = (list("Older log."), list("Newer log."));
@@ -350,7 +354,8 @@ async fn a_raw_listing_answers_from_lists_fetched_under_todays_settings() {
     f.broker.known.observe(
         "notes",
         &Arc::new(vec![
-            json!({"name": "read_note", "annotations": {"readOnlyHint": true}}),
+            Tool::from_value(&json!({"name": "read_note", "annotations": {"readOnlyHint": true}}))
+                .unwrap(),
         ]),
         "another command",
     );

@@ -7,7 +7,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use mcpb_protocol::message::to_raw;
-use serde_json::Value;
 
 use super::{REFRESH_WAIT, RejectedTool, Upstream};
 use crate::UpstreamError;
@@ -20,7 +19,7 @@ pub(crate) const REFRESH_SPACING: Duration = Duration::from_secs(1);
 
 /// A tool list as accepted: the usable definitions and the ones refused.
 pub(crate) struct ToolList {
-    pub tools: Vec<Value>,
+    pub tools: Vec<mcpb_protocol::Tool>,
     pub rejected: Vec<RejectedTool>,
 }
 

@@ -568,7 +568,10 @@ impl Upstream {
 
     /// The upstream's tools as it sent them: from the cache when fresh, else from a running
     /// instance (started if needed; a per-call upstream gets one just for the listing).
-    pub async fn tools(self: &Arc<Self>, session: u64) -> Result<Arc<Vec<Value>>, UpstreamError> {
+    pub async fn tools(
+        self: &Arc<Self>,
+        session: u64,
+    ) -> Result<Arc<Vec<mcpb_protocol::Tool>>, UpstreamError> {
         self.check_enabled()?;
         let stale = self.tools_stale.load(Ordering::SeqCst);
         if !stale && let Some(t) = self.state.lock().tools.clone() {
