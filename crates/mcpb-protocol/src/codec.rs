@@ -11,6 +11,13 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 /// Bytes of a refused line kept to say which request it was.
 const REFUSED_HEAD: usize = 64;
 
+/// What a reader's buffer starts with, and the most it keeps between frames: one large frame (a
+/// tool list of thousands of tools) would otherwise leave every upstream's and client's reader
+/// holding its size for good. Frames up to this size reuse the buffer; larger ones are rare
+/// and cost one allocation each.
+const BUF_START: usize = 8 * 1024;
+const BUF_KEEP: usize = 64 * 1024;
+
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
     #[error("frame exceeds the {limit}-byte limit")]
@@ -58,7 +65,7 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
     pub fn new(inner: R, limit: usize) -> Self {
         Self {
             inner,
-            buf: Vec::with_capacity(8 * 1024),
+            buf: Vec::with_capacity(BUF_START),
             limit,
             complete: false,
             refused_whole: false,
@@ -99,6 +106,9 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
         loop {
             if self.complete {
                 self.buf.clear();
+                if self.buf.capacity() > BUF_KEEP {
+                    self.buf = Vec::with_capacity(BUF_START);
+                }
                 self.skipping = None;
                 self.skip_ending = 0;
                 self.complete = false;
@@ -338,6 +348,19 @@ mod tests {
         client.write_all(b"1}\n{\"second\":2}\n").await.unwrap();
         assert_eq!(r.next_frame().await.unwrap(), Some(&b"{\"first\":1}"[..]));
         assert_eq!(r.next_frame().await.unwrap(), Some(&b"{\"second\":2}"[..]));
+    }
+
+    #[tokio::test]
+    async fn a_large_frame_does_not_leave_its_buffer_behind() {
+        let mut input = vec![b'x'; 300 * 1024];
+        input.extend_from_slice(b"\nsmall\n");
+        let mut r = FrameReader::new(tokio::io::BufReader::new(&input[..]), 1 << 20);
+        assert_eq!(
+            r.next_frame().await.unwrap().map(<[u8]>::len),
+            Some(300 * 1024)
+        );
+        assert_eq!(r.next_frame().await.unwrap(), Some(&b"small"[..]));
+        assert!(r.buf.capacity() <= BUF_KEEP, "{}", r.buf.capacity());
     }
 
     #[tokio::test]
