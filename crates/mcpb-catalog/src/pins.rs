@@ -43,9 +43,9 @@ pub struct Judged {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Pin {
-    pub hash: String,
+    pub hash: PinHash,
     /// Hash without the name, to recognise a renamed tool.
-    pub body_hash: String,
+    pub body_hash: PinHash,
     pub approved_at_unix: u64,
     /// The approved definition, so a later change can be shown as a diff. Kept as JSON text:
     /// a parsed copy of every approved tool would double the daemon's memory for tool lists.
@@ -57,6 +57,57 @@ pub struct Pin {
     /// Recorded by store version 1, whose hash covered fewer fields; upgraded on first match.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub legacy: bool,
+}
+
+/// A pin's `sha256:<hex>` digest held as its 32 bytes (the daemon holds one pin per tool it
+/// knows, two digests each); any other text, from a store edited by hand, as it was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PinHash {
+    Sha256([u8; 32]),
+    Other(Box<str>),
+}
+
+impl PinHash {
+    pub fn new(text: &str) -> Self {
+        let mut bytes = [0u8; 32];
+        match text.strip_prefix("sha256:") {
+            // Lower case only: the text it gives back must be the one it was made from.
+            Some(hex)
+                if !hex.bytes().any(|b| b.is_ascii_uppercase())
+                    && hex::decode_to_slice(hex, &mut bytes).is_ok() =>
+            {
+                Self::Sha256(bytes)
+            }
+            _ => Self::Other(text.into()),
+        }
+    }
+}
+
+impl std::fmt::Display for PinHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Sha256(bytes) => write!(f, "sha256:{}", hex::encode(bytes)),
+            Self::Other(text) => f.write_str(text),
+        }
+    }
+}
+
+impl PartialEq<String> for PinHash {
+    fn eq(&self, other: &String) -> bool {
+        *self == PinHash::new(other)
+    }
+}
+
+impl Serialize for PinHash {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for PinHash {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Self::new(&String::deserialize(d)?))
+    }
 }
 
 /// The store format written now. Version 1 hashed part of each definition; its pins are read
@@ -328,8 +379,8 @@ pub fn marker(store: &Path) -> PathBuf {
 fn pin_of(tool: &Tool, now_unix: u64, explicit: bool) -> Pin {
     let (hash, body_hash) = definition_hashes(&tool.to_value());
     Pin {
-        hash,
-        body_hash,
+        hash: PinHash::new(&hash),
+        body_hash: PinHash::new(&body_hash),
         approved_at_unix: now_unix,
         definition: tool.raw().to_owned(),
         explicit,
@@ -522,6 +573,22 @@ mod tests {
             pins.judge("fs", &[meta_changed], &[], 3).0,
             vec![Some(Quarantine::Changed)]
         );
+    }
+
+    #[test]
+    fn digests_are_held_as_bytes_and_written_back_as_read() {
+        let d = crate::canonical::hash_text("x");
+        let h = PinHash::new(&d);
+        assert!(matches!(h, PinHash::Sha256(_)));
+        assert_eq!(h.to_string(), d);
+        assert!(h == d);
+        for odd in ["x", "sha256:AB", "sha256:abc", "md5:00"] {
+            let h = PinHash::new(odd);
+            assert!(matches!(h, PinHash::Other(_)), "{odd}");
+            assert_eq!(serde_json::to_string(&h).unwrap(), format!("\"{odd}\""));
+        }
+        let upper = format!("sha256:{}", "AB".repeat(32));
+        assert_eq!(PinHash::new(&upper).to_string(), upper);
     }
 
     #[test]

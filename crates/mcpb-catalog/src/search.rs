@@ -202,8 +202,7 @@ impl Index {
     /// it lacks added to it).
     pub fn build_cached(docs: &[ToolDoc], weights: Weights, cache: Option<&VectorCache>) -> Self {
         let mut lengths = Vec::with_capacity(docs.len());
-        let mut dict =
-            Dict::with_capacity_and_hasher(docs.len() * 4, BuildHasherDefault::default());
+        let mut dict = Dict::with_capacity_and_hasher(docs.len(), BuildHasherDefault::default());
         let mut postings: Vec<Vec<(u32, [u16; FIELDS])>> = Vec::new();
         let mut totals = [0f64; FIELDS];
         let mut seen: Vec<(u32, usize)> = Vec::new();
@@ -254,6 +253,10 @@ impl Index {
             }
             lengths.push(len);
         }
+        // Held until the next build: no room kept from growing (up to half of each).
+        dict.shrink_to_fit();
+        postings.iter_mut().for_each(Vec::shrink_to_fit);
+        postings.shrink_to_fit();
         let n = docs.len().max(1) as f64;
         let avg = std::array::from_fn(|f| ((totals[f] / n) as f32).max(1.0));
         let mut servers: HashMap<&str, u32> = HashMap::new();

@@ -39,6 +39,8 @@ struct State {
     entries: HashMap<Key, Entry>,
     /// New vectors since the last save.
     dirty: bool,
+    /// `entries` holds the file (false after `release`: the next use reads it again).
+    loaded: bool,
 }
 
 /// The vectors of one model, loaded from and saved to one file.
@@ -66,21 +68,14 @@ impl VectorCache {
     /// cache; an unreadable or malformed one is an empty cache and the error says why (the
     /// caller logs it; the next save replaces the file).
     pub fn open(path: PathBuf, model: &str, dim: usize) -> (Self, Option<CatalogError>) {
-        let mut state = State::default();
-        let error = match read_regular(&path, max_file(dim)) {
-            Ok(bytes) => match parse(&bytes, dim) {
-                Ok(entries) => {
-                    state.entries = entries;
-                    None
-                }
-                Err(reason) => Some(CatalogError::Corrupt {
-                    path: path.clone(),
-                    what: "vector cache",
-                    reason,
-                }),
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => Some(CatalogError::io(&path, e)),
+        let (entries, error) = match load(&path, dim) {
+            Ok(entries) => (entries, None),
+            Err(e) => (HashMap::new(), Some(e)),
+        };
+        let state = State {
+            entries,
+            dirty: false,
+            loaded: true,
         };
         let cache = Self {
             path,
@@ -90,6 +85,30 @@ impl VectorCache {
             writing: Mutex::new(()),
         };
         (cache, error)
+    }
+
+    /// The state, with the file read again if `release` dropped it (a file that no longer reads
+    /// is an empty cache: its vectors are computed again).
+    fn locked(&self) -> parking_lot::MutexGuard<'_, State> {
+        let mut state = self.state.lock();
+        if !state.loaded {
+            state.entries = load(&self.path, self.dim).unwrap_or_default();
+            state.loaded = true;
+        }
+        state
+    }
+
+    /// Drops the vectors from memory once they are all in the file: a daemon whose search index
+    /// holds its tools' vectors would otherwise hold each twice. The next use reads the file.
+    /// Nothing is dropped while vectors wait to be saved.
+    pub fn release(&self) {
+        // After any save under way: its vectors are in the file when it is read again.
+        let _one = self.writing.lock();
+        let mut state = self.state.lock();
+        if state.loaded && !state.dirty {
+            state.entries = HashMap::new();
+            state.loaded = false;
+        }
     }
 
     fn key(&self, text: &str) -> Key {
@@ -114,7 +133,7 @@ impl VectorCache {
         let mut out: Vec<Option<Box<[f32]>>> = Vec::with_capacity(texts.len());
         let mut missing = Vec::new();
         {
-            let state = self.state.lock();
+            let state = self.locked();
             for (i, k) in keys.iter().enumerate() {
                 match state.entries.get(k) {
                     Some(e) => out.push(Some(e.vector.clone())),
@@ -128,7 +147,7 @@ impl VectorCache {
         if !missing.is_empty() {
             let wanted: Vec<&str> = missing.iter().map(|i| texts[*i].1).collect();
             let made = embed(&wanted);
-            let mut state = self.state.lock();
+            let mut state = self.locked();
             let mut owner: Option<std::sync::Arc<str>> = None;
             for (i, v) in missing.iter().zip(made) {
                 let v: Box<[f32]> = v.into_boxed_slice();
@@ -161,7 +180,7 @@ impl VectorCache {
     /// held are dropped.
     pub fn claim(&self, upstream: &str, texts: &[&str]) {
         let live: std::collections::HashSet<Key> = texts.iter().map(|t| self.key(t)).collect();
-        let mut state = self.state.lock();
+        let mut state = self.locked();
         let before = state.entries.len();
         state
             .entries
@@ -173,7 +192,7 @@ impl VectorCache {
 
     /// Drops the vectors of upstreams not in `live` (removed or renamed in the configuration).
     pub fn keep_owners(&self, live: &std::collections::HashSet<&str>) {
-        let mut state = self.state.lock();
+        let mut state = self.locked();
         let before = state.entries.len();
         state.entries.retain(|_, e| live.contains(&*e.owner));
         if state.entries.len() != before {
@@ -205,13 +224,26 @@ impl VectorCache {
         &self.path
     }
 
-    /// Vectors held.
+    /// Vectors held (in memory, or in the file after `release`).
     pub fn len(&self) -> usize {
-        self.state.lock().entries.len()
+        self.locked().entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// The vectors in `path`; a missing file is an empty cache.
+fn load(path: &Path, dim: usize) -> Result<HashMap<Key, Entry>, CatalogError> {
+    match read_regular(path, max_file(dim)) {
+        Ok(bytes) => parse(&bytes, dim).map_err(|reason| CatalogError::Corrupt {
+            path: path.to_path_buf(),
+            what: "vector cache",
+            reason,
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(HashMap::new()),
+        Err(e) => Err(CatalogError::io(path, e)),
     }
 }
 
@@ -368,6 +400,27 @@ mod tests {
         let (again, err) = VectorCache::open(dir.path().join("v.bin"), "m", 3);
         assert!(err.is_none());
         assert_eq!(again.len(), 2);
+    }
+
+    #[test]
+    fn released_vectors_are_read_back_and_unsaved_ones_are_never_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let calls = std::cell::Cell::new(0);
+        let (cache, _) = VectorCache::open(dir.path().join("v.bin"), "m", 3);
+        cache.vectors(&[("a", "ab"), ("a", "abc")], embed_counting(&calls));
+        // Not saved yet: release keeps them.
+        cache.release();
+        assert!(cache.state.lock().loaded);
+        cache.save().unwrap();
+        cache.release();
+        assert!(cache.state.lock().entries.is_empty());
+        let got = cache.vectors(&[("a", "abc"), ("a", "new")], embed_counting(&calls));
+        assert_eq!(calls.get(), 3, "only the new text is embedded");
+        assert_eq!(&*got[0], &[3.0, 1.0, 2.0]);
+        cache.claim("a", &["new"]);
+        cache.save().unwrap();
+        cache.release();
+        assert_eq!(cache.len(), 1);
     }
 
     #[test]

@@ -11,11 +11,11 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 /// Bytes of a refused line kept to say which request it was.
 const REFUSED_HEAD: usize = 64;
 
-/// What a reader's buffer starts with, and the most it keeps between frames: one large frame (a
-/// tool list of thousands of tools) would otherwise leave every upstream's and client's reader
-/// holding its size for good. Frames up to this size reuse the buffer; larger ones are rare
-/// and cost one allocation each.
-const BUF_START: usize = 8 * 1024;
+/// The most a reader's buffer keeps between frames: one large frame (a tool list of thousands of
+/// tools) would otherwise leave every upstream's and client's reader holding its size for good.
+/// Frames up to this size reuse the buffer; larger ones are rare and cost one allocation each.
+/// The buffer starts empty and grows to the frames read: a daemon holds two readers per upstream
+/// (its output and its stderr) and one per client, most of them reading small lines.
 const BUF_KEEP: usize = 64 * 1024;
 
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +65,7 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
     pub fn new(inner: R, limit: usize) -> Self {
         Self {
             inner,
-            buf: Vec::with_capacity(BUF_START),
+            buf: Vec::new(),
             limit,
             complete: false,
             refused_whole: false,
@@ -107,7 +107,7 @@ impl<R: AsyncBufRead + Unpin> FrameReader<R> {
             if self.complete {
                 self.buf.clear();
                 if self.buf.capacity() > BUF_KEEP {
-                    self.buf = Vec::with_capacity(BUF_START);
+                    self.buf = Vec::new();
                 }
                 self.skipping = None;
                 self.skip_ending = 0;

@@ -82,7 +82,8 @@ impl Drop for Reading<'_> {
 pub(crate) async fn stderr_loop(name: String, stderr: ChildStderr, tail: Arc<StderrTail>) {
     tail.readers.fetch_add(1, Ordering::SeqCst);
     let _reading = Reading(&tail);
-    let mut frames = FrameReader::new(BufReader::new(stderr), STDERR_LINE);
+    // Log lines are short and come seldom: a small buffer, held by every running upstream.
+    let mut frames = FrameReader::new(BufReader::with_capacity(1024, stderr), STDERR_LINE);
     let mut budget = LogBudget::new(STDERR_LINES_PER_SEC);
     // Secrets are taken out of each line before it goes anywhere, with what came before in
     // view: a secret written across several lines is found in each of them.

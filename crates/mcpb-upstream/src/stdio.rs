@@ -136,7 +136,7 @@ pub(crate) async fn write_loop(
     stall: Duration,
     stop: Arc<Notify>,
 ) {
-    let mut out = BufWriter::with_capacity(16 * 1024, stdin);
+    let mut out = BufWriter::with_capacity(8 * 1024, stdin);
     loop {
         tokio::select! {
             biased;
@@ -168,7 +168,9 @@ pub(crate) async fn write_loop(
 }
 
 pub(crate) async fn read_loop(stdout: impl AsyncRead + Unpin, ctx: Arc<ReadCtx>) {
-    let mut frames = FrameReader::new(BufReader::with_capacity(16 * 1024, stdout), ctx.limit);
+    // tokio's default size: a bigger buffer saves a few reads on a large answer but is held
+    // (zeroed, so resident) by every running upstream.
+    let mut frames = FrameReader::new(BufReader::with_capacity(8 * 1024, stdout), ctx.limit);
     let mut bad_lines = 0u32;
     loop {
         if bad_lines >= MAX_BAD_LINES {

@@ -161,6 +161,8 @@ impl ListEmbedder {
         if let Err(e) = cache.save() {
             tracing::warn!(error = %e, "tool embeddings not kept for the next start");
         }
+        // The search index holds the vectors it uses; the file keeps the rest.
+        cache.release();
     }
 }
 
@@ -336,6 +338,11 @@ impl ProfileView {
                 #[cfg(feature = "semantic-minilm")]
                 kept.extend(deep.as_deref());
                 claim_lists(&kept, &lists, &configured);
+                // The index holds the static vectors it uses; the file keeps them for the next
+                // build. (The transformer's cache is read at search time: it stays.)
+                if let Some(cache) = &cache {
+                    cache.release();
+                }
                 #[cfg(feature = "semantic-minilm")]
                 let index = match deep {
                     Some(deep) => {
