@@ -56,7 +56,12 @@ pub fn hash_list(items: &[mcpb_protocol::Tool]) -> String {
         if i > 0 {
             digest.update(b",");
         }
-        digest.update(canonical(&item.to_value()).as_bytes());
+        // A definition that does not parse (its making rules that out) is hashed as its text:
+        // never equal to a parsed one's canonical form.
+        match item.parsed() {
+            Ok(v) => digest.update(canonical(&v).as_bytes()),
+            Err(_) => digest.update(item.json().as_bytes()),
+        }
     }
     digest.update(b"]");
     format!("sha256:{}", hex::encode(digest.finalize()))

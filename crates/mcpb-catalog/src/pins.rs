@@ -265,7 +265,10 @@ impl Pins {
                             if is_flagged(i) {
                                 return Some(Quarantine::Flagged);
                             }
-                            entry.insert(tool.name().to_string(), pin_of(tool, now_unix, false));
+                            let Some(pin) = pin_of(tool, now_unix, false) else {
+                                return Some(Quarantine::Changed);
+                            };
+                            entry.insert(tool.name().to_string(), pin);
                             None
                         })
                         .collect();
@@ -286,16 +289,20 @@ impl Pins {
             .enumerate()
             .map(|(i, tool)| {
                 let name = tool.name();
-                // Parsed one at a time: a list of thousands is never held parsed.
-                let value = tool.to_value();
+                // Parsed one at a time: a list of thousands is never held parsed. What does not
+                // parse matches no pin.
+                let Ok(value) = tool.parsed() else {
+                    return Some(Quarantine::Changed);
+                };
                 let (whole, body) = definition_hashes(&value);
+                let (whole, body) = (PinHash::new(&whole), PinHash::new(&body));
                 if let Some(pin) = pinned.get_mut(name)
                     && pin.legacy
                     && pin.hash == legacy_hash(&value)
+                    && let Some(upgraded) = pin_of(tool, pin.approved_at_unix, pin.explicit)
                 {
                     // Approved under version 1 and unchanged in what it covered.
-                    let explicit = pin.explicit;
-                    *pin = pin_of(tool, pin.approved_at_unix, explicit);
+                    *pin = upgraded;
                     changed = true;
                 }
                 match pinned.get(name) {
@@ -337,7 +344,9 @@ impl Pins {
         if let Some(old) = renamed_from {
             entry.remove(old);
         }
-        entry.insert(name.to_string(), pin_of(tool, now_unix, true));
+        if let Some(pin) = pin_of(tool, now_unix, true) {
+            entry.insert(name.to_string(), pin);
+        }
     }
 
     /// Starts over with an empty store (used to repair an unreadable one, on request only).
@@ -376,16 +385,17 @@ pub fn marker(store: &Path) -> PathBuf {
     store.with_extension("used")
 }
 
-fn pin_of(tool: &Tool, now_unix: u64, explicit: bool) -> Pin {
-    let (hash, body_hash) = definition_hashes(&tool.to_value());
-    Pin {
+/// `None` when the definition does not parse (its making rules that out): nothing is pinned.
+fn pin_of(tool: &Tool, now_unix: u64, explicit: bool) -> Option<Pin> {
+    let (hash, body_hash) = definition_hashes(&tool.parsed().ok()?);
+    Some(Pin {
         hash: PinHash::new(&hash),
         body_hash: PinHash::new(&body_hash),
         approved_at_unix: now_unix,
         definition: tool.raw().to_owned(),
         explicit,
         legacy: false,
-    }
+    })
 }
 
 /// A line diff of two definitions, pretty-printed with sorted keys: `-` approved, `+` now.

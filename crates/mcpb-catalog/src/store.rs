@@ -20,6 +20,7 @@ pub struct CachedList {
     /// `sha256:` of the canonical tool list.
     pub hash: String,
     pub fetched_at_unix: u64,
+    #[serde(deserialize_with = "tools_that_are_tools")]
     pub tools: Arc<Vec<Tool>>,
     /// A fingerprint of the upstream's settings that decide what it lists (its command, its
     /// environment...) when the list was fetched: a list fetched under other settings may
@@ -39,6 +40,20 @@ impl CachedList {
             config: None,
         }
     }
+}
+
+/// A list's entries that are tools: copies written by older versions may hold an entry without
+/// a name, which was never shown; it is dropped, not the whole list.
+fn tools_that_are_tools<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Arc<Vec<Tool>>, D::Error> {
+    let items = Vec::<Value>::deserialize(d)?;
+    Ok(Arc::new(
+        items
+            .iter()
+            .filter_map(|v| Tool::from_value(v).ok())
+            .collect(),
+    ))
 }
 
 #[derive(Debug, Clone)]
@@ -164,6 +179,13 @@ mod tests {
         let list = CachedList::new("git", Arc::new(vec![log]), 42);
         store.save(&list).unwrap();
         assert_eq!(store.load("git").unwrap(), Some(list));
+        // An older copy with an entry that is no tool keeps the rest.
+        let old = json!({"upstream": "git", "hash": "sha256:0", "fetched_at_unix": 1,
+            "tools": [{"name": "log"}, {"title": "nameless"}, 3]});
+        std::fs::write(dir.path().join("catalog/git.json"), old.to_string()).unwrap();
+        let read = store.load("git").unwrap().unwrap();
+        assert_eq!(read.tools.len(), 1);
+        assert_eq!(read.tools[0].name(), "log");
         std::fs::write(dir.path().join("catalog/git.json"), "{").unwrap();
         assert!(matches!(
             store.load("git"),

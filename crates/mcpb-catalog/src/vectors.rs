@@ -41,6 +41,10 @@ struct State {
     dirty: bool,
     /// `entries` holds the file (false after `release`: the next use reads it again).
     loaded: bool,
+    /// Vectors in the file when they were released (what `len` says until the next use).
+    released: usize,
+    /// Why the file did not read back after a release, for the caller to report.
+    error: Option<CatalogError>,
 }
 
 /// The vectors of one model, loaded from and saved to one file.
@@ -74,8 +78,8 @@ impl VectorCache {
         };
         let state = State {
             entries,
-            dirty: false,
             loaded: true,
+            ..State::default()
         };
         let cache = Self {
             path,
@@ -92,10 +96,22 @@ impl VectorCache {
     fn locked(&self) -> parking_lot::MutexGuard<'_, State> {
         let mut state = self.state.lock();
         if !state.loaded {
-            state.entries = load(&self.path, self.dim).unwrap_or_default();
             state.loaded = true;
+            match load(&self.path, self.dim) {
+                Ok(entries) => state.entries = entries,
+                Err(e) => {
+                    // Computed again and written again at the next save.
+                    state.error = Some(e);
+                    state.dirty = true;
+                }
+            }
         }
         state
+    }
+
+    /// Why the file did not read back after a release, once.
+    pub fn take_error(&self) -> Option<CatalogError> {
+        self.state.lock().error.take()
     }
 
     /// Drops the vectors from memory once they are all in the file: a daemon whose search index
@@ -106,6 +122,7 @@ impl VectorCache {
         let _one = self.writing.lock();
         let mut state = self.state.lock();
         if state.loaded && !state.dirty {
+            state.released = state.entries.len();
             state.entries = HashMap::new();
             state.loaded = false;
         }
@@ -226,7 +243,12 @@ impl VectorCache {
 
     /// Vectors held (in memory, or in the file after `release`).
     pub fn len(&self) -> usize {
-        self.locked().entries.len()
+        let state = self.state.lock();
+        if state.loaded {
+            state.entries.len()
+        } else {
+            state.released
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -421,6 +443,16 @@ mod tests {
         cache.save().unwrap();
         cache.release();
         assert_eq!(cache.len(), 1);
+        assert!(!cache.state.lock().loaded, "len reads no file");
+        // A file that no longer reads back: computed again, reported once, written again.
+        std::fs::write(cache.path(), b"junk").unwrap();
+        cache.vectors(&[("a", "new")], embed_counting(&calls));
+        assert_eq!(calls.get(), 4);
+        assert!(cache.take_error().is_some());
+        assert!(cache.take_error().is_none());
+        cache.save().unwrap();
+        let (again, err) = VectorCache::open(cache.path().to_path_buf(), "m", 3);
+        assert!(err.is_none() && again.len() == 1);
     }
 
     #[test]

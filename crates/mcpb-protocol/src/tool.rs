@@ -78,10 +78,16 @@ impl Tool {
         &self.json
     }
 
-    /// The whole definition, parsed.
+    /// The whole definition, parsed: the same value it was made from (serde_json's
+    /// `float_roundtrip` reads every number it writes back as the same number).
+    pub fn parsed(&self) -> Result<Value, NotATool> {
+        serde_json::from_str(self.json.get()).map_err(|e| NotATool::Unreadable(e.to_string()))
+    }
+
+    /// The whole definition for reading (search, describe); `Null` only if it failed to parse,
+    /// which its making rules out. Decisions (pins, hashes) use `parsed`.
     pub fn to_value(&self) -> Value {
-        // The text was written from a `Value`: it parses. `Null` would only stand for a bug.
-        serde_json::from_str(self.json.get()).unwrap_or(Value::Null)
+        self.parsed().unwrap_or(Value::Null)
     }
 
     /// One member of the definition, parsed (`description`, `inputSchema`...).
@@ -224,6 +230,17 @@ mod tests {
         assert_eq!(serde_json::to_string(&t).unwrap(), t.json());
         let back: Tool = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
         assert_eq!(back, t);
+    }
+
+    #[test]
+    fn numbers_read_back_as_the_same_numbers() {
+        // f32::MAX as schema generators write it, a 17-digit float, an integer past u64.
+        let text = r#"{"name":"n","a":3.4028234663852886e38,"b":97.454309730877213,"c":123456789012345678901234567890,"d":-0.0,"e":18446744073709551615}"#;
+        let first: Value = serde_json::from_str(text).unwrap();
+        let t = Tool::from_value(&first).unwrap();
+        assert_eq!(t.parsed().unwrap(), first);
+        let again = Tool::from_json(t.json()).unwrap();
+        assert_eq!(again.json(), t.json(), "stable through a disk copy");
     }
 
     #[test]

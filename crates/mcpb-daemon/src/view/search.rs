@@ -163,6 +163,14 @@ impl ListEmbedder {
         }
         // The search index holds the vectors it uses; the file keeps the rest.
         cache.release();
+        released(&cache);
+    }
+}
+
+/// Says why a released cache's file did not read back (its vectors were computed again).
+fn released(cache: &mcpb_catalog::VectorCache) {
+    if let Some(e) = cache.take_error() {
+        tracing::warn!(error = %e, "tool embeddings read back from the catalog failed; computed again");
     }
 }
 
@@ -342,6 +350,7 @@ impl ProfileView {
                 // build. (The transformer's cache is read at search time: it stays.)
                 if let Some(cache) = &cache {
                     cache.release();
+                    released(cache);
                 }
                 #[cfg(feature = "semantic-minilm")]
                 let index = match deep {

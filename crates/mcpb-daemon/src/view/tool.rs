@@ -57,6 +57,10 @@ impl serde::Serialize for Listed<'_> {
         use serde::ser::SerializeMap;
         // The members' values are written as the text they are held as, never parsed.
         let members = self.0.definition().members();
+        if members.is_empty() {
+            // Not an object's text (its making rules that out): written the slow way.
+            return self.0.exposed_definition().serialize(s);
+        }
         let mut map = s.serialize_map(Some(members.len()))?;
         for (k, v) in &members {
             if k == "name" {
