@@ -1,7 +1,9 @@
 # Homebrew formula: builds mcp-broker from its source tarball with cargo.
 # `scripts/package` writes the tarball and a copy of this file with its url and sha256 filled in
 # (var/dist/Formula/mcp-broker.rb) for a local tap:
-#   brew install --build-from-source var/dist/Formula/mcp-broker.rb
+#   brew tap-new local/mcp-broker
+#   cp var/dist/Formula/mcp-broker.rb "$(brew --repository local/mcp-broker)/Formula/"
+#   brew install --build-from-source local/mcp-broker/mcp-broker
 class McpBroker < Formula
   desc "Local broker for the Model Context Protocol: one daemon for every MCP client"
   homepage "https://example.invalid/mcp-broker"
@@ -28,7 +30,6 @@ class McpBroker < Formula
 
   test do
     assert_match version.to_s, shell_output("#{bin}/mcp-broker --version")
-    ENV["MCP_BROKER_HOME"] = testpath/"broker"
     assert_match "done in", shell_output("#{bin}/mcp-broker demo")
   end
 end

@@ -14,7 +14,7 @@ try {
 } catch {
   process.stderr.write(
     `mcp-broker: no binary for ${platform} (the package ${pkg} is not installed)\n` +
-      "hint: mcp-broker runs on Linux x86_64; reinstall without --no-optional, or build it with cargo\n",
+      "hint: mcp-broker runs on Linux x86_64 with glibc; reinstall without --omit=optional, or build it with cargo\n",
   );
   process.exit(1);
 }
