@@ -118,26 +118,9 @@ impl Tool {
 /// An object's members, keys borrowed where they hold no escapes.
 struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 
-struct Key<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_string())))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
+/// A key, borrowed from the text unless it holds escapes (serde's `borrow` for `Cow<str>`).
+#[derive(Deserialize)]
+struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
 
 impl<'de> Deserialize<'de> for Members<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
