@@ -615,3 +615,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "pins_tests.rs"]
+mod verdict_tests;

@@ -617,3 +617,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "scan_sequence_tests.rs"]
+mod sequence_tests;

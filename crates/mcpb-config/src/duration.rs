@@ -139,4 +139,23 @@ mod tests {
         assert_eq!(parse_ms("250ms"), Some(250));
         assert_eq!(parse_ms("soon"), None);
     }
+
+    /// YAML hands integers over as signed ones; JSON as unsigned.
+    #[test]
+    fn a_key_takes_signed_and_unsigned_numbers_text_and_nothing() {
+        use serde::de::IntoDeserializer;
+        type E = serde::de::value::Error;
+        let signed = |v: i64| super::ms(IntoDeserializer::<E>::into_deserializer(v));
+        assert_eq!(signed(5).unwrap(), Some(5));
+        assert!(signed(-5).unwrap_err().to_string().contains("negative"));
+        let parse = |text: &str| serde_json::from_str::<super::Millis>(text);
+        assert_eq!(parse("30000").unwrap(), super::Millis(30_000));
+        assert_eq!(parse("\"2s\"").unwrap(), super::Millis(2_000));
+        assert!(parse("null").unwrap_err().to_string().contains("required"));
+        let wrong = parse("true").unwrap_err().to_string();
+        assert!(
+            wrong.contains("expected milliseconds (30000) or a duration"),
+            "{wrong}"
+        );
+    }
 }

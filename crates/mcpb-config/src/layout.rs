@@ -106,15 +106,11 @@ impl RuntimeLayout {
 /// Makes `path` (and its parents) a directory only this user may enter (0700), refusing one that
 /// another user owns.
 pub fn create_private_dir(path: &Path) -> io::Result<()> {
-    match fs::DirBuilder::new()
+    // Recursive creation takes an existing directory as done; a file in the way is an error.
+    fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(path)
-    {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
-    }
+        .create(path)?;
     let meta = fs::metadata(path)?;
     // Like ssh with a foreign ~/.ssh: a directory someone else owns could be swapped or read
     // by them whatever its mode, so it is refused, not tightened.
@@ -354,6 +350,64 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o700);
+    }
+
+    /// Where each file lives is a contract: docs, service units and earlier installs name
+    /// these paths.
+    #[test]
+    fn every_path_has_its_documented_place() {
+        let l = RuntimeLayout::new("/r");
+        let paths: Vec<PathBuf> = vec![
+            l.logs_dir(),
+            l.run_dir(),
+            l.secrets_dir(),
+            l.sockets_dir(),
+            l.state_dir(),
+            l.minilm_dir(),
+            l.exec_dir(),
+            l.upstream_state_dir("gh"),
+            l.catalog_dir(),
+            l.pins_path(),
+            l.artifacts_dir(),
+            l.socket_path(),
+            l.lock_path(),
+            l.pid_path(),
+            l.log_path(),
+            l.audit_path(),
+            l.config_path(),
+        ];
+        let expected = [
+            "/r/logs",
+            "/r/run",
+            "/r/secrets",
+            "/r/sockets",
+            "/r/state",
+            "/r/models/all-MiniLM-L6-v2",
+            "/r/state/exec",
+            "/r/state/upstreams/gh",
+            "/r/state/catalog",
+            "/r/state/pins.json",
+            "/r/run/artifacts",
+            "/r/sockets/broker.sock",
+            "/r/run/daemon.lock",
+            "/r/run/daemon.pid",
+            "/r/logs/daemon.log",
+            "/r/logs/audit.jsonl",
+            "/r/broker.yaml",
+        ];
+        assert_eq!(paths, expected.map(PathBuf::from));
+    }
+
+    #[test]
+    fn a_file_where_a_directory_belongs_is_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("root");
+        fs::write(&file, "x").unwrap();
+        assert!(create_private_dir(&file).is_err());
+        assert!(create_private_dir(&file.join("below")).is_err());
+        let dir = tmp.path().join("dir");
+        create_private_dir(&dir).unwrap();
+        create_private_dir(&dir).unwrap();
     }
 
     #[test]

@@ -88,3 +88,54 @@ impl<T> std::ops::Deref for Located<T> {
         &self.value
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schemars::JsonSchema;
+
+    /// Map keys are compared, ordered and hashed by value: the same name written twice at two
+    /// places is one key.
+    #[test]
+    fn a_place_in_the_file_is_not_part_of_the_value() {
+        use std::collections::hash_map::DefaultHasher;
+        let at = |value: &str, line| Located {
+            value: value.to_string(),
+            line,
+            column: 3,
+        };
+        assert_eq!(at("gh", 2), at("gh", 9));
+        assert_ne!(at("gh", 2), at("fs", 2));
+        assert_eq!(at("a", 9).partial_cmp(&at("b", 1)), Some(Ordering::Less));
+        assert_eq!(at("b", 1).cmp(&at("a", 9)), Ordering::Greater);
+        let hash = |l: &Located<String>| {
+            let mut h = DefaultHasher::new();
+            l.hash(&mut h);
+            h.finish()
+        };
+        assert_eq!(hash(&at("gh", 2)), hash(&at("gh", 9)));
+        assert_ne!(hash(&at("gh", 2)), hash(&at("fs", 2)));
+    }
+
+    /// The schema of a located value is its value's, named and shared the same way.
+    #[test]
+    fn a_located_value_has_its_values_schema() {
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Entry {
+            name: String,
+        }
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Holder {
+            a: Located<Entry>,
+            b: Entry,
+        }
+        assert_eq!(Located::<Entry>::schema_name(), "Entry");
+        assert_eq!(Located::<Entry>::schema_id(), Entry::schema_id());
+        assert!(!Located::<Entry>::inline_schema());
+        let schema = serde_json::to_value(schemars::schema_for!(Holder)).unwrap();
+        assert_eq!(schema["properties"]["a"], schema["properties"]["b"]);
+        assert_eq!(schema["$defs"].as_object().unwrap().len(), 1, "{schema}");
+    }
+}

@@ -363,6 +363,58 @@ mod tests {
         assert!(r.buf.capacity() <= BUF_KEEP, "{}", r.buf.capacity());
     }
 
+    /// Frames of a usual size reuse one buffer: only a rare large one gives it back.
+    #[tokio::test]
+    async fn a_frame_under_the_keep_size_keeps_its_buffer() {
+        let mut input = vec![b'x'; 40 * 1024];
+        input.extend_from_slice(b"\nsmall\n");
+        let mut r = FrameReader::new(tokio::io::BufReader::new(&input[..]), 1 << 20);
+        assert_eq!(
+            r.next_frame().await.unwrap().map(<[u8]>::len),
+            Some(40 * 1024)
+        );
+        assert_eq!(r.next_frame().await.unwrap(), Some(&b"small"[..]));
+        assert!(r.buf.capacity() >= 40 * 1024, "{}", r.buf.capacity());
+    }
+
+    /// The cap counts the payload: a line ending (`\r\n` at most) comes on top, nothing more.
+    #[tokio::test]
+    async fn the_cap_allows_a_line_ending_and_no_more() {
+        assert_eq!(
+            frames(b"0123456789\r\nnext\n", 10).await[0],
+            Ok(b"0123456789".to_vec())
+        );
+        let got = frames(b"0123456789abc\nnext\n", 10).await;
+        assert_eq!(
+            got,
+            vec![Err("frame exceeds the 10-byte limit".to_string())]
+        );
+    }
+
+    /// After a refusal the head of the line is there to log, and a new cap holds from the next
+    /// frame on.
+    #[tokio::test]
+    async fn a_refused_line_leaves_its_head_and_the_cap_can_change() {
+        let input = b"0123456789abcdef\n{\"ok\":1}\n0123456789abcdef\n";
+        let mut r = FrameReader::new(tokio::io::BufReader::with_capacity(8, &input[..]), 10);
+        assert!(matches!(
+            r.next_frame().await,
+            Err(FrameError::TooLarge { limit: 10 })
+        ));
+        assert!(
+            r.refused_prefix().starts_with(b"01234567"),
+            "{:?}",
+            r.refused_prefix()
+        );
+        assert!(r.skip_rest_of_line().await.unwrap());
+        assert_eq!(r.next_frame().await.unwrap(), Some(&b"{\"ok\":1}"[..]));
+        r.set_limit(100);
+        assert_eq!(
+            r.next_frame().await.unwrap(),
+            Some(&b"0123456789abcdef"[..])
+        );
+    }
+
     #[tokio::test]
     async fn a_line_the_budget_refuses_is_skipped_with_its_head_and_length() {
         let mut input = b"{\"id\":7,\"v\":\"".to_vec();
