@@ -121,9 +121,8 @@ def mutation(outcomes_path, stats_path, sample):
         entry[kind] += 1
         if kind == "missed":
             span = mutant.get("span", {}).get("start", {})
-            func = (mutant.get("function") or {}).get("function_name", "")
             entry["survivors"].append(
-                f"{span.get('line', '?')}:{span.get('column', '?')} {func}: replace {mutant.get('genre', '')} with {mutant.get('replacement', '')}".replace("  ", " ")
+                mutant.get("name") or f"{mutant['file']}:{span.get('line', '?')}:{span.get('column', '?')}"
             )
     if not baseline_ok:
         print("error: the unmutated tree's tests failed, so no mutant was judged", file=sys.stderr)
