@@ -2,23 +2,14 @@
 //! HTTP tokens, OAuth grants and the sandbox asked for by the environment.
 
 use mcpb_config::sandbox::SandboxMode;
-use mcpb_config::{ConfigSource, ResolveContext, Settings, load_str};
-
-fn ctx(sandbox: Option<&str>) -> ResolveContext {
-    ResolveContext {
-        home: Some("/home/user".into()),
-        broker_home: None,
-        exe: "/opt/mcp-broker".into(),
-        upstream_sandbox: sandbox.map(str::to_string),
-    }
-}
+use mcpb_config::{ConfigSource, Settings, load_str};
 
 fn load(text: &str, sandbox: Option<&str>) -> Result<Settings, String> {
     load_str(
         text,
         "b.yaml",
         ConfigSource::File("b.yaml".into()),
-        &ctx(sandbox),
+        &super::context(sandbox),
     )
     .map_err(|e| e.to_string())
 }

@@ -11,12 +11,7 @@ fn repo_file(rel: &str) -> PathBuf {
 }
 
 fn ctx() -> ResolveContext {
-    ResolveContext {
-        home: Some("/home/user".into()),
-        broker_home: None,
-        exe: "/opt/mcp-broker".into(),
-        upstream_sandbox: None,
-    }
+    super::context(None)
 }
 
 #[test]

@@ -7,12 +7,7 @@ use mcpb_config::{
 };
 
 fn ctx() -> ResolveContext {
-    ResolveContext {
-        home: Some("/home/user".into()),
-        broker_home: None,
-        exe: "/opt/mcp-broker".into(),
-        upstream_sandbox: None,
-    }
+    super::context(None)
 }
 
 #[test]

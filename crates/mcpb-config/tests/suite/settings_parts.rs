@@ -3,15 +3,10 @@
 
 use mcpb_config::settings::NameFilter;
 use mcpb_config::template::{Part, Template};
-use mcpb_config::{ConfigSource, NameStyle, ResolveContext, Settings, load_str};
+use mcpb_config::{ConfigSource, NameStyle, Settings, load_str};
 
 fn load(text: &str) -> Result<Settings, String> {
-    let ctx = ResolveContext {
-        home: Some("/home/user".into()),
-        broker_home: None,
-        exe: "/opt/mcp-broker".into(),
-        upstream_sandbox: None,
-    };
+    let ctx = super::context(None);
     load_str(text, "b.yaml", ConfigSource::File("b.yaml".into()), &ctx).map_err(|e| e.to_string())
 }
 
