@@ -209,6 +209,7 @@ pub(crate) fn spawn_daemon(settings: &Settings) -> anyhow::Result<Arc<AtomicI32>
             cmd.env(name, value);
         }
     }
+    cmd.envs(mcpb_sandbox::coverage::profile_env());
     let tunables = std::env::var(crate::heap::VAR).ok();
     cmd.arg("daemon")
         .env(crate::heap::VAR, crate::heap::tunables(tunables.as_deref()))

@@ -137,6 +137,7 @@ pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
     cmd.args(args)
         .env_clear()
         .envs(&env)
+        .envs(mcpb_sandbox::coverage::profile_env())
         .env("MCP_BROKER_TRACE_FILE", &trace)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -124,6 +124,7 @@ impl Starter {
         let mut cmd = tokio::process::Command::new(&self.helper);
         cmd.arg(mcpb_sandbox::HELPER_ARG)
             .env_clear()
+            .envs(mcpb_sandbox::coverage::profile_env())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -73,6 +73,17 @@ pub fn find(configured: Option<&str>) -> Result<Python, String> {
             prefix.display()
         ));
     }
+    if let Some(own) = mcpb_sandbox::JAIL_OWN
+        .iter()
+        .find(|s| prefix.starts_with(s))
+    {
+        return Err(format!(
+            "{}: its installation ({}) is under {own}, which the sandbox has its own of\n\
+             hint: install it elsewhere (/opt, your home) or set broker.exec.python to another interpreter",
+            exe.display(),
+            prefix.display()
+        ));
+    }
     Ok(Python {
         exe,
         prefix: Some(prefix),

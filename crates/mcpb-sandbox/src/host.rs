@@ -84,15 +84,12 @@ pub(crate) fn host_entries(spec: &JailSpec) -> Result<Vec<HostEntry>, SandboxErr
     }
     for p in &spec.read_only {
         // The jail's own places are not the host's to fill.
-        let reserved = [
-            crate::JAIL_WORK,
-            crate::JAIL_SDK,
-            "/tmp",
-            "/proc",
-            "/dev",
-            "/etc",
-        ];
-        if !p.is_absolute() || SYSTEM.iter().chain(&reserved).any(|s| p.starts_with(s)) {
+        if !p.is_absolute()
+            || SYSTEM
+                .iter()
+                .chain(&crate::JAIL_OWN)
+                .any(|s| p.starts_with(s))
+        {
             continue;
         }
         let meta = std::fs::metadata(p).map_err(|e| root_err(p, &e))?;

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 #[cfg(target_os = "linux")]
 mod cgroup;
+pub mod coverage;
 #[cfg(target_os = "linux")]
 pub use cgroup::{CgroupBase, RunCgroup};
 #[cfg(target_os = "linux")]
@@ -68,6 +69,9 @@ pub const CONTROL_FD: i32 = 5;
 pub const JAIL_WORK: &str = "/work";
 /// Where `JailSpec::files` appear inside the jail (read-only).
 pub const JAIL_SDK: &str = "/sdk";
+/// The places the jail has its own of: a host path under one of them is never bound into it
+/// (`JailSpec::read_only`).
+pub const JAIL_OWN: [&str; 6] = [JAIL_WORK, JAIL_SDK, "/tmp", "/proc", "/dev", "/etc"];
 
 /// Everything the helper needs: what to start and within which limits. Nothing in it names a
 /// run: the workspace comes over [`CONTROL_FD`] and the program's job over the SDK channel

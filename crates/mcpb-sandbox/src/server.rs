@@ -316,6 +316,9 @@ fn exec(
         command.env(relay::HOST_PID_VAR, pid.to_string());
     }
     command.env_remove(crate::trace::FILE_VAR);
+    for var in crate::coverage::VARS {
+        command.env_remove(var);
+    }
     let err = command.exec();
     Err(SandboxError::at(
         Layer::Exec,

@@ -38,23 +38,27 @@ pub(crate) fn spawn(
 ) -> Result<(Child, Option<mcpb_sandbox::RunCgroup>), UpstreamError> {
     let command = settings.command.clone().unwrap_or_default();
     let mut cgroup = None;
-    let mut cmd = match (&settings.sandbox, sandbox) {
+    // `ours`: the sandbox's wrapper, the broker's own binary, is what starts.
+    let (mut cmd, ours) = match (&settings.sandbox, sandbox) {
         (Some(policy), Some(prepared)) => {
             let (exe, args, cg) = crate::sandboxed::command(settings, policy, env, prepared)?;
             cgroup = cg;
             let mut cmd = Command::new(exe);
             cmd.args(args);
-            cmd
+            (cmd, true)
         }
         _ => {
             let mut cmd = Command::new(&command);
             cmd.args(&settings.args);
-            cmd
+            (cmd, false)
         }
     };
-    cmd.env_clear()
-        .envs(env)
-        .stdin(Stdio::piped())
+    cmd.env_clear().envs(env);
+    if ours {
+        // The wrapper drops them before it starts the server.
+        cmd.envs(mcpb_sandbox::coverage::profile_env());
+    }
+    cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)

@@ -151,6 +151,7 @@ fn the_shim_works_with_home_alone_in_its_environment() {
     cmd.env_clear()
         .env("HOME", home.root())
         .env("MCP_BROKER_HOME", home.root())
+        .envs(mcpb_sandbox::coverage::profile_env())
         .arg("stdio");
     let mut shim = Shim::spawn(cmd);
     shim.initialize("2025-11-25");

@@ -13,6 +13,7 @@ mod exec_escape;
 mod exec_interop;
 mod exec_policy;
 mod exec_pool;
+mod exec_python;
 mod faults;
 mod first_list;
 mod hardening;

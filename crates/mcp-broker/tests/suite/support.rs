@@ -55,7 +55,8 @@ impl Home {
         let mut c = Command::new(bin());
         c.env_clear()
             .env("HOME", self.root())
-            .env("MCP_BROKER_HOME", self.root());
+            .env("MCP_BROKER_HOME", self.root())
+            .envs(mcpb_sandbox::coverage::profile_env());
         if let Ok(path) = std::env::var("PATH") {
             c.env("PATH", path);
         }
