@@ -40,8 +40,13 @@ pub(super) struct Jail {
 
 impl Jail {
     pub(super) fn new() -> Self {
+        Self::with_config(CONFIG)
+    }
+
+    /// A jail of another config, whose profile `code` runs code.
+    pub(super) fn with_config(yaml: &str) -> Self {
         Self {
-            home: Home::with_config(CONFIG),
+            home: Home::with_config(yaml),
             n: std::cell::Cell::new(0),
         }
     }

@@ -4,9 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
-use super::support::Home;
+use super::exec_escape::Jail;
 
 fn config(python: &Path) -> String {
     format!(
@@ -62,29 +60,6 @@ fn install_outside_usr(prefix: &Path) -> PathBuf {
     to
 }
 
-fn run(home: &Home, code: &str) -> Value {
-    let file = home.root().join("snippet.py");
-    std::fs::write(&file, code).unwrap();
-    let out = home
-        .cmd(&[
-            "exec",
-            "run",
-            file.to_str().unwrap(),
-            "--json",
-            "--profile",
-            "code",
-        ])
-        .output()
-        .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no answer ({e}): {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
 #[test]
 fn an_interpreter_outside_usr_runs_with_its_installation_bound_and_nothing_beside_it() {
     // Not under /tmp or /work, which the jail has its own of (the last test).
@@ -92,9 +67,8 @@ fn an_interpreter_outside_usr_runs_with_its_installation_bound_and_nothing_besid
     let prefix = place.path().join("opt/python");
     let exe = install_outside_usr(&prefix);
     std::fs::write(place.path().join("opt/beside.txt"), "not for the jail").unwrap();
-    let home = Home::with_config(&config(&exe));
-    let a = run(
-        &home,
+    let jail = Jail::with_config(&config(&exe));
+    let a = jail.run(
         "import os, sys\n\
          print('prefix', sys.base_prefix)\n\
          print('exe', sys.executable)\n\
@@ -105,6 +79,7 @@ fn an_interpreter_outside_usr_runs_with_its_installation_bound_and_nothing_besid
          \x20   print('write ok')\n\
          except OSError:\n\
          \x20   print('write refused')\n",
+        &[],
     );
     assert_eq!(a["status"], "ok", "{a}");
     let out = a["stdout"].as_str().unwrap();
@@ -128,8 +103,8 @@ fn an_interpreter_whose_installation_is_elsewhere_is_refused_with_the_reason() {
     let copy = place.path().join("bin/python3");
     std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
     std::fs::copy(&exe, &copy).unwrap();
-    let home = Home::with_config(&config(&copy));
-    let a = run(&home, "print('ran')\n");
+    let jail = Jail::with_config(&config(&copy));
+    let a = jail.run("print('ran')\n", &[]);
     assert_eq!(a["status"], "refused", "{a}");
     let reason = a["reason"].as_str().unwrap_or_default();
     assert!(
@@ -144,8 +119,8 @@ fn an_installation_under_a_place_the_jail_has_its_own_of_is_refused_with_the_rea
     let place = tempfile::tempdir_in("/tmp").unwrap();
     let prefix = place.path().join("python");
     let exe = install_outside_usr(&prefix);
-    let home = Home::with_config(&config(&exe));
-    let a = run(&home, "print('ran')\n");
+    let jail = Jail::with_config(&config(&exe));
+    let a = jail.run("print('ran')\n", &[]);
     assert_eq!(a["status"], "refused", "{a}");
     let reason = a["reason"].as_str().unwrap_or_default();
     assert!(
