@@ -120,3 +120,91 @@ pub(crate) fn tree(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+
+    use super::{Budget, MAX_DEPTH, TMP, tree};
+
+    fn copy(src: &Path, dst: &Path, budget: &mut Budget) {
+        let s = std::fs::File::open(src).unwrap();
+        let d = std::fs::File::open(dst).unwrap();
+        tree(s.as_fd(), d.as_fd(), budget, 0).unwrap();
+    }
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn directories_and_files_travel_with_the_owners_bits_only_and_nothing_else_does() {
+        let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let s = src.path();
+        std::fs::create_dir_all(s.join("out/deep")).unwrap();
+        std::fs::write(s.join("out/deep/r.txt"), "result").unwrap();
+        std::fs::write(s.join("run.sh"), "#!/bin/sh").unwrap();
+        std::fs::set_permissions(s.join("run.sh"), PermissionsExt::from_mode(0o777)).unwrap();
+        std::fs::set_permissions(s.join("out"), PermissionsExt::from_mode(0o777)).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", s.join("link")).unwrap();
+        std::fs::create_dir(s.join(TMP)).unwrap();
+        std::fs::write(s.join(TMP).join("scratch"), "x").unwrap();
+        // Not at the top, a directory of the same name is the program's own.
+        std::fs::create_dir(s.join("out").join(TMP)).unwrap();
+        let fifo = std::process::Command::new("mkfifo")
+            .arg(s.join("fifo"))
+            .status()
+            .unwrap();
+        assert!(fifo.success());
+
+        let mut budget = Budget::new(1 << 20);
+        budget.skip_top = Some(TMP);
+        copy(s, dst.path(), &mut budget);
+
+        let d = dst.path();
+        assert_eq!(
+            std::fs::read_to_string(d.join("out/deep/r.txt")).unwrap(),
+            "result"
+        );
+        assert_eq!(mode(&d.join("out")), 0o700);
+        assert_eq!(mode(&d.join("run.sh")), 0o700);
+        assert!(d.join("out").join(TMP).is_dir());
+        for gone in ["link", "fifo", TMP] {
+            assert!(
+                std::fs::symlink_metadata(d.join(gone)).is_err(),
+                "{gone} travelled"
+            );
+        }
+        assert!(budget.complete);
+        assert_eq!((budget.files, budget.bytes), (2, 15));
+    }
+
+    #[test]
+    fn what_does_not_fit_the_budget_or_the_depth_is_left_out_and_said() {
+        let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::write(src.path().join("big"), vec![b'x'; 100]).unwrap();
+        std::fs::write(src.path().join("small"), "yes").unwrap();
+        let mut budget = Budget::new(10);
+        copy(src.path(), dst.path(), &mut budget);
+        assert!(!budget.complete);
+        assert!(!dst.path().join("big").exists());
+        assert_eq!(
+            std::fs::read_to_string(dst.path().join("small")).unwrap(),
+            "yes"
+        );
+
+        let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let mut deep = src.path().to_path_buf();
+        for _ in 0..=MAX_DEPTH + 1 {
+            deep.push("d");
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::write(deep.join("bottom"), "b").unwrap();
+        let mut budget = Budget::new(1 << 20);
+        copy(src.path(), dst.path(), &mut budget);
+        assert!(!budget.complete);
+        assert_eq!(budget.files, 0);
+    }
+}

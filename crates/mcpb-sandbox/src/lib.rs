@@ -311,11 +311,15 @@ pub fn helper_main(_in_process: Option<InProcess>) -> ! {
 /// What stands in the way of user namespaces on this machine, when something does: the
 /// sysctl or AppArmor setting a refusal names.
 pub fn userns_hint() -> Option<String> {
-    let read = |p: &str| {
+    userns_hint_from(|p| {
         std::fs::read_to_string(p)
             .ok()
             .map(|s| s.trim().to_string())
-    };
+    })
+}
+
+/// [`userns_hint`] with the settings read by `read` (a path under /proc/sys, trimmed).
+fn userns_hint_from(read: impl Fn(&str) -> Option<String>) -> Option<String> {
     if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
         return Some(
             "user.max_user_namespaces is 0: sysctl -w user.max_user_namespaces=15000".into(),
@@ -366,4 +370,43 @@ pub fn memory_cgroup_available() -> bool {
     );
     base.create(std::process::id(), &probe, 64 << 20)
         .is_ok_and(|cg| cg.remove())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::userns_hint_from;
+
+    #[test]
+    fn a_user_namespace_refusal_names_the_setting_in_the_way_and_how_to_change_it() {
+        let with = |path: &'static str, value: &'static str| {
+            userns_hint_from(move |p| (p == path).then(|| value.to_string()))
+        };
+        let cases = [
+            (
+                "/proc/sys/user/max_user_namespaces",
+                "0",
+                "sysctl -w user.max_user_namespaces=15000",
+            ),
+            (
+                "/proc/sys/kernel/unprivileged_userns_clone",
+                "0",
+                "kernel.unprivileged_userns_clone=1",
+            ),
+            (
+                "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+                "1",
+                "AppArmor profile granting `userns,`",
+            ),
+        ];
+        for (path, value, said) in cases {
+            let hint = with(path, value).unwrap_or_default();
+            assert!(hint.contains(said), "{path}={value}: {hint}");
+        }
+        assert_eq!(with("/proc/sys/user/max_user_namespaces", "15000"), None);
+        assert_eq!(
+            with("/proc/sys/kernel/unprivileged_userns_clone", "1"),
+            None
+        );
+        assert_eq!(userns_hint_from(|_| None), None);
+    }
 }
