@@ -80,6 +80,10 @@ def coverage(report_path, summary_path):
             continue
         if got["percent"] < floor:
             summary["failures"].append(f"{name}: {got['percent']:.1f}% of lines, under the floor of {floor}%")
+    # A crate nobody set a floor for would fall without the gate noticing.
+    for c in summary["crates"]:
+        if c not in floors:
+            summary["failures"].append(f"{c}: no floor in quality/gate.toml (measured {summary['crates'][c]['percent']:.1f}%)")
     for c, v in summary["crates"].items():
         rows.append([c, v["covered"], v["coverable"], f"{v['percent']:.1f}%", f"{floors[c]}%" if c in floors else "-"])
     for name in sorted(k for k in floors if "/" in k):
@@ -90,7 +94,8 @@ def coverage(report_path, summary_path):
     for failure in summary["failures"]:
         print(f"error: coverage {failure}", file=sys.stderr)
     if summary["failures"]:
-        print("hint: add tests for the uncovered lines (var/coverage/tarpaulin-report.html shows them)", file=sys.stderr)
+        print("hint: add tests for the uncovered lines (var/coverage/tarpaulin-report.html shows them),", file=sys.stderr)
+        print("hint: or give a new crate its floor under [coverage.floors] in quality/gate.toml", file=sys.stderr)
         return 1
     return 0
 
