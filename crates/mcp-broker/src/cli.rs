@@ -228,6 +228,28 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: AuthCommand,
     },
+    /// The daemon's web console (servers, tools, approvals, calls, context costs): starts it,
+    /// prints its address, which carries its key, and opens a browser when there is one.
+    Console {
+        /// Print the address only.
+        #[arg(long)]
+        no_open: bool,
+    },
+    /// Start, stop or restart one upstream's processes in the running daemon.
+    Upstream {
+        #[command(subcommand)]
+        command: UpstreamCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum UpstreamCommand {
+    /// Start it now (a shared upstream) and list its tools.
+    Start { name: String },
+    /// Stop its processes; it starts again on its next call.
+    Stop { name: String },
+    /// Stop it, then start it again.
+    Restart { name: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -495,6 +517,9 @@ pub(crate) enum PinsCommand {
         /// Approve tools with description findings without asking.
         #[arg(long)]
         yes: bool,
+        /// Who approves, for the audit log (the console says `console`).
+        #[arg(long, hide = true, default_value = "cli")]
+        by: String,
     },
 }
 

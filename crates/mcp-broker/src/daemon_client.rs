@@ -64,6 +64,24 @@ pub(crate) fn admin_about(
     command: AdminCommand,
     profile: Option<&str>,
 ) -> anyhow::Result<Option<HelloReply>> {
+    admin_on(settings, command, profile, None)
+}
+
+/// An admin command about one upstream. `None` when no daemon runs.
+pub(crate) fn admin_upstream(
+    settings: &Settings,
+    command: AdminCommand,
+    upstream: &str,
+) -> anyhow::Result<Option<HelloReply>> {
+    admin_on(settings, command, None, Some(upstream))
+}
+
+fn admin_on(
+    settings: &Settings,
+    command: AdminCommand,
+    profile: Option<&str>,
+    upstream: Option<&str>,
+) -> anyhow::Result<Option<HelloReply>> {
     let stream = match connect(settings) {
         Ok(s) => s,
         Err(e) if is_absent(&e) => return Ok(None),
@@ -74,6 +92,7 @@ pub(crate) fn admin_about(
         HelloKind::Admin {
             command: command.as_str().to_string(),
             profile: profile.map(str::to_string),
+            upstream: upstream.map(str::to_string),
         },
     )?;
     Ok(Some(reply))

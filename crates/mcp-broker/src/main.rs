@@ -11,6 +11,7 @@ mod client_cmd;
 mod commands;
 mod config_import;
 mod config_import_apply;
+mod console_cmd;
 mod daemon_client;
 mod demo;
 mod doctor;
@@ -49,7 +50,7 @@ use mcpb_config::{ResolveContext, Settings};
 
 use crate::cli::{
     AuthCommand, Cli, ClientCommand, Command, ConfigCommand, PinsCommand, ProfileCommand,
-    SandboxCommand, ServiceCommand, ToolsCommand,
+    SandboxCommand, ServiceCommand, ToolsCommand, UpstreamCommand,
 };
 
 /// One line saying what happened, then `hint:` lines saying what to do.
@@ -227,6 +228,17 @@ fn main() -> ExitCode {
             json,
         } => with_settings(config, |s| parity_cmd::run(s, &first, &second, json)),
         Command::Metrics => on_daemon(config, true, metrics_cmd::run),
+        Command::Console { no_open } => {
+            with_settings(config, |s| console_cmd::console(s, !no_open))
+        }
+        Command::Upstream { command } => with_settings(config, |s| {
+            let (action, name) = match &command {
+                UpstreamCommand::Start { name } => ("start", name),
+                UpstreamCommand::Stop { name } => ("stop", name),
+                UpstreamCommand::Restart { name } => ("restart", name),
+            };
+            console_cmd::upstream(s, action, name)
+        }),
         Command::Service { command, manager } => {
             with_settings(config, |s| service(s, command, manager.as_deref()))
         }
@@ -384,7 +396,8 @@ fn pins(s: &Settings, command: PinsCommand) -> ExitCode {
             all,
             reset,
             yes,
-        } => pins_cmd::approve(s, &names, all, reset, yes),
+            by,
+        } => pins_cmd::approve(s, &names, all, reset, yes, &by),
     }
 }
 

@@ -63,13 +63,62 @@ fn name(r: &Row) -> String {
     mcpb_policy::dotted(&r.upstream, r.tool.name())
 }
 
+/// What changed in a quarantined tool's definition since the one approved before it (all of
+/// it for a new tool).
+fn diff(pins: &Pins, r: &Row) -> Option<String> {
+    let q = r.verdict.as_ref()?;
+    let before = match q {
+        Quarantine::Changed => pins.pins(&r.upstream).and_then(|p| p.get(r.tool.name())),
+        Quarantine::Renamed { from } => pins.pins(&r.upstream).and_then(|p| p.get(from)),
+        _ => None,
+    }
+    .and_then(|p| serde_json::from_str(p.definition.get()).ok())
+    .unwrap_or(Value::Null);
+    Some(mcpb_catalog::pins::diff(&before, &r.tool.to_value()))
+}
+
+/// One line in the audit log for an approval (the daemon writes the calls' lines; this one is
+/// appended whole in one write, so it never lands inside one of theirs).
+fn audit_approval(settings: &Settings, tool: &str, verdict: &Quarantine, by: &str) {
+    if !settings.broker.audit.enabled {
+        return;
+    }
+    let line = json!({
+        "ts": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+        "event": "pins.approve",
+        "tool": tool,
+        "verdict": verdict.to_string(),
+        "by": by,
+    });
+    let path = settings.runtime.audit_path();
+    let written = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+        })
+        .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()));
+    if let Err(e) = written {
+        errln!(
+            "mcp-broker: warning: the approval of {tool} is not in the audit log ({}): {e}",
+            path.display()
+        );
+    }
+}
+
 pub(crate) fn list(settings: &Settings, json_out: bool) -> ExitCode {
     let mut pins = open(settings);
     let rows = rows(settings, &mut pins);
     if json_out {
         let items: Vec<Value> = rows
             .iter()
-            .map(|r| json!({"tool": name(r), "quarantine": r.verdict, "findings": r.findings}))
+            .map(|r| {
+                json!({"tool": name(r), "quarantine": r.verdict, "findings": r.findings,
+                    "diff": diff(&pins, r)})
+            })
             .collect();
         outln!(
             "{:#}",
@@ -120,6 +169,7 @@ pub(crate) fn approve(
     all: bool,
     reset: bool,
     yes: bool,
+    by: &str,
 ) -> ExitCode {
     let mut pins = open(settings);
     if let Some(e) = pins.error() {
@@ -157,24 +207,15 @@ pub(crate) fn approve(
     }
     let rows = rows(settings, &mut pins);
     let (mut approved, mut declined) = (0, 0);
+    let mut approved_now = Vec::new();
     for r in &rows {
         let Some(q) = &r.verdict else { continue };
         let n = name(r);
         if !all && !names.contains(&n) {
             continue;
         }
-        let before = match q {
-            Quarantine::Changed => pins.pins(&r.upstream).and_then(|p| p.get(r.tool.name())),
-            Quarantine::Renamed { from } => pins.pins(&r.upstream).and_then(|p| p.get(from)),
-            _ => None,
-        }
-        .and_then(|p| serde_json::from_str(p.definition.get()).ok())
-        .unwrap_or(Value::Null);
         outln!("approving {} ({q})", printable(&n));
-        out!(
-            "{}",
-            printable(&mcpb_catalog::pins::diff(&before, &r.tool.to_value()))
-        );
+        out!("{}", printable(&diff(&pins, r).unwrap_or_default()));
         for f in &r.findings {
             outln!("    finding: {}: {}", f.kind, printable(&f.detail));
         }
@@ -187,6 +228,7 @@ pub(crate) fn approve(
             _ => None,
         };
         pins.approve(&r.upstream, &r.tool, from, mcpb_config::unix_now());
+        approved_now.push((n, q.clone()));
         approved += 1;
     }
     // Approving what is approved already is done, not an error.
@@ -203,6 +245,9 @@ pub(crate) fn approve(
     let dirty = approved > 0 || reset;
     if dirty && let Err(e) = pins.save() {
         return fail(&format!("mcp-broker: cannot save the pin store: {e}"), &[]);
+    }
+    for (tool, verdict) in &approved_now {
+        audit_approval(settings, tool, verdict, by);
     }
     if dirty && matches!(admin(settings, AdminCommand::PinsReload), Ok(Some(_))) {
         errln!("mcp-broker: the running daemon picked up the approvals");

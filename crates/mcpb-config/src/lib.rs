@@ -6,6 +6,7 @@
 //! opens sockets or resolves secret values into anything but the string handed to a child.
 #![forbid(unsafe_code)]
 
+pub mod console;
 pub mod duration;
 pub mod error;
 pub mod exec;

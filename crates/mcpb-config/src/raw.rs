@@ -34,6 +34,9 @@ pub struct RawConfig {
     /// The streamable HTTP front (off unless present).
     #[serde(default)]
     pub http: Option<crate::http::RawHttp>,
+    /// The web console (`mcp-broker console`).
+    #[serde(default)]
+    pub console: crate::console::RawConsole,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]

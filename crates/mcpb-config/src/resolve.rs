@@ -289,6 +289,27 @@ impl Resolver<'_> {
         }
     }
 
+    /// The console: on loopback only, whatever the file says.
+    fn console(&mut self, raw: &crate::console::RawConsole) -> crate::console::ConsoleSettings {
+        let mut console = crate::console::ConsoleSettings {
+            enabled: raw.enabled.unwrap_or(true),
+            ..Default::default()
+        };
+        if let Some(listen) = &raw.listen {
+            if crate::console::is_loopback(&listen.value) {
+                console.listen = listen.value.clone();
+            } else {
+                self.issue(
+                    listen,
+                    "console.listen".into(),
+                    format!("'{}' is not a loopback address and port", listen.value),
+                    Some("the console serves this machine only: use 127.0.0.1:PORT or [::1]:PORT (port 0: any free one)"),
+                );
+            }
+        }
+        console
+    }
+
     fn upstream(
         &mut self,
         name: &Located<String>,
@@ -719,6 +740,7 @@ pub fn resolve(
     let clients = r.clients(raw, &profiles);
 
     let http = raw.http.as_ref().map(|h| r.http(h, &profiles));
+    let console = r.console(&raw.console);
 
     if !r.issues.is_empty() {
         r.issues.sort_by_key(|i| (i.line, i.column));
@@ -733,5 +755,6 @@ pub fn resolve(
         clients,
         pins: raw.pins.mode,
         http,
+        console,
     })
 }

@@ -121,6 +121,7 @@ pub struct Settings {
     pub pins: PinModeSetting,
     /// None: no HTTP front.
     pub http: Option<crate::http::HttpSettings>,
+    pub console: crate::console::ConsoleSettings,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

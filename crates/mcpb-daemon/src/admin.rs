@@ -159,13 +159,22 @@ async fn measure(broker: &Arc<Broker>, profile: mcpb_config::ProfileSettings) ->
         "reachable": reachable})
 }
 
+/// What an admin command is about.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct About<'a> {
+    pub(crate) profile: Option<&'a str>,
+    pub(crate) upstream: Option<&'a str>,
+}
+
 /// Answers one admin command. `stop` only requests the shutdown; the listener carries it out.
 pub(crate) async fn handle(
     broker: &Arc<Broker>,
     command: &str,
-    profile: Option<&str>,
+    about: About<'_>,
     stop: &tokio::sync::Notify,
+    shutdown: &tokio::sync::watch::Receiver<bool>,
 ) -> HelloReply {
+    let profile = about.profile;
     let Some(command) = AdminCommand::parse(command) else {
         return HelloReply::refuse(
             format!("unknown admin command '{command}'"),
@@ -212,6 +221,35 @@ pub(crate) async fn handle(
         AdminCommand::Stop => {
             tracing::info!("stop requested over the admin socket");
             stop.notify_one();
+        }
+        AdminCommand::Console => match crate::console::open(broker, shutdown.clone()) {
+            Ok(url) => reply.data = Some(serde_json::json!({ "url": url })),
+            Err(e) => {
+                return HelloReply::refuse(
+                    e,
+                    vec!["set console.enabled: true (and console.listen to a free loopback port), then `mcp-broker reload`".into()],
+                );
+            }
+        },
+        AdminCommand::UpstreamStart
+        | AdminCommand::UpstreamStop
+        | AdminCommand::UpstreamRestart => {
+            let action = match command {
+                AdminCommand::UpstreamStart => mcpb_console::UpstreamAction::Start,
+                AdminCommand::UpstreamStop => mcpb_console::UpstreamAction::Stop,
+                _ => mcpb_console::UpstreamAction::Restart,
+            };
+            let name = about.upstream.unwrap_or_default();
+            let outcome = crate::console::upstream_action(broker, name, action).await;
+            if !outcome.ok {
+                let mut lines = outcome.text.lines();
+                let first = lines.next().unwrap_or_default().to_string();
+                let hints = lines
+                    .map(|l| l.trim_start_matches("hint: ").to_string())
+                    .collect();
+                return HelloReply::refuse(first, hints);
+            }
+            reply.data = Some(serde_json::json!({ "said": outcome.text }));
         }
     }
     reply

@@ -47,6 +47,8 @@ pub(crate) struct Broker {
     pub(crate) subscriptions: Arc<crate::notices::Subscriptions>,
     /// Tool calls counted, and written to the audit log.
     pub(crate) calls: Arc<crate::calls::Calls>,
+    /// The web console's address once `mcp-broker console` started it.
+    pub(crate) console: Mutex<Option<String>>,
 }
 
 impl Broker {
@@ -98,6 +100,7 @@ impl Broker {
         ));
         Self {
             calls,
+            console: Mutex::default(),
             known,
             exec,
             owners: Arc::default(),

@@ -108,6 +108,38 @@ struct Counts {
     errors: u64,
     recent: VecDeque<f64>,
     last_error: Option<String>,
+    /// The last hour, a bucket per minute that had calls, oldest first.
+    minutes: VecDeque<mcpb_console::Bucket>,
+}
+
+/// Minutes of calls kept per upstream for the console's charts.
+const MINUTES: u64 = 60;
+/// Lines the console's live view may fall behind by before it is told it missed some.
+const LIVE: usize = 256;
+
+impl Counts {
+    fn count_minute(&mut self, now_unix: u64, ms: f64, failed: bool) {
+        let minute = now_unix - now_unix % 60;
+        if self.minutes.back().is_none_or(|b| b.minute != minute) {
+            while self
+                .minutes
+                .front()
+                .is_some_and(|b| b.minute + MINUTES * 60 <= minute)
+            {
+                self.minutes.pop_front();
+            }
+            self.minutes.push_back(mcpb_console::Bucket {
+                minute,
+                ..Default::default()
+            });
+        }
+        if let Some(b) = self.minutes.back_mut() {
+            b.calls += 1;
+            b.errors += u32::from(failed);
+            b.ms_sum += ms;
+            b.ms_max = b.ms_max.max(ms);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -190,6 +222,8 @@ pub(crate) struct Calls {
     audit: Option<(PathBuf, Arc<Queue>)>,
     arguments: bool,
     failing: Arc<AtomicBool>,
+    /// Each call's line for the console's live view: made when the console first asks.
+    live: std::sync::OnceLock<tokio::sync::broadcast::Sender<Arc<str>>>,
 }
 
 impl Default for Calls {
@@ -230,7 +264,47 @@ impl Calls {
             audit,
             arguments,
             failing,
+            live: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Every call's line from now on (the audit log's, redacted the same way).
+    pub(crate) fn watch(&self) -> tokio::sync::broadcast::Receiver<Arc<str>> {
+        self.live
+            .get_or_init(|| tokio::sync::broadcast::channel(LIVE).0)
+            .subscribe()
+    }
+
+    /// Calls per minute over the last hour of each upstream named, oldest minute first, with
+    /// the minutes without calls filled in.
+    pub(crate) fn series<'a>(
+        &self,
+        upstreams: impl Iterator<Item = &'a str>,
+        now_unix: u64,
+    ) -> Vec<mcpb_console::Series> {
+        let now = now_unix - now_unix % 60;
+        let first = now.saturating_sub((MINUTES - 1) * 60);
+        let s = self.state.lock();
+        upstreams
+            .map(|name| {
+                let had = s.upstreams.get(name).map(|c| &c.minutes);
+                let buckets = (0..MINUTES)
+                    .map(|i| first + i * 60)
+                    .map(|minute| {
+                        had.and_then(|m| m.iter().find(|b| b.minute == minute))
+                            .copied()
+                            .unwrap_or(mcpb_console::Bucket {
+                                minute,
+                                ..Default::default()
+                            })
+                    })
+                    .collect();
+                mcpb_console::Series {
+                    upstream: name.to_string(),
+                    buckets,
+                }
+            })
+            .collect()
     }
 
     /// Whether the audit log wants argument values (so the caller hands them over).
@@ -239,11 +313,14 @@ impl Calls {
     }
 
     pub(crate) fn record(&self, rec: &CallRecord<'_>) {
-        let mut line = self
-            .audit
-            .as_ref()
-            .and_then(|_| serde_json::to_string(rec).ok())
+        let live = self.live.get().filter(|l| l.receiver_count() > 0);
+        let mut line = (self.audit.is_some() || live.is_some())
+            .then(|| serde_json::to_string(rec).ok())
+            .flatten()
             .map(|l| mcpb_redact::redact_own_json(&l).into_owned().into_bytes());
+        if let (Some(live), Some(l)) = (live, line.as_ref()) {
+            let _ = live.send(Arc::from(String::from_utf8_lossy(l)));
+        }
         if let Some(l) = line.as_mut() {
             l.push(b'\n');
         }
@@ -258,6 +335,7 @@ impl Calls {
             None => s.upstreams.entry(rec.upstream.to_string()).or_default(),
         };
         counts.calls += 1;
+        counts.count_minute(mcpb_config::unix_now(), rec.ms, failed);
         if failed {
             counts.errors += 1;
             counts.last_error = Some(match (&rec.error, rec.outcome) {

@@ -95,9 +95,17 @@ impl Handler {
             return refuse(&mut frames, reply).await;
         };
         match hello.kind {
-            HelloKind::Admin { command, profile } => {
+            HelloKind::Admin {
+                command,
+                profile,
+                upstream,
+            } => {
+                let about = crate::admin::About {
+                    profile: profile.as_deref(),
+                    upstream: upstream.as_deref(),
+                };
                 let reply =
-                    crate::admin::handle(&self.broker, &command, profile.as_deref(), &self.stop)
+                    crate::admin::handle(&self.broker, &command, about, &self.stop, &self.shutdown)
                         .await;
                 let conn = frames.get_mut();
                 let _ = conn.write_all(&reply.to_line()).await;

@@ -28,13 +28,15 @@
 //! `link.rs` (a session as upstreams see it: progress, server requests, list changes),
 //! `outbox.rs` (the bounded queue of frames to a client), `handover.rs` (the client's stdio
 //! handed over by the shim), `calls.rs` (each call's record: counts for `status`, the audit
-//! log), `drain.rs`, `reload.rs`, `error.rs`.
+//! log), `drain.rs`, `reload.rs`, `error.rs`, `console.rs` (the web console's answers and actions,
+//! started on request).
 #![forbid(unsafe_code)]
 
 mod admin;
 mod broker;
 mod calls;
 mod connection;
+mod console;
 mod drain;
 mod error;
 mod exec;

@@ -47,6 +47,9 @@ pub enum HelloKind {
         /// The profile a command is about (`measure`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         profile: Option<String>,
+        /// The upstream a command is about (`upstream-start`, `-stop`, `-restart`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        upstream: Option<String>,
     },
 }
 
@@ -62,16 +65,26 @@ pub enum AdminCommand {
     Measure,
     /// The pin store changed on disk (`mcp-broker pins approve`).
     PinsReload,
+    /// Start the web console if it is not running; answers its address.
+    Console,
+    /// Start, stop or restart one upstream's processes (`mcp-broker upstream ...`).
+    UpstreamStart,
+    UpstreamStop,
+    UpstreamRestart,
 }
 
 impl AdminCommand {
-    pub const ALL: [AdminCommand; 6] = [
+    pub const ALL: [AdminCommand; 10] = [
         AdminCommand::Ping,
         AdminCommand::Status,
         AdminCommand::Reload,
         AdminCommand::Stop,
         AdminCommand::Measure,
         AdminCommand::PinsReload,
+        AdminCommand::Console,
+        AdminCommand::UpstreamStart,
+        AdminCommand::UpstreamStop,
+        AdminCommand::UpstreamRestart,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -82,6 +95,10 @@ impl AdminCommand {
             AdminCommand::Stop => "stop",
             AdminCommand::Measure => "measure",
             AdminCommand::PinsReload => "pins-reload",
+            AdminCommand::Console => "console",
+            AdminCommand::UpstreamStart => "upstream-start",
+            AdminCommand::UpstreamStop => "upstream-stop",
+            AdminCommand::UpstreamRestart => "upstream-restart",
         }
     }
 

@@ -4,6 +4,7 @@ mod bad_input;
 mod cli_ux;
 mod clients;
 mod conformance;
+mod console;
 mod content;
 mod context;
 mod daemon;

@@ -89,7 +89,7 @@ impl Apply for SearchTools {
     }
 }
 /// The first sentence of a description's first line, at most 200 characters.
-pub(super) fn one_line(description: &str) -> String {
+pub(crate) fn one_line(description: &str) -> String {
     let first = description
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -180,31 +180,17 @@ async fn search_content(view: &ProfileView, args: &Args, kind: Kind) -> Value {
     tool_result(json!({"results": results, "hint": hint}))
 }
 
-async fn search(view: &ProfileView, args: &Args) -> Value {
-    let query = args.query();
-    let limit = args.limit();
-    let server = args.server.as_deref().filter(|s| !s.is_empty());
-    let known: Vec<String> = view
-        .upstreams()
-        .iter()
-        .map(|u| u.name().to_string())
-        .collect();
-    if let Some(s) = server
-        && !known.iter().any(|k| k == s)
-    {
-        return tool_error(format!(
-            "unknown server '{s}'; known servers: {}",
-            known.join(", ")
-        ));
-    }
-    let index = view.search_index().await;
+/// The index's best `limit` tools for `query` (of `server` only, when given), best first: the
+/// order `broker.search_tools` answers in, and the console's Tools page shows.
+pub(crate) async fn ranked(
+    view: &ProfileView,
+    index: &std::sync::Arc<crate::view::ProfileIndex>,
+    query: &str,
+    limit: usize,
+    server: Option<&str>,
+) -> Vec<usize> {
     let keep = |i: usize| server.is_none_or(|s| index.tools[i].upstream.name() == s);
-    let picked: Vec<usize> = if query.trim().is_empty() {
-        if server.is_none() {
-            return tool_error("give a query, or a server to list its tools");
-        }
-        (0..index.tools.len()).filter(|i| keep(*i)).collect()
-    } else if index.index.reranks() {
+    if index.index.reranks() {
         // A transformer pass takes milliseconds: off the daemon's one thread, so the other
         // sessions' frames keep moving meanwhile.
         let (ix, q, only) = (index.clone(), query.to_string(), server.map(str::to_string));
@@ -227,6 +213,36 @@ async fn search(view: &ProfileView, args: &Args) -> Value {
             .iter()
             .map(|h| h.doc)
             .collect()
+    }
+}
+
+async fn search(view: &ProfileView, args: &Args) -> Value {
+    let query = args.query();
+    let limit = args.limit();
+    let server = args.server.as_deref().filter(|s| !s.is_empty());
+    let known: Vec<String> = view
+        .upstreams()
+        .iter()
+        .map(|u| u.name().to_string())
+        .collect();
+    if let Some(s) = server
+        && !known.iter().any(|k| k == s)
+    {
+        return tool_error(format!(
+            "unknown server '{s}'; known servers: {}",
+            known.join(", ")
+        ));
+    }
+    let index = view.search_index().await;
+    let picked: Vec<usize> = if query.trim().is_empty() {
+        if server.is_none() {
+            return tool_error("give a query, or a server to list its tools");
+        }
+        (0..index.tools.len())
+            .filter(|i| server.is_none_or(|s| index.tools[*i].upstream.name() == s))
+            .collect()
+    } else {
+        ranked(view, &index, query, limit, server).await
     };
     let results: Vec<Value> = picked
         .into_iter()

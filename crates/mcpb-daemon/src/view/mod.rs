@@ -36,7 +36,7 @@ mod tool;
 pub(crate) use content::{ResourceOwners, Source};
 pub(crate) use first_list::ListFetches;
 
-pub(crate) use search::SearchCache;
+pub(crate) use search::{ProfileIndex, SearchCache};
 pub(crate) use tool::VisibleTool;
 
 /// A `tools/list` result: the broker tools' definitions, then each visible tool's under its

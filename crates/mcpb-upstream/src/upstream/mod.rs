@@ -606,6 +606,19 @@ impl Upstream {
         Ok(self.state.lock().tools.clone().unwrap_or_default())
     }
 
+    /// Starts the shared instance if it does not run (an operator's `upstream start`), then
+    /// answers its tools. A list known from before the start is kept: the start only refreshes
+    /// it when the upstream announces a change.
+    pub async fn start_now(
+        self: &Arc<Self>,
+    ) -> Result<Arc<Vec<mcpb_protocol::Tool>>, UpstreamError> {
+        self.check_enabled()?;
+        if self.settings.lifecycle == Lifecycle::Shared {
+            self.instance_for(0).await?;
+        }
+        self.tools(0).await
+    }
+
     fn begin_call(&self) -> ActiveCall<'_> {
         self.active_calls.fetch_add(1, Ordering::SeqCst);
         ActiveCall(&self.active_calls)

@@ -1,0 +1,74 @@
+//! Trust: quarantined tools with what the scanner found and how the definition changed, each
+//! approved with one click (which runs `mcp-broker pins approve`).
+
+use maud::{Markup, html};
+use serde_json::Value;
+
+use super::{csrf_field, text};
+
+/// `pins`: what `mcp-broker pins list --json` printed.
+pub(crate) fn render(pins: &Result<Value, String>, csrf: &str) -> Markup {
+    let pins = match pins {
+        Ok(p) => p,
+        Err(e) => return html! { p.error { (e) } },
+    };
+    let empty = Vec::new();
+    let tools = pins["tools"].as_array().unwrap_or(&empty);
+    let quarantined: Vec<&Value> = tools
+        .iter()
+        .filter(|t| !t["quarantine"].is_null())
+        .collect();
+    let flagged: Vec<&Value> = tools
+        .iter()
+        .filter(|t| {
+            t["quarantine"].is_null() && t["findings"].as_array().is_some_and(|f| !f.is_empty())
+        })
+        .collect();
+    html! {
+        @if let Some(e) = pins["pin_store_error"].as_str() {
+            p.error { "the pin store is unreadable, every tool is quarantined: " (e) }
+            p { "hint: fix the file, or start over with " code { "mcp-broker pins approve --all --reset" } }
+        }
+        p.summary { (tools.len()) " tool(s) cached, " (quarantined.len()) " quarantined" }
+        @if quarantined.is_empty() {
+            p #no-quarantine { "Nothing is quarantined." }
+        }
+        @for t in &quarantined {
+            @let name = text(t, "tool");
+            section.quarantined id={ "q-" (name) } {
+                h2 { (name) }
+                p { "quarantined: " (t["quarantine"].as_str().map_or_else(|| t["quarantine"].to_string(), str::to_string)) }
+                (findings(t))
+                @if let Some(d) = t["diff"].as_str().filter(|d| !d.is_empty()) {
+                    details open {
+                        summary { "definition: what changed" }
+                        pre.diff { (d) }
+                    }
+                }
+                form method="post" action="/trust" {
+                    (csrf_field(csrf))
+                    input type="hidden" name="tool" value=(name);
+                    button type="submit" name="verdict" value="approve" { "approve" }
+                }
+            }
+        }
+        @if !flagged.is_empty() {
+            h2 { "approved, with findings" }
+            @for t in &flagged {
+                section.flagged { h3 { (text(t, "tool")) } (findings(t)) }
+            }
+        }
+    }
+}
+
+fn findings(t: &Value) -> Markup {
+    let empty = Vec::new();
+    let list = t["findings"].as_array().unwrap_or(&empty);
+    html! {
+        @if !list.is_empty() {
+            ul.findings {
+                @for f in list { li { strong { (text(f, "kind")) } ": " (text(f, "detail")) } }
+            }
+        }
+    }
+}

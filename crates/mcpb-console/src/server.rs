@@ -1,0 +1,490 @@
+//! The console's HTTP side: one loopback listener, the access checks before anything else, the
+//! routes, and the CLI runs behind approvals and measurements.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use parking_lot::Mutex;
+use tokio::sync::{broadcast, watch};
+
+use crate::access::{Access, CSRF_FIELD, Denied};
+use crate::backend::{Backend, Outcome, UpstreamAction};
+use crate::error::ConsoleError;
+use crate::pages::{self, activity, context, tools};
+
+type Reply = Response<BoxBody<Bytes, Infallible>>;
+
+/// How long a request's head may take to arrive.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest form accepted (an action carries a name and a token).
+const MAX_FORM: usize = 64 * 1024;
+/// How long a CLI run behind an action may take (a measurement starts upstreams).
+const CLI_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often the live stream sends a comment, so the connection is seen to be alive.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                   connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+static CSS: &str = include_str!("../assets/console.css");
+static JS: &str = include_str!("../assets/console.js");
+
+struct Console<B> {
+    backend: Arc<B>,
+    access: Access,
+    /// The last action's outcome, shown once on its page.
+    flash: Mutex<Option<(&'static str, Outcome)>>,
+    measured: Mutex<context::Measured>,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// A console listening: the address to open (it carries the secret) and the task serving it.
+pub struct Started<F> {
+    pub url: String,
+    pub serve: F,
+}
+
+/// Binds `listen` (loopback only) now and returns the URL and the future that serves it until
+/// `shutdown` is set.
+pub fn start<B: Backend>(
+    listen: &str,
+    backend: Arc<B>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Started<impl Future<Output = ()> + Send + 'static>, ConsoleError> {
+    let addr: SocketAddr = listen
+        .parse()
+        .map_err(|_| ConsoleError::NotLoopback(listen.to_string()))?;
+    if !addr.ip().is_loopback() {
+        return Err(ConsoleError::NotLoopback(listen.to_string()));
+    }
+    let bind = |source| ConsoleError::Bind {
+        listen: listen.to_string(),
+        source,
+    };
+    let std_listener = std::net::TcpListener::bind(addr).map_err(bind)?;
+    std_listener.set_nonblocking(true).map_err(bind)?;
+    let port = std_listener.local_addr().map_err(bind)?.port();
+    let listener = tokio::net::TcpListener::from_std(std_listener).map_err(bind)?;
+    let access = Access::new(port);
+    let url = access.login_url();
+    let console = Arc::new(Console {
+        backend,
+        access,
+        flash: Mutex::default(),
+        measured: Mutex::default(),
+        shutdown,
+    });
+    Ok(Started {
+        url,
+        serve: serve(console, listener),
+    })
+}
+
+async fn serve<B: Backend>(console: Arc<Console<B>>, listener: tokio::net::TcpListener) {
+    let mut shutdown = console.shutdown.clone();
+    loop {
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "console accept failed; pausing accepts for 100 ms");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = stopped(&mut shutdown) => break,
+        };
+        let console = console.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let console = console.clone();
+                async move { Ok::<_, Infallible>(guarded(&console, req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEAD_TIMEOUT)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// Until the daemon stops (or its stop signal is gone).
+async fn stopped(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|stop| *stop).await;
+}
+
+fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Reply {
+    let mut r = Response::new(Full::new(body.into()).boxed());
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_TYPE, content_type),
+        (header::CONTENT_SECURITY_POLICY, CSP),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::CACHE_CONTROL, "no-store"),
+    ] {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            h.insert(name, v);
+        }
+    }
+    r
+}
+
+fn html(body: String) -> Reply {
+    reply(StatusCode::OK, "text/html; charset=utf-8", body)
+}
+
+fn see_other(to: &str) -> Reply {
+    let mut r = reply(StatusCode::SEE_OTHER, "text/plain; charset=utf-8", "");
+    if let Ok(v) = HeaderValue::from_str(to) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r
+}
+
+fn refused(status: StatusCode, what: &str, hint: &str) -> Reply {
+    reply(
+        status,
+        "text/html; charset=utf-8",
+        pages::refusal(what, hint),
+    )
+}
+
+fn header_of<'a>(req: &'a Request<Incoming>, name: &header::HeaderName) -> Option<&'a str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The value of `key` in a query string or form, or "".
+fn param(query: &str, key: &str) -> String {
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+/// The access checks, then the route.
+async fn guarded<B: Backend>(console: &Arc<Console<B>>, req: Request<Incoming>) -> Reply {
+    // A checked header sent twice, or not readable as text, is refused rather than half-read.
+    for name in [
+        header::HOST,
+        header::ORIGIN,
+        header::COOKIE,
+        header::HeaderName::from_static("sec-fetch-site"),
+    ] {
+        let values: Vec<_> = req.headers().get_all(&name).iter().collect();
+        if values.len() > 1 || values.iter().any(|v| v.to_str().is_err()) {
+            return refused(
+                StatusCode::BAD_REQUEST,
+                &format!("the {name} header is sent more than once or is not text"),
+                "send it once",
+            );
+        }
+    }
+    let site = header::HeaderName::from_static("sec-fetch-site");
+    if let Err(Denied::Forbidden(why)) = console.access.place(
+        header_of(&req, &header::HOST),
+        header_of(&req, &header::ORIGIN),
+        header_of(&req, &site),
+    ) {
+        return refused(
+            StatusCode::FORBIDDEN,
+            &why,
+            "open the console from the address `mcp-broker console` prints",
+        );
+    }
+    let query = req.uri().query().unwrap_or("").to_string();
+    if req.uri().path() == "/login" && req.method() == Method::GET {
+        if !console.access.key_ok(&param(&query, "key")) {
+            return refused(
+                StatusCode::UNAUTHORIZED,
+                "this link's key is not this console's",
+                "run `mcp-broker console` for the current link (each daemon start has its own)",
+            );
+        }
+        let mut r = see_other("/servers");
+        if let Ok(v) = HeaderValue::from_str(&console.access.set_cookie()) {
+            r.headers_mut().insert(header::SET_COOKIE, v);
+        }
+        return r;
+    }
+    if !console.access.cookie_ok(header_of(&req, &header::COOKIE)) {
+        return refused(
+            StatusCode::UNAUTHORIZED,
+            "the console needs its key",
+            "run `mcp-broker console` and open the link it prints",
+        );
+    }
+    if req.method() == Method::POST {
+        let path = req.uri().path().to_string();
+        let form = match read_form(req).await {
+            Ok(f) => f,
+            Err(r) => return r,
+        };
+        if !console
+            .access
+            .csrf_ok(Some(param(&form, CSRF_FIELD).as_str()))
+        {
+            return refused(
+                StatusCode::FORBIDDEN,
+                "the action carries no valid form token",
+                "reload the page and try again",
+            );
+        }
+        return act(console, &path, &form).await;
+    }
+    if req.method() != Method::GET {
+        return refused(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &format!("{} is not served here", req.method()),
+            "use the pages' links and buttons",
+        );
+    }
+    show(console, req.uri().path(), &query).await
+}
+
+async fn read_form(req: Request<Incoming>) -> Result<String, Reply> {
+    let body = Limited::new(req.into_body(), MAX_FORM)
+        .collect()
+        .await
+        .map_err(|_| {
+            refused(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "the form is too large or was cut short",
+                "an action carries a name and a token",
+            )
+        })?
+        .to_bytes();
+    String::from_utf8(body.to_vec()).map_err(|_| {
+        refused(
+            StatusCode::BAD_REQUEST,
+            "the form is not text",
+            "send it as application/x-www-form-urlencoded",
+        )
+    })
+}
+
+/// The flash for `page`, taken so it shows once.
+fn flash<B>(console: &Console<B>, page: &str) -> Option<Outcome> {
+    let mut slot = console.flash.lock();
+    if slot.as_ref().is_some_and(|(p, _)| *p == page) {
+        slot.take().map(|(_, o)| o)
+    } else {
+        None
+    }
+}
+
+async fn show<B: Backend>(console: &Arc<Console<B>>, path: &str, query: &str) -> Reply {
+    let b = &console.backend;
+    let csrf = console.access.csrf();
+    let body = match path {
+        "/" => return see_other("/servers"),
+        "/assets/console.css" => return reply(StatusCode::OK, "text/css; charset=utf-8", CSS),
+        "/assets/console.js" => {
+            return reply(StatusCode::OK, "text/javascript; charset=utf-8", JS);
+        }
+        "/activity/live" => return live(b.live(), console.shutdown.clone()),
+        "/servers" => pages::servers::render(&b.status(), csrf),
+        "/tools" | "/tool" => {
+            let profiles = b.profiles();
+            let mut profile = param(query, "profile");
+            if profile.is_empty() {
+                profile = default_profile(&profiles);
+            }
+            if path == "/tool" {
+                let name = param(query, "name");
+                let def = b.tool(&profile, &name).await;
+                tools::render_one(&profile, &name, def.as_ref())
+            } else {
+                let q = param(query, "q");
+                let found = b.tools(&profile, &q).await;
+                tools::render(&profiles, &profile, &q, &found)
+            }
+        }
+        "/trust" => pages::trust::render(&pins(console).await, csrf),
+        "/activity" => {
+            let filter = activity::Filter::from_query(query);
+            let rows = match b.audit_log() {
+                Some(p) => {
+                    let f = filter.clone();
+                    tokio::task::spawn_blocking(move || activity::read(&p, &f))
+                        .await
+                        .map_err(|e| e.to_string())
+                        .and_then(|r| match r {
+                            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+                            r => r.map_err(|e| format!("cannot read the audit log: {e}")),
+                        })
+                }
+                None => Ok(Vec::new()),
+            };
+            activity::render(&filter, &rows, b.audit_log().is_some())
+        }
+        "/context" => {
+            let measured = console.measured.lock().clone();
+            context::render(&b.profiles(), &measured, csrf)
+        }
+        "/charts" => pages::charts::render(&b.series()),
+        _ => {
+            return refused(
+                StatusCode::NOT_FOUND,
+                &format!("no page at {path}"),
+                "the pages are Servers, Tools, Trust, Activity, Context and Charts",
+            );
+        }
+    };
+    let page: &'static str = match path {
+        "/servers" => "/servers",
+        "/trust" => "/trust",
+        "/context" => "/context",
+        "/tool" | "/tools" => "/tools",
+        "/activity" => "/activity",
+        _ => "/charts",
+    };
+    html(pages::page(page, flash(console, page).as_ref(), body))
+}
+
+/// The default profile when there is one, else the first.
+fn default_profile(profiles: &[(String, Vec<String>)]) -> String {
+    profiles
+        .iter()
+        .find(|(p, _)| p == "default")
+        .or_else(|| profiles.first())
+        .map(|(p, _)| p.clone())
+        .unwrap_or_default()
+}
+
+/// Carries out one action and sends the browser back to its page, which shows the outcome.
+async fn act<B: Backend>(console: &Arc<Console<B>>, path: &str, form: &str) -> Reply {
+    let b = &console.backend;
+    let (page, outcome): (&'static str, Outcome) = match path {
+        "/servers" => {
+            let name = param(form, "upstream");
+            let outcome = match UpstreamAction::parse(&param(form, "action")) {
+                Some(a) => b.upstream(&name, a).await,
+                None => Outcome {
+                    ok: false,
+                    text: "unknown action; it is start, stop or restart".into(),
+                },
+            };
+            ("/servers", outcome)
+        }
+        "/trust" => {
+            let tool = param(form, "tool");
+            let args = ["pins", "approve", "--yes", "--by", "console", "--", &tool];
+            ("/trust", run(b.cli(), &args).await)
+        }
+        "/context" => {
+            let profile = param(form, "profile");
+            let args = ["measure", "--json", "--profile", &profile];
+            let outcome = run(b.cli(), &args).await;
+            let result = if outcome.ok {
+                serde_json::from_str(&outcome.text).map_err(|e| format!("unreadable: {e}"))
+            } else {
+                Err(outcome.text.clone())
+            };
+            let ok = result.is_ok();
+            console.measured.lock().insert(profile.clone(), result);
+            let text = if ok {
+                format!("measured profile {profile}")
+            } else {
+                format!("measuring profile {profile} failed")
+            };
+            ("/context", Outcome { ok, text })
+        }
+        _ => {
+            return refused(
+                StatusCode::NOT_FOUND,
+                &format!("no action at {path}"),
+                "use the pages' buttons",
+            );
+        }
+    };
+    *console.flash.lock() = Some((page, outcome));
+    see_other(page)
+}
+
+/// What `pins list --json` prints.
+async fn pins<B: Backend>(console: &Console<B>) -> Result<serde_json::Value, String> {
+    let outcome = run(console.backend.cli(), &["pins", "list", "--json"]).await;
+    if !outcome.ok {
+        return Err(outcome.text);
+    }
+    serde_json::from_str(&outcome.text).map_err(|e| format!("`pins list --json` said: {e}"))
+}
+
+/// Runs the CLI; the outcome's text is its stdout when it worked, else both streams.
+async fn run(mut cmd: tokio::process::Command, args: &[&str]) -> Outcome {
+    cmd.args(args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let said = match tokio::time::timeout(CLI_TIMEOUT, cmd.output()).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) => {
+            return Outcome {
+                ok: false,
+                text: format!("cannot run mcp-broker: {e}"),
+            };
+        }
+        Err(_) => {
+            return Outcome {
+                ok: false,
+                text: format!(
+                    "mcp-broker {} took over {} s and was stopped",
+                    args.join(" "),
+                    CLI_TIMEOUT.as_secs()
+                ),
+            };
+        }
+    };
+    let stdout = String::from_utf8_lossy(&said.stdout);
+    let stderr = String::from_utf8_lossy(&said.stderr);
+    let ok = said.status.success();
+    Outcome {
+        ok,
+        text: if ok && args.contains(&"--json") {
+            stdout.into_owned()
+        } else {
+            format!("{stdout}{stderr}").trim_end().to_string()
+        },
+    }
+}
+
+/// The calls as they are made, as server-sent events, until the browser leaves or the daemon
+/// stops. A browser that falls behind is told how many it missed.
+fn live(rx: broadcast::Receiver<Arc<str>>, shutdown: watch::Receiver<bool>) -> Reply {
+    let events = futures_util::stream::unfold((rx, shutdown), |(mut rx, mut stop)| async move {
+        let frame = tokio::select! {
+            got = rx.recv() => match got {
+                Ok(line) => format!("data: {line}\n\n"),
+                Err(broadcast::error::RecvError::Lagged(n)) => format!(": {n} calls not shown\n\n"),
+                Err(broadcast::error::RecvError::Closed) => return None,
+            },
+            () = tokio::time::sleep(KEEPALIVE) => ": keepalive\n\n".to_string(),
+            () = stopped(&mut stop) => return None,
+        };
+        Some((
+            Ok::<_, Infallible>(Frame::data(Bytes::from(frame))),
+            (rx, stop),
+        ))
+    });
+    let mut r = Response::new(BodyExt::boxed(StreamBody::new(events)));
+    for (name, value) in [
+        (header::CONTENT_TYPE, "text/event-stream"),
+        (header::CACHE_CONTROL, "no-store"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    ] {
+        r.headers_mut()
+            .insert(name, HeaderValue::from_static(value));
+    }
+    r
+}
