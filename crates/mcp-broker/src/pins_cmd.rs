@@ -95,10 +95,11 @@ fn audit_approval(settings: &Settings, tool: &str, verdict: &Quarantine, by: &st
         .parent()
         .map_or(Ok(()), std::fs::create_dir_all)
         .and_then(|()| {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
+            std::os::unix::fs::OpenOptionsExt::mode(
+                std::fs::OpenOptions::new().create(true).append(true),
+                0o600,
+            )
+            .open(&path)
         })
         .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()));
     if let Err(e) = written {
@@ -116,8 +117,9 @@ pub(crate) fn list(settings: &Settings, json_out: bool) -> ExitCode {
         let items: Vec<Value> = rows
             .iter()
             .map(|r| {
-                json!({"tool": name(r), "quarantine": r.verdict, "findings": r.findings,
-                    "diff": diff(&pins, r)})
+                json!({"tool": name(r), "quarantine": r.verdict,
+                    "why": r.verdict.as_ref().map(ToString::to_string),
+                    "findings": r.findings, "diff": diff(&pins, r)})
             })
             .collect();
         outln!(

@@ -21,6 +21,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod charts;
+mod console;
 mod env;
 mod exec;
 mod faults;

@@ -36,6 +36,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 
 static CSS: &str = include_str!("../assets/console.css");
 static JS: &str = include_str!("../assets/console.js");
+static ICON: &str = include_str!("../assets/favicon.svg");
 
 struct Console<B> {
     backend: Arc<B>,
@@ -131,7 +132,8 @@ fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Repl
         (header::CONTENT_SECURITY_POLICY, CSP),
         (header::X_FRAME_OPTIONS, "DENY"),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        (header::REFERRER_POLICY, "no-referrer"),
+        // Not no-referrer: under it a browser sends `Origin: null` with our own forms.
+        (header::REFERRER_POLICY, "same-origin"),
         (header::CACHE_CONTROL, "no-store"),
     ] {
         if let Ok(v) = HeaderValue::from_str(value) {
@@ -292,6 +294,10 @@ async fn show<B: Backend>(console: &Arc<Console<B>>, path: &str, query: &str) ->
         "/assets/console.css" => return reply(StatusCode::OK, "text/css; charset=utf-8", CSS),
         "/assets/console.js" => {
             return reply(StatusCode::OK, "text/javascript; charset=utf-8", JS);
+        }
+        // Browsers ask for an icon whatever the page says; a 404 would be a console error.
+        "/favicon.ico" | "/assets/favicon.svg" => {
+            return reply(StatusCode::OK, "image/svg+xml", ICON);
         }
         "/activity/live" => return live(b.live(), console.shutdown.clone()),
         "/servers" => pages::servers::render(&b.status(), csrf),

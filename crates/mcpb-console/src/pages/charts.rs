@@ -25,7 +25,7 @@ fn bars(values: &[(f64, String)], class: &str, caption: &str) -> Markup {
                     }
                 }
             }
-            figcaption { (caption) ": max " (format!("{top:.1}")) }
+            figcaption { (caption) ": max " (format!("{top:.1}").trim_end_matches(".0")) }
         }
     }
 }
@@ -58,7 +58,7 @@ pub(crate) fn render(series: &[Series]) -> Markup {
             section.series id={ "chart-" (s.upstream) } {
                 h2 { (s.upstream) }
                 div.charts {
-                    (bars(&s.buckets.iter().map(|b| (f64::from(b.calls) / 60.0, format!("{}: {} calls", minute(b), b.calls))).collect::<Vec<_>>(), "calls", "calls/s"))
+                    (bars(&s.buckets.iter().map(|b| (f64::from(b.calls), format!("{}: {} calls", minute(b), b.calls))).collect::<Vec<_>>(), "calls", "calls/min"))
                     (bars(&s.buckets.iter().map(|b| (f64::from(b.errors), format!("{}: {} errors", minute(b), b.errors))).collect::<Vec<_>>(), "errors", "errors/min"))
                     (bars(&s.buckets.iter().map(|b| {
                         let mean = if b.calls > 0 { b.ms_sum / f64::from(b.calls) } else { 0.0 };

@@ -37,6 +37,7 @@ pub(crate) fn page(path: &str, flash: Option<&Outcome>, body: Markup) -> String 
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · mcp-broker" }
                 link rel="stylesheet" href="/assets/console.css";
+                link rel="icon" href="/assets/favicon.svg" type="image/svg+xml";
                 script src="/assets/console.js" defer {}
             }
             body {
@@ -188,12 +189,16 @@ mod tests {
     #[test]
     fn trust_page_offers_approval_with_the_diff_and_findings() {
         let pins = json!({"tools": [
-            {"tool": "fx.helper", "quarantine": {"reason": "changed"}, "diff": "-old\n+new\n",
+            {"tool": "fx.helper", "quarantine": {"reason": "changed"}, "why": "its definition changed", "diff": "-old\n+new\n",
              "findings": [{"kind": "instruction", "detail": "asks to read ~/.ssh"}]},
             {"tool": "fx.lookup", "quarantine": null, "findings": []}
         ]});
         let html = super::trust::render(&Ok(pins), CSRF).into_string();
         assert!(html.contains("1 quarantined"), "{html}");
+        assert!(
+            html.contains("quarantined: its definition changed"),
+            "{html}"
+        );
         assert!(html.contains("+new"), "{html}");
         assert!(html.contains("asks to read ~/.ssh"), "{html}");
         assert!(html.contains(r#"name="tool" value="fx.helper""#), "{html}");
@@ -232,7 +237,7 @@ mod tests {
             html.contains("00:01 UTC: mean 3.0 ms, max 9.0 ms"),
             "{html}"
         );
-        assert!(html.contains("calls/s: max 1.0"), "{html}");
+        assert!(html.contains("calls/min: max 60<"), "{html}");
         assert!(!html.contains("No call in the last hour"), "{html}");
     }
 }

@@ -37,7 +37,7 @@ pub(crate) fn render(pins: &Result<Value, String>, csrf: &str) -> Markup {
             @let name = text(t, "tool");
             section.quarantined id={ "q-" (name) } {
                 h2 { (name) }
-                p { "quarantined: " (t["quarantine"].as_str().map_or_else(|| t["quarantine"].to_string(), str::to_string)) }
+                p { "quarantined: " (t["why"].as_str().map_or_else(|| t["quarantine"].to_string(), str::to_string)) }
                 (findings(t))
                 @if let Some(d) = t["diff"].as_str().filter(|d| !d.is_empty()) {
                     details open {
