@@ -520,6 +520,19 @@ pub(crate) enum PinsCommand {
         /// Who approves, for the audit log (the console says `console`).
         #[arg(long, hide = true, default_value = "cli")]
         by: String,
+        /// Approve only if the tool's definition is still this one (`hash` in
+        /// `pins list --json`): what was looked at is what gets approved.
+        #[arg(long, value_name = "HASH")]
+        expect_hash: Option<String>,
+    },
+    /// Reject quarantined tools: they stay hidden, and are no longer put to anyone, until
+    /// their definition changes again.
+    Reject {
+        /// Tools to reject, as `<upstream>.<tool>`.
+        names: Vec<String>,
+        /// Who rejects, for the audit log.
+        #[arg(long, hide = true, default_value = "cli")]
+        by: String,
     },
 }
 

@@ -62,12 +62,16 @@ pub(crate) fn console(settings: &Settings, open: bool) -> ExitCode {
 /// of ours (readable by this user only) that forwards to the address: the key never appears
 /// on a command line, where every user of the machine could read it.
 fn open_browser(settings: &Settings, url: &str) -> std::io::Result<bool> {
-    let browser = std::env::var("BROWSER")
-        .ok()
-        .filter(|b| !b.trim().is_empty());
     let desktop =
         std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
-    let opener = match browser {
+    // $BROWSER as the convention has it: commands separated by ':', `%s` for the address.
+    let chosen = std::env::var("BROWSER").ok().and_then(|b| {
+        b.split(':')
+            .map(str::trim)
+            .find(|c| !c.is_empty())
+            .map(str::to_string)
+    });
+    let opener = match chosen {
         Some(b) => b,
         None if desktop => "xdg-open".to_string(),
         None => return Ok(false),
@@ -84,8 +88,15 @@ fn open_browser(settings: &Settings, url: &str) -> std::io::Result<bool> {
         "<!DOCTYPE html><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0;url={url}\"><title>mcp-broker console</title><a href=\"{url}\">mcp-broker console</a>"
     )?;
     drop(file);
-    std::process::Command::new(opener)
-        .arg(format!("file://{}", page.display()))
+    let target = format!("file://{}", page.display());
+    let mut words = opener.split_whitespace();
+    let program = words.next().unwrap_or("xdg-open");
+    let mut args: Vec<String> = words.map(|w| w.replace("%s", &target)).collect();
+    if !opener.contains("%s") {
+        args.push(target);
+    }
+    std::process::Command::new(program)
+        .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -397,7 +397,9 @@ fn pins(s: &Settings, command: PinsCommand) -> ExitCode {
             reset,
             yes,
             by,
-        } => pins_cmd::approve(s, &names, all, reset, yes, &by),
+            expect_hash,
+        } => pins_cmd::approve(s, &names, all, reset, yes, &by, expect_hash.as_deref()),
+        PinsCommand::Reject { names, by } => pins_cmd::reject(s, &names, &by),
     }
 }
 

@@ -22,6 +22,8 @@ struct Row {
     tool: mcpb_protocol::Tool,
     verdict: Option<Quarantine>,
     findings: Vec<mcpb_catalog::Finding>,
+    /// A person rejected this definition (`pins reject`).
+    rejected: bool,
 }
 
 fn rows(settings: &Settings, pins: &mut Pins) -> Vec<Row> {
@@ -50,6 +52,7 @@ fn rows(settings: &Settings, pins: &mut Pins) -> Vec<Row> {
         {
             out.push(Row {
                 upstream: list.upstream.clone(),
+                rejected: verdict.is_some() && pins.rejected(&list.upstream, tool),
                 tool: tool.clone(),
                 verdict,
                 findings,
@@ -77,15 +80,16 @@ fn diff(pins: &Pins, r: &Row) -> Option<String> {
     Some(mcpb_catalog::pins::diff(&before, &r.tool.to_value()))
 }
 
-/// One line in the audit log for an approval (the daemon writes the calls' lines; this one is
-/// appended whole in one write, so it never lands inside one of theirs).
-fn audit_approval(settings: &Settings, tool: &str, verdict: &Quarantine, by: &str) {
+/// One line in the audit log for a person's verdict, `event` being `pins.approve` or
+/// `pins.reject` (the daemon writes the calls' lines; this one is appended whole in one
+/// write, so it never lands inside one of theirs).
+fn audit_verdict(settings: &Settings, event: &str, tool: &str, verdict: &Quarantine, by: &str) {
     if !settings.broker.audit.enabled {
         return;
     }
     let line = json!({
         "ts": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-        "event": "pins.approve",
+        "event": event,
         "tool": tool,
         "verdict": verdict.to_string(),
         "by": by,
@@ -104,7 +108,7 @@ fn audit_approval(settings: &Settings, tool: &str, verdict: &Quarantine, by: &st
         .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()));
     if let Err(e) = written {
         errln!(
-            "mcp-broker: warning: the approval of {tool} is not in the audit log ({}): {e}",
+            "mcp-broker: warning: {event} of {tool} is not in the audit log ({}): {e}",
             path.display()
         );
     }
@@ -118,7 +122,8 @@ pub(crate) fn list(settings: &Settings, json_out: bool) -> ExitCode {
             .iter()
             .map(|r| {
                 json!({"tool": name(r), "quarantine": r.verdict,
-                    "why": r.verdict.as_ref().map(ToString::to_string),
+                    "why": r.verdict.as_ref().map(ToString::to_string), "rejected": r.rejected,
+                    "hash": mcpb_catalog::pins::definition_hash(&r.tool),
                     "findings": r.findings, "diff": diff(&pins, r)})
             })
             .collect();
@@ -138,6 +143,7 @@ pub(crate) fn list(settings: &Settings, json_out: bool) -> ExitCode {
     for r in &rows {
         let state = match &r.verdict {
             None => "approved".to_string(),
+            Some(q) if r.rejected => format!("QUARANTINED ({q}; rejected)"),
             Some(q) => format!("QUARANTINED ({q})"),
         };
         outln!("{}  {state}", printable(&name(r)));
@@ -172,6 +178,7 @@ pub(crate) fn approve(
     reset: bool,
     yes: bool,
     by: &str,
+    expect_hash: Option<&str>,
 ) -> ExitCode {
     let mut pins = open(settings);
     if let Some(e) = pins.error() {
@@ -221,6 +228,18 @@ pub(crate) fn approve(
         for f in &r.findings {
             outln!("    finding: {}: {}", f.kind, printable(&f.detail));
         }
+        let now = mcpb_catalog::pins::definition_hash(&r.tool);
+        if let Some(want) = expect_hash
+            && now.as_deref() != Some(want)
+        {
+            errln!(
+                "mcp-broker: {} changed since it was shown; not approved",
+                printable(&n)
+            );
+            errln!("hint: look at it again (`mcp-broker pins list`), then approve what you see");
+            declined += 1;
+            continue;
+        }
         if !r.findings.is_empty() && !confirmed(&printable(&n), yes) {
             declined += 1;
             continue;
@@ -249,7 +268,7 @@ pub(crate) fn approve(
         return fail(&format!("mcp-broker: cannot save the pin store: {e}"), &[]);
     }
     for (tool, verdict) in &approved_now {
-        audit_approval(settings, tool, verdict, by);
+        audit_verdict(settings, "pins.approve", tool, verdict, by);
     }
     if dirty && matches!(admin(settings, AdminCommand::PinsReload), Ok(Some(_))) {
         errln!("mcp-broker: the running daemon picked up the approvals");
@@ -266,6 +285,58 @@ pub(crate) fn approve(
                 list.join(", ")
             ),
             &["names are <upstream>.<tool>; `mcp-broker pins list` shows the cached ones"],
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+/// `pins reject`: a person looked at these quarantined definitions and said no. They stay
+/// hidden and uncallable (as they were), and are no longer put to anyone, until the upstream
+/// changes them again.
+pub(crate) fn reject(settings: &Settings, names: &[String], by: &str) -> ExitCode {
+    let mut pins = open(settings);
+    if let Some(e) = pins.error() {
+        return fail(
+            &format!("mcp-broker: the pin store is unreadable: {e}"),
+            &["repair the file, or start a new store with `mcp-broker pins approve --all --reset`"],
+        );
+    }
+    if names.is_empty() {
+        return fail(
+            "mcp-broker: name the tools to reject",
+            &["`mcp-broker pins list` shows what is quarantined"],
+        );
+    }
+    let rows = rows(settings, &mut pins);
+    let mut rejected = Vec::new();
+    let mut refused = Vec::new();
+    for n in names {
+        match rows.iter().find(|r| &name(r) == n) {
+            Some(r) => match &r.verdict {
+                Some(q) if pins.reject(&r.upstream, &r.tool, mcpb_config::unix_now()) => {
+                    rejected.push((n.clone(), q.clone()));
+                }
+                _ => refused.push(format!("{} is approved, not quarantined", printable(n))),
+            },
+            None => refused.push(format!("{} is not a cached tool", printable(n))),
+        }
+    }
+    if !rejected.is_empty() {
+        if let Err(e) = pins.save() {
+            return fail(&format!("mcp-broker: cannot save the pin store: {e}"), &[]);
+        }
+        for (tool, verdict) in &rejected {
+            audit_verdict(settings, "pins.reject", tool, verdict, by);
+        }
+    }
+    outln!(
+        "{} tool(s) rejected: they stay hidden until their definition changes",
+        rejected.len()
+    );
+    if !refused.is_empty() {
+        return fail(
+            &format!("mcp-broker: {}", refused.join("; ")),
+            &["names are <upstream>.<tool>; `mcp-broker pins list` shows the quarantined ones"],
         );
     }
     ExitCode::SUCCESS

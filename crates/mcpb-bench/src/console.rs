@@ -1,5 +1,5 @@
 //! The web console's cost: started through the CLI as a person would, then every page asked
-//! for once (with the key's cookie), so the daemon's RSS afterwards includes the console's
+//! for once (under the session's path), so the daemon's RSS afterwards includes the console's
 //! code and state.
 
 use std::io::{Read, Write};
@@ -27,18 +27,31 @@ pub(crate) fn show_every_page(env: &Env) -> anyhow::Result<usize> {
         .split_once("/login?key=")
         .ok_or_else(|| anyhow::anyhow!("console said {url:?}"))?;
     let port: u16 = port.parse()?;
+    let login = get(port, &format!("/login?key={key}"))?;
+    let home = login
+        .lines()
+        .find_map(|l| l.strip_prefix("location: "))
+        .and_then(|l| l.trim().strip_suffix("servers"))
+        .ok_or_else(|| anyhow::anyhow!("the login answered {login:?}"))?
+        .to_string();
     let mut shown = 0;
     for page in PAGES {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
-        write!(
-            s,
-            "GET {page} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: mcpb_console={key}\r\nConnection: close\r\n\r\n"
-        )?;
-        let mut answer = String::new();
-        s.read_to_string(&mut answer)?;
-        if answer.starts_with("HTTP/1.1 200") {
+        if get(port, &format!("{home}{}", page.trim_start_matches('/')))?
+            .starts_with("HTTP/1.1 200")
+        {
             shown += 1;
         }
     }
     Ok(shown)
+}
+
+fn get(port: u16, path: &str) -> anyhow::Result<String> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)?;
+    Ok(answer)
 }

@@ -36,9 +36,10 @@ impl Default for ConsoleSettings {
     }
 }
 
-/// Whether `listen` is an address on this machine's loopback.
+/// Whether `listen` is 127.0.0.1 or [::1] with a port (the rest of 127/8 is loopback too,
+/// but browsers and the console's Host check know these two).
 pub fn is_loopback(listen: &str) -> bool {
-    listen
-        .parse::<std::net::SocketAddr>()
-        .is_ok_and(|a| a.ip().is_loopback())
+    listen.parse::<std::net::SocketAddr>().is_ok_and(|a| {
+        a.ip() == std::net::Ipv4Addr::LOCALHOST || a.ip() == std::net::Ipv6Addr::LOCALHOST
+    })
 }

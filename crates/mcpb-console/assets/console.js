@@ -8,7 +8,7 @@
     return;
   }
   const keys = ["ts", "client", "profile", "upstream", "tool", "outcome", "ms", "error"];
-  const source = new EventSource("/activity/live");
+  const source = new EventSource("activity/live");
   source.onopen = function () {
     state.textContent = "watching: calls appear here as they are made";
   };

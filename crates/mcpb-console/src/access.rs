@@ -1,15 +1,16 @@
 //! Who may use the console. Three checks, all before a page is built:
 //! - the Host header names this listener on loopback (DNS rebinding), and an Origin, when a
 //!   browser sends one, is this listener's own (the HTTP front's rule, with no list to widen);
-//! - the per-daemon secret: given once in the URL `mcp-broker console` prints, traded for an
-//!   HttpOnly, SameSite=Strict cookie, and compared in constant time on every request;
-//! - every action (a POST) carries the page's CSRF token, also compared in constant time, and a
-//!   request a browser marks as cross-site is refused whatever it carries.
+//! - the per-console key, given in the URL `mcp-broker console` prints, is traded for the
+//!   session's path: every page lives under `/s/<session>/`, compared in constant time on every
+//!   request. Not a cookie: cookies are not kept apart by port, so a browser would hand one to
+//!   any other server on 127.0.0.1; a path reaches no other origin (links are relative, the
+//!   Referer stays on this origin);
+//! - every action (a POST) carries the page's CSRF token, also compared in constant time, and an
+//!   action a browser marks as coming from another site is refused whatever it carries.
 
 use subtle::ConstantTimeEq;
 
-/// The cookie the secret is kept in.
-pub const COOKIE: &str = "mcpb_console";
 /// The form field every action carries.
 pub const CSRF_FIELD: &str = "csrf";
 
@@ -24,8 +25,9 @@ pub enum Denied {
 
 pub struct Access {
     secret: String,
+    session: String,
     csrf: String,
-    hosts: [String; 3],
+    hosts: Vec<String>,
 }
 
 /// 244 random bits (two version-4 UUIDs) as 64 hex digits.
@@ -42,26 +44,55 @@ fn same(a: &str, b: &str) -> bool {
 }
 
 impl Access {
-    /// New secrets for a listener on `port`: each daemon start (each console start) has its own.
-    pub fn new(port: u16) -> Self {
-        Self::with_secrets(port, random_token(), random_token())
+    /// New secrets for a listener bound to `addr`: each console start has its own.
+    pub fn new(addr: std::net::SocketAddr) -> Self {
+        Self::with_secrets(addr, random_token(), random_token(), random_token())
     }
 
-    pub(crate) fn with_secrets(port: u16, secret: String, csrf: String) -> Self {
+    pub(crate) fn with_secrets(
+        addr: std::net::SocketAddr,
+        secret: String,
+        session: String,
+        csrf: String,
+    ) -> Self {
+        let port = addr.port();
+        // The address it is bound to first: the URL names it.
+        let own = match addr.ip() {
+            std::net::IpAddr::V6(ip) => format!("[{ip}]:{port}"),
+            std::net::IpAddr::V4(ip) => format!("{ip}:{port}"),
+        };
+        let mut hosts = vec![own];
+        for h in ["127.0.0.1", "localhost", "[::1]"] {
+            let h = format!("{h}:{port}");
+            if !hosts.contains(&h) {
+                hosts.push(h);
+            }
+        }
         Self {
             secret,
+            session,
             csrf,
-            hosts: [
-                format!("127.0.0.1:{port}"),
-                format!("localhost:{port}"),
-                format!("[::1]:{port}"),
-            ],
+            hosts,
         }
     }
 
-    /// The address to open: it carries the secret, which the page trades for a cookie.
+    /// The address to open: it carries the key, which the console trades for the session's
+    /// path.
     pub fn login_url(&self) -> String {
         format!("http://{}/login?key={}", self.hosts[0], self.secret)
+    }
+
+    /// Where the pages are: `/s/<session>/`.
+    pub fn home(&self) -> String {
+        format!("/s/{}/", self.session)
+    }
+
+    /// The page path of a request under the session's path (`/servers` of
+    /// `/s/<session>/servers`), or None when it is not under it.
+    pub fn page<'a>(&self, path: &'a str) -> Option<&'a str> {
+        let rest = path.strip_prefix("/s/")?;
+        let (session, page) = rest.split_at(rest.find('/')?);
+        same(session, &self.session).then_some(page)
     }
 
     pub fn csrf(&self) -> &str {
@@ -102,35 +133,9 @@ impl Access {
         same(key, &self.secret)
     }
 
-    /// Whether the request's Cookie header carries the secret.
-    pub fn cookie_ok(&self, cookie_header: Option<&str>) -> bool {
-        let Some(header) = cookie_header else {
-            return false;
-        };
-        let mut found = false;
-        for pair in header.split(';') {
-            if let Some((name, value)) = pair.trim().split_once('=')
-                && name == COOKIE
-                && same(value, &self.secret)
-            {
-                found = true;
-            }
-        }
-        found
-    }
-
     /// Whether an action's form carries the CSRF token.
     pub fn csrf_ok(&self, token: Option<&str>) -> bool {
         token.is_some_and(|t| same(t, &self.csrf))
-    }
-
-    /// The Set-Cookie value that keeps the secret for later requests (for this browser
-    /// session only, unreadable by scripts, never sent along from another site).
-    pub fn set_cookie(&self) -> String {
-        format!(
-            "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict",
-            self.secret
-        )
     }
 }
 
@@ -139,7 +144,19 @@ mod tests {
     use super::*;
 
     fn access() -> Access {
-        Access::with_secrets(9, "s".repeat(64), "c".repeat(64))
+        let addr = "127.0.0.1:9".parse().unwrap();
+        Access::with_secrets(addr, "s".repeat(64), "p".repeat(64), "c".repeat(64))
+    }
+
+    #[test]
+    fn an_ipv6_console_names_its_own_address() {
+        let a = Access::new("[::1]:7".parse().unwrap());
+        assert!(a.login_url().starts_with("http://[::1]:7/login?key="));
+        assert_eq!(a.place(Some("127.0.0.1:7"), None, None), Ok(()));
+        assert_eq!(
+            a.place(Some("[::1]:7"), Some("http://[::1]:7"), None),
+            Ok(())
+        );
     }
 
     #[test]
@@ -189,22 +206,26 @@ mod tests {
         assert!(a.key_ok(&"s".repeat(64)));
         assert!(!a.key_ok(&"s".repeat(63)));
         assert!(!a.key_ok(""));
-        let cookie = format!("other=1; {COOKIE}={}", "s".repeat(64));
-        assert!(a.cookie_ok(Some(&cookie)));
-        assert!(!a.cookie_ok(Some(&format!("{COOKIE}={}", "s".repeat(65)))));
-        assert!(!a.cookie_ok(Some("x=1")));
-        assert!(!a.cookie_ok(None));
+        let home = a.home();
+        assert_eq!(home, format!("/s/{}/", "p".repeat(64)));
+        assert_eq!(a.page(&format!("{home}servers")), Some("/servers"));
+        assert_eq!(a.page(&home), Some("/"));
+        assert_eq!(a.page(&format!("/s/{}/servers", "p".repeat(63))), None);
+        assert_eq!(a.page(&format!("/s/{}/servers", "s".repeat(64))), None);
+        assert_eq!(a.page(&format!("/s/{}", "p".repeat(64))), None);
+        assert_eq!(a.page("/servers"), None);
         assert!(a.csrf_ok(Some(&"c".repeat(64))));
         assert!(!a.csrf_ok(Some(&"s".repeat(64))));
         assert!(!a.csrf_ok(None));
-        assert!(a.set_cookie().contains("HttpOnly; SameSite=Strict"));
         assert!(a.login_url().starts_with("http://127.0.0.1:9/login?key="));
     }
 
     #[test]
     fn each_console_has_its_own_secrets() {
-        let (a, b) = (Access::new(1), Access::new(1));
+        let addr = "127.0.0.1:1".parse().unwrap();
+        let (a, b) = (Access::new(addr), Access::new(addr));
         assert_ne!(a.login_url(), b.login_url());
+        assert_ne!(a.home(), b.home());
         assert_ne!(a.csrf(), b.csrf());
         assert_eq!(a.csrf().len(), 64);
     }

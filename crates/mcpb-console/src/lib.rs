@@ -12,7 +12,7 @@ mod error;
 mod pages;
 mod server;
 
-pub use access::{Access, COOKIE, CSRF_FIELD, Denied};
+pub use access::{Access, CSRF_FIELD, Denied};
 pub use backend::{Backend, Bucket, Outcome, Series, ToolRow, UpstreamAction};
 pub use error::ConsoleError;
 pub use server::{Started, start};

@@ -30,6 +30,12 @@ const MAX_FORM: usize = 64 * 1024;
 const CLI_TIMEOUT: Duration = Duration::from_secs(120);
 /// How often the live stream sends a comment, so the connection is seen to be alive.
 const KEEPALIVE: Duration = Duration::from_secs(15);
+/// Connections served at once; past this a new one is closed at once. A person's browser
+/// needs a handful; anyone on the machine can reach the port, and each connection costs the
+/// daemon a descriptor and buffers its other clients need.
+const MAX_CONNECTIONS: usize = 64;
+/// The most a request's head may buffer (hyper's floor is 8 KiB).
+const MAX_HEAD: usize = 16 * 1024;
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
                    connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
@@ -47,9 +53,11 @@ struct Console<B> {
     shutdown: watch::Receiver<bool>,
 }
 
-/// A console listening: the address to open (it carries the secret) and the task serving it.
+/// A console listening: the address to open (it carries the key), the address it is bound
+/// to, and the task serving it.
 pub struct Started<F> {
     pub url: String,
+    pub bound: SocketAddr,
     pub serve: F,
 }
 
@@ -63,7 +71,11 @@ pub fn start<B: Backend>(
     let addr: SocketAddr = listen
         .parse()
         .map_err(|_| ConsoleError::NotLoopback(listen.to_string()))?;
-    if !addr.ip().is_loopback() {
+    let ours = [
+        std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+    ];
+    if !ours.contains(&addr.ip()) {
         return Err(ConsoleError::NotLoopback(listen.to_string()));
     }
     let bind = |source| ConsoleError::Bind {
@@ -72,9 +84,9 @@ pub fn start<B: Backend>(
     };
     let std_listener = std::net::TcpListener::bind(addr).map_err(bind)?;
     std_listener.set_nonblocking(true).map_err(bind)?;
-    let port = std_listener.local_addr().map_err(bind)?.port();
+    let bound = std_listener.local_addr().map_err(bind)?;
     let listener = tokio::net::TcpListener::from_std(std_listener).map_err(bind)?;
-    let access = Access::new(port);
+    let access = Access::new(bound);
     let url = access.login_url();
     let console = Arc::new(Console {
         backend,
@@ -85,12 +97,14 @@ pub fn start<B: Backend>(
     });
     Ok(Started {
         url,
+        bound,
         serve: serve(console, listener),
     })
 }
 
 async fn serve<B: Backend>(console: Arc<Console<B>>, listener: tokio::net::TcpListener) {
     let mut shutdown = console.shutdown.clone();
+    let room = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let stream = tokio::select! {
             r = listener.accept() => match r {
@@ -103,17 +117,29 @@ async fn serve<B: Backend>(console: Arc<Console<B>>, listener: tokio::net::TcpLi
             },
             () = stopped(&mut shutdown) => break,
         };
+        let Ok(permit) = room.clone().try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
         let console = console.clone();
+        let mut stop = console.shutdown.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 let console = console.clone();
                 async move { Ok::<_, Infallible>(guarded(&console, req).await) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
+            let serving = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(HEAD_TIMEOUT)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                .await;
+                .max_buf_size(MAX_HEAD)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            // A stopped console (the daemon stops, or a reload turned it off) keeps no
+            // connection open: its key is worth nothing from then on.
+            tokio::select! {
+                _ = serving => {}
+                () = stopped(&mut stop) => {}
+            }
+            drop(permit);
         });
     }
 }
@@ -181,7 +207,6 @@ async fn guarded<B: Backend>(console: &Arc<Console<B>>, req: Request<Incoming>) 
     for name in [
         header::HOST,
         header::ORIGIN,
-        header::COOKIE,
         header::HeaderName::from_static("sec-fetch-site"),
     ] {
         let values: Vec<_> = req.headers().get_all(&name).iter().collect();
@@ -194,11 +219,29 @@ async fn guarded<B: Backend>(console: &Arc<Console<B>>, req: Request<Incoming>) 
         }
     }
     let site = header::HeaderName::from_static("sec-fetch-site");
-    if let Err(Denied::Forbidden(why)) = console.access.place(
-        header_of(&req, &header::HOST),
-        header_of(&req, &header::ORIGIN),
-        header_of(&req, &site),
-    ) {
+    let host = header_of(&req, &header::HOST);
+    // A request in absolute form names its host in the target too: both must be ours.
+    let target = req.uri().authority().map(|a| a.as_str());
+    let login = req.uri().path() == "/login";
+    // Only actions are refused for coming from another site. A page is opened from anywhere
+    // (a terminal, the forwarding page `console` writes, which a browser counts as another
+    // site, and every redirect after it); reading one needs the key or the session's path,
+    // and another site's script cannot read what it answers.
+    let fetch_site = if req.method() == Method::GET {
+        None
+    } else {
+        header_of(&req, &site)
+    };
+    let placed = console
+        .access
+        .place(host, header_of(&req, &header::ORIGIN), fetch_site)
+        .and_then(|()| match target {
+            Some(t) if Some(t) != host => Err(Denied::Forbidden(format!(
+                "the request names {t:?} but is sent to {host:?}"
+            ))),
+            _ => Ok(()),
+        });
+    if let Err(Denied::Forbidden(why)) = placed {
         return refused(
             StatusCode::FORBIDDEN,
             &why,
@@ -206,29 +249,29 @@ async fn guarded<B: Backend>(console: &Arc<Console<B>>, req: Request<Incoming>) 
         );
     }
     let query = req.uri().query().unwrap_or("").to_string();
-    if req.uri().path() == "/login" && req.method() == Method::GET {
+    if login && req.method() == Method::GET {
         if !console.access.key_ok(&param(&query, "key")) {
             return refused(
                 StatusCode::UNAUTHORIZED,
                 "this link's key is not this console's",
-                "run `mcp-broker console` for the current link (each daemon start has its own)",
+                "run `mcp-broker console` for the current link (each console start has its own)",
             );
         }
-        let mut r = see_other("/servers");
-        if let Ok(v) = HeaderValue::from_str(&console.access.set_cookie()) {
-            r.headers_mut().insert(header::SET_COOKIE, v);
-        }
-        return r;
+        return see_other(&format!("{}servers", console.access.home()));
     }
-    if !console.access.cookie_ok(header_of(&req, &header::COOKIE)) {
+    // Browsers ask for an icon whatever the page says; a 404 would be a console error.
+    if req.uri().path() == "/favicon.ico" {
+        return reply(StatusCode::OK, "image/svg+xml", ICON);
+    }
+    let Some(page) = console.access.page(req.uri().path()).map(str::to_string) else {
         return refused(
             StatusCode::UNAUTHORIZED,
             "the console needs its key",
             "run `mcp-broker console` and open the link it prints",
         );
-    }
+    };
     if req.method() == Method::POST {
-        let path = req.uri().path().to_string();
+        let path = page;
         let form = match read_form(req).await {
             Ok(f) => f,
             Err(r) => return r,
@@ -243,7 +286,18 @@ async fn guarded<B: Backend>(console: &Arc<Console<B>>, req: Request<Incoming>) 
                 "reload the page and try again",
             );
         }
-        return act(console, &path, &form).await;
+        // Carried out apart from the request: a browser that goes away does not cut an
+        // action off half-way (a restart stopped and never started).
+        let (console, form) = (console.clone(), form.clone());
+        return tokio::spawn(async move { act(&console, &path, &form).await })
+            .await
+            .unwrap_or_else(|_| {
+                refused(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the action failed inside the daemon",
+                    "`mcp-broker logs` shows why",
+                )
+            });
     }
     if req.method() != Method::GET {
         return refused(
@@ -252,7 +306,7 @@ async fn guarded<B: Backend>(console: &Arc<Console<B>>, req: Request<Incoming>) 
             "use the pages' links and buttons",
         );
     }
-    show(console, req.uri().path(), &query).await
+    show(console, &page, &query).await
 }
 
 async fn read_form(req: Request<Incoming>) -> Result<String, Reply> {
@@ -290,13 +344,12 @@ async fn show<B: Backend>(console: &Arc<Console<B>>, path: &str, query: &str) ->
     let b = &console.backend;
     let csrf = console.access.csrf();
     let body = match path {
-        "/" => return see_other("/servers"),
+        "/" => return see_other("servers"),
         "/assets/console.css" => return reply(StatusCode::OK, "text/css; charset=utf-8", CSS),
         "/assets/console.js" => {
             return reply(StatusCode::OK, "text/javascript; charset=utf-8", JS);
         }
-        // Browsers ask for an icon whatever the page says; a 404 would be a console error.
-        "/favicon.ico" | "/assets/favicon.svg" => {
+        "/assets/favicon.svg" => {
             return reply(StatusCode::OK, "image/svg+xml", ICON);
         }
         "/activity/live" => return live(b.live(), console.shutdown.clone()),
@@ -386,11 +439,43 @@ async fn act<B: Backend>(console: &Arc<Console<B>>, path: &str, form: &str) -> R
         }
         "/trust" => {
             let tool = param(form, "tool");
-            let args = ["pins", "approve", "--yes", "--by", "console", "--", &tool];
-            ("/trust", run(b.cli(), &args).await)
+            // The page showed the findings beside the button: the click is the person's yes.
+            let outcome = match param(form, "verdict").as_str() {
+                "approve" => {
+                    let hash = param(form, "hash");
+                    let args = [
+                        "pins",
+                        "approve",
+                        "--yes",
+                        "--by",
+                        "console",
+                        "--expect-hash",
+                        &hash,
+                        "--",
+                        &tool,
+                    ];
+                    run(b.cli(), &args).await
+                }
+                "reject" => {
+                    let args = ["pins", "reject", "--by", "console", "--", &tool];
+                    run(b.cli(), &args).await
+                }
+                _ => Outcome {
+                    ok: false,
+                    text: "unknown verdict; it is approve or reject".into(),
+                },
+            };
+            ("/trust", outcome)
         }
         "/context" => {
             let profile = param(form, "profile");
+            if !b.profiles().iter().any(|(p, _)| *p == profile) {
+                return refused(
+                    StatusCode::NOT_FOUND,
+                    &format!("no profile named {profile:?}"),
+                    "use the buttons on the Context page",
+                );
+            }
             let args = ["measure", "--json", "--profile", &profile];
             let outcome = run(b.cli(), &args).await;
             let result = if outcome.ok {
@@ -416,7 +501,7 @@ async fn act<B: Backend>(console: &Arc<Console<B>>, path: &str, form: &str) -> R
         }
     };
     *console.flash.lock() = Some((page, outcome));
-    see_other(page)
+    see_other(page.trim_start_matches('/'))
 }
 
 /// What `pins list --json` prints.

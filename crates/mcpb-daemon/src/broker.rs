@@ -47,8 +47,8 @@ pub(crate) struct Broker {
     pub(crate) subscriptions: Arc<crate::notices::Subscriptions>,
     /// Tool calls counted, and written to the audit log.
     pub(crate) calls: Arc<crate::calls::Calls>,
-    /// The web console's address once `mcp-broker console` started it.
-    pub(crate) console: Mutex<Option<String>>,
+    /// The web console once `mcp-broker console` started it.
+    pub(crate) console: Mutex<Option<crate::console::Running>>,
 }
 
 impl Broker {

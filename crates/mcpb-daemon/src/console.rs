@@ -21,7 +21,14 @@ pub(crate) struct ConsoleBackend {
     broker: Arc<Broker>,
 }
 
-/// The console's address, starting it the first time.
+/// A console serving: its address, the settings it was started with, and its own stop.
+pub(crate) struct Running {
+    url: String,
+    settings: mcpb_config::console::ConsoleSettings,
+    stop: Arc<watch::Sender<bool>>,
+}
+
+/// The console's address, starting it the first time (or again, when its settings changed).
 pub(crate) fn open(
     broker: &Arc<Broker>,
     shutdown: watch::Receiver<bool>,
@@ -31,18 +38,43 @@ pub(crate) fn open(
         return Err("the console is off (console.enabled: false)".into());
     }
     let mut slot = broker.console.lock();
-    if let Some(url) = slot.as_ref() {
-        return Ok(url.clone());
+    if let Some(running) = slot.as_ref() {
+        return Ok(running.url.clone());
     }
     let backend = Arc::new(ConsoleBackend {
         broker: broker.clone(),
     });
+    let (stop, stopped) = watch::channel(false);
+    let stop = Arc::new(stop);
     let started =
-        mcpb_console::start(&settings.listen, backend, shutdown).map_err(|e| e.to_string())?;
+        mcpb_console::start(&settings.listen, backend, stopped).map_err(|e| e.to_string())?;
     tokio::spawn(started.serve);
-    tracing::info!(listen = %settings.listen, "console started");
-    *slot = Some(started.url.clone());
+    // The daemon's stop is the console's too.
+    let (to_stop, mut daemon) = (stop.clone(), shutdown);
+    tokio::spawn(async move {
+        let _ = daemon.wait_for(|s| *s).await;
+        to_stop.send_replace(true);
+    });
+    tracing::info!(listen = %started.bound, "console started");
+    *slot = Some(Running {
+        url: started.url.clone(),
+        settings,
+        stop,
+    });
     Ok(started.url)
+}
+
+/// After a reload: a console whose settings changed (turned off, another address) stops;
+/// `mcp-broker console` starts it again, with a new key, where the new settings say.
+pub(crate) fn reloaded(broker: &Broker) {
+    let settings = &broker.config().settings.console;
+    let mut slot = broker.console.lock();
+    if slot.as_ref().is_some_and(|r| r.settings != *settings)
+        && let Some(running) = slot.take()
+    {
+        running.stop.send_replace(true);
+        tracing::info!("console stopped: its settings changed");
+    }
 }
 
 /// `mcp-broker upstream <action> <name>`.
@@ -205,8 +237,9 @@ impl mcpb_console::Backend for ConsoleBackend {
     }
 
     fn cli(&self) -> tokio::process::Command {
-        let exe = std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into());
-        let mut cmd = tokio::process::Command::new(exe);
+        // This very binary, even after an upgrade replaced the file (or removed it): the CLI
+        // that acts for the console is the daemon's own version.
+        let mut cmd = tokio::process::Command::new("/proc/self/exe");
         if let mcpb_config::ConfigSource::File(path) = &self.broker.config().settings.source {
             cmd.arg("--config").arg(path);
         }

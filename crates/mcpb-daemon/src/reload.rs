@@ -114,6 +114,7 @@ pub(crate) fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
     let pins_changed = next.pins != current.settings.pins;
     let mode = next.pins;
     broker.swap_config(Generation::new(next, upstreams));
+    crate::console::reloaded(broker);
     if pins_changed {
         broker.known.set_mode(mode);
         for up in broker.config().upstreams.keys() {

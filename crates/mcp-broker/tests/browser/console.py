@@ -3,7 +3,10 @@
 Run by the suite's console test with the broker's environment (MCP_BROKER_HOME,
 MCP_BROKER_CONFIG) and MCPB_BIN, the mcp-broker binary:
 
-  console.py LOGIN_URL SCREENSHOT_DIR
+  console.py LOGIN_URL SCREENSHOT_DIR FORWARDING_PAGE
+
+FORWARDING_PAGE is the file `mcp-broker console` hands a browser; the walk starts from it, as
+a person's does.
 
 It opens the console without the key and with it, reads a failed upstream's reason, searches
 the tools, approves a quarantined tool, watches a call appear live, filters the audit log,
@@ -14,6 +17,7 @@ object of what it saw; the Rust side checks the broker's state from the CLI afte
 
 import http.server
 import json
+import re
 import os
 import subprocess
 import sys
@@ -43,9 +47,11 @@ def cli(*args):
 
 def forger(target):
     """A page on another origin (a loopback listener of our own) whose form posts an approval
-    to the console without the form token, the way a hostile site would."""
-    page = f"""<!DOCTYPE html><form id="f" method="post" action="{target}/trust">
-<input type="hidden" name="tool" value="fx.sneaky"></form>
+    to the console without the form token, the way a hostile site would; it is even given the
+    session's path (`target`), which a real one could not know."""
+    page = f"""<!DOCTYPE html><form id="f" method="post" action="{target}trust">
+<input type="hidden" name="tool" value="fx.sneaky">
+<input type="hidden" name="verdict" value="approve"></form>
 <script>document.getElementById("f").submit();</script>"""
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -66,7 +72,7 @@ def forger(target):
 
 
 def main():
-    login, shots = sys.argv[1], sys.argv[2]
+    login, shots, forwarding = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(shots, exist_ok=True)
     base = "{0.scheme}://{0.netloc}".format(urlsplit(login))
     seen = {}
@@ -87,7 +93,7 @@ def main():
         page.on("pageerror", lambda e: errors.append(str(e)))
 
         try:
-            walk(page, context, login, base, shots, seen)
+            walk(page, context, "file://" + forwarding, base, shots, seen)
         except Exception:
             # What the page showed when a step failed, for the test's message.
             page.screenshot(path=f"{shots}/failed.png", full_page=True)
@@ -102,8 +108,9 @@ def main():
 def walk(page, context, login, base, shots, seen):
     if True:
         page.goto(login)
-        expect(page).to_have_url(base + "/servers")
+        expect(page).to_have_url(re.compile(re.escape(base) + "/s/[0-9a-f]{64}/servers$"))
         seen["url_after_login"] = page.url
+        home = page.url[: -len("servers")]
         seen["broken_row"] = page.inner_text("#server-broken")
         seen["broken_reason"] = page.inner_text("#servers tr.detail")
         page.screenshot(path=f"{shots}/1-servers.png", full_page=True)
@@ -128,14 +135,14 @@ def walk(page, context, login, base, shots, seen):
         page.screenshot(path=f"{shots}/5-trust-approved.png", full_page=True)
 
         # A hostile page of another origin posts an approval without the token.
-        server = forger(base)
+        server = forger(home)
         hostile = context.new_page()
         answer = {}
         hostile.on("response", lambda r: answer.setdefault(r.url, r.status) if "/trust" in r.url else None)
         hostile.goto(f"http://127.0.0.1:{server.server_port}/")
         hostile.wait_for_load_state("load")
         hostile.wait_for_timeout(500)
-        seen["forged_status"] = answer.get(base + "/trust")
+        seen["forged_status"] = answer.get(home + "trust")
         seen["forged_page"] = hostile.inner_text("body")
         hostile.close()
         server.shutdown()

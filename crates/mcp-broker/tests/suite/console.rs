@@ -39,6 +39,8 @@ fn console_home(more: &str) -> Home {
 struct Console {
     port: u16,
     key: String,
+    /// Where the pages are: `/s/<session>/`, from the login's redirect.
+    home: String,
 }
 
 impl Console {
@@ -51,10 +53,29 @@ impl Console {
         );
         let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
         let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
-        let (port, query) = rest.split_once("/login?key=").unwrap();
+        let (port, key) = rest.split_once("/login?key=").unwrap();
+        let port: u16 = port.parse().unwrap();
+        let host = format!("127.0.0.1:{port}");
+        let login = request(
+            port,
+            "GET",
+            &format!("/login?key={key}"),
+            &[("Host", &host)],
+            "",
+        );
+        assert_eq!(login.status, 303, "{}", login.body);
+        let location = login
+            .head
+            .lines()
+            .find_map(|l| l.strip_prefix("location: "))
+            .unwrap()
+            .trim()
+            .to_string();
+        let home = location.strip_suffix("servers").unwrap().to_string();
         Self {
-            port: port.parse().unwrap(),
-            key: query.to_string(),
+            port,
+            key: key.to_string(),
+            home,
         }
     }
 
@@ -62,8 +83,9 @@ impl Console {
         format!("127.0.0.1:{}", self.port)
     }
 
-    fn cookie(&self) -> String {
-        format!("mcpb_console={}", self.key)
+    /// A page's path under the session's.
+    fn at(&self, page: &str) -> String {
+        format!("{}{}", self.home, page.trim_start_matches('/'))
     }
 }
 
@@ -97,15 +119,16 @@ fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: 
     }
 }
 
-fn get(c: &Console, path: &str) -> Answer {
-    let cookie = c.cookie();
-    request(
-        c.port,
-        "GET",
-        path,
-        &[("Host", &c.host()), ("Cookie", &cookie)],
-        "",
-    )
+fn get(c: &Console, page: &str) -> Answer {
+    request(c.port, "GET", &c.at(page), &[("Host", &c.host())], "")
+}
+
+/// The definition hash the Trust page shows `tool` with.
+fn shown_hash(c: &Console, tool: &str) -> String {
+    let page = get(c, "/trust").body;
+    let field = format!(r#"name="tool" value="{tool}"><input type="hidden" name="hash" value=""#);
+    let at = page.find(&field).unwrap_or_else(|| panic!("{page}")) + field.len();
+    page[at..at + 71].to_string()
 }
 
 /// The CSRF token the pages carry.
@@ -148,17 +171,23 @@ fn the_console_listens_only_when_asked_and_only_for_its_key_and_host() {
     assert!(!no_key.body.contains("fx"), "{}", no_key.body);
     let wrong = request(c.port, "GET", "/login?key=00", &[("Host", &host)], "");
     assert_eq!(wrong.status, 401);
-    let cookie = c.cookie();
     for bad_host in ["evil.example", "127.0.0.1:1", "localhost"] {
-        let r = request(
-            c.port,
-            "GET",
-            "/servers",
-            &[("Host", bad_host), ("Cookie", &cookie)],
-            "",
-        );
+        let r = request(c.port, "GET", &c.at("servers"), &[("Host", bad_host)], "");
         assert_eq!(r.status, 403, "{bad_host}");
     }
+    // The session's path must be whole, and a request in absolute form must name us.
+    let cut = &c.home[..c.home.len() - 2];
+    let r = request(
+        c.port,
+        "GET",
+        &format!("{cut}/servers"),
+        &[("Host", &host)],
+        "",
+    );
+    assert_eq!(r.status, 401);
+    let absolute = format!("http://evil.example:1{}", c.at("servers"));
+    let r = request(c.port, "GET", &absolute, &[("Host", &host)], "");
+    assert_eq!(r.status, 403);
     let login = request(
         c.port,
         "GET",
@@ -167,8 +196,10 @@ fn the_console_listens_only_when_asked_and_only_for_its_key_and_host() {
         "",
     );
     assert_eq!(login.status, 303);
+    // No cookie: a browser would hand it to every other server on 127.0.0.1.
+    assert!(!login.head.contains("set-cookie"), "{}", login.head);
     assert!(
-        login.head.contains("httponly; samesite=strict"),
+        login.head.contains(&format!("location: {}servers", c.home)),
         "{}",
         login.head
     );
@@ -200,6 +231,19 @@ fn the_console_listens_only_when_asked_and_only_for_its_key_and_host() {
             .contains("fx.lookup")
     );
     assert!(get(&c, "/trust").body.contains(r#"value="fx.helper""#));
+
+    // Turned off by a reload: the console stops, its key with it, and does not start again.
+    let config = home.config_path().to_path_buf();
+    let mut yaml = std::fs::read_to_string(&config).unwrap();
+    yaml.push_str("console: {enabled: false}\n");
+    std::fs::write(&config, yaml).unwrap();
+    assert!(home.run(&["reload"]).status.success());
+    assert!(wait_until(Duration::from_secs(5), || {
+        TcpStream::connect(("127.0.0.1", c.port)).is_err()
+    }));
+    let off = home.run(&["console", "--no-open"]);
+    assert!(!off.status.success());
+    assert!(String::from_utf8_lossy(&off.stderr).contains("the console is off"));
 }
 
 #[test]
@@ -208,52 +252,65 @@ fn a_forged_action_changes_nothing_and_a_real_one_is_the_cli_approval() {
     let mut shim = session(&home);
     assert!(!shim.tool_names().iter().any(|n| n == "fx.helper"));
     let c = Console::open(&home);
-    let (host, cookie) = (c.host(), c.cookie());
+    let host = c.host();
     let token = csrf(&c);
+    let hash = shown_hash(&c, "fx.helper");
     let own = format!("http://{host}");
     type Forged<'a> = (&'a str, Vec<(&'a str, &'a str)>, String);
     let forged: [Forged; 4] = [
         (
             "no token",
-            vec![("Host", &host), ("Cookie", &cookie), ("Origin", &own)],
-            "tool=fx.helper".into(),
+            vec![("Host", &host), ("Origin", &own)],
+            format!("tool=fx.helper&verdict=approve&hash={hash}"),
         ),
         (
             "a foreign origin",
-            vec![
-                ("Host", &host),
-                ("Cookie", &cookie),
-                ("Origin", "http://evil.example"),
-            ],
-            format!("tool=fx.helper&csrf={token}"),
+            vec![("Host", &host), ("Origin", "http://evil.example")],
+            format!("tool=fx.helper&verdict=approve&hash={hash}&csrf={token}"),
         ),
         (
             "a cross-site request",
-            vec![
-                ("Host", &host),
-                ("Cookie", &cookie),
-                ("Sec-Fetch-Site", "cross-site"),
-            ],
-            format!("tool=fx.helper&csrf={token}"),
+            vec![("Host", &host), ("Sec-Fetch-Site", "cross-site")],
+            format!("tool=fx.helper&verdict=approve&hash={hash}&csrf={token}"),
         ),
         (
             "no key",
             vec![("Host", &host), ("Origin", &own)],
-            format!("tool=fx.helper&csrf={token}"),
+            format!("tool=fx.helper&verdict=approve&hash={hash}&csrf={token}"),
         ),
     ];
     for (what, headers, body) in &forged {
-        let r = request(c.port, "POST", "/trust", headers, body);
+        let path = if *what == "no key" {
+            "/trust".to_string()
+        } else {
+            c.at("trust")
+        };
+        let r = request(c.port, "POST", &path, headers, body);
         assert!(r.status == 403 || r.status == 401, "{what}: {}", r.status);
     }
+    // A definition other than the one shown is not approved.
+    let other = format!("sha256:{}", "0".repeat(64));
+    let r = request(
+        c.port,
+        "POST",
+        &c.at("trust"),
+        &[("Host", &host), ("Origin", &own)],
+        &format!("tool=fx.helper&verdict=approve&hash={other}&csrf={token}"),
+    );
+    assert_eq!(r.status, 303);
+    let page = get(&c, "/trust").body;
+    assert!(
+        page.contains("fx.helper changed since it was shown; not approved"),
+        "{page}"
+    );
     assert!(quarantined(&home, "fx.helper"), "a forged approval took");
 
     let r = request(
         c.port,
         "POST",
-        "/trust",
-        &[("Host", &host), ("Cookie", &cookie), ("Origin", &own)],
-        &format!("tool=fx.helper&csrf={token}"),
+        &c.at("trust"),
+        &[("Host", &host), ("Origin", &own)],
+        &format!("tool=fx.helper&verdict=approve&hash={hash}&csrf={token}"),
     );
     assert_eq!(r.status, 303, "{}", r.body);
     let page = get(&c, "/trust").body;
@@ -310,12 +367,12 @@ fn upstreams_are_restarted_from_the_cli_and_the_console_alike() {
     );
 
     let c = Console::open(&home);
-    let (host, cookie, token) = (c.host(), c.cookie(), csrf(&c));
+    let (host, token) = (c.host(), csrf(&c));
     let r = request(
         c.port,
         "POST",
-        "/servers",
-        &[("Host", &host), ("Cookie", &cookie)],
+        &c.at("servers"),
+        &[("Host", &host)],
         &format!("upstream=fx&action=stop&csrf={token}"),
     );
     assert_eq!(r.status, 303);
@@ -325,6 +382,70 @@ fn upstreams_are_restarted_from_the_cli_and_the_console_alike() {
             .contains("stopped fx; it starts again on its next call")
     );
     assert_eq!(upstream_status(&home, "fx")["state"], "stopped");
+}
+
+#[test]
+fn a_rejected_tool_stays_hidden_and_is_no_longer_asked_about() {
+    let (home, _) = tools_home(
+        &[tool("lookup", "Look up a word."), poisoned("helper")],
+        "",
+        "",
+        "",
+        "  default: {allow_mutating_upstreams: true}\n",
+    );
+    let mut shim = session(&home);
+    assert!(shim.tool_names().iter().any(|n| n == "fx.lookup"));
+    let c = Console::open(&home);
+    let (host, token) = (c.host(), csrf(&c));
+    let r = request(
+        c.port,
+        "POST",
+        &c.at("trust"),
+        &[("Host", &host)],
+        &format!("tool=fx.helper&verdict=reject&csrf={token}"),
+    );
+    assert_eq!(r.status, 303);
+    let page = get(&c, "/trust").body;
+    assert!(page.contains("1 tool(s) rejected"), "{page}");
+    assert!(page.contains("0 quarantined, 1 rejected"), "{page}");
+    assert!(page.contains(r#"id="r-fx.helper""#), "{page}");
+    assert!(
+        quarantined(&home, "fx.helper"),
+        "a rejected tool stays hidden"
+    );
+    let listed = String::from_utf8_lossy(&home.run(&["pins", "list"]).stdout).into_owned();
+    assert!(
+        listed.contains("fx.helper  QUARANTINED (the description scan flagged it"),
+        "{listed}"
+    );
+    assert!(listed.contains("; rejected)"), "{listed}");
+    assert!(!shim.tool_names().iter().any(|n| n == "fx.helper"));
+    let audit = std::fs::read_to_string(home.root().join("logs/audit.jsonl")).unwrap();
+    assert!(
+        audit.contains(r#""event":"pins.reject""#) && audit.contains(r#""by":"console""#),
+        "{audit}"
+    );
+
+    let approved = home.run(&["pins", "reject", "fx.lookup", "fx.nope"]);
+    assert!(!approved.status.success());
+    let err = String::from_utf8_lossy(&approved.stderr);
+    assert!(
+        err.contains("fx.lookup is approved, not quarantined"),
+        "{err}"
+    );
+    assert!(err.contains("fx.nope is not a cached tool"), "{err}");
+    // A person may change their mind: approving a rejected tool clears the rejection.
+    assert!(
+        home.run(&["pins", "approve", "--yes", "fx.helper"])
+            .status
+            .success()
+    );
+    let listed = String::from_utf8_lossy(&home.run(&["pins", "list"]).stdout).into_owned();
+    assert!(listed.contains("fx.helper  approved"), "{listed}");
+    assert!(wait_until(Duration::from_secs(5), || shim
+        .tool_names()
+        .iter()
+        .any(|n| n == "fx.helper")));
 }
 
 #[test]
@@ -364,8 +485,25 @@ fn the_console_works_in_a_real_browser() {
     let mut shim = session(&home);
     assert!(shim.tool_names().iter().any(|n| n == "fx.lookup"));
     assert!(!home.run(&["upstream", "start", "broken"]).status.success());
-    let out = home.run(&["console", "--no-open"]);
+    // The way a person opens it: `console` hands "the browser" (here one that does nothing)
+    // a page of its own that forwards to the address; the walk below starts from that page.
+    let out = home
+        .cmd(&["console"])
+        .env("BROWSER", "/bin/true %s")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("opened the console in a browser"));
     let login = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let forwarding = home.root().join("run/console-open.html");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&forwarding).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
     let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
     let _ = std::fs::remove_dir_all(&shots);
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/console.py");
@@ -377,6 +515,7 @@ fn the_console_works_in_a_real_browser() {
     run.arg(&script)
         .arg(&login)
         .arg(&shots)
+        .arg(&forwarding)
         .env_clear()
         .env("HOME", home.root())
         .env("MCP_BROKER_HOME", home.root())
@@ -394,7 +533,7 @@ fn the_console_works_in_a_real_browser() {
     let said = |k: &str| seen[k].as_str().unwrap_or_default().to_string();
     assert!(said("without_key").contains("needs its key"), "{seen}");
     assert!(!said("without_key").contains("fx"), "{seen}");
-    assert!(said("url_after_login").ends_with("/servers"), "{seen}");
+    assert!(said("url_after_login").contains("/s/"), "{seen}");
     assert!(said("broken_row").contains("failed"), "{seen}");
     assert!(said("broken_reason").contains("last error"), "{seen}");
     assert!(said("search_first").contains("fx.lookup"), "{seen}");

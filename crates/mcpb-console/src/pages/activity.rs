@@ -77,7 +77,7 @@ pub(crate) fn read(path: &Path, filter: &Filter) -> std::io::Result<Vec<Value>> 
 
 pub(crate) fn render(filter: &Filter, rows: &Result<Vec<Value>, String>, audited: bool) -> Markup {
     html! {
-        form.filters method="get" action="/activity" {
+        form.filters method="get" action="activity" {
             label { "upstream " input type="text" name="upstream" value=(filter.upstream); }
             label { "tool " input type="text" name="tool" value=(filter.tool); }
             label { "outcome "

@@ -67,7 +67,7 @@ pub(crate) fn render(
                         }
                     }
                 }
-                form method="post" action="/context" {
+                form method="post" action="context" {
                     (csrf_field(csrf))
                     input type="hidden" name="profile" value=(profile);
                     button type="submit" { "measure" }

@@ -36,16 +36,16 @@ pub(crate) fn page(path: &str, flash: Option<&Outcome>, body: Markup) -> String 
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · mcp-broker" }
-                link rel="stylesheet" href="/assets/console.css";
-                link rel="icon" href="/assets/favicon.svg" type="image/svg+xml";
-                script src="/assets/console.js" defer {}
+                link rel="stylesheet" href="assets/console.css";
+                link rel="icon" href="assets/favicon.svg" type="image/svg+xml";
+                script src="assets/console.js" defer {}
             }
             body {
                 header {
                     span.brand { "mcp-broker" }
                     nav {
                         @for (p, t) in NAV {
-                            a href=(p) class=[(p == path).then_some("here")] { (t) }
+                            a href=(p.trim_start_matches('/')) class=[(p == path).then_some("here")] { (t) }
                         }
                     }
                 }

@@ -45,7 +45,7 @@ pub(crate) fn render(status: &Value, csrf: &str) -> Markup {
                         td { (ms(c["p99_ms"].as_f64())) }
                         td.actions {
                             @for a in UpstreamAction::ALL {
-                                form method="post" action="/servers" {
+                                form method="post" action="servers" {
                                     (csrf_field(csrf))
                                     input type="hidden" name="upstream" value=(name);
                                     button type="submit" name="action" value=(a.as_str()) { (a.as_str()) }

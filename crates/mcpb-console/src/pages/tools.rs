@@ -14,7 +14,7 @@ pub(crate) fn render(
     found: &Result<Vec<ToolRow>, String>,
 ) -> Markup {
     html! {
-        form.search method="get" action="/tools" {
+        form.search method="get" action="tools" {
             label { "profile "
                 select name="profile" {
                     @for (p, _) in profiles {
@@ -34,7 +34,7 @@ pub(crate) fn render(
                     tbody {
                         @for r in rows {
                             tr {
-                                td.name { a href={ "/tool?profile=" (enc(profile)) "&name=" (enc(&r.name)) } { (r.name) } }
+                                td.name { a href={ "tool?profile=" (enc(profile)) "&name=" (enc(&r.name)) } { (r.name) } }
                                 td { (r.server) }
                                 td { @if r.mutating { span.mutating { "yes" } } @else { "no" } }
                                 td { (r.profiles.join(", ")) }
@@ -50,7 +50,7 @@ pub(crate) fn render(
 
 pub(crate) fn render_one(profile: &str, name: &str, definition: Option<&Value>) -> Markup {
     html! {
-        p { a href={ "/tools?profile=" (enc(profile)) } { "← all tools of " (profile) } }
+        p { a href={ "tools?profile=" (enc(profile)) } { "← all tools of " (profile) } }
         h2 { (name) }
         @match definition {
             Some(d) => {

@@ -1,5 +1,5 @@
 //! Trust: quarantined tools with what the scanner found and how the definition changed, each
-//! approved with one click (which runs `mcp-broker pins approve`).
+//! approved or rejected with one click (which runs `mcp-broker pins approve` or `pins reject`).
 
 use maud::{Markup, html};
 use serde_json::Value;
@@ -14,9 +14,16 @@ pub(crate) fn render(pins: &Result<Value, String>, csrf: &str) -> Markup {
     };
     let empty = Vec::new();
     let tools = pins["tools"].as_array().unwrap_or(&empty);
+    let held = |t: &&Value| !t["quarantine"].is_null();
     let quarantined: Vec<&Value> = tools
         .iter()
-        .filter(|t| !t["quarantine"].is_null())
+        .filter(held)
+        .filter(|t| t["rejected"] != true)
+        .collect();
+    let rejected: Vec<&Value> = tools
+        .iter()
+        .filter(held)
+        .filter(|t| t["rejected"] == true)
         .collect();
     let flagged: Vec<&Value> = tools
         .iter()
@@ -29,7 +36,10 @@ pub(crate) fn render(pins: &Result<Value, String>, csrf: &str) -> Markup {
             p.error { "the pin store is unreadable, every tool is quarantined: " (e) }
             p { "hint: fix the file, or start over with " code { "mcp-broker pins approve --all --reset" } }
         }
-        p.summary { (tools.len()) " tool(s) cached, " (quarantined.len()) " quarantined" }
+        p.summary {
+            (tools.len()) " tool(s) cached, " (quarantined.len()) " quarantined"
+            @if !rejected.is_empty() { ", " (rejected.len()) " rejected" }
+        }
         @if quarantined.is_empty() {
             p #no-quarantine { "Nothing is quarantined." }
         }
@@ -45,10 +55,18 @@ pub(crate) fn render(pins: &Result<Value, String>, csrf: &str) -> Markup {
                         pre.diff { (d) }
                     }
                 }
-                form method="post" action="/trust" {
-                    (csrf_field(csrf))
-                    input type="hidden" name="tool" value=(name);
-                    button type="submit" name="verdict" value="approve" { "approve" }
+                (verdicts(name, text(t, "hash"), csrf, true))
+            }
+        }
+        @if !rejected.is_empty() {
+            h2 { "rejected" }
+            p { "Hidden until their definition changes; approve one if you change your mind." }
+            @for t in &rejected {
+                @let name = text(t, "tool");
+                section.rejected id={ "r-" (name) } {
+                    h3 { (name) }
+                    (findings(t))
+                    (verdicts(name, text(t, "hash"), csrf, false))
                 }
             }
         }
@@ -56,6 +74,22 @@ pub(crate) fn render(pins: &Result<Value, String>, csrf: &str) -> Markup {
             h2 { "approved, with findings" }
             @for t in &flagged {
                 section.flagged { h3 { (text(t, "tool")) } (findings(t)) }
+            }
+        }
+    }
+}
+
+/// The approve (and reject) buttons of one tool, for the definition shown (`hash`): a
+/// definition that changed after the page was built is not approved unseen.
+fn verdicts(name: &str, hash: &str, csrf: &str, reject: bool) -> Markup {
+    html! {
+        form.verdict method="post" action="trust" {
+            (csrf_field(csrf))
+            input type="hidden" name="tool" value=(name);
+            input type="hidden" name="hash" value=(hash);
+            button type="submit" name="verdict" value="approve" { "approve" }
+            @if reject {
+                button type="submit" name="verdict" value="reject" { "reject" }
             }
         }
     }
