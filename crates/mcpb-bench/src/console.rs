@@ -16,8 +16,9 @@ const PAGES: [&str; 7] = [
     "/assets/console.css",
 ];
 
-/// Starts the console and shows each page once; returns how many pages answered 200.
-pub(crate) fn show_every_page(env: &Env) -> anyhow::Result<usize> {
+/// Starts the console and shows each page once; returns how many pages answered 200, and
+/// the daemon's RSS (KiB) after the start and after each page.
+pub(crate) fn show_every_page(env: &Env, pid: u64) -> anyhow::Result<(usize, Vec<(String, u64)>)> {
     let out = env.broker(&["console", "--no-open"]).output()?;
     let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let rest = url
@@ -35,14 +36,19 @@ pub(crate) fn show_every_page(env: &Env) -> anyhow::Result<usize> {
         .ok_or_else(|| anyhow::anyhow!("the login answered {login:?}"))?
         .to_string();
     let mut shown = 0;
+    let settle = || std::thread::sleep(std::time::Duration::from_millis(300));
+    settle();
+    let mut rss = vec![("started".to_string(), crate::env::rss_kib(pid))];
     for page in PAGES {
         if get(port, &format!("{home}{}", page.trim_start_matches('/')))?
             .starts_with("HTTP/1.1 200")
         {
             shown += 1;
         }
+        settle();
+        rss.push((page.to_string(), crate::env::rss_kib(pid)));
     }
-    Ok(shown)
+    Ok((shown, rss))
 }
 
 fn get(port: u16, path: &str) -> anyhow::Result<String> {

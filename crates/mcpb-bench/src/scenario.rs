@@ -242,11 +242,7 @@ fn measure(
     for p in sessions {
         p.close();
     }
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let rss_before_console = rss_kib(pid);
-    let shown = crate::console::show_every_page(env)?;
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let rss_console = rss_kib(pid);
+
     println!(
         "| daemon | RSS fresh, no upstream started (MiB) | | {:.1} | |",
         rss_fresh as f64 / 1024.0
@@ -259,11 +255,26 @@ fn measure(
         "| daemon | RSS with 32 sessions open (MiB) | | {:.1} | |",
         rss_32 as f64 / 1024.0
     );
+    // Last: a binary without a console stops here, its other rows printed.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let rss_before_console = rss_kib(pid);
+    let (shown, steps) = crate::console::show_every_page(env, pid)?;
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let rss_console = rss_kib(pid);
     println!(
         "| daemon | RSS before / after the console started and {shown} pages shown (MiB) | | {:.1} / {:.1} (+{:.2}) | |",
         rss_before_console as f64 / 1024.0,
         rss_console as f64 / 1024.0,
         rss_console.saturating_sub(rss_before_console) as f64 / 1024.0
     );
+    let mut last = rss_before_console;
+    for (step, kib) in steps {
+        println!(
+            "| daemon | console: RSS after {step} (MiB) | | {:.1} (+{:.2}) | |",
+            kib as f64 / 1024.0,
+            kib.saturating_sub(last) as f64 / 1024.0
+        );
+        last = kib;
+    }
     Ok(())
 }

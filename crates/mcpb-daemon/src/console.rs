@@ -138,12 +138,12 @@ pub(crate) async fn upstream_action(
 }
 
 impl ConsoleBackend {
-    /// The visible tools of a profile, by the upstream's own name, for "seen by".
+    /// The visible tools of a profile, by the upstream's own name, for "seen by": from the
+    /// known lists, without building the profile's search index (a few MiB each).
     async fn seen(&self, profile: mcpb_config::ProfileSettings) -> BTreeSet<(String, String)> {
         let view = self.broker.view(Arc::new(profile), CONSOLE_SESSION);
-        let index = view.search_index().await;
-        index
-            .tools
+        view.tools()
+            .await
             .iter()
             .map(|t| (t.upstream.name().to_string(), t.tool_name().to_string()))
             .collect()
@@ -184,11 +184,17 @@ impl mcpb_console::Backend for ConsoleBackend {
             return Err(format!("unknown profile '{profile}'"));
         };
         let view = self.broker.view(Arc::new(settings), CONSOLE_SESSION);
-        let index = view.search_index().await;
-        let picked: Vec<usize> = if query.trim().is_empty() {
-            (0..index.tools.len()).collect()
+        // The whole list needs no index; a query is ranked by the one `broker.search_tools`
+        // builds for this profile (and keeps for its clients' searches).
+        let tools: Vec<crate::view::VisibleTool> = if query.trim().is_empty() {
+            view.tools().await
         } else {
-            crate::tools::search_tools::ranked(&view, &index, query, SEARCH_ROWS, None).await
+            let index = view.search_index().await;
+            crate::tools::search_tools::ranked(&view, &index, query, SEARCH_ROWS, None)
+                .await
+                .into_iter()
+                .filter_map(|i| index.tools.get(i).cloned())
+                .collect()
         };
         let mut seen_by = Vec::new();
         for name in self.broker.config().settings.profiles.keys() {
@@ -197,9 +203,8 @@ impl mcpb_console::Backend for ConsoleBackend {
             }
         }
         self.release();
-        Ok(picked
-            .into_iter()
-            .filter_map(|i| index.tools.get(i))
+        Ok(tools
+            .iter()
             .map(|t| {
                 let key = (t.upstream.name().to_string(), t.tool_name().to_string());
                 let def = t.definition().to_value();
@@ -223,10 +228,9 @@ impl mcpb_console::Backend for ConsoleBackend {
     async fn tool(&self, profile: &str, name: &str) -> Option<Value> {
         let settings = self.broker.profile(profile)?;
         let view = self.broker.view(Arc::new(settings), CONSOLE_SESSION);
-        let index = view.search_index().await;
+        let tools = view.tools().await;
         self.release();
-        index
-            .tools
+        tools
             .iter()
             .find(|t| t.exposed == name)
             .map(|t| t.definition().to_value())

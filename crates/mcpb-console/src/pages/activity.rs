@@ -9,8 +9,9 @@ use serde_json::Value;
 
 use super::text;
 
-/// How much of the log's end is read for the table.
-const TAIL_BYTES: u64 = 4 << 20;
+/// How much of the log's end is read for the table: a few thousand lines, enough for the
+/// newest 200 of most filters, and little for a daemon whose allocator keeps what it read.
+const TAIL_BYTES: u64 = 512 << 10;
 /// Rows shown at most.
 pub(crate) const MAX_ROWS: usize = 200;
 
