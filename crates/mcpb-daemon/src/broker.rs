@@ -48,7 +48,15 @@ pub(crate) struct Broker {
     /// Tool calls counted, and written to the audit log.
     pub(crate) calls: Arc<crate::calls::Calls>,
     /// The web console once `mcp-broker console` started it.
-    pub(crate) console: Mutex<Option<crate::console::Running>>,
+    pub(crate) console: Mutex<Option<ConsoleSlot>>,
+}
+
+/// A console serving: its address, the settings it was started with, and its own stop (kept
+/// here so a reload can stop it; `console.rs` starts it).
+pub(crate) struct ConsoleSlot {
+    pub(crate) url: String,
+    pub(crate) settings: mcpb_config::console::ConsoleSettings,
+    pub(crate) stop: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl Broker {

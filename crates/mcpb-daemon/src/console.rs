@@ -21,13 +21,6 @@ pub(crate) struct ConsoleBackend {
     broker: Arc<Broker>,
 }
 
-/// A console serving: its address, the settings it was started with, and its own stop.
-pub(crate) struct Running {
-    url: String,
-    settings: mcpb_config::console::ConsoleSettings,
-    stop: Arc<watch::Sender<bool>>,
-}
-
 /// The console's address, starting it the first time (or again, when its settings changed).
 pub(crate) fn open(
     broker: &Arc<Broker>,
@@ -56,7 +49,7 @@ pub(crate) fn open(
         to_stop.send_replace(true);
     });
     tracing::info!(listen = %started.bound, "console started");
-    *slot = Some(Running {
+    *slot = Some(crate::broker::ConsoleSlot {
         url: started.url.clone(),
         settings,
         stop,
@@ -160,7 +153,7 @@ impl ConsoleBackend {
 
 impl mcpb_console::Backend for ConsoleBackend {
     fn status(&self) -> Value {
-        serde_json::to_value(crate::admin::status(&self.broker)).unwrap_or(Value::Null)
+        serde_json::to_value(crate::report::status(&self.broker)).unwrap_or(Value::Null)
     }
 
     fn profiles(&self) -> Vec<(String, Vec<String>)> {

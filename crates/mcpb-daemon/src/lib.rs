@@ -28,7 +28,7 @@
 //! `link.rs` (a session as upstreams see it: progress, server requests, list changes),
 //! `outbox.rs` (the bounded queue of frames to a client), `handover.rs` (the client's stdio
 //! handed over by the shim), `calls.rs` (each call's record: counts for `status`, the audit
-//! log), `drain.rs`, `reload.rs`, `error.rs`, `console.rs` (the web console's answers and actions,
+//! log), `drain.rs`, `reload.rs`, `error.rs`, `report.rs` (what `status` shows), `console.rs` (the web console's answers and actions,
 //! started on request).
 #![forbid(unsafe_code)]
 
@@ -49,6 +49,7 @@ mod listener;
 mod notices;
 mod outbox;
 mod reload;
+mod report;
 mod route;
 mod session;
 pub mod tools;
