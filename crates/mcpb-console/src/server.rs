@@ -48,7 +48,7 @@ struct Console<B> {
     backend: Arc<B>,
     access: Access,
     /// The last action's outcome, shown once on its page.
-    flash: Mutex<Option<(&'static str, Outcome)>>,
+    flash: Mutex<Option<(String, Outcome)>>,
     measured: Mutex<context::Measured>,
     shutdown: watch::Receiver<bool>,
 }
@@ -401,14 +401,8 @@ async fn show<B: Backend>(console: &Arc<Console<B>>, path: &str, query: &str) ->
             );
         }
     };
-    let page: &'static str = match path {
-        "/servers" => "/servers",
-        "/trust" => "/trust",
-        "/context" => "/context",
-        "/tool" | "/tools" => "/tools",
-        "/activity" => "/activity",
-        _ => "/charts",
-    };
+    // A tool's own page belongs to Tools in the navigation.
+    let page = if path == "/tool" { "/tools" } else { path };
     html(pages::page(page, flash(console, page).as_ref(), body))
 }
 
@@ -500,7 +494,7 @@ async fn act<B: Backend>(console: &Arc<Console<B>>, path: &str, form: &str) -> R
             );
         }
     };
-    *console.flash.lock() = Some((page, outcome));
+    *console.flash.lock() = Some((page.to_string(), outcome));
     see_other(page.trim_start_matches('/'))
 }
 

@@ -123,6 +123,12 @@ fn get(c: &Console, page: &str) -> Answer {
     request(c.port, "GET", &c.at(page), &[("Host", &c.host())], "")
 }
 
+/// An action from the console's own page: its Host and form token with `form`.
+fn post(c: &Console, page: &str, form: &str) -> Answer {
+    let body = format!("{form}&csrf={}", csrf(c));
+    request(c.port, "POST", &c.at(page), &[("Host", &c.host())], &body)
+}
+
 /// The definition hash the Trust page shows `tool` with.
 fn shown_hash(c: &Console, tool: &str) -> String {
     let page = get(c, "/trust").body;
@@ -367,14 +373,7 @@ fn upstreams_are_restarted_from_the_cli_and_the_console_alike() {
     );
 
     let c = Console::open(&home);
-    let (host, token) = (c.host(), csrf(&c));
-    let r = request(
-        c.port,
-        "POST",
-        &c.at("servers"),
-        &[("Host", &host)],
-        &format!("upstream=fx&action=stop&csrf={token}"),
-    );
+    let r = post(&c, "servers", "upstream=fx&action=stop");
     assert_eq!(r.status, 303);
     assert!(
         get(&c, "/servers")
@@ -386,24 +385,11 @@ fn upstreams_are_restarted_from_the_cli_and_the_console_alike() {
 
 #[test]
 fn a_rejected_tool_stays_hidden_and_is_no_longer_asked_about() {
-    let (home, _) = tools_home(
-        &[tool("lookup", "Look up a word."), poisoned("helper")],
-        "",
-        "",
-        "",
-        "  default: {allow_mutating_upstreams: true}\n",
-    );
+    let home = console_home("");
     let mut shim = session(&home);
     assert!(shim.tool_names().iter().any(|n| n == "fx.lookup"));
     let c = Console::open(&home);
-    let (host, token) = (c.host(), csrf(&c));
-    let r = request(
-        c.port,
-        "POST",
-        &c.at("trust"),
-        &[("Host", &host)],
-        &format!("tool=fx.helper&verdict=reject&csrf={token}"),
-    );
+    let r = post(&c, "trust", "tool=fx.helper&verdict=reject");
     assert_eq!(r.status, 303);
     let page = get(&c, "/trust").body;
     assert!(page.contains("1 tool(s) rejected"), "{page}");
