@@ -9,10 +9,14 @@ use serde_json::{Value, json};
 
 use super::support::{Home, bin, deps, deps_path};
 
+/// The first listing waits for every server here: these tests are about what real servers
+/// and clients say to each other, and a cold Python start on a loaded machine can take longer
+/// than the default wait (what a slow server's late list looks like is `first_list`'s concern).
 fn interop_config(deps: &Path, data: &Path) -> String {
     let npm = deps.join("npm/node_modules/.bin");
     format!(
         r#"schema_version: 1
+broker: {{first_list_wait_ms: 60000}}
 upstreams:
   everything: {{command: "{npm}/mcp-server-everything"}}
   filesystem: {{command: "{npm}/mcp-server-filesystem", args: ["{data}"], trust_annotations: true}}
@@ -595,6 +599,7 @@ fn python_client_across_revisions_and_lifecycles() {
     std::fs::write(repo.join("README"), "hello\n").unwrap();
     let cfg = format!(
         r#"schema_version: 1
+broker: {{first_list_wait_ms: 60000}}
 upstreams:
   github: {{command: "{npm}/mcp-server-github", env: {{GITHUB_PERSONAL_ACCESS_TOKEN: "${{file:github}}"}}}}
   git: {{command: "{venv}/bin/mcp-server-git", args: [--repository, "{repo}"], lifecycle: per_session}}
