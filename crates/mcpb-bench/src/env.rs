@@ -123,6 +123,12 @@ pub(crate) fn rss_kib(pid: u64) -> u64 {
     status_kib(pid, "VmRSS:")
 }
 
+/// The process's resident set split as (anonymous, file-backed) KiB: heap and relocated data
+/// against the binary's and libraries' pages.
+pub(crate) fn rss_split_kib(pid: u64) -> (u64, u64) {
+    (status_kib(pid, "RssAnon:"), status_kib(pid, "RssFile:"))
+}
+
 /// The process's peak resident set since it started.
 pub(crate) fn peak_rss_kib(pid: u64) -> u64 {
     status_kib(pid, "VmHWM:")

@@ -59,6 +59,11 @@ impl Peer {
         Ok(line)
     }
 
+    /// The child's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// One `tools/call` of `tool` with `args` (JSON text); the answer line.
     pub(crate) fn call(&mut self, tool: &str, args: &str) -> anyhow::Result<String> {
         let body =

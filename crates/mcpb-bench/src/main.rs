@@ -26,6 +26,7 @@ mod env;
 mod exec;
 mod faults;
 mod first_list;
+mod floor;
 mod http;
 mod load;
 mod many;
@@ -39,6 +40,9 @@ mod soak;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == floor::CHILD_FLAG) {
+        return floor::child_main(&args[1..]);
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let everything = !args.iter().any(|a| a == "--no-everything");
     if args.iter().any(|a| a == "--retrieval") {

@@ -7,7 +7,7 @@
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::env::{Env, rss_kib};
+use crate::env::{Env, rss_kib, rss_split_kib};
 
 const UPSTREAMS: usize = 40;
 
@@ -123,6 +123,8 @@ struct Load {
     bytes: usize,
     fresh: u64,
     listed: u64,
+    /// After listing: (anonymous, file-backed).
+    listed_split: (u64, u64),
     searched: u64,
 }
 
@@ -139,6 +141,11 @@ fn measure(env: &Env, label: &str, upstreams: &[String]) -> anyhow::Result<()> {
     println!(
         "| RSS after listing every tool (MiB) | {:.1} |",
         mib(row.listed)
+    );
+    println!(
+        "| of which anonymous / file-backed (MiB) | {:.1} / {:.1} |",
+        mib(row.listed_split.0),
+        mib(row.listed_split.1)
     );
     println!(
         "| RSS after a compact search (MiB) | {:.1} |",
@@ -170,6 +177,7 @@ fn load(env: &Env, upstreams: &[String]) -> anyhow::Result<Load> {
     let tools = list["result"]["tools"].as_array().map_or(0, Vec::len);
     let bytes = list["result"]["tools"].to_string().len();
     let listed = rss_kib(pid);
+    let listed_split = rss_split_kib(pid);
     let search = env.ask(
         &["--profile", "compact"],
         "tools/call",
@@ -186,6 +194,7 @@ fn load(env: &Env, upstreams: &[String]) -> anyhow::Result<Load> {
         found,
         fresh,
         listed,
+        listed_split,
         searched,
     })
 }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::env::{Env, broker_exe, cpu_time, daemon_pid, rss_kib};
+use crate::env::{Env, broker_exe, cpu_time, daemon_pid, rss_kib, rss_split_kib};
 use crate::load::{Peer, percentile};
 
 struct Target {
@@ -173,6 +173,9 @@ fn measure(
             t.label,
             cpu.as_secs_f64() * 1e6 / calls as f64
         );
+        if t.label.starts_with("example") {
+            relay_floor(&mut direct, env.exe(), t, rounds, lat_n, thr_n)?;
+        }
         // The shim's fallback: bytes relayed through the shim process instead of handed-over fds.
         let mut relay_cmd = env.broker(&["stdio"]);
         relay_cmd.env("MCP_BROKER_RELAY", "bytes");
@@ -232,6 +235,7 @@ fn measure(
     );
 
     let rss_idle = rss_kib(pid);
+    let (idle_anon, idle_file) = rss_split_kib(pid);
     let mut sessions = Vec::new();
     for _ in 0..32 {
         let mut p = Peer::spawn(env.broker(&["stdio"]), "example.echo", r#"{"message":"x"}"#)?;
@@ -250,6 +254,11 @@ fn measure(
     println!(
         "| daemon | RSS idle after the runs above (MiB) | | {:.1} | |",
         rss_idle as f64 / 1024.0
+    );
+    println!(
+        "| daemon | of which anonymous / file-backed (MiB) | | {:.1} / {:.1} | |",
+        idle_anon as f64 / 1024.0,
+        idle_file as f64 / 1024.0
     );
     println!(
         "| daemon | RSS with 32 sessions open (MiB) | | {:.1} | |",
@@ -275,6 +284,60 @@ fn measure(
             kib.saturating_sub(last) as f64 / 1024.0
         );
         last = kib;
+    }
+    Ok(())
+}
+
+/// The same calls through a process that only copies bytes (`floor.rs`): what any relay costs
+/// here, measured like the daemon above, interleaved with the direct side.
+fn relay_floor(
+    direct: &mut Peer,
+    exe: &Path,
+    t: &Target,
+    rounds: usize,
+    lat_n: usize,
+    thr_n: usize,
+) -> anyhow::Result<()> {
+    let upstream = [exe.display().to_string(), "example-server".to_string()];
+    for (kind, what) in crate::floor::KINDS {
+        let mut relay = Peer::spawn(
+            crate::floor::command(kind, &upstream)?,
+            t.direct_tool,
+            t.args,
+        )?;
+        let pid = u64::from(relay.pid());
+        relay.latencies(lat_n / 5)?;
+        let (mut d_lat, mut r_lat) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            d_lat.extend(direct.latencies(lat_n)?);
+            r_lat.extend(relay.latencies(lat_n)?);
+        }
+        d_lat.sort();
+        r_lat.sort();
+        let cpu_before = cpu_time(pid);
+        let mut calls = 0usize;
+        for window in [1usize, 8, 32] {
+            for _ in 0..rounds {
+                direct.throughput(thr_n, window)?;
+                relay.throughput(thr_n, window)?;
+                calls += thr_n;
+            }
+        }
+        let cpu = cpu_time(pid).saturating_sub(cpu_before);
+        let (d, r) = (percentile(&d_lat, 0.5), percentile(&r_lat, 0.5));
+        println!(
+            "| {} | p50 latency, {what} (ms) | {} | {} | +{} ms |",
+            t.label,
+            ms(d),
+            ms(r),
+            ms(r.saturating_sub(d))
+        );
+        println!(
+            "| {} | CPU per call, {what} (µs) | | {:.1} | |",
+            t.label,
+            cpu.as_secs_f64() * 1e6 / calls as f64
+        );
+        relay.close();
     }
     Ok(())
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use mcpb_config::UpstreamSettings;
 use mcpb_protocol::{FrameError, FrameReader};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::UpstreamError;
@@ -125,6 +125,9 @@ impl StdioProcess {
     }
 }
 
+/// Queued messages appended to one write up to about this size; the rest go in the next.
+const BATCH_BYTES: usize = 64 * 1024;
+
 /// Feeds the child's stdin. A write that makes no progress for `stall` means the upstream
 /// stopped reading its input: that is its fault, so it is stopped as unhealthy (its callers fail
 /// at once and the next call starts a fresh process) rather than holding every queued call.
@@ -136,19 +139,22 @@ pub(crate) async fn write_loop(
     stall: Duration,
     stop: Arc<Notify>,
 ) {
-    let mut out = BufWriter::with_capacity(8 * 1024, stdin);
+    // No buffer of its own: a message is written from its own allocation, and messages queued
+    // behind it are appended to that one for a single write. A `BufWriter` held 8 KiB for every
+    // running upstream, most of them idle (320 KiB in front of 40 servers).
+    let mut out = stdin;
     loop {
         tokio::select! {
             biased;
             _ = &mut close => break,
             msg = inbox.recv() => {
-                let Some(msg) = msg else { break };
+                let Some(mut msg) = msg else { break };
                 let batch = async {
-                    out.write_all(&msg).await?;
-                    // Batch whatever is already queued into one write before flushing.
-                    while let Ok(more) = inbox.try_recv() {
-                        out.write_all(&more).await?;
+                    while msg.len() < BATCH_BYTES {
+                        let Ok(more) = inbox.try_recv() else { break };
+                        msg.extend_from_slice(&more);
                     }
+                    out.write_all(&msg).await?;
                     out.flush().await
                 };
                 match tokio::time::timeout(stall, batch).await {
@@ -168,9 +174,10 @@ pub(crate) async fn write_loop(
 }
 
 pub(crate) async fn read_loop(stdout: impl AsyncRead + Unpin, ctx: Arc<ReadCtx>) {
-    // tokio's default size: a bigger buffer saves a few reads on a large answer but is held
-    // (zeroed, so resident) by every running upstream.
-    let mut frames = FrameReader::new(BufReader::with_capacity(8 * 1024, stdout), ctx.limit);
+    // Held (zeroed, so resident) by every running upstream, most of them idle: 2 KiB takes a
+    // usual answer, or a dozen small pipelined ones, in one read; a large answer costs a few
+    // reads more (tokio's default of 8 KiB was 240 KiB more in front of 40 servers).
+    let mut frames = FrameReader::new(BufReader::with_capacity(2 * 1024, stdout), ctx.limit);
     let mut bad_lines = 0u32;
     loop {
         if bad_lines >= MAX_BAD_LINES {
