@@ -43,7 +43,8 @@ pub(crate) fn handshake(
         .read_line(&mut line)
         .context("no answer from the daemon")?;
     if n == 0 {
-        bail!("the daemon closed the connection without answering the hello");
+        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
+            .context("the daemon closed the connection without answering the hello");
     }
     reader.get_ref().set_read_timeout(None)?;
     let reply: HelloReply = serde_json::from_str(&line)
@@ -96,6 +97,21 @@ fn admin_on(
         },
     )?;
     Ok(Some(reply))
+}
+
+/// The daemon went away during the hello (reset, closed, or a broken pipe): it was exiting
+/// when the connection was made.
+pub(crate) fn is_gone(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::BrokenPipe
+                    | std::io::ErrorKind::UnexpectedEof
+            )
+        })
+    })
 }
 
 pub(crate) fn is_absent(e: &std::io::Error) -> bool {
@@ -312,4 +328,33 @@ pub(crate) fn lost_daemons() -> Vec<(u32, String)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use anyhow::Context;
+
+    fn with_context(kind: std::io::ErrorKind) -> anyhow::Error {
+        Err::<(), _>(std::io::Error::from(kind))
+            .context("no answer from the daemon")
+            .unwrap_err()
+    }
+
+    #[test]
+    fn a_hello_cut_by_a_dying_daemon_is_told_from_other_failures() {
+        for kind in [
+            std::io::ErrorKind::ConnectionReset,
+            std::io::ErrorKind::BrokenPipe,
+            std::io::ErrorKind::UnexpectedEof,
+        ] {
+            assert!(super::is_gone(&with_context(kind)), "{kind:?}");
+        }
+        for kind in [
+            std::io::ErrorKind::WouldBlock,
+            std::io::ErrorKind::PermissionDenied,
+        ] {
+            assert!(!super::is_gone(&with_context(kind)), "{kind:?}");
+        }
+        assert!(!super::is_gone(&anyhow::anyhow!("unreadable hello reply")));
+    }
 }

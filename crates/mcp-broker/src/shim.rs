@@ -20,8 +20,11 @@ use mcpb_protocol::{HelloKind, HelloReply};
 use rustix::fs::FileType;
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 
-use crate::daemon_client::{connect_or_start, handshake};
+use crate::daemon_client::{connect_or_start, handshake, is_gone};
 use crate::fail;
+
+/// The longest pause between hellos to a daemon that went away during one (100, 200, 400, 800 ms).
+const HELLO_RETRY_LIMIT: std::time::Duration = std::time::Duration::from_millis(800);
 
 pub(crate) fn run(
     settings: &Settings,
@@ -46,18 +49,6 @@ pub(crate) fn run(
             }
         );
     }
-    let stream = match connect_or_start(settings) {
-        Ok(s) => s,
-        Err(e) => {
-            return fail(
-                &format!("mcp-broker: cannot reach the daemon: {e:#}"),
-                &[&format!(
-                    "run `mcp-broker daemon` in a terminal to see why it does not start (log: {})",
-                    settings.runtime.log_path().display()
-                )],
-            );
-        }
-    };
     let cwd = std::env::current_dir()
         .ok()
         .map(|p| p.display().to_string());
@@ -71,13 +62,35 @@ pub(crate) fn run(
         pass_fds,
         facade: false,
     };
-    let (reply, mut from_daemon) = match handshake(stream, kind) {
-        Ok(r) => r,
-        Err(e) => {
-            return fail(
-                &format!("mcp-broker: the daemon did not accept the session: {e:#}"),
-                &["restart it with `mcp-broker stop`; the next client start brings it back"],
-            );
+    // A daemon killed a moment ago can still hold its socket while its last thread exits: the
+    // connection is accepted, then reset. Nothing of the client's has been read yet, so the
+    // hello is tried again; by then the socket is gone and a new daemon is started.
+    let mut pause = std::time::Duration::from_millis(100);
+    let (reply, mut from_daemon) = loop {
+        let stream = match connect_or_start(settings) {
+            Ok(s) => s,
+            Err(e) => {
+                return fail(
+                    &format!("mcp-broker: cannot reach the daemon: {e:#}"),
+                    &[&format!(
+                        "run `mcp-broker daemon` in a terminal to see why it does not start (log: {})",
+                        settings.runtime.log_path().display()
+                    )],
+                );
+            }
+        };
+        match handshake(stream, kind.clone()) {
+            Ok(r) => break r,
+            Err(e) if is_gone(&e) && pause <= HELLO_RETRY_LIMIT => {
+                std::thread::sleep(pause);
+                pause *= 2;
+            }
+            Err(e) => {
+                return fail(
+                    &format!("mcp-broker: the daemon did not accept the session: {e:#}"),
+                    &["restart it with `mcp-broker stop`; the next client start brings it back"],
+                );
+            }
         }
     };
     if !reply.ok {

@@ -148,14 +148,18 @@ fn status_kib(pid: u64, key: &str) -> u64 {
 /// User plus system CPU time of a process, from /proc (clock ticks of 10 ms on Linux).
 pub(crate) fn cpu_time(pid: u64) -> Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    Duration::from_millis(stat_ticks(&stat) * 10)
+}
+
+/// utime + stime from a `/proc/PID/stat` line, by position: after the command's closing
+/// parenthesis come state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
+/// utime stime. (tpgid is -1 for a process without a terminal, a daemon's case: skipping the
+/// fields that are not unsigned numbers shifted utime out of the sum.)
+fn stat_ticks(stat: &str) -> u64 {
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<u64> = rest
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // After the state field: ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
-    let ticks = f.get(10).copied().unwrap_or(0) + f.get(11).copied().unwrap_or(0);
-    Duration::from_millis(ticks * 10)
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    field(11) + field(12)
 }
 
 pub(crate) fn daemon_pid(env: &Env) -> anyhow::Result<u64> {
@@ -207,4 +211,13 @@ pub(crate) fn open_session_with(env: &Env, extra: &[&str]) -> anyhow::Result<Ses
         r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"soak","version":"1"}}}}}}"#
     )?;
     Ok((child, stdin, stdout))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cpu_ticks_are_read_by_position_when_the_process_has_no_terminal() {
+        let stat = "4242 (mcp broker) S 1 4242 4242 0 -1 4194560 900 0 0 0 137 58 7 3 20 0 3 0";
+        assert_eq!(super::stat_ticks(stat), 137 + 58);
+    }
 }

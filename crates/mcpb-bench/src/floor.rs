@@ -56,7 +56,7 @@ pub(crate) fn child_main(args: &[String]) -> anyhow::Result<()> {
     let up_out = child.stdout.take().context("upstream stdout")?;
     match kind.as_str() {
         "threads" => threads(up_in, up_out)?,
-        "epoll" => epoll(up_in.as_fd().try_clone_to_owned()?, up_out)?,
+        "epoll" => epoll(up_in.into(), up_out.into())?,
         other => bail!("unknown relay kind {other}"),
     }
     let _ = child.kill();
@@ -93,7 +93,7 @@ fn threads(
     Ok(())
 }
 
-fn epoll(up_in: std::os::fd::OwnedFd, up_out: std::process::ChildStdout) -> anyhow::Result<()> {
+fn epoll(up_in: std::os::fd::OwnedFd, up_out: std::os::fd::OwnedFd) -> anyhow::Result<()> {
     use tokio::net::unix::pipe;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -102,11 +102,12 @@ fn epoll(up_in: std::os::fd::OwnedFd, up_out: std::process::ChildStdout) -> anyh
         let stdin = pipe::Receiver::from_owned_fd(std::io::stdin().as_fd().try_clone_to_owned()?)?;
         let stdout = pipe::Sender::from_owned_fd(std::io::stdout().as_fd().try_clone_to_owned()?)?;
         let up_in = pipe::Sender::from_owned_fd(up_in)?;
-        let up_out = pipe::Receiver::from_owned_fd(up_out.as_fd().try_clone_to_owned()?)?;
+        let up_out = pipe::Receiver::from_owned_fd(up_out)?;
+        // Input's end closes the upstream's input; its answers are relayed until it closes.
         let forward = tokio::spawn(pump(stdin, up_in));
         let back = tokio::spawn(pump(up_out, stdout));
         let _ = forward.await;
-        back.abort();
+        let _ = back.await;
         anyhow::Ok(())
     })
 }

@@ -738,6 +738,7 @@ fn streamable_http_and_legacy_sse_upstreams_work_like_stdio_ones() {
     let sse = HttpServer::start(&deps, &path, "sse");
     let home = Home::with_config(&format!(
         r#"schema_version: 1
+broker: {{first_list_wait_ms: 60000}}
 upstreams:
   web: {{transport: streamable_http, url: "http://127.0.0.1:{}/mcp", headers: {{X-Client: mcp-broker-test}}}}
   old: {{transport: sse, url: "http://127.0.0.1:{}/sse"}}
