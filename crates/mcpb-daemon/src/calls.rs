@@ -52,6 +52,10 @@ pub(crate) enum Outcome {
     ToolError,
     /// A JSON-RPC error: from the upstream, or the broker's (timeout, crash, cancelled).
     Error,
+    /// No answer was waited for: the client cancelled the call, or its session ended (the
+    /// client went away, the daemon stopped). The upstream did not fail, and the call's time
+    /// says nothing of its latency.
+    Abandoned,
 }
 
 /// One call, as the audit log shows it.
@@ -326,7 +330,7 @@ impl Calls {
         }
         let mut s = self.state.lock();
         s.total += 1;
-        let failed = rec.outcome != Outcome::Ok;
+        let failed = matches!(rec.outcome, Outcome::ToolError | Outcome::Error);
         if failed {
             s.errors += 1;
         }
@@ -346,10 +350,12 @@ impl Calls {
                 (None, _) => format!("{}: failed", rec.tool),
             });
         }
-        if counts.recent.len() == RECENT {
-            counts.recent.pop_front();
+        if rec.outcome != Outcome::Abandoned {
+            if counts.recent.len() == RECENT {
+                counts.recent.pop_front();
+            }
+            counts.recent.push_back(rec.ms);
         }
-        counts.recent.push_back(rec.ms);
         if let (Some((_, queue)), Some(line)) = (&self.audit, line)
             && !queue.push(&line)
         {

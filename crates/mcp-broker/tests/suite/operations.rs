@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::support::{Home, fixture_config, session, wait_until};
+use super::support::{Home, fixture_config, session, upstream_status, wait_until};
 
 fn audit_lines(home: &Home) -> Vec<Value> {
     std::fs::read_to_string(home.root().join("logs/audit.jsonl"))
@@ -76,6 +76,44 @@ fn every_call_is_audited_with_who_and_how_it_ended_without_argument_values() {
             .as_f64()
             .is_some()
     );
+}
+
+#[test]
+fn a_cancelled_call_and_one_whose_client_went_away_are_audited_as_abandoned() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let mut shim = session(&home);
+    let sleep = json!({"name": "fx.sleep", "arguments": {"ms": 30000}});
+    let in_flight = |n: i64| {
+        wait_until(Duration::from_secs(10), || {
+            upstream_status(&home, "fx")["active_call_count"] == n
+        })
+    };
+    shim.send_request(1, "tools/call", sleep.clone());
+    assert!(in_flight(1), "{}", home.status());
+    shim.cancel(1);
+    assert!(wait_until(Duration::from_secs(10), || audit_lines(&home)
+        .len()
+        == 1));
+    shim.send_request(2, "tools/call", sleep);
+    assert!(in_flight(1), "{}", home.status());
+    drop(shim);
+    assert!(
+        wait_until(Duration::from_secs(10), || audit_lines(&home).len() == 2),
+        "{:?}",
+        audit_lines(&home)
+    );
+    for line in audit_lines(&home) {
+        assert_eq!(line["tool"], "fx.sleep", "{line}");
+        assert_eq!(line["outcome"], "abandoned", "{line}");
+        assert!(
+            line["error"].as_str().unwrap().contains("no answer"),
+            "{line}"
+        );
+    }
+    // Counted as calls, not as the upstream's errors.
+    let status = home.status();
+    assert_eq!(status["calls"]["upstreams"]["fx"]["calls"], 2, "{status}");
+    assert_eq!(status["calls"]["upstreams"]["fx"]["errors"], 0, "{status}");
 }
 
 #[test]

@@ -83,7 +83,7 @@ pub(crate) fn render(filter: &Filter, rows: &Result<Vec<Value>, String>, audited
             label { "tool " input type="text" name="tool" value=(filter.tool); }
             label { "outcome "
                 select name="outcome" {
-                    @for o in ["", "ok", "tool_error", "error"] {
+                    @for o in ["", "ok", "tool_error", "error", "abandoned"] {
                         option value=(o) selected[o == filter.outcome] { (if o.is_empty() { "any" } else { o }) }
                     }
                 }

@@ -383,7 +383,14 @@ impl ProfileView {
         via: Via,
     ) -> Result<Reply, BrokerRpcError> {
         let started = std::time::Instant::now();
+        let pending = Unanswered {
+            view: self,
+            tool,
+            via,
+            started,
+        };
         let answer = self.call_upstream(tool, params, link).await;
+        std::mem::forget(pending);
         self.audit(tool, params, via, started.elapsed(), &answer);
         answer
     }
@@ -512,6 +519,32 @@ impl ProfileView {
     pub(crate) async fn suggest(&self, name: &str) -> Vec<String> {
         let tools = self.tools().await;
         mcpb_facade::suggest::closest(name, tools.iter().map(|t| t.exposed.as_str()), 3)
+    }
+}
+
+/// A call on its way to its upstream. A cancelled call's future is dropped, as are a session's
+/// when it ends, and what is dropped here was never answered: the audit log and the counts
+/// still get it, as abandoned. Forgotten once the answer is in.
+struct Unanswered<'a> {
+    view: &'a ProfileView,
+    tool: &'a VisibleTool,
+    via: Via,
+    started: std::time::Instant,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        let view = self.view;
+        view.shared.calls.record(&CallRecord {
+            outcome: Outcome::Abandoned,
+            error: Some("no answer: the client cancelled the call, or its session ended".into()),
+            ..view.call_record(
+                self.tool.upstream.name(),
+                &self.tool.exposed,
+                self.via,
+                self.started.elapsed(),
+            )
+        });
     }
 }
 
