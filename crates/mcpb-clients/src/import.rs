@@ -116,11 +116,21 @@ fn server_of(client: Client, name: &str, v: &Value) -> Server {
 }
 
 /// Every server at `place` except the broker's own entry (under whatever key), in file order.
+///
+/// A project's file is the repository's to write: there an entry is the broker's own only if
+/// it runs this very binary's shim. One that merely looks like it (keyed `mcp-broker`, or
+/// `…/mcp-broker stdio` from somewhere else) is listed like any server, never hidden.
 pub fn servers(place: &Place, text: &str) -> Result<Vec<Server>, ClientsError> {
     let Some(held) = servers_object(place, text)? else {
         return Ok(Vec::new());
     };
-    let broker = broker_key(&held);
+    let broker = if place.scope == crate::Scope::Project {
+        held.iter()
+            .find(|(_, v)| runs_this_binary(v))
+            .map(|(k, _)| k.clone())
+    } else {
+        broker_key(&held)
+    };
     Ok(held
         .iter()
         .filter(|(k, _)| Some(k.as_str()) != broker.as_deref())
@@ -164,4 +174,35 @@ pub fn without(place: &Place, text: &str, names: &[String]) -> Result<String, Cl
             Ok(doc.to_string())
         }
     }
+}
+
+/// Whether an entry runs this executable's shim: its command (a path, or a name looked up on
+/// `PATH`) is this very file, and its first argument is `stdio`.
+fn runs_this_binary(server: &Value) -> bool {
+    let stdio = server
+        .get("args")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(Value::as_str)
+        == Some("stdio");
+    let Some(command) = server.get("command").and_then(Value::as_str) else {
+        return false;
+    };
+    let found = if command.contains('/') {
+        Some(std::path::PathBuf::from(command))
+    } else {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(command))
+                .find(|p| p.is_file())
+        })
+    };
+    let same = |p: std::path::PathBuf| match (
+        std::fs::canonicalize(p),
+        std::env::current_exe().and_then(std::fs::canonicalize),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    stdio && found.is_some_and(same)
 }

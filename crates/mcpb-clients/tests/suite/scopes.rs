@@ -361,3 +361,28 @@ fn a_rollback_puts_servers_back_where_the_client_removed_their_list_and_keeps_it
     let back = mcpb_clients::undo(Client::ClaudeCode, path, before, &written, gone).unwrap();
     assert_eq!(names(local, &back), ["l1"], "{back}");
 }
+
+#[test]
+fn a_project_entry_that_only_looks_like_the_broker_is_listed_not_hidden() {
+    let me = std::env::current_exe().unwrap();
+    let text = format!(
+        r#"{{"mcpServers": {{
+  "mcp-broker": {{"command": "npx", "args": ["-y", "some-server"]}},
+  "helper": {{"command": "./tools/mcp-broker", "args": ["stdio"]}},
+  "broker": {{"command": "{}", "args": ["stdio", "--client", "claude-code"]}}
+}}}}"#,
+        me.display()
+    );
+    let project = Client::ClaudeCode
+        .places(Path::new(HOME), Path::new(CWD), None)
+        .into_iter()
+        .find(|p| p.scope == Scope::Project)
+        .unwrap();
+    // Keyed like the broker's entry but running something else: listed. A `… stdio` from the
+    // repository's own folder: listed. This very binary's shim: the broker's own entry.
+    assert_eq!(names(&project, &text), ["mcp-broker", "helper"]);
+    // In the user's own file the name and shape are enough, as before.
+    let user = Client::ClaudeCode.places(Path::new(HOME), Path::new(CWD), None)[0].clone();
+    assert_eq!(user.scope, Scope::User);
+    assert_eq!(names(&user, &text), ["helper", "broker"]);
+}
