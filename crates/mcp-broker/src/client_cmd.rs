@@ -373,26 +373,38 @@ pub(crate) fn rollback(
         ),
         Err(e) => {
             let names: Vec<String> = backups.list().into_iter().map(|b| b.name).collect();
-            let names = if names.is_empty() {
+            let none = names.is_empty();
+            let names = if none {
                 "(none)".to_string()
             } else {
                 names.join(", ")
             };
-            fail(
-                &format!("mcp-broker: {e} ({})", r.path.display()),
-                &[
-                    &format!("backups of this file: {names}"),
-                    &format!(
-                        "backups are kept in {} (0700); deleting the runtime dir deletes them too",
-                        settings
-                            .runtime
-                            .root
-                            .join("backups")
-                            .join(r.client.name())
-                            .display()
-                    ),
-                ],
-            )
+            let root = settings.runtime.root.join("backups");
+            let mut hints = vec![format!("backups of this file: {names}")];
+            // A project's file is named by the folder the command runs in: the backups may be
+            // of the same client's file in another folder.
+            let others: Vec<String> = Backups::files(&root, r.client)
+                .into_iter()
+                .filter(|p| *p != r.path)
+                .map(|p| p.display().to_string())
+                .collect();
+            if none && !others.is_empty() {
+                hints.push(format!(
+                    "{} has backups of: {}",
+                    r.client.name(),
+                    others.join(", ")
+                ));
+                hints.push(
+                    "a project's file is rolled back from its project's folder, with --project"
+                        .into(),
+                );
+            }
+            hints.push(format!(
+                "backups are kept in {} (0700); deleting the runtime dir deletes them too",
+                root.join(r.client.name()).display()
+            ));
+            let hints: Vec<&str> = hints.iter().map(String::as_str).collect();
+            fail(&format!("mcp-broker: {e} ({})", r.path.display()), &hints)
         }
     }
 }

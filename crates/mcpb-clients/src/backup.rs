@@ -84,6 +84,21 @@ impl Backups {
         })
     }
 
+    /// The files of `client` with backups under `root`, each once, in path order: where to
+    /// look when the file at hand has none (a project's file is another folder's).
+    pub fn files(root: &Path, client: crate::Client) -> Vec<PathBuf> {
+        let Ok(dirs) = std::fs::read_dir(root.join(client.name())) else {
+            return Vec::new();
+        };
+        let mut out: Vec<PathBuf> = dirs
+            .flatten()
+            .filter_map(|d| Self { dir: d.path() }.list().pop().map(|b| b.path))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// Every backup, oldest first.
     pub fn list(&self) -> Vec<Backup> {
         let Ok(dir) = std::fs::read_dir(&self.dir) else {

@@ -660,3 +660,51 @@ fn stdio_init_if_missing_writes_the_default_config_once_and_serves_on_a_clean_st
     assert_eq!(std::fs::read_to_string(&config).unwrap(), mine);
     let _ = home.run(&["stop"]);
 }
+
+#[test]
+fn rolling_back_a_project_file_from_another_folder_names_the_files_with_backups() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let user = user_home(&home);
+    let proj = home.root().join("proj");
+    let elsewhere = home.root().join("elsewhere");
+    std::fs::create_dir_all(proj.join(".cursor")).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let file = proj.join(".cursor/mcp.json");
+    std::fs::write(&file, "{\"mcpServers\": {}}\n").unwrap();
+    let run = |args: &[&str], cwd: &Path| {
+        let mut all = vec!["client"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--client", "cursor", "--project"]);
+        home.cmd(&all)
+            .env("HOME", &user)
+            .current_dir(cwd)
+            .output()
+            .unwrap()
+    };
+    for step in ["render", "apply"] {
+        let out = run(&[step], &proj);
+        assert!(out.status.success(), "{step}: {}", text(&out.stderr));
+    }
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("mcp-broker")
+    );
+
+    let lost = run(&["rollback"], &elsewhere);
+    assert!(!lost.status.success());
+    let said = text(&lost.stderr);
+    assert!(
+        said.contains("backups of this file: (none)")
+            && said.contains(&format!("cursor has backups of: {}", file.display()))
+            && said.contains("from its project's folder, with --project"),
+        "{said}"
+    );
+
+    let back = run(&["rollback"], &proj);
+    assert!(back.status.success(), "{}", text(&back.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "{\"mcpServers\": {}}\n"
+    );
+}
