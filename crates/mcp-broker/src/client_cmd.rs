@@ -339,7 +339,11 @@ pub(crate) fn rollback(
         Err(code) => return code,
     };
     let backups = Backups::new(&settings.runtime.root.join("backups"), r.client, &r.path);
-    match backups.restore(backup, r.client.name(), force) {
+    let restored = backups.restore(backup, r.client.name(), force);
+    if restored.is_ok() {
+        say_kept_upstreams(settings, r.client, &r.path);
+    }
+    match restored {
         Ok(b) if b.merged => {
             outln!(
                 "{}: the broker's change of backup {} taken back out; what changed since stays",
@@ -407,6 +411,33 @@ pub(crate) fn rollback(
             fail(&format!("mcp-broker: {e} ({})", r.path.display()), &hints)
         }
     }
+}
+
+/// After a rollback: the upstreams an import moved out of `path` are still in the broker's
+/// config (a rollback gives the client its servers back; it does not take them from the broker).
+fn say_kept_upstreams(settings: &Settings, client: Client, path: &Path) {
+    let record: serde_json::Value =
+        std::fs::read_to_string(crate::import_report::record_path(settings, client))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+    let mut names: Vec<&str> = record["servers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["path"].as_str() == path.to_str())
+        .filter_map(|s| s["upstream"].as_str())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    if names.is_empty() {
+        return;
+    }
+    errln!(
+        "mcp-broker: the broker's config still has the upstreams imported from this file: {}",
+        names.join(", ")
+    );
+    errln!("hint: `mcp-broker remove NAME` takes one out; the client starts its own copy again");
 }
 
 /// Each client's entry, in its user-scope file (or the project's with `project`).

@@ -137,7 +137,14 @@ impl User {
     /// Rolls `file` back: byte for byte when the client left it alone since the import; when
     /// it rewrote the file itself (Claude Code keeps its own state in `~/.claude.json`), only
     /// the broker's change is taken out: every server is back where it was.
-    fn rollback(&self, client: &str, project: bool, file: &Path, before: &[u8], written: &[u8]) {
+    fn rollback(
+        &self,
+        client: &str,
+        project: bool,
+        file: &Path,
+        before: &[u8],
+        written: &[u8],
+    ) -> String {
         let mut args = vec!["client", "rollback", "--client", client];
         if project {
             args.push("--project");
@@ -148,7 +155,7 @@ impl User {
         let now = std::fs::read(file).unwrap();
         if !touched {
             assert_eq!(now, before, "{}", file.display());
-            return;
+            return text(&out.stderr);
         }
         let c = mcpb_clients::Client::parse(client).unwrap();
         let servers = |bytes: &[u8]| -> Vec<String> {
@@ -167,6 +174,7 @@ impl User {
         assert_eq!(servers(&now), servers(before), "{}", file.display());
         let entry = mcpb_clients::current_entry(c, file, &String::from_utf8_lossy(&now)).unwrap();
         assert!(entry.is_none(), "the broker's entry is gone: {entry:?}");
+        text(&out.stderr)
     }
 }
 
@@ -401,7 +409,13 @@ fn codex(config_init: bool) {
     );
     same_tools(&u.parity("codex"), &names);
 
-    u.rollback("codex", false, &user_file, &user_before, &user_written);
+    let said = u.rollback("codex", false, &user_file, &user_before, &user_written);
+    // The client has its servers back; the broker's config still has its copies, and says so.
+    assert!(
+        said.contains("still has the upstreams imported from this file: memory, notes")
+            && said.contains("mcp-broker remove NAME"),
+        "{said}"
+    );
 }
 
 #[test]
