@@ -124,9 +124,15 @@ impl Client {
                 }
             }
             (Client::ClaudeCode, Scope::User | Scope::Local) => home.join(".claude.json"),
-            (Client::ClaudeCode, Scope::Project) => claude_project_file(cwd),
+            (Client::ClaudeCode, Scope::Project) => nearest_in_repo(cwd, ".mcp.json", None),
             (Client::Codex, Scope::User | Scope::Local) => home.join(".codex/config.toml"),
-            (Client::Codex, Scope::Project) => cwd.join(".codex/config.toml"),
+            // Codex reads a trusted repository's file from any folder inside it; the user's own
+            // file (a home kept in git) is never taken for the project's.
+            (Client::Codex, Scope::Project) => nearest_in_repo(
+                cwd,
+                ".codex/config.toml",
+                Some(&home.join(".codex/config.toml")),
+            ),
             (Client::Gemini, Scope::User | Scope::Local) => home.join(".gemini/settings.json"),
             (Client::Gemini, Scope::Project) => cwd.join(".gemini/settings.json"),
             (Client::Cursor, Scope::User | Scope::Local) => home.join(".cursor/mcp.json"),
@@ -138,17 +144,19 @@ impl Client {
     }
 }
 
-/// The project file Claude Code reads: `.mcp.json` in the folder, else in the nearest enclosing
-/// folder up to the git work tree's root (where a repository keeps it).
-fn claude_project_file(cwd: &Path) -> PathBuf {
-    let own = cwd.join(".mcp.json");
-    if own.exists() {
+/// A project's file `rel` as Claude Code and Codex find it: in the folder, else in the nearest
+/// enclosing folder up to the git work tree's root (where a repository keeps it); `not` is
+/// never the answer. With none found, the folder's own (where one would be written).
+fn nearest_in_repo(cwd: &Path, rel: &str, not: Option<&Path>) -> PathBuf {
+    let own = cwd.join(rel);
+    let usable = |p: &Path| p.exists() && Some(p) != not;
+    if usable(&own) {
         return own;
     }
     if let Some(root) = cwd.ancestors().find(|a| a.join(".git").exists()) {
         for dir in cwd.ancestors() {
-            if dir.join(".mcp.json").exists() {
-                return dir.join(".mcp.json");
+            if usable(&dir.join(rel)) {
+                return dir.join(rel);
             }
             if dir == root {
                 break;
@@ -157,6 +165,7 @@ fn claude_project_file(cwd: &Path) -> PathBuf {
     }
     own
 }
+
 /// Whether a server entry runs the broker's shim (`…/mcp-broker stdio …`), whatever its key.
 pub fn runs_broker(server: &Value) -> bool {
     let command = server.get("command").and_then(Value::as_str).unwrap_or("");

@@ -386,3 +386,36 @@ fn a_project_entry_that_only_looks_like_the_broker_is_listed_not_hidden() {
     assert_eq!(user.scope, Scope::User);
     assert_eq!(names(&user, &text), ["helper", "broker"]);
 }
+
+#[test]
+fn codex_and_claude_code_find_a_repositorys_project_file_from_a_subfolder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let deeper = repo.join("src/deeper");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    std::fs::create_dir_all(repo.join(".codex")).unwrap();
+    std::fs::create_dir_all(&deeper).unwrap();
+    std::fs::write(repo.join(".codex/config.toml"), "").unwrap();
+    std::fs::write(repo.join(".mcp.json"), "{}").unwrap();
+    let home = tmp.path().join("home");
+    assert_eq!(
+        Client::Codex.config_path(Scope::Project, &home, &deeper),
+        repo.join(".codex/config.toml")
+    );
+    assert_eq!(
+        Client::ClaudeCode.config_path(Scope::Project, &home, &deeper),
+        repo.join(".mcp.json")
+    );
+    // Outside any repository, only the folder's own file.
+    let loose = tmp.path().join("loose/sub");
+    std::fs::create_dir_all(&loose).unwrap();
+    assert_eq!(
+        Client::Codex.config_path(Scope::Project, &home, &loose),
+        loose.join(".codex/config.toml")
+    );
+    // A home kept in git: the user's own file is never the project's.
+    assert_eq!(
+        Client::Codex.config_path(Scope::Project, &repo, &deeper),
+        deeper.join(".codex/config.toml")
+    );
+}
