@@ -340,8 +340,8 @@ pub(crate) fn rollback(
     };
     let backups = Backups::new(&settings.runtime.root.join("backups"), r.client, &r.path);
     let restored = backups.restore(backup, r.client.name(), force);
-    if restored.is_ok() {
-        say_kept_upstreams(settings, r.client, &r.path);
+    if let Ok(b) = &restored {
+        say_kept_upstreams(settings, r.client, &r.path, &b.name);
     }
     match restored {
         Ok(b) if b.merged => {
@@ -399,7 +399,7 @@ pub(crate) fn rollback(
                     others.join(", ")
                 ));
                 hints.push(
-                    "a project's file is rolled back from its project's folder, with --project"
+                    "a project's file is rolled back from its project's folder with --project, the user's own file without it"
                         .into(),
                 );
             }
@@ -413,9 +413,10 @@ pub(crate) fn rollback(
     }
 }
 
-/// After a rollback: the upstreams an import moved out of `path` are still in the broker's
-/// config (a rollback gives the client its servers back; it does not take them from the broker).
-fn say_kept_upstreams(settings: &Settings, client: Client, path: &Path) {
+/// After a rollback of the backup an import took of `path` (`backup`): the upstreams it made of
+/// that file's servers are still in the broker's config (a rollback gives the client its
+/// servers back; it does not take them from the broker).
+fn say_kept_upstreams(settings: &Settings, client: Client, path: &Path, backup: &str) {
     let record: serde_json::Value =
         std::fs::read_to_string(crate::import_report::record_path(settings, client))
             .ok()
@@ -425,7 +426,7 @@ fn say_kept_upstreams(settings: &Settings, client: Client, path: &Path) {
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|s| s["path"].as_str() == path.to_str())
+        .filter(|s| s["path"].as_str() == path.to_str() && s["backup"] == backup)
         .filter_map(|s| s["upstream"].as_str())
         .collect();
     names.sort_unstable();
@@ -437,7 +438,9 @@ fn say_kept_upstreams(settings: &Settings, client: Client, path: &Path) {
         "mcp-broker: the broker's config still has the upstreams imported from this file: {}",
         names.join(", ")
     );
-    errln!("hint: `mcp-broker remove NAME` takes one out; the client starts its own copy again");
+    errln!(
+        "hint: `mcp-broker remove NAME` takes one out when no other client or profile uses it; this client starts its own copy again"
+    );
 }
 
 /// Each client's entry, in its user-scope file (or the project's with `project`).

@@ -34,14 +34,17 @@ pub(crate) fn handshake(
     let mut w = stream
         .try_clone()
         .context("cannot clone the daemon socket")?;
-    w.write_all(&hello.to_line())
-        .context("the daemon closed the connection before the hello")?;
+    // A daemon that refuses the connection says why and closes without reading: the hello's
+    // write can fail with its reason already waiting to be read.
+    let written = w.write_all(&hello.to_line());
     stream.set_read_timeout(Some(Duration::from_secs(15)))?;
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
-    let n = reader
-        .read_line(&mut line)
-        .context("no answer from the daemon")?;
+    let read = reader.read_line(&mut line);
+    if let (Err(e), Err(_) | Ok(0)) = (written, &read) {
+        return Err(e).context("the daemon closed the connection before the hello");
+    }
+    let n = read.context("no answer from the daemon")?;
     if n == 0 {
         return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
             .context("the daemon closed the connection without answering the hello");

@@ -125,8 +125,14 @@ pub fn servers(place: &Place, text: &str) -> Result<Vec<Server>, ClientsError> {
         return Ok(Vec::new());
     };
     let broker = if place.scope == crate::Scope::Project {
+        // The project: the file's folder, or the one above a `.codex`-style folder.
+        let dir = place.path.parent().unwrap_or(std::path::Path::new("/"));
+        let project = match dir.file_name().and_then(|n| n.to_str()) {
+            Some(n) if n.starts_with('.') => dir.parent().unwrap_or(dir),
+            _ => dir,
+        };
         held.iter()
-            .find(|(_, v)| runs_this_binary(v))
+            .find(|(_, v)| runs_this_binary(v, project))
             .map(|(k, _)| k.clone())
     } else {
         broker_key(&held)
@@ -176,15 +182,37 @@ pub fn without(place: &Place, text: &str, names: &[String]) -> Result<String, Cl
     }
 }
 
-/// Whether an entry runs this executable's shim: its command (a path, or a name looked up on
-/// `PATH`) is this very file, and its first argument is `stdio`.
-fn runs_this_binary(server: &Value) -> bool {
-    let stdio = server
+/// Whether an entry runs this executable's shim as the broker writes it: its command (a path,
+/// or a name looked up on `PATH`) is this very file; its arguments `stdio` and at most
+/// `--profile P` and `--client C`; no working directory; and in its environment only the
+/// broker's own home and config, as absolute paths outside the project (a repository's entry
+/// could otherwise point the shim at a config or a home of the repository's).
+fn runs_this_binary(server: &Value, project: &std::path::Path) -> bool {
+    let args: Vec<&str> = server
         .get("args")
         .and_then(Value::as_array)
-        .and_then(|a| a.first())
-        .and_then(Value::as_str)
-        == Some("stdio");
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let shaped = args.first() == Some(&"stdio")
+        && args[1..]
+            .chunks(2)
+            .all(|pair| matches!(pair, [flag, _] if *flag == "--profile" || *flag == "--client"));
+    let env_ours = server
+        .get("env")
+        .and_then(Value::as_object)
+        .is_none_or(|env| {
+            env.iter().all(|(k, v)| {
+                matches!(k.as_str(), "MCP_BROKER_HOME" | "MCP_BROKER_CONFIG")
+                    && v.as_str().is_some_and(|v| {
+                        let p = std::path::Path::new(v);
+                        p.is_absolute() && !p.starts_with(project) && !v.contains("/../")
+                    })
+            })
+        });
+    let plain = ["cwd", "envFile", "env_file"]
+        .iter()
+        .all(|k| server.get(k).is_none());
+    let stdio = shaped && env_ours && plain;
     let Some(command) = server.get("command").and_then(Value::as_str) else {
         return false;
     };

@@ -52,9 +52,9 @@ pub(crate) enum Outcome {
     ToolError,
     /// A JSON-RPC error: from the upstream, or the broker's (timeout, crash, cancelled).
     Error,
-    /// No answer was waited for: the client cancelled the call, or its session ended (the
-    /// client went away, the daemon stopped). The upstream did not fail, and the call's time
-    /// says nothing of its latency.
+    /// No answer was waited for: the caller gave up on the call (a client's cancel, a code
+    /// run's own time limit) or its session ended (the client went away, the daemon stopped).
+    /// Not counted as the upstream's error, and its time is not a latency.
     Abandoned,
 }
 
@@ -339,7 +339,10 @@ impl Calls {
             None => s.upstreams.entry(rec.upstream.to_string()).or_default(),
         };
         counts.calls += 1;
-        counts.count_minute(mcpb_config::unix_now(), rec.ms, failed);
+        // The minute buckets chart answered calls' latency: an abandoned call's time is not one.
+        if rec.outcome != Outcome::Abandoned {
+            counts.count_minute(mcpb_config::unix_now(), rec.ms, failed);
+        }
         if failed {
             counts.errors += 1;
             counts.last_error = Some(match (&rec.error, rec.outcome) {

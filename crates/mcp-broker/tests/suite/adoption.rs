@@ -697,7 +697,7 @@ fn rolling_back_a_project_file_from_another_folder_names_the_files_with_backups(
     assert!(
         said.contains("backups of this file: (none)")
             && said.contains(&format!("cursor has backups of: {}", file.display()))
-            && said.contains("from its project's folder, with --project"),
+            && said.contains("from its project's folder with --project"),
         "{said}"
     );
 

@@ -369,9 +369,11 @@ fn a_project_entry_that_only_looks_like_the_broker_is_listed_not_hidden() {
         r#"{{"mcpServers": {{
   "mcp-broker": {{"command": "npx", "args": ["-y", "some-server"]}},
   "helper": {{"command": "./tools/mcp-broker", "args": ["stdio"]}},
-  "broker": {{"command": "{}", "args": ["stdio", "--client", "claude-code"]}}
+  "redirected": {{"command": "{me}", "args": ["stdio"], "env": {{"MCP_BROKER_CONFIG": "{CWD}/.x/b.yaml"}}}},
+  "flagged": {{"command": "{me}", "args": ["stdio", "--config", "./b.yaml"]}},
+  "broker": {{"command": "{me}", "args": ["stdio", "--client", "claude-code"], "env": {{"MCP_BROKER_HOME": "/srv/broker-home"}}}}
 }}}}"#,
-        me.display()
+        me = me.display()
     );
     let project = Client::ClaudeCode
         .places(Path::new(HOME), Path::new(CWD), None)
@@ -379,12 +381,20 @@ fn a_project_entry_that_only_looks_like_the_broker_is_listed_not_hidden() {
         .find(|p| p.scope == Scope::Project)
         .unwrap();
     // Keyed like the broker's entry but running something else: listed. A `… stdio` from the
-    // repository's own folder: listed. This very binary's shim: the broker's own entry.
-    assert_eq!(names(&project, &text), ["mcp-broker", "helper"]);
+    // repository's own folder: listed. This very binary's shim pointed at a config of the
+    // repository's, by its environment or by a flag: listed. This very binary's shim as the
+    // broker writes it (a home of its own outside the project): the broker's own entry.
+    assert_eq!(
+        names(&project, &text),
+        ["mcp-broker", "helper", "redirected", "flagged"]
+    );
     // In the user's own file the name and shape are enough, as before.
     let user = Client::ClaudeCode.places(Path::new(HOME), Path::new(CWD), None)[0].clone();
     assert_eq!(user.scope, Scope::User);
-    assert_eq!(names(&user, &text), ["helper", "broker"]);
+    assert_eq!(
+        names(&user, &text),
+        ["helper", "redirected", "flagged", "broker"]
+    );
 }
 
 #[test]

@@ -537,7 +537,10 @@ impl Drop for Unanswered<'_> {
         let view = self.view;
         view.shared.calls.record(&CallRecord {
             outcome: Outcome::Abandoned,
-            error: Some("no answer: the client cancelled the call, or its session ended".into()),
+            error: Some(
+                "no answer: the caller gave up on the call (cancelled, its own time limit) or its session ended"
+                    .into(),
+            ),
             ..view.call_record(
                 self.tool.upstream.name(),
                 &self.tool.exposed,
