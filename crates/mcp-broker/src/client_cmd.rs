@@ -413,15 +413,24 @@ pub(crate) fn rollback(
     }
 }
 
+/// Where an import's record is kept: what the parity check and a rollback read. (Here, below
+/// the import's modules, which all read the client files through this one.)
+pub(crate) fn record_path(settings: &Settings, client: Client) -> PathBuf {
+    settings
+        .runtime
+        .state_dir()
+        .join("imports")
+        .join(format!("{}.json", client.name()))
+}
+
 /// After a rollback of the backup an import took of `path` (`backup`): the upstreams it made of
 /// that file's servers are still in the broker's config (a rollback gives the client its
 /// servers back; it does not take them from the broker).
 fn say_kept_upstreams(settings: &Settings, client: Client, path: &Path, backup: &str) {
-    let record: serde_json::Value =
-        std::fs::read_to_string(crate::import_report::record_path(settings, client))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_default();
+    let record: serde_json::Value = std::fs::read_to_string(record_path(settings, client))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
     let mut names: Vec<&str> = record["servers"]
         .as_array()
         .into_iter()

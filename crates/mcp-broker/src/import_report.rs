@@ -4,9 +4,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use mcpb_clients::Client;
-use mcpb_config::Settings;
-
 use crate::import_plan::{Fate, Plan};
 use crate::import_scan::{Stays, masked};
 
@@ -16,14 +13,7 @@ pub(crate) struct Files {
     pub after: BTreeMap<PathBuf, String>,
 }
 
-/// Where an import's record is kept: what the parity check reads.
-pub(crate) fn record_path(settings: &Settings, client: Client) -> PathBuf {
-    settings
-        .runtime
-        .state_dir()
-        .join("imports")
-        .join(format!("{}.json", client.name()))
-}
+pub(crate) use crate::client_cmd::record_path;
 
 /// The variables the moved servers still take from the daemon's environment.
 /// `from`: whose file names them ("the client's file").
