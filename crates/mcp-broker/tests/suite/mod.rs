@@ -22,6 +22,7 @@ mod http_front;
 mod http_streams;
 mod interop;
 mod interop_facade;
+mod interop_http;
 mod layering;
 mod licence;
 mod lifecycle;
