@@ -423,14 +423,18 @@ pub(crate) fn record_path(settings: &Settings, client: Client) -> PathBuf {
         .join(format!("{}.json", client.name()))
 }
 
+/// The import's record of `client`, when there is a readable one.
+pub(crate) fn read_record(settings: &Settings, client: Client) -> Option<serde_json::Value> {
+    std::fs::read_to_string(record_path(settings, client))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+}
+
 /// After a rollback of the backup an import took of `path` (`backup`): the upstreams it made of
 /// that file's servers are still in the broker's config (a rollback gives the client its
 /// servers back; it does not take them from the broker).
 fn say_kept_upstreams(settings: &Settings, client: Client, path: &Path, backup: &str) {
-    let record: serde_json::Value = std::fs::read_to_string(record_path(settings, client))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
+    let record = read_record(settings, client).unwrap_or_default();
     let mut names: Vec<&str> = record["servers"]
         .as_array()
         .into_iter()

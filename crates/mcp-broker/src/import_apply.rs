@@ -57,10 +57,8 @@ fn record(
     plan: &Plan,
 ) {
     let path = record_path(settings, client);
-    let old: serde_json::Value = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .filter(|r: &serde_json::Value| r["profile"] == profile)
+    let old: serde_json::Value = crate::client_cmd::read_record(settings, client)
+        .filter(|r| r["profile"] == profile)
         .unwrap_or_default();
     let mut all_backups: Vec<serde_json::Value> =
         old["backups"].as_array().cloned().unwrap_or_default();

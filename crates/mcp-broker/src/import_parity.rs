@@ -148,11 +148,7 @@ pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode
     let Some(c) = Client::parse(client) else {
         return fail(&format!("mcp-broker: no client named {client:?}"), &[]);
     };
-    let path = crate::import_report::record_path(settings, c);
-    let record: Value = match std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-    {
+    let record: Value = match crate::client_cmd::read_record(settings, c) {
         Some(r) => r,
         None => {
             return fail(
