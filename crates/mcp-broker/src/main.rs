@@ -35,6 +35,7 @@ mod parity_cmd;
 mod pins_cmd;
 mod probes;
 mod profile_cmd;
+mod project_guard;
 mod sandbox_cmd;
 mod service_cmd;
 mod shim;
@@ -135,6 +136,9 @@ fn main() -> ExitCode {
             client,
             init_if_missing,
         } => {
+            if let Err(code) = project_guard::check(config) {
+                return code;
+            }
             if init_if_missing {
                 commands::init_if_missing(config);
             }

@@ -148,10 +148,19 @@ pub(crate) fn list(settings: &Settings, json_out: bool) -> ExitCode {
         };
         outln!("{}  {state}", printable(&name(r)));
         for f in &r.findings {
-            outln!("    finding: {}: {}", f.kind, printable(&f.detail));
+            outln!("    {}", finding_line(f));
         }
     }
     ExitCode::SUCCESS
+}
+
+/// One finding as `pins list` and `pins approve` print it: a note says it holds nothing.
+fn finding_line(f: &mcpb_catalog::Finding) -> String {
+    let what = match f.severity {
+        mcpb_catalog::Severity::Quarantine => "finding",
+        mcpb_catalog::Severity::Note => "note",
+    };
+    format!("{what}: {}: {}", f.kind, printable(&f.detail))
 }
 
 /// Whether the person at the terminal approves a tool whose description has findings; with
@@ -226,7 +235,7 @@ pub(crate) fn approve(
         outln!("approving {} ({q})", printable(&n));
         out!("{}", printable(&diff(&pins, r).unwrap_or_default()));
         for f in &r.findings {
-            outln!("    finding: {}: {}", f.kind, printable(&f.detail));
+            outln!("    {}", finding_line(f));
         }
         let now = mcpb_catalog::pins::definition_hash(&r.tool);
         if let Some(want) = expect_hash
@@ -240,7 +249,7 @@ pub(crate) fn approve(
             declined += 1;
             continue;
         }
-        if !r.findings.is_empty() && !confirmed(&printable(&n), yes) {
+        if mcpb_catalog::scan::holds(&r.findings) && !confirmed(&printable(&n), yes) {
             declined += 1;
             continue;
         }

@@ -10,6 +10,7 @@ pub mod canonical;
 pub mod doc;
 pub mod embed;
 mod error;
+mod invisible;
 #[cfg(feature = "semantic-minilm")]
 pub mod minilm;
 pub mod names;
@@ -23,7 +24,7 @@ pub mod vectors;
 pub use doc::ToolDoc;
 pub use error::CatalogError;
 pub use pins::{Judged, PinMode, Pins, Quarantine, Verdict};
-pub use scan::Finding;
+pub use scan::{Finding, Severity};
 pub use search::{Hit, Index, Weights};
 pub use store::{CachedContent, CachedList, ListStore};
 pub use vectors::VectorCache;

@@ -235,7 +235,7 @@ impl Pins {
         findings: Vec<Vec<crate::Finding>>,
         now_unix: u64,
     ) -> Judged {
-        let flagged: Vec<bool> = findings.iter().map(|f| !f.is_empty()).collect();
+        let flagged: Vec<bool> = findings.iter().map(|f| crate::scan::holds(f)).collect();
         let (verdicts, changed) = self.judge(upstream, tools, &flagged, now_unix);
         Judged {
             verdicts,

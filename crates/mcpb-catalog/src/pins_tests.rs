@@ -105,6 +105,7 @@ fn a_scanned_list_is_judged_by_its_findings() {
         tool: "b".into(),
         kind: "instruction",
         detail: "contains \"ignore previous\"".into(),
+        severity: crate::Severity::Quarantine,
     };
     let judged = pins.judge_scanned(
         "fs",

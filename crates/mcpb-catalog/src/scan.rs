@@ -1,6 +1,6 @@
 //! Scans tool descriptions for what a model reads but a person reviewing the tool does not see:
-//! hidden Unicode (every format, private-use and control character and tag outside an emoji
-//! sequence), text that gives the model orders, and text that steers calls to other tools.
+//! hidden Unicode (judged by what it does: see `invisible`), text that gives the model orders,
+//! and text that steers calls to other tools.
 //! Phrases are matched on the text as a model reads it: HTML entities decoded, NFKC-folded
 //! (fullwidth and mathematical letters become plain ones) and, a second time, reduced to its
 //! Unicode confusables skeleton (Cyrillic look-alikes and the like). Findings are flagged, not
@@ -12,9 +12,10 @@ use std::sync::LazyLock;
 
 use serde::Serialize;
 use serde_json::Value;
-use unicode_general_category::{GeneralCategory, get_general_category};
 use unicode_normalization::UnicodeNormalization;
 use unicode_security::confusable_detection::skeleton;
+
+use crate::invisible;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
@@ -22,6 +23,28 @@ pub struct Finding {
     /// `hidden_unicode`, `instruction` or `cross_tool`.
     pub kind: &'static str,
     pub detail: String,
+    pub severity: Severity,
+}
+
+/// Whether a finding holds the tool until a person approves it, or only tells them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Quarantine,
+    /// Seen and normalised away: invisible characters of pasted prose.
+    Note,
+}
+
+impl Finding {
+    /// Whether this finding keeps the tool quarantined.
+    pub fn holds(&self) -> bool {
+        self.severity == Severity::Quarantine
+    }
+}
+
+/// Whether any of a tool's findings holds it.
+pub fn holds(findings: &[Finding]) -> bool {
+    findings.iter().any(Finding::holds)
 }
 
 /// Phrases that address the model rather than describe the tool.
@@ -73,79 +96,6 @@ const INSTRUCTION_PHRASES: &[&str] = &[
     ".ssh/",
     "mcp.json",
 ];
-
-fn hidden(c: char) -> Option<&'static str> {
-    match c as u32 {
-        0x09 | 0x0A | 0x0D => None,
-        0xE0000..=0xE007F => Some("Unicode tag character"),
-        0x202A..=0x202E | 0x2066..=0x2069 | 0x200E | 0x200F | 0x061C => {
-            Some("bidirectional control")
-        }
-        0x200B..=0x200D | 0x2060..=0x2064 | 0xFEFF | 0x180E | 0x00AD | 0x034F => {
-            Some("zero-width character")
-        }
-        0xFE00..=0xFE0F | 0xE0100..=0xE01EF | 0x180B..=0x180D => Some("variation selector"),
-        0x3164 | 0x115F | 0x1160 | 0xFFA0 | 0x2800 => Some("blank filler character"),
-        _ => match get_general_category(c) {
-            GeneralCategory::Format => Some("format character"),
-            GeneralCategory::PrivateUse => Some("private-use character"),
-            GeneralCategory::Control => Some("control character"),
-            _ => None,
-        },
-    }
-}
-
-/// A pictograph that emoji sequences join, modify or tag.
-fn emoji(c: char) -> bool {
-    matches!(c as u32,
-        0x1F000..=0x1FAFF | 0x2600..=0x27BF | 0x2300..=0x23FF | 0x2B00..=0x2BFF
-        | 0x2190..=0x21FF | 0x3030 | 0x303D | 0x3297 | 0x3299 | 0x00A9 | 0x00AE | 0x203C
-        | 0x2049 | 0x2122 | 0x2139)
-}
-
-/// Whether the hidden character at `i` belongs to an emoji sequence a reader sees as one
-/// picture: a presentation selector after a pictograph, a zero-width joiner between two, or
-/// the tags of a subdivision flag (U+1F3F4 followed by tags up to U+E007F).
-fn in_emoji_sequence(chars: &[char], i: usize) -> bool {
-    let c = chars[i];
-    let prev = i.checked_sub(1).map(|p| chars[p]);
-    let next = chars.get(i + 1).copied();
-    match c as u32 {
-        0xFE0E | 0xFE0F => {
-            prev.is_some_and(|p| !p.is_ascii() && hidden(p).is_none() && !p.is_alphanumeric())
-                // A keycap: 1️⃣, #️⃣.
-                || (prev.is_some_and(|p| p.is_ascii_digit() || p == '#' || p == '*')
-                    && next == Some('\u{20E3}'))
-        }
-        0x200D => {
-            (prev.is_some_and(|p| emoji(p) || p == '\u{FE0F}') && next.is_some_and(emoji))
-                || joins_letters(prev, next)
-        }
-        // Persian, Urdu and the Indic scripts shape words with the non-joiner.
-        0x200C => joins_letters(prev, next),
-        0xE0020..=0xE007F => {
-            let start = chars[..i]
-                .iter()
-                .rposition(|x| !(0xE0020..=0xE007E).contains(&(*x as u32)));
-            let opened = start.is_some_and(|s| chars[s] == '\u{1F3F4}');
-            let closes = chars[i..].contains(&'\u{E007F}');
-            opened && closes
-        }
-        _ => false,
-    }
-}
-
-/// A joiner between two letters of a script that uses joiners inside words (not Latin, Greek
-/// or Cyrillic, whose words never need one: there it can only hide a phrase).
-fn joins_letters(prev: Option<char>, next: Option<char>) -> bool {
-    // A virama or vowel sign (a combining mark) is part of the letter before a joiner.
-    let shaped = |c: char| {
-        (c.is_alphabetic() || unicode_normalization::char::is_combining_mark(c))
-            && c as u32 >= 0x0590
-            && !(0x1D00..=0x1FFF).contains(&(c as u32))
-    };
-    prev.is_some_and(shaped) && next.is_some_and(shaped)
-}
 
 /// HTML entities as a renderer (or a model that learned from HTML) reads them.
 /// Decoded until nothing changes (at most three rounds): `&amp;#105;` is an `i` to a reader
@@ -199,18 +149,19 @@ fn texts(tool: &Value) -> Vec<(&str, bool)> {
 
 /// The text as a model would read it: entities decoded, NFKC-folded, hidden characters gone,
 /// lower case, runs of white space as one space and none inside tags, so `< IMPORTANT >`,
-/// `ｉｇｎｏｒｅ` or a soft hyphen do not hide a phrase.
-fn normalized(text: &str) -> String {
+/// `ｉｇｎｏｒｅ` or a soft hyphen do not hide a phrase. With `quiet_as_space`, a quiet
+/// invisible character (a zero-width space, say) separates words instead of vanishing: a
+/// phrase glued out of sight (`ignore\u{200B}previous`) is read as a model reads it.
+fn normalized(text: &str, quiet_as_space: bool) -> String {
     let mut out = String::with_capacity(text.len());
     let mut space = false;
     // After NFKC, combining marks go too: `i\u{307}gnore` reads as `ignore`.
-    for c in decoded(text)
-        .nfkc()
-        .nfd()
-        .filter(|c| hidden(*c).is_none() && !unicode_normalization::char::is_combining_mark(*c))
-    {
-        if c.is_whitespace() {
+    for c in decoded(text).nfkc().nfd() {
+        if c.is_whitespace() || (quiet_as_space && invisible::quiet(c)) {
             space = true;
+            continue;
+        }
+        if invisible::hidden(c) || unicode_normalization::char::is_combining_mark(c) {
             continue;
         }
         if space && !out.is_empty() && !out.ends_with(['<', '/']) && !matches!(c, '>' | '/') {
@@ -335,7 +286,7 @@ fn scan_with(tool: &Value, others: &OtherNames<'_>) -> Vec<Finding> {
         .unwrap_or("")
         .to_string();
     let mut out = Vec::new();
-    let mut push = |kind, detail: String| {
+    let mut push = |kind, detail: String, severity: Severity| {
         if !out
             .iter()
             .any(|f: &Finding| f.kind == kind && f.detail == detail)
@@ -344,56 +295,103 @@ fn scan_with(tool: &Value, others: &OtherNames<'_>) -> Vec<Finding> {
                 tool: name.clone(),
                 kind,
                 detail,
+                severity,
             });
         }
     };
     for (text, prose) in texts(tool) {
-        let chars: Vec<char> = decoded(text).chars().collect();
-        for (i, c) in chars.iter().enumerate() {
-            if let Some(what) = hidden(*c)
-                && !in_emoji_sequence(&chars, i)
-            {
-                push("hidden_unicode", format!("{what} U+{:04X}", *c as u32));
-            }
+        let plain = decoded(text);
+        let chars: Vec<char> = plain.chars().collect();
+        // Pasted prose carries invisible characters as they are; one written as an HTML entity
+        // was put there on purpose.
+        let raw_quiet = text.chars().filter(|c| invisible::quiet(*c)).count();
+        if chars.iter().filter(|c| invisible::quiet(**c)).count() > raw_quiet {
+            push(
+                "hidden_unicode",
+                "an invisible character written as an HTML entity".to_string(),
+                Severity::Quarantine,
+            );
         }
-        let lower = normalized(text);
-        let skel = skeletal(&lower);
-        // What a renderer hides: an HTML comment, and a line that poses as the system's.
-        if lower.contains("<!--") {
-            push("instruction", "contains an HTML comment".to_string());
+        for (holds, detail) in invisible::judge(&chars) {
+            let severity = if holds {
+                Severity::Quarantine
+            } else {
+                Severity::Note
+            };
+            push("hidden_unicode", detail, severity);
         }
-        if decoded(text)
-            .lines()
-            .any(|l| l.trim_start().to_lowercase().starts_with("system:"))
-        {
-            push("instruction", "a line starts with \"System:\"".to_string());
-        }
-        for (phrase, phrase_skel) in INSTRUCTION_PHRASES.iter().zip(PHRASE_SKELETONS.iter()) {
-            if lower.contains(phrase) || skel.contains(phrase_skel.as_str()) {
-                push("instruction", format!("contains \"{phrase}\""));
-            }
-        }
-        let candidates = if prose {
-            others.candidates(&lower)
-        } else {
-            Vec::new()
-        };
-        for (other, needle) in candidates.into_iter().map(|i| &others.names[i]) {
-            // A name shaped like an identifier is a reference, and an order when a steering
-            // word ("call", "use ... instead") is aimed at it: a description may name a common
-            // tool name another server also has.
-            if *other == name {
-                continue;
-            }
-            if word_matches(&lower, needle).any(|(at, end)| steers(&lower, at, end)) {
-                push(
-                    "cross_tool",
-                    format!("tells the model to call another upstream's tool '{other}'"),
-                );
+        // A phrase is looked for with quiet characters dropped, and again read as spaces when
+        // the text has any.
+        let glued = normalized(text, false);
+        let split = chars
+            .iter()
+            .any(|c| invisible::quiet(*c))
+            .then(|| normalized(text, true));
+        for lower in std::iter::once(&glued).chain(split.as_ref()) {
+            for (kind, detail) in orders(&plain, lower, prose, &name, others) {
+                push(kind, detail, Severity::Quarantine);
             }
         }
     }
     out
+}
+
+/// Orders to the model in one normalized text: phrases, what a renderer hides, and calls
+/// steered to another upstream's tool.
+fn orders(
+    decoded: &str,
+    lower: &str,
+    prose: bool,
+    name: &str,
+    others: &OtherNames<'_>,
+) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    let skel = skeletal(lower);
+    // What a renderer hides: an HTML comment that holds text (an empty or cut-off marker of
+    // generated docs hides nothing), and a line that poses as the system's.
+    if hides_in_comment(lower) {
+        out.push(("instruction", "contains an HTML comment".to_string()));
+    }
+    if decoded.lines().any(|l| {
+        let visible: String = l.chars().filter(|c| !invisible::hidden(*c)).collect();
+        visible.trim_start().to_lowercase().starts_with("system:")
+    }) {
+        out.push(("instruction", "a line starts with \"System:\"".to_string()));
+    }
+    for (phrase, phrase_skel) in INSTRUCTION_PHRASES.iter().zip(PHRASE_SKELETONS.iter()) {
+        if lower.contains(phrase) || skel.contains(phrase_skel.as_str()) {
+            out.push(("instruction", format!("contains \"{phrase}\"")));
+        }
+    }
+    let candidates = if prose {
+        others.candidates(lower)
+    } else {
+        Vec::new()
+    };
+    for (other, needle) in candidates.into_iter().map(|i| &others.names[i]) {
+        // A name shaped like an identifier is a reference, and an order when a steering
+        // word ("call", "use ... instead") is aimed at it: a description may name a common
+        // tool name another server also has.
+        if *other == name {
+            continue;
+        }
+        if word_matches(lower, needle).any(|(at, end)| steers(lower, at, end)) {
+            out.push((
+                "cross_tool",
+                format!("tells the model to call another upstream's tool '{other}'"),
+            ));
+        }
+    }
+    out
+}
+
+/// Whether an HTML comment in `lower` holds a letter or a digit a renderer would not show.
+fn hides_in_comment(lower: &str) -> bool {
+    lower.match_indices("<!--").any(|(at, open)| {
+        let inside = &lower[at + open.len()..];
+        let inside = inside.find("-->").map_or(inside, |end| &inside[..end]);
+        inside.chars().any(char::is_alphanumeric)
+    })
 }
 
 fn identifier_like(name: &str) -> bool {
@@ -577,12 +575,15 @@ mod tests {
             );
             assert!(f.iter().any(|f| f.kind == "hidden_unicode"), "{c:?}: {f:?}");
         }
+        // A zero-width space written as an entity was put there on purpose; pasted, it is a note.
         let entity = serde_json::json!({"name": "a", "description": "fine&#8203;text"});
+        let f = scan(&entity, &[]);
         assert!(
-            scan(&entity, &[])
-                .iter()
-                .any(|f| f.kind == "hidden_unicode")
+            f.iter().any(|f| f.kind == "hidden_unicode" && f.holds()),
+            "{f:?}"
         );
+        let pasted = serde_json::json!({"name": "a", "description": "fine\u{200B}text"});
+        assert!(!holds(&scan(&pasted, &[])));
     }
 
     #[test]

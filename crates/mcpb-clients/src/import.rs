@@ -115,24 +115,49 @@ fn server_of(client: Client, name: &str, v: &Value) -> Server {
     }
 }
 
+/// The environment the broker writes into its own entry for this user (`MCP_BROKER_HOME` and
+/// `MCP_BROKER_CONFIG` when they are not the defaults), as `(name, absolute path)` pairs. What
+/// a project entry may carry to still be the broker's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnEnv(pub Vec<(String, String)>);
+
+impl OwnEnv {
+    /// What this process would write: its own `MCP_BROKER_HOME` and `MCP_BROKER_CONFIG`.
+    pub fn from_env() -> Self {
+        let abs = |p: std::path::PathBuf| std::path::absolute(&p).unwrap_or(p);
+        Self(
+            ["MCP_BROKER_HOME", "MCP_BROKER_CONFIG"]
+                .into_iter()
+                .filter_map(|k| {
+                    let v = std::env::var_os(k).filter(|v| !v.is_empty())?;
+                    Some((k.to_string(), abs(v.into()).display().to_string()))
+                })
+                .collect(),
+        )
+    }
+}
+
 /// Every server at `place` except the broker's own entry (under whatever key), in file order.
+/// The broker's own environment is this process's (`OwnEnv::from_env`).
+pub fn servers(place: &Place, text: &str) -> Result<Vec<Server>, ClientsError> {
+    servers_with(place, text, &OwnEnv::from_env())
+}
+
+/// Every server at `place` except the broker's own entry, `own` being the environment the broker
+/// writes into its entries for this user.
 ///
 /// A project's file is the repository's to write: there an entry is the broker's own only if
-/// it runs this very binary's shim. One that merely looks like it (keyed `mcp-broker`, or
-/// `…/mcp-broker stdio` from somewhere else) is listed like any server, never hidden.
-pub fn servers(place: &Place, text: &str) -> Result<Vec<Server>, ClientsError> {
+/// it runs this very binary's shim exactly as the broker writes it for this user. One that
+/// merely looks like it (keyed `mcp-broker`, `…/mcp-broker stdio` from somewhere else, or the
+/// broker's variables pointing anywhere but this user's own home and config) is listed like any
+/// server, never hidden.
+pub fn servers_with(place: &Place, text: &str, own: &OwnEnv) -> Result<Vec<Server>, ClientsError> {
     let Some(held) = servers_object(place, text)? else {
         return Ok(Vec::new());
     };
     let broker = if place.scope == crate::Scope::Project {
-        // The project: the file's folder, or the one above a `.codex`-style folder.
-        let dir = place.path.parent().unwrap_or(std::path::Path::new("/"));
-        let project = match dir.file_name().and_then(|n| n.to_str()) {
-            Some(n) if n.starts_with('.') => dir.parent().unwrap_or(dir),
-            _ => dir,
-        };
         held.iter()
-            .find(|(_, v)| runs_this_binary(v, project))
+            .find(|(_, v)| runs_this_binary(v, own))
             .map(|(k, _)| k.clone())
     } else {
         broker_key(&held)
@@ -185,9 +210,11 @@ pub fn without(place: &Place, text: &str, names: &[String]) -> Result<String, Cl
 /// Whether an entry runs this executable's shim as the broker writes it: its command (a path,
 /// or a name looked up on `PATH`) is this very file; its arguments `stdio` and at most
 /// `--profile P` and `--client C`; no working directory; and in its environment only the
-/// broker's own home and config, as absolute paths outside the project (a repository's entry
-/// could otherwise point the shim at a config or a home of the repository's).
-fn runs_this_binary(server: &Value, project: &std::path::Path) -> bool {
+/// broker's own variables, each naming the very home or config the broker writes for this user
+/// (`own`) by a plain absolute path. Judged by what a path resolves to, never by how it is
+/// spelt: `/proc/self/cwd/…`, `${PWD}/…` or `${workspaceFolder}/…` resolve, when the client
+/// starts the entry, to wherever the repository is.
+fn runs_this_binary(server: &Value, own: &OwnEnv) -> bool {
     let args: Vec<&str> = server
         .get("args")
         .and_then(Value::as_array)
@@ -202,11 +229,10 @@ fn runs_this_binary(server: &Value, project: &std::path::Path) -> bool {
         .and_then(Value::as_object)
         .is_none_or(|env| {
             env.iter().all(|(k, v)| {
-                matches!(k.as_str(), "MCP_BROKER_HOME" | "MCP_BROKER_CONFIG")
-                    && v.as_str().is_some_and(|v| {
-                        let p = std::path::Path::new(v);
-                        p.is_absolute() && !p.starts_with(project) && !v.contains("/../")
-                    })
+                let mine = own.0.iter().find(|(name, _)| name == k);
+                v.as_str()
+                    .zip(mine)
+                    .is_some_and(|(v, (_, mine))| same_plain_path(v, mine))
             })
         });
     let plain = ["cwd", "envFile", "env_file"]
@@ -233,4 +259,24 @@ fn runs_this_binary(server: &Value, project: &std::path::Path) -> bool {
         _ => false,
     };
     stdio && found.is_some_and(same)
+}
+
+/// Whether `written` is a plain absolute path (no `.` or `..`, no variable a client expands, not
+/// under `/proc` or `/dev`, whose links mean something else in the process that reads them)
+/// naming the same file as `mine`.
+fn same_plain_path(written: &str, mine: &str) -> bool {
+    use std::path::{Component, Path};
+    let p = Path::new(written);
+    let plain = p.is_absolute()
+        && !written.contains(['$', '%', '{', '}', '~'])
+        && p.components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+        && !p.starts_with("/proc")
+        && !p.starts_with("/dev");
+    plain
+        && (written == mine
+            || matches!(
+                (std::fs::canonicalize(p), std::fs::canonicalize(mine)),
+                (Ok(a), Ok(b)) if a == b
+            ))
 }

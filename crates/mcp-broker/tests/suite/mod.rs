@@ -29,6 +29,7 @@ mod lifecycle;
 mod measure_clients;
 mod operations;
 mod real_clients;
+mod real_scan;
 mod reload;
 mod routing;
 mod sandbox;

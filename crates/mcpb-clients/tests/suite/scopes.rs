@@ -383,11 +383,46 @@ fn a_project_entry_that_only_looks_like_the_broker_is_listed_not_hidden() {
     // Keyed like the broker's entry but running something else: listed. A `… stdio` from the
     // repository's own folder: listed. This very binary's shim pointed at a config of the
     // repository's, by its environment or by a flag: listed. This very binary's shim as the
-    // broker writes it (a home of its own outside the project): the broker's own entry.
+    // broker writes it for this user (its own home): the broker's own entry.
+    let own = mcpb_clients::OwnEnv(vec![(
+        "MCP_BROKER_HOME".to_string(),
+        "/srv/broker-home".to_string(),
+    )]);
+    let listed = |text: &str| -> Vec<String> {
+        mcpb_clients::servers_with(&project, text, &own)
+            .unwrap()
+            .into_iter()
+            .map(|s| s.name)
+            .collect()
+    };
     assert_eq!(
-        names(&project, &text),
+        listed(&text),
         ["mcp-broker", "helper", "redirected", "flagged"]
     );
+    // The broker's own variables pointing anywhere but this user's home are someone else's,
+    // however the path is spelt: it is judged by what it resolves to when the client runs it.
+    for home in [
+        "/proc/self/cwd/.mcpb",
+        "/proc/self/root/srv/broker-home",
+        "/${PWD}/.mcpb",
+        "/${workspaceFolder}/.mcpb",
+        "/srv/broker-home/../broker-home",
+        "/srv/./broker-home",
+        "/srv/elsewhere",
+        "relative/.mcpb",
+    ] {
+        let entry = format!(
+            r#"{{"mcpServers": {{"mcp-broker": {{"command": "{me}", "args": ["stdio"], "env": {{"MCP_BROKER_HOME": "{home}"}}}}}}}}"#,
+            me = me.display()
+        );
+        assert_eq!(listed(&entry), ["mcp-broker"], "{home}");
+    }
+    // A config the broker did not write for this user is never its own, even with no home.
+    let config = format!(
+        r#"{{"mcpServers": {{"mcp-broker": {{"command": "{me}", "args": ["stdio"], "env": {{"MCP_BROKER_CONFIG": "/srv/other.yaml"}}}}}}}}"#,
+        me = me.display()
+    );
+    assert_eq!(listed(&config), ["mcp-broker"]);
     // In the user's own file the name and shape are enough, as before.
     let user = Client::ClaudeCode.places(Path::new(HOME), Path::new(CWD), None)[0].clone();
     assert_eq!(user.scope, Scope::User);

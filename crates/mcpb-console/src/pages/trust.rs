@@ -101,7 +101,12 @@ fn findings(t: &Value) -> Markup {
     html! {
         @if !list.is_empty() {
             ul.findings {
-                @for f in list { li { strong { (text(f, "kind")) } ": " (text(f, "detail")) } }
+                @for f in list {
+                    li {
+                        @if f["severity"] == "note" { "note: " }
+                        strong { (text(f, "kind")) } ": " (text(f, "detail"))
+                    }
+                }
             }
         }
     }

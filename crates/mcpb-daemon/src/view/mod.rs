@@ -158,12 +158,12 @@ impl ProfileView {
         &self.generation.settings.runtime
     }
 
-    /// An upstream's quarantined tools and scan findings in its last judged list.
+    /// An upstream's quarantined tools and scan findings (notes aside) in its last judged list.
     pub(crate) fn trust_counts(&self, upstream: &str) -> (usize, usize) {
         self.shared.known.cached(upstream).map_or((0, 0), |e| {
             (
                 e.verdicts.iter().filter(|v| v.is_some()).count(),
-                e.findings.len(),
+                e.findings.iter().filter(|f| f.holds()).count(),
             )
         })
     }
