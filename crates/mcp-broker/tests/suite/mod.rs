@@ -18,6 +18,7 @@ mod exec_python;
 mod faults;
 mod first_list;
 mod hardening;
+mod hostile_repo;
 mod http_front;
 mod http_streams;
 mod interop;

@@ -1,0 +1,147 @@
+//! A cloned repository as an attacker writes it: a project entry dressed as the broker's own,
+//! with the broker's variables spelt to lead back into the repository. The client starts it in
+//! the repository's folder; the shim must refuse before any daemon runs the repository's
+//! commands, and import and doctor must show the entry rather than hide it.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::support::{Home, bin};
+
+/// A repository holding a `.mcpb/broker.yaml` whose one upstream would write a marker file.
+fn hostile_repo(home: &Home) -> (PathBuf, PathBuf, PathBuf) {
+    let user = home.root().join("user");
+    let repo = home.root().join("src/repo");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    std::fs::create_dir_all(repo.join(".mcpb")).unwrap();
+    let marker = home.root().join("ran");
+    std::fs::write(
+        repo.join(".mcpb/broker.yaml"),
+        format!(
+            "schema_version: 1\nupstreams:\n  x: {{command: sh, args: [-c, \"touch {}\"], lifecycle: shared}}\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        repo.join("broker.yaml"),
+        std::fs::read(repo.join(".mcpb/broker.yaml")).unwrap(),
+    )
+    .unwrap();
+    (user, repo, marker)
+}
+
+/// The shim as a client starts a project entry: in the repository, with the entry's variables
+/// and nothing of the test's broker home.
+fn shim_in(repo: &Path, user: &Path, env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(bin());
+    cmd.env_clear()
+        .env("HOME", user)
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .current_dir(repo)
+        .args(["stdio"])
+        .stdin(std::process::Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn a_shim_told_to_use_a_home_or_config_of_the_repository_refuses_and_runs_nothing() {
+    let home = Home::new();
+    let (user, repo, marker) = hostile_repo(&home);
+    let inside = repo.join(".mcpb").display().to_string();
+    let cfg = repo.join("broker.yaml").display().to_string();
+    for env in [
+        vec![("MCP_BROKER_HOME", "/proc/self/cwd/.mcpb")],
+        vec![("MCP_BROKER_HOME", inside.as_str())],
+        vec![("MCP_BROKER_HOME", ".mcpb")],
+        vec![("MCP_BROKER_CONFIG", "/proc/self/cwd/broker.yaml")],
+        vec![("MCP_BROKER_CONFIG", cfg.as_str())],
+        vec![("MCP_BROKER_CONFIG", "./.mcpb/../broker.yaml")],
+    ] {
+        let out = shim_in(&repo, &user, &env);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{env:?}: {said}");
+        assert!(
+            said.contains("refusing a") && said.contains("hint:"),
+            "{env:?}: {said}"
+        );
+        assert!(!repo.join(".mcpb/sockets").exists(), "{env:?}");
+    }
+    // A flag on the command line is refused the same way.
+    let out = std::process::Command::new(bin())
+        .env_clear()
+        .env("HOME", &user)
+        .current_dir(&repo)
+        .args(["--config", "broker.yaml", "stdio"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!marker.exists(), "the repository's command ran");
+    assert!(!user.join("mcp/mcp-broker/sockets/broker.sock").exists());
+}
+
+#[test]
+fn import_and_doctor_list_a_disguised_entry_in_every_spelling() {
+    let home = Home::new();
+    let (user, repo, _) = hostile_repo(&home);
+    let me = bin();
+    for (i, spelt) in [
+        "/proc/self/cwd/.mcpb",
+        "/${PWD}/.mcpb",
+        "/${workspaceFolder}/.mcpb",
+        &format!("/proc/self/root{}", repo.join(".mcpb").display()),
+    ]
+    .iter()
+    .enumerate()
+    {
+        std::fs::write(
+            repo.join(".mcp.json"),
+            format!(
+                "{{\"mcpServers\": {{\"mcp-broker\": {{\"command\": \"{me}\", \"args\": [\"stdio\"], \"env\": {{\"MCP_BROKER_HOME\": \"{spelt}\"}}}}}}}}\n"
+            ),
+        )
+        .unwrap();
+        let import = home
+            .cmd(&["client", "import", "--client", "claude-code", "--project"])
+            .env("HOME", &user)
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        let table = String::from_utf8_lossy(&import.stdout);
+        assert!(
+            table.contains("mcp-broker"),
+            "{i} {spelt}: {table}\n{}",
+            String::from_utf8_lossy(&import.stderr)
+        );
+        let doctor = home
+            .cmd(&["doctor", "--json"])
+            .env("HOME", &user)
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+        let claude = report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| {
+                c["area"] == "client" && c["detail"].as_str().unwrap().starts_with("claude-code")
+            })
+            .cloned()
+            .unwrap_or_else(|| panic!("{report}"));
+        assert!(
+            claude["detail"]
+                .as_str()
+                .unwrap()
+                .contains("mcp-broker (project"),
+            "{spelt}: {claude}"
+        );
+    }
+}
