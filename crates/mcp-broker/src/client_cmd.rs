@@ -338,6 +338,14 @@ pub(crate) fn rollback(
         Ok(r) => r,
         Err(code) => return code,
     };
+    if r.scope != Scope::User
+        && let Err(e) = mcpb_clients::plain_file(&r.path)
+    {
+        return fail(
+            &format!("mcp-broker: {e}; nothing was changed"),
+            &["look at what the link points to; remove it, then roll back again"],
+        );
+    }
     let backups = Backups::new(&settings.runtime.root.join("backups"), r.client, &r.path);
     let restored = backups.restore(backup, r.client.name(), force);
     if let Ok(b) = &restored {

@@ -202,6 +202,18 @@ pub(crate) fn apply(x: &Apply<'_>) -> ExitCode {
             )
         })
         .collect();
+    // A project's file planted as a link is refused before any file is written.
+    let user_file = client.config_path(Scope::User, &home, Path::new("/"));
+    if let Some(e) = x
+        .files
+        .after
+        .keys()
+        .filter(|p| **p != user_file)
+        .find_map(|p| mcpb_clients::plain_file(p).err())
+    {
+        errln!("mcp-broker: {e}; nothing was changed");
+        return ExitCode::FAILURE;
+    }
     for (path, after) in &x.files.after {
         if let Err(e) = mcpb_clients::write_keeping_mode(path, after.as_bytes()) {
             errln!("mcp-broker: {e}");

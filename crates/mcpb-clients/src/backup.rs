@@ -226,6 +226,21 @@ impl Backups {
 
 /// Writes `bytes` to `path` in one step (a temporary file beside it, then a rename), keeping
 /// the file's permission bits when it exists (a new file is the user's alone).
+/// Refuses a project's file that is not a regular file: a repository can plant a link there
+/// after an import (to `~/.bashrc`, say), and the broker never writes through it, `--force` or
+/// not. A file that does not exist is fine.
+pub fn plain_file(path: &Path) -> Result<(), ClientsError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if !m.file_type().is_file() => Err(ClientsError::io(
+            path,
+            std::io::Error::other(
+                "not a regular file (a link, say); the broker does not write through it",
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 pub fn write_keeping_mode(path: &Path, bytes: &[u8]) -> Result<(), ClientsError> {
     use std::os::unix::fs::PermissionsExt;
     // A symlinked file (dotfiles kept elsewhere) is written where it points, so the link stays.

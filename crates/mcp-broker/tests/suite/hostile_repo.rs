@@ -145,3 +145,56 @@ fn import_and_doctor_list_a_disguised_entry_in_every_spelling() {
         );
     }
 }
+
+#[test]
+fn a_link_planted_after_an_apply_is_never_written_through_by_a_rollback() {
+    let home = Home::new();
+    let (user, repo, _) = hostile_repo(&home);
+    let run = |args: &[&str]| {
+        home.cmd(args)
+            .env("HOME", &user)
+            .current_dir(&repo)
+            .output()
+            .unwrap()
+    };
+    let render = run(&["client", "render", "--client", "claude-code", "--project"]);
+    assert!(
+        render.status.success(),
+        "{}",
+        String::from_utf8_lossy(&render.stderr)
+    );
+    let apply = run(&["client", "apply", "--client", "claude-code", "--project"]);
+    assert!(
+        apply.status.success(),
+        "{}",
+        String::from_utf8_lossy(&apply.stderr)
+    );
+    // The repository swaps its file for a link to the user's shell profile.
+    let bashrc = user.join(".bashrc");
+    std::fs::write(&bashrc, "# mine\n").unwrap();
+    std::fs::remove_file(repo.join(".mcp.json")).unwrap();
+    std::os::unix::fs::symlink(&bashrc, repo.join(".mcp.json")).unwrap();
+    for args in [
+        &[
+            "client",
+            "rollback",
+            "--client",
+            "claude-code",
+            "--project",
+            "--force",
+        ][..],
+        &["client", "rollback", "--client", "claude-code", "--project"][..],
+    ] {
+        let out = run(args);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {said}");
+        assert!(said.contains("not a regular file"), "{said}");
+        assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# mine\n");
+    }
+    assert!(
+        std::fs::symlink_metadata(repo.join(".mcp.json"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
