@@ -14,7 +14,8 @@
 //! front against the shim: latency, and throughput with 8 and 32 callers), `--first-list` (a
 //! client's first raw listing in front of 10 to 100 slow-starting upstreams, cold and warm
 //! catalog), `--sessions` (call latency with 1, 32 and 256 sessions calling at once),
-//! `--python-sdk` (throughput through the official Python SDK client, direct and brokered).
+//! `--python-sdk` (throughput through the official Python SDK client, direct and brokered),
+//! `--redact` (the secret registry with secrets of 128 KiB to 1 MiB).
 //! `MCPB_BENCH_CHARTS=DIR` also draws the scaling results (`--many`, `--first-list`,
 //! `--sessions`) as SVG charts in DIR.
 #![forbid(unsafe_code)]
@@ -31,6 +32,7 @@ mod http;
 mod load;
 mod many;
 mod py_sdk;
+mod redact;
 mod retrieval;
 mod sandbox;
 mod scan;
@@ -50,6 +52,9 @@ fn main() -> anyhow::Result<()> {
     }
     if args.iter().any(|a| a == "--scan") {
         return scan::run();
+    }
+    if args.iter().any(|a| a == "--redact") {
+        return redact::run();
     }
     if args.iter().any(|a| a == "--http") {
         return http::run(quick);

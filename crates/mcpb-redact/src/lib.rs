@@ -30,6 +30,8 @@ struct Secrets {
     /// (windows of long secrets are patterns too).
     patterns: Vec<(usize, usize)>,
     matcher: Option<AhoCorasick>,
+    /// The longest form, in characters, at most STREAM_TAIL (what a line stream keeps).
+    longest_chars: usize,
 }
 
 static SECRETS: LazyLock<RwLock<Arc<Secrets>>> = LazyLock::new(RwLock::default);
@@ -44,6 +46,28 @@ fn window(n: usize) -> Option<usize> {
 /// Any run of this many characters of a secret is found wherever it stands (and then as far
 /// as the text goes on matching): fewer would start to hit ordinary text.
 const WINDOW: usize = 8;
+
+/// Secrets longer than this (in characters) have a window starting every WINDOW characters
+/// instead of at every one: any run of 2 x WINDOW - 1 of their characters is found, and the
+/// matcher holds an eighth of the patterns (a 1 MiB certificate would otherwise be a million).
+pub const DENSE_WINDOWS_UP_TO: usize = 4096;
+
+/// Windows are taken every WINDOW characters from a secret's first this many characters only
+/// (64 Ki), and every SPARSE_STRIDE characters after: registering a 1 MiB value costs about
+/// what a 64 KiB one does. Past the first 64 Ki characters a piece is found when it is
+/// SPARSE_STRIDE + WINDOW - 1 characters long or holds the secret's last window; the whole
+/// value, and any copy with a character changed here and there, is found as before.
+pub const WINDOWED_UP_TO: usize = 64 << 10;
+
+/// The distance between windows past WINDOWED_UP_TO.
+pub const SPARSE_STRIDE: usize = 1024;
+
+/// The longest piece of a secret at either end of a text that the windows may miss: the cut
+/// ends are looked for up to this many characters, whatever the secret's length.
+const CUT_MAX: usize = 2 * WINDOW;
+
+/// What a line stream keeps of the lines before, in characters.
+const STREAM_TAIL: usize = 4096;
 
 /// Takes `value` as a secret from now on. Cheap when it is known already.
 pub fn register(value: &str) {
@@ -66,13 +90,31 @@ pub fn register(value: &str) {
     let mut texts: Vec<&str> = Vec::new();
     let mut patterns = Vec::new();
     for (i, f) in forms.iter().enumerate() {
-        texts.push(f);
-        patterns.push((i, 0));
         let bounds: Vec<usize> = f.char_indices().map(|(b, _)| b).chain([f.len()]).collect();
-        if let Some(w) = window(bounds.len() - 1) {
-            for start in 1..bounds.len() - w {
+        let chars = bounds.len() - 1;
+        // A value past the cap is found by its windows (and extended as far as it matches), not
+        // as one pattern of its own: the matcher stays the size of the cap.
+        if chars <= WINDOWED_UP_TO {
+            texts.push(f);
+            patterns.push((i, 0));
+        }
+        if let Some(w) = window(chars) {
+            let stride = if chars > DENSE_WINDOWS_UP_TO { w } else { 1 };
+            let until = chars.min(WINDOWED_UP_TO);
+            let sparse =
+                (until.saturating_sub(w) + 1..chars.saturating_sub(w) + 1).step_by(SPARSE_STRIDE);
+            for start in (1..until.saturating_sub(w) + 1)
+                .step_by(stride)
+                .chain(sparse)
+            {
                 texts.push(&f[bounds[start]..bounds[start + w]]);
                 patterns.push((i, bounds[start]));
+            }
+            // The last window too, so a secret's end is found whatever the stride.
+            if stride > 1 {
+                let last = chars - w;
+                texts.push(&f[bounds[last]..]);
+                patterns.push((i, bounds[last]));
             }
             texts.push(&f[..bounds[w]]);
             patterns.push((i, 0));
@@ -82,10 +124,14 @@ pub fn register(value: &str) {
         .match_kind(MatchKind::LeftmostLongest)
         .build(&texts)
         .ok();
+    let longest_chars = forms
+        .first()
+        .map_or(0, |f| f.chars().take(STREAM_TAIL).count());
     *guard = Arc::new(Secrets {
         forms,
         patterns,
         matcher,
+        longest_chars,
     });
 }
 
@@ -118,12 +164,19 @@ fn ranges(set: &Secrets, text: &str) -> Vec<(usize, usize)> {
     };
     let mut out: Vec<(usize, usize)> = Vec::new();
     let tb = text.as_bytes();
+    // How far the ranges so far reach: a match inside it adds nothing, and extensions never
+    // scan it again, so the whole pass is linear in the text (a text that shows a long secret
+    // with one character changed would otherwise be scanned once per window).
+    let mut reach = 0;
     for m in matcher.find_iter(text) {
+        if m.end() <= reach {
+            continue;
+        }
         let (form, offset) = set.patterns[m.pattern().as_usize()];
         let fb = set.forms[form].as_bytes();
         let (mut start, mut end) = (m.start(), m.end());
         let (mut fs, mut fe) = (offset, offset + (end - start));
-        while fs > 0 && start > 0 && tb[start - 1] == fb[fs - 1] {
+        while fs > 0 && start > reach && tb[start - 1] == fb[fs - 1] {
             start -= 1;
             fs -= 1;
         }
@@ -137,6 +190,7 @@ fn ranges(set: &Secrets, text: &str) -> Vec<(usize, usize)> {
         while !text.is_char_boundary(end) {
             end += 1;
         }
+        reach = reach.max(end);
         out.push((start, end));
     }
     if let Some(n) = cut_end(&set.forms, text) {
@@ -213,30 +267,50 @@ pub fn redact(text: &str) -> Cow<'_, str> {
 }
 
 /// Bytes at the end of `text` that are the start of a secret (at least MIN_SECRET_CHARS).
+/// Only pieces of up to CUT_MAX characters are looked for: a longer one holds a whole window
+/// and is found by the matcher; so the cost is the same for a secret of any length.
 fn cut_end(forms: &[String], text: &str) -> Option<usize> {
     forms
         .iter()
         .filter_map(|f| {
-            f.char_indices()
+            // The byte ends of the first CUT_MAX characters, shorter than the whole secret.
+            let ends: Vec<usize> = f
+                .char_indices()
+                .skip(1)
                 .map(|(i, _)| i)
-                .chain([f.len()])
-                .filter(|&i| f[..i].chars().count() >= MIN_SECRET_CHARS && i < f.len())
+                .take(CUT_MAX)
+                .collect();
+            ends.iter()
+                .enumerate()
                 .rev()
-                .find(|&i| text.ends_with(&f[..i]))
+                .filter(|(k, _)| k + 1 >= MIN_SECRET_CHARS)
+                .find(|(_, i)| text.ends_with(&f[..**i]))
+                .map(|(_, i)| *i)
         })
         .max()
 }
 
-/// Bytes at the start of `text` that are the end of a secret (at least MIN_SECRET_CHARS).
+/// Bytes at the start of `text` that are the end of a secret (at least MIN_SECRET_CHARS),
+/// looked for up to CUT_MAX characters like `cut_end`.
 fn cut_start(forms: &[String], text: &str) -> Option<usize> {
     forms
         .iter()
         .filter_map(|f| {
-            f.char_indices()
+            // The byte starts of the last CUT_MAX characters, after the secret's first.
+            let starts: Vec<usize> = f
+                .char_indices()
+                .rev()
                 .map(|(i, _)| i)
-                .filter(|&i| i > 0 && f[i..].chars().count() >= MIN_SECRET_CHARS)
-                .find(|&i| text.starts_with(&f[i..]))
-                .map(|i| f.len() - i)
+                .take(CUT_MAX)
+                .filter(|&i| i > 0)
+                .collect();
+            starts
+                .iter()
+                .enumerate()
+                .rev()
+                .filter(|(k, _)| k + 1 >= MIN_SECRET_CHARS)
+                .find(|(_, i)| text.starts_with(&f[**i..]))
+                .map(|(_, i)| f.len() - i)
         })
         .max()
 }
@@ -263,7 +337,7 @@ impl LineStream {
             .filter(|(_, e)| *e > offset)
             .map(|(s, e)| (s.saturating_sub(offset), e - offset))
             .collect();
-        let longest = set.forms.first().map_or(0, |f| f.chars().count()).min(4096);
+        let longest = set.longest_chars;
         let keep = joined.chars().rev().take(longest).count();
         let cut = joined
             .char_indices()
@@ -471,5 +545,45 @@ mod tests {
         register(&long);
         let part = &long[30..80];
         assert_eq!(redact(&format!("<{part}>")), "<[redacted]>");
+    }
+
+    /// A secret of 1 MiB: shown whole, with one character changed every 64 KiB, cut at the end
+    /// of a text, or in pieces of 15 characters anywhere, it is taken out; the work is linear
+    /// in the text (mcpb-bench --redact measures it).
+    #[test]
+    fn a_long_secret_is_found_whole_changed_or_in_pieces() {
+        // Base64-like, as a long credential is: no run of 8 characters occurs twice.
+        const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let secret: String = (0..1 << 20)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                char::from(B64[(x >> 58) as usize])
+            })
+            .collect();
+        register(&secret);
+        let whole = format!("<{secret}>");
+        assert_eq!(redact(&whole), "<[redacted]>");
+        let mut changed = secret.clone().into_bytes();
+        for i in (1000..changed.len()).step_by(64 << 10) {
+            changed[i] = b'#';
+        }
+        let changed = String::from_utf8(changed).unwrap();
+        let shown = redact(&changed);
+        assert!(shown.len() < 200, "{}", &shown[..200.min(shown.len())]);
+        let cut = format!("said {}", &secret[..12]);
+        assert_eq!(redact(&cut), "said [redacted]");
+        for at in [7, 4095, 60_001, (1 << 20) - 15] {
+            let piece = &secret[at..at + 15];
+            assert_eq!(redact(&format!("x {piece} y")), "x [redacted] y", "{at}");
+        }
+        // The cap, as documented: past the first 64 Ki characters, a piece is looked for on its
+        // own from 1,031 characters on.
+        let past = &secret[500_001..500_016];
+        assert_eq!(redact(&format!("x {past} y")), format!("x {past} y"));
+        let past = &secret[500_001..501_032];
+        assert_eq!(redact(&format!("x {past} y")), "x [redacted] y");
     }
 }
