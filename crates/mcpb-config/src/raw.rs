@@ -255,6 +255,12 @@ pub struct RawUpstream {
     /// Believe this upstream's `readOnlyHint` annotations. Without it every tool counts as mutating.
     #[serde(default)]
     pub trust_annotations: bool,
+    /// Take the secrets the broker resolved (`${ENV}`, `${file:}`, OAuth tokens) out of this
+    /// upstream's ordinary tool results too. Everything else it sends (definitions, resources,
+    /// prompts, completions, errors, logs) is always redacted; a result is passed as written
+    /// unless this is set.
+    #[serde(default)]
+    pub redact_results: bool,
     /// Tools of this upstream known to be read-only whatever their annotations say.
     #[serde(default)]
     pub read_only_tools: Vec<String>,

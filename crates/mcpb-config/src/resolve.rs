@@ -445,6 +445,7 @@ impl Resolver<'_> {
             description: raw.description.clone(),
             tags: raw.tags.clone(),
             trust_annotations: raw.trust_annotations,
+            redact_results: raw.redact_results,
             read_only_tools: raw.read_only_tools.clone(),
             tool_filter,
             resource_filter,

@@ -227,6 +227,8 @@ pub struct UpstreamSettings {
     pub description: Option<String>,
     pub tags: Vec<String>,
     pub trust_annotations: bool,
+    /// `redact_results`: secrets are taken out of ordinary tool results too.
+    pub redact_results: bool,
     pub read_only_tools: Vec<String>,
     /// `tools_allow` / `tools_deny`, compiled.
     #[serde(flatten, skip_serializing_if = "NameFilter::is_empty")]

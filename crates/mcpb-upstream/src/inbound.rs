@@ -32,6 +32,9 @@ pub(crate) struct PendingCall {
     pub activity: Arc<Notify>,
     /// Progress forwarded to the client in the current one-second window.
     pub progress: ProgressWindow,
+    /// Redact the whole result: every answer but an ordinary tool result (unless the upstream's
+    /// `redact_results` says so too).
+    pub redact_all: bool,
 }
 
 /// Progress notifications one call may forward per second; the rest still keep the call alive
@@ -160,6 +163,7 @@ fn route_response(ctx: &ReadCtx, msg: &Incoming<'_>) {
         return;
     };
     let reply = match (msg.result, msg.error) {
+        (Some(r), _) if waiter.redact_all && mcpb_redact::any() => Reply::Result(redacted(r)),
         // An error result is the upstream's words, which may echo what it was given.
         (Some(r), _)
             if mcpb_redact::any()

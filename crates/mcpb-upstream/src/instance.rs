@@ -76,6 +76,8 @@ pub(crate) struct Instance {
     /// The client's own `_meta` keys that may travel on besides `progressToken`
     /// (`broker.forward_meta_keys`).
     forward_meta: Vec<String>,
+    /// Tool results are redacted whole too (`redact_results`).
+    redact_results: bool,
 }
 
 impl std::fmt::Debug for Instance {
@@ -99,6 +101,8 @@ pub(crate) struct Setup {
     pub permits: Vec<OwnedSemaphorePermit>,
     /// The client's own `_meta` keys that may travel on besides `progressToken`.
     pub forward_meta: Vec<String>,
+    /// `redact_results`: tool results are redacted like everything else the upstream sends.
+    pub redact_results: bool,
 }
 
 impl Instance {
@@ -149,6 +153,7 @@ impl Instance {
             era: OnceLock::new(),
             capabilities: Mutex::default(),
             forward_meta: setup.forward_meta,
+            redact_results: setup.redact_results,
         }))
     }
 
@@ -243,6 +248,10 @@ impl Instance {
         }
         self.touch();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        // Definitions, resources, prompts, completions and instructions reach the model (and
+        // the catalog on disk) as they are: a secret the server was given is taken out of
+        // them. Only an ordinary tool result is the tool's data, redacted when asked to.
+        let redact_all = self.redact_results || !matches!(outgoing, Outgoing::ToolCall { .. });
         let (line, client_token) = self.encode(id, outgoing)?;
         let (tx, rx) = oneshot::channel();
         let activity = Arc::new(Notify::new());
@@ -254,6 +263,7 @@ impl Instance {
                 client_token,
                 activity: activity.clone(),
                 progress: Default::default(),
+                redact_all,
             },
         );
         let guard = PendingGuard {

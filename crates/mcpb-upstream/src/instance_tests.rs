@@ -88,6 +88,7 @@ async fn instance() -> (Arc<Instance>, Peer, Arc<AtomicBool>) {
             tools_stale: stale.clone(),
             permits: Vec::new(),
             forward_meta: vec!["vendor/keep".into()],
+            redact_results: false,
         },
     )
     .await

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::support::{Home, Shim, fixture, wait_until};
+use super::support::{Home, Shim, fixture, text, wait_until};
 
 const TOKEN: &str = "tok-4f9a8c7e1b2d3f60";
 /// A short secret (under 8 characters) counts too.
@@ -179,4 +179,113 @@ fn secrets_an_upstream_says_reach_no_client_log_or_cli() {
         "{audit}"
     );
     clean("the audit log", &audit);
+}
+
+/// A server given a secret that puts it in every surface but a tool result: its instructions,
+/// tool definitions, resources, prompts and completions reach no client, search, describe or
+/// file on disk; an ordinary result is passed as written unless the upstream says
+/// `redact_results: true`.
+#[test]
+fn secrets_a_server_puts_in_its_definitions_reach_no_surface() {
+    let deps = super::support::deps();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/leaky_server.py");
+    let python = deps.join("venv/bin/python");
+    let home = Home::with_config(&format!(
+        r#"schema_version: 1
+broker: {{first_list_wait_ms: 30000}}
+upstreams:
+  leaky:
+    command: "{python}"
+    args: ["{script}"]
+    env: {{LEAK: "${{MCPB_T_TOKEN}}"}}
+    trust_annotations: true
+  quiet:
+    command: "{python}"
+    args: ["{script}"]
+    env: {{LEAK: "${{MCPB_T_TOKEN}}"}}
+    trust_annotations: true
+    redact_results: true
+profiles:
+  default: {{}}
+  compact: {{compact_tools_enabled: true}}
+"#,
+        python = python.display(),
+        script = script.display()
+    ));
+    home.start_with(&[("MCPB_T_TOKEN", TOKEN)]);
+    let mut raw = home.shim(&[]);
+    let init = raw.initialize("2025-06-18");
+    clean("initialize", &init.to_string());
+    let mut seen = String::new();
+    for (method, params) in [
+        ("tools/list", json!({})),
+        ("resources/list", json!({})),
+        ("resources/templates/list", json!({})),
+        ("prompts/list", json!({})),
+    ] {
+        let r = raw.request(method, params);
+        assert!(r.get("result").is_some(), "{method}: {r}");
+        clean(method, &r.to_string());
+        seen.push_str(&r.to_string());
+    }
+    let listed: Value = raw.request("resources/list", json!({}));
+    let uri = listed["result"]["resources"][0]["uri"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let read = raw.request("resources/read", json!({"uri": uri}));
+    assert!(
+        read["result"]["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("[redacted]"),
+        "{read}"
+    );
+    clean("resources/read", &read.to_string());
+    let prompts = raw.request("prompts/list", json!({}));
+    let prompt = prompts["result"]["prompts"][0]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let got = raw.request(
+        "prompts/get",
+        json!({"name": prompt, "arguments": {"who": "x"}}),
+    );
+    assert!(got.get("result").is_some(), "{got}");
+    clean("prompts/get", &got.to_string());
+    let done = raw.request(
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": prompt}, "argument": {"name": "who", "value": ""}}),
+    );
+    assert!(done.get("result").is_some(), "{done}");
+    clean("completion/complete", &done.to_string());
+    // An ordinary result is the tool's data: as written, unless the upstream asks.
+    let plain = raw.call("leaky.echo_secret", json!({}));
+    assert!(text(&plain).contains(TOKEN), "{plain}");
+    let quiet = raw.call("quiet.echo_secret", json!({}));
+    assert!(text(&quiet).contains("[redacted]"), "{quiet}");
+    clean(
+        "a result of an upstream with redact_results",
+        &quiet.to_string(),
+    );
+    // The compact facade's describe and search, and the files on disk.
+    let mut compact = home.shim(&["--profile", "compact"]);
+    compact.initialize("2025-06-18");
+    for (tool, args) in [
+        ("broker.describe_tool", json!({"name": "leaky.echo_secret"})),
+        ("broker.search_tools", json!({"query": "account key"})),
+    ] {
+        let r = compact.call(tool, args);
+        assert!(!text(&r).is_empty(), "{tool}: {r}");
+        clean(tool, &r.to_string());
+    }
+    for dir in ["state/catalog", "state"] {
+        for entry in std::fs::read_dir(home.root().join(dir)).unwrap().flatten() {
+            if entry.path().is_file() {
+                let body = std::fs::read_to_string(entry.path()).unwrap_or_default();
+                clean(&entry.path().display().to_string(), &body);
+            }
+        }
+    }
 }

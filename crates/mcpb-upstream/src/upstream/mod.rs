@@ -447,6 +447,7 @@ impl Upstream {
             tools_stale: self.tools_stale.clone(),
             permits,
             forward_meta: self.ctx.forward_meta.clone(),
+            redact_results: self.settings.redact_results,
         };
         let inst = Instance::open(self.transport().await?, setup).await?;
         match inst.pid() {
