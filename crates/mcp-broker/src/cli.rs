@@ -323,6 +323,10 @@ pub(crate) struct ImportArgs {
     /// Same as --scope project.
     #[arg(long, hide = true)]
     pub project: bool,
+    /// Move this folder's project servers of a client whose trust the broker cannot read
+    /// (VS Code, Cursor, Antigravity): without it (or --scope project) they stay.
+    #[arg(long)]
+    pub trust_project: bool,
     /// Claude Code: the local servers of every folder in ~/.claude.json, not only this one's.
     #[arg(long)]
     pub all_projects: bool,

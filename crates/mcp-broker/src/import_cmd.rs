@@ -155,7 +155,14 @@ pub(crate) fn import(
             )],
         );
     }
-    let scan = match scan(client, &home, &cwd, &scopes, a.all_projects) {
+    let scan = match scan(
+        client,
+        &home,
+        &cwd,
+        &scopes,
+        a.all_projects,
+        a.trust_project,
+    ) {
         Ok(s) => s,
         Err(code) => return code,
     };

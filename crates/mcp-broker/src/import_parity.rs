@@ -66,11 +66,55 @@ pub(crate) fn list_definitions(s: &Server) -> Result<Vec<Value>, String> {
     let result = talk(&mut child);
     let _ = child.kill();
     let _ = child.wait();
-    let shown = |t: &Value| {
-        let n = t["name"].as_str().unwrap_or_default().to_string();
-        (s.tools_allow.is_empty() || s.tools_allow.contains(&n)) && !s.tools_deny.contains(&n)
-    };
-    result.map(|tools| tools.into_iter().filter(shown).collect())
+    result.map(|tools| tools.into_iter().filter(|t| client_shows(s, t)).collect())
+}
+
+/// Whether the client shows its model tool `t` of server `s` (its include / exclude lists).
+fn client_shows(s: &Server, t: &Value) -> bool {
+    let n = t["name"].as_str().unwrap_or_default().to_string();
+    (s.tools_allow.is_empty() || s.tools_allow.contains(&n)) && !s.tools_deny.contains(&n)
+}
+
+/// The tool names a project's server `s` lists as its client shows them, started the one way
+/// the broker ever starts a repository's command: as its imported upstream `u`, in the sandbox
+/// (its own policy, or the standard one), never with the user's rights.
+pub(crate) fn list_sandboxed(
+    settings: &Settings,
+    s: &Server,
+    u: &mcpb_config::UpstreamSettings,
+) -> Result<BTreeSet<String>, String> {
+    let policy = u.sandbox.clone().unwrap_or_default();
+    let root = &settings.runtime.root;
+    let (exe, args, env, cgroup) =
+        mcpb_upstream::sandboxed::start_line(u, &policy, &settings.broker.env_passthrough, root)
+            .map_err(|e| e.to_string())?;
+    let mut c = Command::new(exe);
+    c.args(args)
+        .env_clear()
+        .envs(&env)
+        .envs(mcpb_sandbox::coverage::profile_env())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if let Some(d) = &u.cwd {
+        c.current_dir(d);
+    }
+    let mut child = c
+        .spawn()
+        .map_err(|e| format!("cannot start it in the sandbox: {e}"))?;
+    let result = talk(&mut child);
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Some(cg) = cgroup {
+        cg.remove();
+    }
+    result.map(|tools| {
+        tools
+            .iter()
+            .filter(|t| client_shows(s, t))
+            .filter_map(|t| t["name"].as_str().map(str::to_string))
+            .collect()
+    })
 }
 
 /// Initializes a started server over its stdio and lists its tools, every page.
@@ -204,16 +248,22 @@ pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode
             place.label(),
             upstream.to_string(),
             server,
+            scope == Scope::Project,
         ));
     }
-    // The old servers are listed side by side: each may take a while to start.
+    // The old servers are listed side by side: each may take a while to start. A project's
+    // server is the repository's command: it runs only in the sandbox, as its upstream.
     let before: Vec<Result<BTreeSet<String>, String>> = std::thread::scope(|sc| {
         let handles: Vec<_> = jobs
             .iter()
-            .map(|(_, _, _, server)| {
-                sc.spawn(move || match server {
-                    Some(s) => list_direct(s),
-                    None => Err("not in the backup any more".into()),
+            .map(|(_, _, upstream, server, project)| {
+                sc.spawn(move || match (server, project) {
+                    (Some(s), true) => match settings.upstreams.get(upstream) {
+                        Some(u) => list_sandboxed(settings, s, u),
+                        None => Err("its upstream is no longer in the config".into()),
+                    },
+                    (Some(s), false) => list_direct(s),
+                    (None, _) => Err("not in the backup any more".into()),
                 })
             })
             .collect();
@@ -232,7 +282,7 @@ pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode
     let rows: Vec<Row> = jobs
         .into_iter()
         .zip(before)
-        .map(|((name, scope, upstream, _), before)| Row {
+        .map(|((name, scope, upstream, _, _), before)| Row {
             after: reach.tools.get(&upstream).cloned(),
             unlisted: reach.unlisted.get(&upstream).cloned(),
             name,

@@ -104,14 +104,17 @@ fn gemini_extensions(home: &Path) -> Vec<Stays> {
     out
 }
 
-/// Reads what the client has: `scopes` empty means every scope.
+/// Reads what the client has: `scopes` empty means every scope. `trust_project`: the person
+/// named this folder's project servers (as `--scope project` does).
 pub(crate) fn scan(
     client: Client,
     home: &Path,
     cwd: &Path,
     scopes: &[Scope],
     all_projects: bool,
+    trust_project: bool,
 ) -> Result<Scan, ExitCode> {
+    let named = trust_project || scopes.contains(&Scope::Project);
     let (places, folder) = places(client, home, cwd, all_projects);
     let user_file = client.config_path(Scope::User, home, cwd);
     let mut before = BTreeMap::new();
@@ -120,7 +123,7 @@ pub(crate) fn scan(
             before.insert(p.clone(), read(p)?);
         }
     }
-    let approvals = Approvals::read(client, home, cwd, &folder);
+    let approvals = Approvals::read(client, home, cwd, &folder).with_project_named(named);
     // Another folder's local servers answer to that folder's switches (`--all-projects`).
     let mut others: BTreeMap<String, Approvals> = BTreeMap::new();
     let mut found = Vec::new();
@@ -128,9 +131,9 @@ pub(crate) fn scan(
     let mut mask = Vec::new();
     for p in &places {
         let approvals = match &p.folder {
-            Some(f) if f != &folder => others
-                .entry(f.clone())
-                .or_insert_with(|| Approvals::read(client, home, Path::new(f), f)),
+            Some(f) if f != &folder => others.entry(f.clone()).or_insert_with(|| {
+                Approvals::read(client, home, Path::new(f), f).with_project_named(named)
+            }),
             _ => &approvals,
         };
         let text = before[&p.path].clone().unwrap_or_default();

@@ -136,7 +136,7 @@ fn measure_one(
     home: &Path,
     cwd: &Path,
 ) -> Result<Option<Measured>, Option<String>> {
-    let scan = crate::import_scan::scan(client, home, cwd, &[], false).map_err(|_| None)?;
+    let scan = crate::import_scan::scan(client, home, cwd, &[], false, false).map_err(|_| None)?;
     let mut notes = Vec::new();
     let mut before_servers = Vec::new();
     let mut after_servers = Vec::new();

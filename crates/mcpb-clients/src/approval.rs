@@ -36,6 +36,9 @@ pub struct Approvals {
     trusted: bool,
     /// Gemini CLI: servers switched off with `/mcp disable`.
     off: Vec<String>,
+    /// The person named the project's servers (`--scope project`, `--trust-project`): for a
+    /// client whose trust the broker cannot read, that is the only yes there is.
+    project_named: bool,
 }
 
 /// The folder a project's files belong to: the nearest enclosing git work tree's root, else the
@@ -134,6 +137,12 @@ impl Approvals {
         a
     }
 
+    /// The person named this folder's project servers on the command line.
+    pub fn with_project_named(mut self, named: bool) -> Self {
+        self.project_named = named;
+        self
+    }
+
     /// Why the client would not start `name` from `place`; `None` when it would.
     pub fn refused(&self, place: &Place, name: &str) -> Option<String> {
         match self.client? {
@@ -178,7 +187,15 @@ impl Approvals {
                     _ => None,
                 }
             }
-            _ => None,
+            // VS Code, Cursor and the others keep workspace trust where the broker cannot read
+            // it (an editor's own state): a repository's servers move only when the person
+            // names them.
+            other => (place.scope == Scope::Project && !self.project_named).then(|| {
+                format!(
+                    "{} keeps its workspace trust where the broker cannot read it; name this folder's servers with --scope project (or --trust-project) to move them",
+                    other.name()
+                )
+            }),
         }
     }
 }
