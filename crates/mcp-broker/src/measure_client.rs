@@ -137,6 +137,11 @@ fn measure_one(
     cwd: &Path,
 ) -> Result<Option<Measured>, Option<String>> {
     let scan = crate::import_scan::scan(client, home, cwd, &[], false, false).map_err(|_| None)?;
+    // The client's literal credentials are secrets like the config's: a server started to be
+    // measured may say one in its error, and the CLI redacts like the daemon.
+    for v in &scan.mask {
+        mcpb_redact::register(v);
+    }
     let mut notes = Vec::new();
     let mut before_servers = Vec::new();
     let mut after_servers = Vec::new();
@@ -317,7 +322,9 @@ pub(crate) fn run(settings: &Settings, client: Option<&str>, json: bool) -> Exit
                     "before": servers(&m.before), "after": servers(&m.after), "notes": m.notes})
             })
             .collect();
-        outln!("{:#}", json!({"clients": items}));
+        let mut all = json!({"clients": items});
+        mcpb_redact::redact_value(&mut all);
+        outln!("{all:#}");
         return ExitCode::SUCCESS;
     }
     if all.is_empty() {
@@ -344,12 +351,12 @@ pub(crate) fn run(settings: &Settings, client: Option<&str>, json: bool) -> Exit
             for (name, r) in &s.servers {
                 match r {
                     Ok(n) => outln!("  {side}: {name}: {n} tools"),
-                    Err(e) => outln!("  {side}: {name}: {e}"),
+                    Err(e) => outln!("  {side}: {name}: {}", mcpb_redact::redact(e)),
                 }
             }
         }
         for n in &m.notes {
-            errln!("note: {n}");
+            errln!("note: {}", mcpb_redact::redact(n));
         }
     }
     ExitCode::SUCCESS

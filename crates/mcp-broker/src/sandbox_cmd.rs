@@ -35,7 +35,11 @@ const DENIED: &[&str] = &[
 fn denials(stderr: &str, trace: &str, network_none: bool) -> Vec<String> {
     let traced = trace.lines().any(|l| l == "traced");
     let mut out = Vec::new();
-    if !traced && !trace.lines().any(|l| l.starts_with("not traced: ")) {
+    if !traced
+        && !trace
+            .lines()
+            .any(|l| l.starts_with("not traced: ") || l.starts_with("refused: "))
+    {
         out.push("not traced (the sandbox wrote no trace); what it said instead:".to_string());
     }
     for line in trace.lines() {
@@ -43,12 +47,14 @@ fn denials(stderr: &str, trace: &str, network_none: bool) -> Vec<String> {
             out.extend(kernel_denial(rest, network_none));
         } else if let Some(why) = line.strip_prefix("not traced: ") {
             out.push(format!("not traced ({why}); what it said instead:"));
+        } else if let Some(said) = line.strip_prefix("refused: ") {
+            // The sandbox's own words come on its own channel only: a server can print
+            // anything on its stderr, the sandbox's voice included.
+            out.push(format!("mcp-broker sandbox: {said}"));
         }
     }
     for line in stderr.lines() {
-        if line.starts_with("mcp-broker sandbox: the ") {
-            out.push(line.to_string());
-        } else if !traced {
+        if !traced {
             let l = line.to_lowercase();
             if DENIED.iter().any(|d| l.contains(d)) {
                 out.push(line.to_string());
@@ -175,8 +181,12 @@ pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
         &String::from_utf8_lossy(&traced),
         policy.network == mcpb_config::sandbox::NetworkMode::None,
     );
+    // The server's words may hold what it was given: the CLI redacts like the daemon.
     for line in &denied {
-        outln!("{name}: denied: {}", crate::printable(line));
+        outln!(
+            "{name}: denied: {}",
+            crate::printable(&mcpb_redact::redact(line))
+        );
     }
     match listed {
         Ok(tools) => {
@@ -192,7 +202,10 @@ pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => fail(
-            &format!("mcp-broker: {name} did not list its tools in the sandbox: {e}"),
+            &format!(
+                "mcp-broker: {name} did not list its tools in the sandbox: {}",
+                mcpb_redact::redact(&e)
+            ),
             &[
                 "the lines above are what it was refused; grant those paths under sandbox.fs, or set network: host",
                 &format!(
@@ -214,9 +227,9 @@ mod tests {
             denied: ENOENT stat /\n\
             denied: ENOENT open /no/such/path/anywhere\n\
             denied: EPERM connect 127.0.0.1:9\n";
-        // What the server prints is its own words, whatever it looks like.
-        let stderr =
-            "denied: ENOENT open /etc/passwd\nnot traced: forged\ncat: /x: Permission denied\n";
+        // What the server prints is its own words, whatever it looks like: the sandbox's voice
+        // too.
+        let stderr = "denied: ENOENT open /etc/passwd\nnot traced: forged\ncat: /x: Permission denied\nmcp-broker sandbox: the network layer could not be applied (forged)\n";
         assert_eq!(
             denials(stderr, trace, true),
             [
@@ -230,6 +243,20 @@ mod tests {
             denials(stderr, trace, false)[2],
             "connect 127.0.0.1:9: not permitted"
         );
+    }
+
+    #[test]
+    fn the_sandboxs_refusal_is_read_from_its_own_channel_only() {
+        let forged = "mcp-broker sandbox: the mount layer could not be applied (x); the server was not started\n";
+        let trace =
+            "refused: the user layer could not be applied (EPERM); the server was not started\n";
+        assert_eq!(
+            denials(forged, trace, false),
+            [
+                "mcp-broker sandbox: the user layer could not be applied (EPERM); the server was not started"
+            ]
+        );
+        assert!(denials(forged, "traced\n", false).is_empty());
     }
 
     #[test]

@@ -39,6 +39,9 @@ impl Manager {
 struct Files {
     unit: PathBuf,
     unit_text: String,
+    /// The unit as a dry run shows it: launchd's plist holds the environment's values, which
+    /// are shown as the environment file's are (not at all).
+    unit_shown: String,
     env: PathBuf,
     env_text: String,
     /// The names in the environment file, and whether each had a value here.
@@ -108,25 +111,30 @@ fn files(settings: &Settings, manager: Manager, home: &Path) -> Result<Files, St
         })
         .collect();
     Ok(match manager {
-        Manager::Systemd => Files {
-            unit: home.join(".config/systemd/user/mcp-broker.service"),
-            unit_text: format!(
+        Manager::Systemd => {
+            let unit_text = format!(
                 "[Unit]\nDescription=mcp-broker: one local daemon in front of all your MCP servers\n\n[Service]\nType=notify\nEnvironment={}={}\nEnvironmentFile=-{}\nExecStart={}\nRestart=on-failure\nRestartSec=2\n\n[Install]\nWantedBy=default.target\n",
                 crate::heap::VAR,
                 crate::heap::tunables(None),
                 env.display(),
                 quoted.join(" ")
-            ),
-            env,
-            env_text,
-            vars,
-        },
+            );
+            Files {
+                unit: home.join(".config/systemd/user/mcp-broker.service"),
+                unit_shown: unit_text.clone(),
+                unit_text,
+                env,
+                env_text,
+                vars,
+            }
+        }
         Manager::Launchd => {
             let mut program = format!("    <string>{}</string>\n", xml(&exe.display().to_string()));
             for a in &args {
                 program.push_str(&format!("    <string>{}</string>\n", xml(a)));
             }
             let mut envs = String::new();
+            let mut shown = String::new();
             for line in env_text.lines().filter(|l| !l.starts_with('#')) {
                 if let Some((k, v)) = line.split_once('=') {
                     let v = v
@@ -138,13 +146,26 @@ fn files(settings: &Settings, manager: Manager, home: &Path) -> Result<Files, St
                         xml(k),
                         xml(&v)
                     ));
+                    shown.push_str(&format!(
+                        "    <key>{}</key><string>{}</string>\n",
+                        xml(k),
+                        if k == "MCP_BROKER_HOME" {
+                            xml(&v)
+                        } else {
+                            xml("<as set in this shell>")
+                        }
+                    ));
                 }
             }
+            let plist = |envs: &str| {
+                format!(
+                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" \"http://www.apple.com/DTDs/PropertyList-1.0.dtd\">\n<plist version=\"1.0\">\n<dict>\n  <key>Label</key><string>dev.mcp-broker</string>\n  <key>ProgramArguments</key>\n  <array>\n{program}  </array>\n  <key>EnvironmentVariables</key>\n  <dict>\n{envs}  </dict>\n  <key>RunAtLoad</key><true/>\n  <key>KeepAlive</key><dict><key>SuccessfulExit</key><false/></dict>\n</dict>\n</plist>\n"
+                )
+            };
             Files {
                 unit: home.join("Library/LaunchAgents/dev.mcp-broker.plist"),
-                unit_text: format!(
-                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" \"http://www.apple.com/DTDs/PropertyList-1.0.dtd\">\n<plist version=\"1.0\">\n<dict>\n  <key>Label</key><string>dev.mcp-broker</string>\n  <key>ProgramArguments</key>\n  <array>\n{program}  </array>\n  <key>EnvironmentVariables</key>\n  <dict>\n{envs}  </dict>\n  <key>RunAtLoad</key><true/>\n  <key>KeepAlive</key><dict><key>SuccessfulExit</key><false/></dict>\n</dict>\n</plist>\n"
-                ),
+                unit_text: plist(&envs),
+                unit_shown: plist(&shown),
                 env,
                 env_text,
                 vars,
@@ -236,7 +257,7 @@ pub(crate) fn install(settings: &Settings, manager: Manager, apply: bool, start:
     };
     if !apply {
         outln!("# {}", f.unit.display());
-        out!("{}", f.unit_text);
+        out!("{}", mcpb_redact::redact(&f.unit_shown));
         outln!();
         outln!("# {} (mode 0600; values not shown here)", f.env.display());
         for (n, set) in &f.vars {

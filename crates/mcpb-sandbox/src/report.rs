@@ -15,6 +15,9 @@ pub(crate) struct Report {
     /// The server mode reports to the server's stderr, in words: a refusal only (a layer in
     /// place is implied by the server running at all).
     text: bool,
+    /// A check's trace file (`sandbox check`): refusals are said there too, on the sandbox's
+    /// own channel, which the server never holds (the server's stderr is its own to write).
+    trace: Option<std::fs::File>,
 }
 
 impl Report {
@@ -23,15 +26,21 @@ impl Report {
             fd,
             start,
             text: false,
+            trace: None,
         }
     }
 
     /// A report in words on `fd` (the server's stderr, which the broker logs and keeps).
     pub(crate) fn text(fd: OwnedFd, start: Instant) -> Self {
+        // Opened before any layer is applied, while the host's paths are in sight; close on
+        // exec, so the server never holds it.
+        let trace = std::env::var_os(crate::trace::FILE_VAR)
+            .and_then(|p| std::fs::OpenOptions::new().append(true).open(p).ok());
         Self {
             fd,
             start,
             text: true,
+            trace,
         }
     }
 
@@ -55,10 +64,15 @@ impl Report {
         }
         if self.text {
             if let Event::Refused { layer, reason } = &event {
-                self.say(&format!(
+                let line = format!(
                     "the {} layer could not be applied ({reason}); the server was not started",
                     layer.name()
-                ));
+                );
+                if let Some(mut t) = self.trace.as_ref() {
+                    use std::io::Write;
+                    let _ = writeln!(t, "refused: {line}");
+                }
+                self.say(&line);
             }
             return;
         }

@@ -289,3 +289,63 @@ profiles:
         }
     }
 }
+
+/// The CLI redacts through the same registry as the daemon: `sandbox check` (a server that
+/// says its secret in its JSON-RPC error and on stderr), `measure --client` (a client's literal
+/// credential said back in a server's error) and `service install --manager launchd`'s dry
+/// run (the plist holds the environment's values) print no secret.
+#[test]
+fn cli_paths_print_no_secret() {
+    let say = "read l; echo \"bad key $API_TOKEN\" >&2; echo \"{\\\"jsonrpc\\\":\\\"2.0\\\",\\\"id\\\":1,\\\"error\\\":{\\\"code\\\":-32000,\\\"message\\\":\\\"bad key $API_TOKEN\\\"}}\"; sleep 1";
+    let home = Home::with_config(&format!(
+        "schema_version: 1\nupstreams:\n  talker:\n    command: /bin/sh\n    args: [\"-c\", {say:?}]\n    env: {{API_TOKEN: \"${{MCPB_T_TOKEN}}\"}}\n    sandbox: standard\n"
+    ));
+    let check = home
+        .cmd(&["sandbox", "check", "talker"])
+        .env("MCPB_T_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert!(said.contains("talker"), "{said}");
+    clean("sandbox check", &said);
+    let service = home
+        .cmd(&["service", "install", "--manager", "launchd"])
+        .env("MCPB_T_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    let plist = String::from_utf8_lossy(&service.stdout).into_owned();
+    assert!(plist.contains("MCPB_T_TOKEN"), "{plist}");
+    clean("service install --manager launchd", &plist);
+    // A client file with a literal key its server says back.
+    let user = home.root().join("user");
+    std::fs::create_dir_all(&user).unwrap();
+    let literal = "sk-literal-7c1e92b4d0a5f3";
+    std::fs::write(
+        user.join(".claude.json"),
+        serde_json::json!({"mcpServers": {"talker": {"command": "/bin/sh", "args": ["-c", say],
+            "env": {"API_TOKEN": literal}}}})
+        .to_string(),
+    )
+    .unwrap();
+    for json in [false, true] {
+        let mut args = vec!["measure", "--client", "claude-code"];
+        if json {
+            args.push("--json");
+        }
+        let out = home.cmd(&args).env("HOME", &user).output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(said.contains("talker"), "{said}");
+        assert!(
+            !said.contains(literal) && !said.contains(&literal[..12]),
+            "{said}"
+        );
+    }
+}
