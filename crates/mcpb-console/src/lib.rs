@@ -10,6 +10,7 @@ mod access;
 mod backend;
 mod error;
 mod pages;
+pub mod pool;
 mod server;
 
 pub use access::{Access, CSRF_FIELD, Denied};

@@ -30,10 +30,13 @@ const MAX_FORM: usize = 64 * 1024;
 const CLI_TIMEOUT: Duration = Duration::from_secs(120);
 /// How often the live stream sends a comment, so the connection is seen to be alive.
 const KEEPALIVE: Duration = Duration::from_secs(15);
-/// Connections served at once; past this a new one is closed at once. A person's browser
-/// needs a handful; anyone on the machine can reach the port, and each connection costs the
-/// daemon a descriptor and buffers its other clients need.
+/// Connections that showed the key or a session's path, served at once. A person's browser
+/// needs a handful; each connection costs the daemon a descriptor and buffers.
 const MAX_CONNECTIONS: usize = 64;
+/// Connections that have not shown one yet: anyone on the machine can open them, and they
+/// wait apart (the oldest makes room for the newest, none waits past a short deadline), so
+/// idle connections can never lock the person with the key out.
+const MAX_WAITING: usize = 64;
 /// The most a request's head may buffer (hyper's floor is 8 KiB).
 const MAX_HEAD: usize = 16 * 1024;
 
@@ -51,6 +54,7 @@ struct Console<B> {
     flash: Mutex<Option<(String, Outcome)>>,
     measured: Mutex<context::Measured>,
     shutdown: watch::Receiver<bool>,
+    pools: crate::pool::Pools,
 }
 
 /// A console listening: the address to open (it carries the key), the address it is bound
@@ -94,6 +98,7 @@ pub fn start<B: Backend>(
         flash: Mutex::default(),
         measured: Mutex::default(),
         shutdown,
+        pools: crate::pool::Pools::new(MAX_CONNECTIONS, MAX_WAITING),
     });
     Ok(Started {
         url,
@@ -104,7 +109,6 @@ pub fn start<B: Backend>(
 
 async fn serve<B: Backend>(console: Arc<Console<B>>, listener: tokio::net::TcpListener) {
     let mut shutdown = console.shutdown.clone();
-    let room = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let stream = tokio::select! {
             r = listener.accept() => match r {
@@ -117,29 +121,50 @@ async fn serve<B: Backend>(console: Arc<Console<B>>, listener: tokio::net::TcpLi
             },
             () = stopped(&mut shutdown) => break,
         };
-        let Ok(permit) = room.clone().try_acquire_owned() else {
-            drop(stream);
-            continue;
-        };
+        let conn = console.pools.arrive();
         let console = console.clone();
         let mut stop = console.shutdown.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
+            let service = {
                 let console = console.clone();
-                async move { Ok::<_, Infallible>(guarded(&console, req).await) }
-            });
+                let conn = conn.clone();
+                hyper::service::service_fn(move |req| {
+                    let console = console.clone();
+                    let conn = conn.clone();
+                    async move { Ok::<_, Infallible>(guarded(&console, &conn, req).await) }
+                })
+            };
             let serving = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(HEAD_TIMEOUT)
                 .max_buf_size(MAX_HEAD)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            // A stopped console (the daemon stops, or a reload turned it off) keeps no
-            // connection open: its key is worth nothing from then on.
-            tokio::select! {
-                _ = serving => {}
-                () = stopped(&mut stop) => {}
+            tokio::pin!(serving);
+            // Until a request shows the key or a session's path the connection has a short
+            // deadline and may be evicted for a newer one. A stopped console (the daemon stops,
+            // or a reload turned it off) keeps no connection open: its key is worth nothing
+            // from then on.
+            let deadline = tokio::time::sleep(crate::pool::WAITING_DEADLINE);
+            tokio::pin!(deadline);
+            loop {
+                if conn.evicted() {
+                    break;
+                }
+                tokio::select! {
+                    _ = &mut serving => break,
+                    () = stopped(&mut stop) => break,
+                    () = conn.changed(), if !conn.admitted() => {}
+                    () = &mut deadline, if !conn.admitted() => break,
+                }
+                if conn.admitted() {
+                    tokio::select! {
+                        _ = &mut serving => {}
+                        () = stopped(&mut stop) => {}
+                    }
+                    break;
+                }
             }
-            drop(permit);
+            console.pools.leave(&conn);
         });
     }
 }
@@ -202,7 +227,23 @@ fn param(query: &str, key: &str) -> String {
 }
 
 /// The access checks, then the route.
-async fn guarded<B: Backend>(console: &Arc<Console<B>>, req: Request<Incoming>) -> Reply {
+/// Moves the connection to the main pool once a request has shown the key or a session's path;
+/// a refusal when the main pool is full.
+fn admitted<B: Backend>(console: &Console<B>, conn: &crate::pool::Conn) -> Option<Reply> {
+    (!console.pools.admit(conn)).then(|| {
+        refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the console serves as many connections as it may",
+            "close other console tabs, or try again in a moment",
+        )
+    })
+}
+
+async fn guarded<B: Backend>(
+    console: &Arc<Console<B>>,
+    conn: &crate::pool::Conn,
+    req: Request<Incoming>,
+) -> Reply {
     // A checked header sent twice, or not readable as text, is refused rather than half-read.
     for name in [
         header::HOST,
@@ -257,6 +298,9 @@ async fn guarded<B: Backend>(console: &Arc<Console<B>>, req: Request<Incoming>) 
                 "run `mcp-broker console` for the current link (each console start has its own)",
             );
         }
+        if let Some(full) = admitted(console, conn) {
+            return full;
+        }
         return see_other(&format!("{}servers", console.access.home()));
     }
     // Browsers ask for an icon whatever the page says; a 404 would be a console error.
@@ -270,6 +314,9 @@ async fn guarded<B: Backend>(console: &Arc<Console<B>>, req: Request<Incoming>) 
             "run `mcp-broker console` and open the link it prints",
         );
     };
+    if let Some(full) = admitted(console, conn) {
+        return full;
+    }
     if req.method() == Method::POST {
         let path = page;
         let form = match read_form(req).await {

@@ -564,3 +564,31 @@ fn the_console_works_in_a_real_browser() {
     let called = shim.call("fx.helper", json!({"q": "x"}));
     assert!(called["result"].is_object(), "{called}");
 }
+
+/// Anyone on the machine can open connections to the console's port: 200 idle ones (more than
+/// both pools hold) never lock the person with the key out; each page load is served.
+#[test]
+fn idle_connections_without_the_key_never_lock_the_user_out() {
+    let home = console_home("");
+    let c = Console::open(&home);
+    let idle: Vec<TcpStream> = (0..200)
+        .filter_map(|_| TcpStream::connect(("127.0.0.1", c.port)).ok())
+        .collect();
+    assert!(idle.len() >= 100, "{}", idle.len());
+    let mut served = 0;
+    for _ in 0..20 {
+        let page = get(&c, "servers");
+        if page.status == 200 {
+            served += 1;
+        }
+    }
+    assert_eq!(served, 20);
+    // A connection that never shows the key is closed within the waiting deadline.
+    let mut waiting = TcpStream::connect(("127.0.0.1", c.port)).unwrap();
+    waiting
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(waiting.read(&mut buf).unwrap_or(0), 0, "still open");
+    drop(idle);
+}

@@ -21,11 +21,12 @@ use parking_lot::Mutex;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use mcpb_console::pool;
+
 use crate::broker::Broker;
 
 mod bridge;
 mod gate;
-mod pool;
 
 use bridge::Bridge;
 use gate::{Gate, Refusal};
@@ -36,6 +37,10 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 /// How long a request's head, and then its body, may take to arrive.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Connections that showed a valid token, served at once (each may hold a stream open).
+const MAX_CONNECTIONS: usize = 1024;
+/// Connections waiting to show a token.
+const MAX_WAITING: usize = 256;
 
 type Reply = Response<BoxBody<Bytes, Infallible>>;
 
@@ -100,7 +105,7 @@ pub(crate) fn bind(
         idle: Duration::from_millis(http.session_idle_ms),
         max_body: settings.broker.max_frame_bytes,
         shutdown,
-        pools: pool::Pools::new(pool::MAX_CONNECTIONS, pool::MAX_WAITING),
+        pools: pool::Pools::new(MAX_CONNECTIONS, MAX_WAITING),
     });
     Ok(serve(front, listener))
 }
@@ -290,7 +295,7 @@ async fn admitted(front: &Arc<Front>, conn: &pool::Conn, req: Request<Body>) -> 
             StatusCode::SERVICE_UNAVAILABLE,
             &format!(
                 "{} connections with a token are open already; close some",
-                pool::MAX_CONNECTIONS
+                MAX_CONNECTIONS
             ),
         );
     }

@@ -1,9 +1,10 @@
-//! The HTTP front's connections, in two pools. A new connection waits in a small pool of its
-//! own until one of its requests shows a valid token; then it moves to the main pool. A
-//! connection that shows none within a short deadline is closed, and when the waiting pool is
-//! full the oldest waiting connection makes room for the newest: anyone on the machine can
-//! open connections, but connections without a token can never take the room of requests with
-//! one.
+//! The connections of the daemon's HTTP listeners (the HTTP front and the console), in two
+//! pools. A new connection waits in a small pool of its own until one of its requests shows a
+//! valid token (the front's bearer token, the console's key or session); then it moves to the
+//! main pool. A connection that shows none within a short deadline is closed, and when the
+//! waiting pool is full the oldest waiting connection makes room for the newest: anyone on the
+//! machine can open connections, but connections without a token can never take the room of
+//! requests with one.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -13,15 +14,11 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
-/// Connections that showed a valid token, served at once (each may hold a stream open).
-pub(super) const MAX_CONNECTIONS: usize = 1024;
-/// Connections waiting to show a token.
-pub(super) const MAX_WAITING: usize = 256;
 /// How long a connection may go without a request carrying a valid token.
-pub(super) const WAITING_DEADLINE: Duration = Duration::from_secs(3);
+pub const WAITING_DEADLINE: Duration = Duration::from_secs(3);
 
 /// One accepted connection.
-pub(super) struct Conn {
+pub struct Conn {
     id: u64,
     permit: Mutex<Option<OwnedSemaphorePermit>>,
     evicted: std::sync::atomic::AtomicBool,
@@ -30,21 +27,21 @@ pub(super) struct Conn {
 
 impl Conn {
     /// Whether a valid token moved it to the main pool.
-    pub(super) fn admitted(&self) -> bool {
+    pub fn admitted(&self) -> bool {
         self.permit.lock().is_some()
     }
 
-    pub(super) fn evicted(&self) -> bool {
+    pub fn evicted(&self) -> bool {
         self.evicted.load(Ordering::Acquire)
     }
 
     /// Resolves when the connection is admitted or evicted.
-    pub(super) async fn changed(&self) {
+    pub async fn changed(&self) {
         self.changed.notified().await;
     }
 }
 
-pub(super) struct Pools {
+pub struct Pools {
     main: Arc<Semaphore>,
     waiting: Mutex<VecDeque<Arc<Conn>>>,
     next: AtomicU64,
@@ -52,7 +49,7 @@ pub(super) struct Pools {
 }
 
 impl Pools {
-    pub(super) fn new(max_main: usize, max_waiting: usize) -> Self {
+    pub fn new(max_main: usize, max_waiting: usize) -> Self {
         Self {
             main: Arc::new(Semaphore::new(max_main)),
             waiting: Mutex::default(),
@@ -62,7 +59,7 @@ impl Pools {
     }
 
     /// A new connection, in the waiting pool; the oldest waiting one is evicted when it is full.
-    pub(super) fn arrive(&self) -> Arc<Conn> {
+    pub fn arrive(&self) -> Arc<Conn> {
         let conn = Arc::new(Conn {
             id: self.next.fetch_add(1, Ordering::Relaxed),
             permit: Mutex::new(None),
@@ -82,7 +79,7 @@ impl Pools {
 
     /// Moves `conn` to the main pool after a request with a valid token; false when the main
     /// pool is full.
-    pub(super) fn admit(&self, conn: &Conn) -> bool {
+    pub fn admit(&self, conn: &Conn) -> bool {
         let mut permit = conn.permit.lock();
         if permit.is_some() {
             return true;
@@ -98,12 +95,12 @@ impl Pools {
     }
 
     /// The connection closed.
-    pub(super) fn leave(&self, conn: &Conn) {
+    pub fn leave(&self, conn: &Conn) {
         self.waiting.lock().retain(|c| c.id != conn.id);
     }
 
-    #[cfg(test)]
-    pub(super) fn waiting(&self) -> usize {
+    /// Connections waiting to show a token.
+    pub fn waiting(&self) -> usize {
         self.waiting.lock().len()
     }
 }
