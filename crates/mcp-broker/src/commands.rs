@@ -615,8 +615,13 @@ fn render_settings(settings: &Settings, json: bool) -> Result<String, String> {
 pub(crate) fn sandbox_grants(s: &Settings, only: Option<&[String]>) -> Vec<String> {
     let mut out = Vec::new();
     let mut open = Vec::new();
+    // A set: an import of thousands of targets asks once per upstream.
+    let only: Option<std::collections::HashSet<&str>> =
+        only.map(|o| o.iter().map(String::as_str).collect());
     for (name, u) in &s.upstreams {
-        if u.transport != mcpb_config::Transport::Stdio || only.is_some_and(|o| !o.contains(name)) {
+        if u.transport != mcpb_config::Transport::Stdio
+            || only.as_ref().is_some_and(|o| !o.contains(name.as_str()))
+        {
             continue;
         }
         let Some(policy) = &u.sandbox else {
@@ -635,7 +640,11 @@ pub(crate) fn sandbox_grants(s: &Settings, only: Option<&[String]>) -> Vec<Strin
         let (read, write) = mcpb_upstream::sandboxed::grants(u, policy, &env, &s.runtime.root);
         let view = serde_json::json!({"read": read, "write": write,
             "network": policy.network == mcpb_config::sandbox::NetworkMode::Host});
-        out.push(format!("sandbox {name}: {}", sandbox_line(&view)));
+        out.push(format!(
+            "sandbox {}: {}",
+            crate::out::one_line(name),
+            sandbox_line(&view)
+        ));
     }
     if !open.is_empty() {
         out.push(format!(
@@ -654,6 +663,7 @@ pub(crate) fn sandbox_line(sb: &Value) -> String {
             .into_iter()
             .flatten()
             .filter_map(Value::as_str)
+            .map(|p| crate::out::one_line(p).into_owned())
             .collect::<Vec<_>>()
             .join(", ")
     };

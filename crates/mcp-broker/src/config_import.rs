@@ -242,8 +242,10 @@ fn plan_targets(
                 t.name
             ));
         }
-        x.rows
-            .push(vec![crate::printable(&t.name), crate::printable(&now)]);
+        x.rows.push(vec![
+            crate::out::one_line(&t.name).into_owned(),
+            crate::out::one_line(&now).into_owned(),
+        ]);
     }
     for key in cfg.other.keys().chain(cfg.defaults.other.keys()) {
         x.notes.push(format!(
@@ -325,11 +327,17 @@ fn edited(
     file: &Path,
     dir: &Path,
 ) -> Result<String, String> {
-    let mut text = text.to_string();
-    for new in &x.plan.upstreams {
-        let lines = entry(new)?;
-        text = yaml_edit::add_upstream(&text, &new.name, &lines).map_err(|e| e.to_string())?;
-    }
+    let entries = x
+        .plan
+        .upstreams
+        .iter()
+        .map(|new| Ok((new.name.clone(), entry(new)?)))
+        .collect::<Result<Vec<_>, String>>()?;
+    let mut text = if entries.is_empty() {
+        text.to_string()
+    } else {
+        yaml_edit::add_entries(text, "upstreams", &entries).map_err(|e| e.to_string())?
+    };
     match base.profiles.get(&a.profile) {
         Some(p) => {
             let missing: Vec<String> = x

@@ -30,6 +30,22 @@ pub(crate) fn printable(text: &str) -> Cow<'_, str> {
     )
 }
 
+/// `text` fit for one line of a terminal: like `printable`, and line breaks and tabs escaped
+/// too, so a value from a file (a path holding a newline) cannot forge lines of its own.
+pub(crate) fn one_line(text: &str) -> Cow<'_, str> {
+    if !text.contains(['\n', '\r', '\t']) {
+        return printable(text);
+    }
+    Cow::Owned(
+        text.chars()
+            .map(|c| match c {
+                '\n' | '\r' | '\t' => c.escape_default().collect(),
+                c => printable(&c.to_string()).into_owned(),
+            })
+            .collect(),
+    )
+}
+
 /// Writes to stderr through the sanitiser.
 pub(crate) fn write_err(args: std::fmt::Arguments<'_>, newline: bool) {
     let text = args.to_string();

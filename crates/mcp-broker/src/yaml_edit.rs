@@ -133,6 +133,17 @@ pub(crate) fn add_entry(
     name: &str,
     entry: &[String],
 ) -> Result<String, EditError> {
+    add_entries(text, section, &[(name.to_string(), entry.to_vec())])
+}
+
+/// `text` with each `(name, lines)` of `entries` added, in order, at the end of the top-level
+/// block mapping `section`: one pass over the text however many there are (an import of
+/// thousands of targets would otherwise read the file once per target).
+pub(crate) fn add_entries(
+    text: &str,
+    section: &str,
+    entries: &[(String, Vec<String>)],
+) -> Result<String, EditError> {
     let key = format!("{section}:");
     let nl = newline(text);
     let lines: Vec<&str> = text.lines().collect();
@@ -140,8 +151,11 @@ pub(crate) fn add_entry(
     let (header, end, indent) = match block(&lines, section)? {
         Some((header, end)) => {
             let indent = child_indent(&lines, header + 1, end);
-            if (header + 1..end).any(|i| child_name(lines[i], indent) == Some(name)) {
-                return Err(EditError::Exists(name.to_string()));
+            let have: std::collections::HashSet<&str> = (header + 1..end)
+                .filter_map(|i| child_name(lines[i], indent))
+                .collect();
+            if let Some((name, _)) = entries.iter().find(|(n, _)| have.contains(n.as_str())) {
+                return Err(EditError::Exists(name.clone()));
             }
             (header, end, indent)
         }
@@ -162,7 +176,10 @@ pub(crate) fn add_entry(
         out[header] = key.clone();
     }
     let pad = " ".repeat(indent);
-    let new: Vec<String> = entry.iter().map(|l| format!("{pad}{l}")).collect();
+    let new: Vec<String> = entries
+        .iter()
+        .flat_map(|(_, lines)| lines.iter().map(|l| format!("{pad}{l}")))
+        .collect();
     out.splice(end..end, new);
     let mut joined = out.join(nl);
     joined.push_str(nl);
@@ -455,6 +472,24 @@ mod tests {
         assert_eq!(
             add_upstream(FILE, "git", &entry()),
             Err(EditError::Exists("git".into()))
+        );
+    }
+
+    #[test]
+    fn many_entries_are_added_in_one_pass_in_order_and_none_twice() {
+        let many: Vec<(String, Vec<String>)> = (0..3)
+            .map(|i| (format!("u{i}"), vec![format!("u{i}: {{command: x}}")]))
+            .collect();
+        let out = add_entries(FILE, "upstreams", &many).unwrap();
+        let mut one_by_one = FILE.to_string();
+        for (name, lines) in &many {
+            one_by_one = add_upstream(&one_by_one, name, lines).unwrap();
+        }
+        assert_eq!(out, one_by_one);
+        let again = vec![("u9".to_string(), vec![]), ("time".to_string(), vec![])];
+        assert_eq!(
+            add_entries(FILE, "upstreams", &again),
+            Err(EditError::Exists("time".into()))
         );
     }
 

@@ -370,7 +370,13 @@ pub fn runs(client: Client, held: &Value, entry: &Entry) -> bool {
 /// with the file's path.
 pub fn diff(path: &Path, before: &str, after: &str) -> String {
     let label = path.display().to_string();
-    similar::TextDiff::from_lines(before, after)
+    // Patience anchors on the file's unique lines; what lies between two anchors (a block of
+    // thousands of new entries) is diffed by Myers, quadratic in the lines it adds: past the
+    // deadline it settles for a diff that is correct but may be less than minimal.
+    similar::TextDiff::configure()
+        .algorithm(similar::Algorithm::Patience)
+        .timeout(std::time::Duration::from_millis(250))
+        .diff_lines(before, after)
         .unified_diff()
         .context_radius(3)
         .header(&label, &label)

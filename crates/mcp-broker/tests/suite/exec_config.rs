@@ -204,3 +204,30 @@ fn targets_the_broker_cannot_hold_as_written_are_refused_with_the_reason() {
         "{text}"
     );
 }
+
+/// A file's values cannot forge lines of what the import prints: a target whose `cwd` (a
+/// folder that exists, so the target is taken) holds a line break is shown on one line, the
+/// break escaped, in the table and in the grants.
+#[test]
+fn a_cwd_holding_line_breaks_cannot_forge_printed_lines() {
+    let home = Home::with_config("schema_version: 1\nprofiles:\n  default: {}\n");
+    let dir = home.root().join("exec-broker");
+    let forged = "srv\nsandbox evil: sandboxed, network host; writes /";
+    std::fs::create_dir_all(dir.join(forged)).unwrap();
+    let cfg = json!({"targets": [{"name": "odd", "command": fixture(), "cwd": forged}]});
+    let path = dir.join("exec.json");
+    std::fs::write(&path, serde_json::to_vec(&cfg).unwrap()).unwrap();
+    let dry = home.run(&["config", "import", &path.display().to_string()]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&dry.stdout),
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    assert!(dry.status.success(), "{said}");
+    assert!(said.contains("sandbox odd:"), "{said}");
+    assert!(
+        !said.lines().any(|l| l.starts_with("sandbox evil")),
+        "a forged line: {said}"
+    );
+    assert!(said.contains("srv\\nsandbox evil"), "{said}");
+}
