@@ -98,14 +98,13 @@ impl Approvals {
                 let text =
                     std::fs::read_to_string(home.join(".codex/config.toml")).unwrap_or_default();
                 let doc: toml_edit::DocumentMut = text.parse().unwrap_or_default();
-                // Codex reads a project's own config only in a folder it trusts.
-                a.trusted = cwd.ancestors().any(|d| {
-                    doc.get("projects")
-                        .and_then(|p| p.get(d.to_string_lossy().as_ref()))
-                        .and_then(|p| p.get("trust_level"))
-                        .and_then(|t| t.as_str())
-                        == Some("trusted")
-                });
+                let file = client.config_path(Scope::Project, home, cwd);
+                let holder = file
+                    .parent()
+                    .and_then(Path::parent)
+                    .unwrap_or(cwd)
+                    .to_path_buf();
+                a.trusted = codex_trusts(&doc, &holder, cwd);
             }
             Client::Gemini => {
                 let user = read_json(&home.join(".gemini/settings.json")).unwrap_or_default();
@@ -198,6 +197,49 @@ impl Approvals {
             }),
         }
     }
+}
+
+/// Codex's own rule for a project's `.codex` folder (codex-rs `config/loader`): the trust
+/// level recorded for the folder holding `.codex`, else for the project root (the nearest
+/// folder up from `cwd` with a `.git`), else for the repository's root (a linked worktree's
+/// main checkout); each looked up as written and canonical. The first one found decides; an
+/// enclosing folder's trust counts for nothing.
+fn codex_trusts(doc: &toml_edit::DocumentMut, holder: &Path, cwd: &Path) -> bool {
+    let project_root = cwd
+        .ancestors()
+        .find(|d| d.join(".git").exists())
+        .unwrap_or(cwd);
+    let repo_root = main_checkout(project_root);
+    let level = |dir: &Path| -> Option<String> {
+        let canonical = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        [canonical, dir.to_path_buf()].iter().find_map(|k| {
+            doc.get("projects")?
+                .get(k.to_string_lossy().as_ref())?
+                .get("trust_level")?
+                .as_str()
+                .map(str::to_string)
+        })
+    };
+    [Some(holder), Some(project_root), repo_root.as_deref()]
+        .into_iter()
+        .flatten()
+        .find_map(level)
+        .is_some_and(|l| l == "trusted")
+}
+
+/// A linked worktree's main checkout: its `.git` file says `gitdir: <main>/.git/worktrees/<n>`.
+fn main_checkout(root: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(root.join(".git")).ok()?;
+    let gitdir = PathBuf::from(text.trim().strip_prefix("gitdir:")?.trim());
+    let gitdir = if gitdir.is_absolute() {
+        gitdir
+    } else {
+        root.join(gitdir)
+    };
+    let worktrees = gitdir.parent()?;
+    (worktrees.file_name()? == "worktrees")
+        .then(|| worktrees.parent()?.parent().map(Path::to_path_buf))
+        .flatten()
 }
 
 /// Gemini CLI's folder trust: off in the user's settings, or `trustedFolders.json` trusting

@@ -464,3 +464,52 @@ fn codex_and_claude_code_find_a_repositorys_project_file_from_a_subfolder() {
         deeper.join(".codex/config.toml")
     );
 }
+
+/// Codex's own rule: the trust recorded for the folder holding `.codex`, else the project root
+/// (the nearest `.git`), else a worktree's main checkout; an enclosing folder's trust (the
+/// home, a parent of many clones) counts for nothing.
+#[test]
+fn codex_trust_is_read_as_codex_reads_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let src = tmp.path().join("src");
+    let repo = src.join("repo");
+    let sub = repo.join("pkg");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    std::fs::create_dir_all(sub.join(".codex")).unwrap();
+    std::fs::write(
+        sub.join(".codex/config.toml"),
+        "[mcp_servers.x]\ncommand = \"x\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(home.join(".codex")).unwrap();
+    let project = Client::Codex
+        .places(&home, &sub, None)
+        .into_iter()
+        .find(|p| p.scope == Scope::Project)
+        .unwrap();
+    let trusted_with = |entries: &[(&Path, &str)]| {
+        let text: String = entries
+            .iter()
+            .map(|(p, level)| {
+                format!(
+                    "[projects.\"{}\"]\ntrust_level = \"{level}\"\n",
+                    p.display()
+                )
+            })
+            .collect();
+        std::fs::write(home.join(".codex/config.toml"), text).unwrap();
+        let a = mcpb_clients::Approvals::read(Client::Codex, &home, &sub, "");
+        a.refused(&project, "x").is_none()
+    };
+    assert!(!trusted_with(&[(&src, "trusted")]), "an enclosing folder");
+    assert!(!trusted_with(&[(tmp.path(), "trusted")]));
+    assert!(
+        trusted_with(&[(&sub, "trusted")]),
+        "the folder holding .codex"
+    );
+    assert!(trusted_with(&[(&repo, "trusted")]), "the project root");
+    // The folder's own word comes first.
+    assert!(!trusted_with(&[(&sub, "untrusted"), (&repo, "trusted")]));
+    assert!(!trusted_with(&[]));
+}
