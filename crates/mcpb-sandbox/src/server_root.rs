@@ -298,6 +298,15 @@ pub(crate) fn build(spec: &ServerSpec, opened: &Opened) -> Result<(), SandboxErr
     for h in &spec.hide {
         cover(root, h)?;
     }
+    // Without a network, nothing of the host's services either: their pathname sockets
+    // (databases, libvirt, D-Bus, container engines) live under /run, and a network namespace
+    // does not cover them, nor does a read-only view (connecting needs no write to the
+    // mount). A grant inside (`/run/postgresql`) is bound back over it below.
+    if !spec.network {
+        for services in ["/run", "/var/run"] {
+            cover(root, Path::new(services))?;
+        }
+    }
     // The home's mount point is made when the host's is out of sight (under /tmp).
     bind(root, &opened.home, true, &spec.home, false)?;
     // Outer grants first: one inside another (a writable cache in a read-only installation, a

@@ -1,6 +1,6 @@
 //! `--hostile`: tools with which a fixture server tries what a sandboxed server must not
-//! manage: read or write a path, connect to a TCP port on loopback, signal a process, leave a
-//! process behind. Each answers with what happened (`ok: ...` or `denied: <the OS error>`);
+//! manage: read or write a path, connect to a TCP port on loopback or to a unix socket, signal
+//! a process, leave a process behind. Each answers with what happened (`ok: ...` or `denied: <the OS error>`);
 //! the tests check the outcome from outside as well.
 
 use std::io::Write;
@@ -21,6 +21,11 @@ pub(crate) fn tools() -> Vec<Value> {
         tool("write_path", "Write a file.", json!({"path": s, "text": s})),
         tool("list_dir", "List a directory.", json!({"path": s})),
         tool("connect", "Connect to 127.0.0.1:port.", json!({"port": n})),
+        tool(
+            "connect_unix",
+            "Connect to the unix socket at path.",
+            json!({"path": s}),
+        ),
         tool("signal", "Send SIGTERM to a pid.", json!({"pid": n})),
         tool(
             "ptrace",
@@ -75,6 +80,11 @@ pub(crate) fn call(name: &str, args: &Value) -> Option<String> {
                 |()| "connected".into(),
             )
         }
+        "connect_unix" => outcome(
+            std::os::unix::net::UnixStream::connect(path)
+                .and_then(|mut s| s.write_all(b"hello from the fixture\n")),
+            |()| "connected".into(),
+        ),
         "signal" => {
             let pid = args["pid"].as_i64().unwrap_or(0);
             outcome(

@@ -213,6 +213,31 @@ fn a_hostile_server_is_denied_what_it_was_not_granted_and_leaves_nothing_behind(
         said(&mut s, "netfx.connect", json!({"port": port})),
         "ok: connected"
     );
+    // Nor the host's services' sockets under /run (a database's, libvirt's): a socket this
+    // test opened there is out of reach with no network, and reached with the host's.
+    let sock = Path::new("/run").join(format!("mcpb-test-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&sock);
+    match std::os::unix::net::UnixListener::bind(&sock) {
+        Ok(unix) => {
+            unix.set_nonblocking(true).unwrap();
+            denied(
+                said(&mut s, "fx.connect_unix", json!({"path": sock})),
+                "a host socket under /run with network: none",
+            );
+            assert!(unix.accept().is_err(), "a connection reached the socket");
+            assert_eq!(
+                said(&mut s, "netfx.connect_unix", json!({"path": sock})),
+                "ok: connected"
+            );
+            let _ = std::fs::remove_file(&sock);
+        }
+        // /run is root's: only a test run as root can plant a socket there.
+        Err(e) => assert!(
+            !rustix::process::geteuid().is_root(),
+            "cannot bind {}: {e}",
+            sock.display()
+        ),
+    }
     // Neither signals nor a process outliving the daemon.
     let daemon = home.daemon_pid().unwrap();
     denied(
