@@ -54,10 +54,19 @@ pub struct RawSandboxPolicy {
     /// where the machine gives the daemon none).
     #[serde(default)]
     pub memory_mb: Option<u64>,
-    /// Processes and threads of the server's user (RLIMIT_NPROC).
+    /// Processes and threads of the server's user (RLIMIT_NPROC); default 1024.
     #[serde(default)]
     pub processes: Option<u64>,
+    /// Size of the server's private /tmp, in MiB (a tmpfs, in memory); default 1024.
+    /// Its /dev/shm holds at most 256 MiB, or this when smaller.
+    #[serde(default)]
+    pub tmp_mb: Option<u64>,
 }
+
+/// What the standard policy bounds when the config does not say: a runaway server forks or
+/// fills its in-memory /tmp up to these, not to the machine's limits.
+pub const DEFAULT_PROCESSES: u64 = 1024;
+pub const DEFAULT_TMP_MB: u64 = 1024;
 
 /// `off`, `standard`, or the standard policy with settings.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -67,14 +76,29 @@ pub enum RawSandbox {
     Policy(RawSandboxPolicy),
 }
 
-/// A sandboxed server's policy, paths resolved.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+/// A sandboxed server's policy, paths resolved. The default is the standard policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SandboxPolicy {
     pub read: Vec<PathBuf>,
     pub write: Vec<PathBuf>,
     pub network: NetworkMode,
     pub memory_mb: Option<u64>,
     pub processes: Option<u64>,
+    /// The private /tmp's size, in MiB.
+    pub tmp_mb: u64,
+}
+
+impl Default for SandboxPolicy {
+    fn default() -> Self {
+        Self {
+            read: Vec::new(),
+            write: Vec::new(),
+            network: NetworkMode::default(),
+            memory_mb: None,
+            processes: Some(DEFAULT_PROCESSES),
+            tmp_mb: DEFAULT_TMP_MB,
+        }
+    }
 }
 
 impl SandboxPolicy {
@@ -112,7 +136,8 @@ impl SandboxPolicy {
             write: paths(&p.fs.write)?,
             network: p.network,
             memory_mb: p.memory_mb,
-            processes: p.processes,
+            processes: Some(p.processes.unwrap_or(DEFAULT_PROCESSES)),
+            tmp_mb: p.tmp_mb.unwrap_or(DEFAULT_TMP_MB).max(1),
         }))
     }
 }

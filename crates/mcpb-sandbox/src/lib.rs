@@ -132,6 +132,10 @@ pub struct ServerSpec {
     /// RLIMIT_NPROC of the server's user.
     #[serde(default)]
     pub processes: Option<u64>,
+    /// Size of the private /tmp in MiB (its /dev/shm: at most 256); 0 means the kernel's
+    /// default (half the memory).
+    #[serde(default)]
+    pub tmp_mb: u64,
     /// The memory cgroup the daemon made for this server, when it has a memory limit.
     #[serde(default)]
     pub cgroup: Option<JailCgroup>,

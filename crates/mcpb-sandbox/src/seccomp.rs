@@ -19,6 +19,22 @@ use crate::{Layer, SandboxError};
 /// open_tree_attr (Linux 6.15) is newer than the libc crate's tables. Numbers from 424 on are
 /// the same on every architecture.
 const SYS_OPEN_TREE_ATTR: libc::c_long = 467;
+/// statmount and listmount (Linux 6.8): the mount table of every namespace the caller can name.
+const SYS_STATMOUNT: libc::c_long = 457;
+const SYS_LISTMOUNT: libc::c_long = 458;
+/// memfd_secret (Linux 5.14): memory the kernel itself cannot read, unaccounted where the
+/// machine lacks secretmem limits.
+const SYS_MEMFD_SECRET: libc::c_long = 447;
+
+/// Calls no server or snippet needs that widen what the kernel exposes: they fail with EPERM
+/// (a library probing for one degrades instead of dying). modify_ldt (x86 only) has been the
+/// door of several kernel bugs.
+fn needless() -> Vec<libc::c_long> {
+    let mut out = vec![SYS_STATMOUNT, SYS_LISTMOUNT, SYS_MEMFD_SECRET];
+    #[cfg(target_arch = "x86_64")]
+    out.push(libc::SYS_modify_ldt);
+    out
+}
 
 /// Every call here ends the program with SIGSYS.
 const KILL: &[libc::c_long] = &[
@@ -124,7 +140,8 @@ pub(crate) fn filters() -> Result<Vec<BpfProgram>, SandboxError> {
         .collect::<Result<Vec<_>, _>>()?;
     kill.insert(libc::SYS_clone, clone_rules);
 
-    let mut eperm: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    let mut eperm: BTreeMap<i64, Vec<SeccompRule>> =
+        needless().into_iter().map(|nr| (nr, Vec::new())).collect();
     eperm.insert(libc::SYS_socket, Vec::new());
     // System V IPC memory counts against no rlimit (a detached segment not even against the
     // address space): it is off, like sockets. POSIX shared memory needs /dev/shm, which the
@@ -218,7 +235,8 @@ pub(crate) fn server_filters() -> Result<Vec<BpfProgram>, SandboxError> {
     // Sockets of the families a server talks over (local, IP, netlink for its interfaces);
     // others (vsock to the hypervisor, packet, bluetooth...) reach past any namespace. And no
     // typing into a terminal.
-    let mut eperm: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    let mut eperm: BTreeMap<i64, Vec<SeccompRule>> =
+        needless().into_iter().map(|nr| (nr, Vec::new())).collect();
     let families = [
         libc::AF_UNIX,
         libc::AF_INET,

@@ -105,6 +105,18 @@ fn err_at(layer: Layer, what: &Path) -> impl Fn(rustix::io::Errno) -> SandboxErr
     move |e| SandboxError::at(layer, format!("{what}: {e}"))
 }
 
+/// The most a server's /dev/shm holds, in MiB (or its /tmp's size when smaller).
+const SHM_MB: u64 = 256;
+
+/// Options of a world-writable tmpfs of `mb` MiB (0: the kernel's default size).
+fn sized(mb: u64) -> String {
+    if mb == 0 {
+        "mode=1777".to_string()
+    } else {
+        format!("size={mb}m,mode=1777")
+    }
+}
+
 fn tmpfs(target: &Path, options: &str) -> Result<(), SandboxError> {
     let data = CString::new(options).map_err(|e| SandboxError::at(Layer::Root, e))?;
     rustix::mount::mount(
@@ -123,6 +135,7 @@ fn tmpfs(target: &Path, options: &str) -> Result<(), SandboxError> {
 fn minimal_dev<'a>(
     root: &Path,
     grants: impl Iterator<Item = &'a PathBuf>,
+    shm_mb: u64,
 ) -> Result<(), SandboxError> {
     let dev = inside(root, Path::new("/dev"));
     tmpfs(&dev, "size=64k,mode=0755")?;
@@ -156,7 +169,7 @@ fn minimal_dev<'a>(
     }
     let shm = dev.join("shm");
     std::fs::create_dir_all(&shm).map_err(|e| SandboxError::at(Layer::Root, e))?;
-    tmpfs(&shm, "mode=1777")?;
+    tmpfs(&shm, &sized(shm_mb))?;
     rustix::mount::mount_remount(
         &dev,
         MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV,
@@ -291,8 +304,12 @@ pub(crate) fn build(spec: &ServerSpec, opened: &Opened) -> Result<(), SandboxErr
     std::fs::create_dir(root).map_err(|e| SandboxError::at(Layer::Root, e))?;
     rustix::mount::mount_bind_recursive("/", root).map_err(err_at(Layer::Root, Path::new("/")))?;
     read_only_tree(root)?;
-    tmpfs(&inside(root, Path::new("/tmp")), "mode=1777")?;
-    minimal_dev(root, spec.read.iter().chain(&spec.write))?;
+    tmpfs(&inside(root, Path::new("/tmp")), &sized(spec.tmp_mb))?;
+    minimal_dev(
+        root,
+        spec.read.iter().chain(&spec.write),
+        spec.tmp_mb.min(SHM_MB),
+    )?;
     // The runtime dir, covered by an empty tmpfs (nothing in it writable past landlock but
     // the grants bound into it below).
     for h in &spec.hide {

@@ -33,6 +33,11 @@ pub(crate) fn tools() -> Vec<Value> {
             json!({"pid": n}),
         ),
         tool(
+            "syscall",
+            "Make system call nr with zero arguments (from a python3 child); gives its errno.",
+            json!({"nr": n}),
+        ),
+        tool(
             "hog",
             "Take MB mebibytes of memory and touch them.",
             json!({"mb": n}),
@@ -125,6 +130,19 @@ pub(crate) fn call(name: &str, args: &Value) -> Option<String> {
                         }
                     }),
                 |()| "attached".into(),
+            )
+        }
+        "syscall" => {
+            let nr = args["nr"].as_i64().unwrap_or(-1);
+            let code = "import ctypes, sys\n\
+                libc = ctypes.CDLL(None, use_errno=True)\n\
+                r = libc.syscall(int(sys.argv[1]), 0, 0, 0, 0)\n\
+                print(ctypes.get_errno() if r < 0 else 'ok')\n";
+            outcome(
+                std::process::Command::new("python3")
+                    .args(["-c", code, &nr.to_string()])
+                    .output(),
+                |o| String::from_utf8_lossy(&o.stdout).trim().to_string(),
             )
         }
         "hog" => {

@@ -616,6 +616,7 @@ pub(crate) fn command(
         host_uid: rustix::process::getuid().as_raw(),
         host_gid: rustix::process::getgid().as_raw(),
         processes: policy.processes,
+        tmp_mb: policy.tmp_mb,
         cgroup: cgroup.as_ref().map(|c| mcpb_sandbox::JailCgroup {
             dir: c.dir().to_path_buf(),
             v2: c.is_v2(),

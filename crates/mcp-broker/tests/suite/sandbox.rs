@@ -213,6 +213,38 @@ fn a_hostile_server_is_denied_what_it_was_not_granted_and_leaves_nothing_behind(
         said(&mut s, "netfx.connect", json!({"port": port})),
         "ok: connected"
     );
+    // The standard policy's bounds: processes and an in-memory /tmp of a size said in README;
+    // calls no server needs fail with EPERM (1).
+    let limits = said(&mut s, "fx.read_path", json!({"path": "/proc/self/limits"}));
+    assert!(
+        limits
+            .lines()
+            .any(|l| l.starts_with("Max processes") && l.split_whitespace().nth(2) == Some("1024")),
+        "{limits}"
+    );
+    let mounts = said(
+        &mut s,
+        "fx.read_path",
+        json!({"path": "/proc/self/mountinfo"}),
+    );
+    for (at, size) in [(" /tmp ", "size=1048576k"), (" /dev/shm ", "size=262144k")] {
+        assert!(
+            mounts.lines().any(|l| l.contains(at) && l.contains(size)),
+            "{at}{size}: {mounts}"
+        );
+    }
+    // memfd_secret, statmount, listmount (and modify_ldt on x86_64).
+    let mut needless = vec![447, 457, 458];
+    if cfg!(target_arch = "x86_64") {
+        needless.push(154);
+    }
+    for nr in needless {
+        assert_eq!(
+            said(&mut s, "fx.syscall", json!({"nr": nr})),
+            "ok: 1",
+            "syscall {nr}"
+        );
+    }
     // Nor the host's services' sockets under /run (a database's, libvirt's): a socket this
     // test opened there is out of reach with no network, and reached with the host's.
     let sock = Path::new("/run").join(format!("mcpb-test-{}.sock", std::process::id()));
