@@ -284,3 +284,27 @@ fn untrusted_folders_of_every_client_move_nothing_and_run_nothing() {
         let _ = home.cmd(&["stop"]).output();
     }
 }
+
+/// A running daemon is never re-pointed by a client's environment: a shim told to use another
+/// config (one outside any project, so the shim starts) is served by the running daemon's own,
+/// which stays the one it was started on.
+#[test]
+fn a_running_daemon_is_never_re_pointed_by_a_clients_config() {
+    let home = Home::with_config(&super::support::fixture_config(&[("mine", "")], ""));
+    home.start_with(&[]);
+    let before = home.status()["daemon"]["config"].clone();
+    let other = home.root().join("other.yaml");
+    std::fs::write(
+        &other,
+        super::support::fixture_config(&[("theirs", "")], ""),
+    )
+    .unwrap();
+    let mut cmd = home.cmd(&["stdio"]);
+    cmd.env("MCP_BROKER_CONFIG", &other);
+    let mut shim = super::support::Shim::spawn(cmd);
+    shim.initialize("2025-11-25");
+    let names = shim.tool_names();
+    assert!(names.iter().any(|n| n.starts_with("mine.")), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("theirs.")), "{names:?}");
+    assert_eq!(home.status()["daemon"]["config"], before);
+}
