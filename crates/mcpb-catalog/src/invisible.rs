@@ -28,7 +28,9 @@ pub(crate) enum Class {
 pub(crate) fn class(c: char) -> Option<Class> {
     use Class::{Loud, Quiet};
     match c as u32 {
-        0x09 | 0x0A | 0x0D => None,
+        // Tab and the line breaks (vertical tab, form feed and NEL of generated docs too): a
+        // reader sees them as layout, and matching reads them as spaces.
+        0x09..=0x0D | 0x85 => None,
         0xE0000..=0xE007F => Some(Loud("Unicode tag character")),
         0x202A..=0x202E | 0x2066..=0x2069 => Some(Loud("bidirectional control")),
         0x200E | 0x200F | 0x061C => Some(Quiet("directional mark")),

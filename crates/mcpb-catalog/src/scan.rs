@@ -352,7 +352,10 @@ fn orders(
     if hides_in_comment(lower) {
         out.push(("instruction", "contains an HTML comment".to_string()));
     }
-    if decoded.lines().any(|l| {
+    let breaks = [
+        '\n', '\r', '\u{B}', '\u{C}', '\u{85}', '\u{2028}', '\u{2029}',
+    ];
+    if decoded.split(breaks).any(|l| {
         let visible: String = l.chars().filter(|c| !invisible::hidden(*c)).collect();
         visible.trim_start().to_lowercase().starts_with("system:")
     }) {
