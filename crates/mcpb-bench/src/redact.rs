@@ -1,6 +1,8 @@
 //! `mcpb-bench --redact`: what the secret registry costs with long secrets: the time to register
 //! one, and to redact a text that shows it whole, shows it with a character changed every
-//! 64 KiB, shows nothing of it (1 MiB of other text), and a 1 KiB line; medians of 5.
+//! 64 KiB, shows nothing of it (1 MiB of other text), and a 1 KiB line; medians of 5. Then
+//! what every listing answer costs once a secret is registered: a 1,000-tool `tools/list`
+//! result (about 3 MiB of JSON) redacted whole, as the daemon does before it reads one.
 
 use std::time::{Duration, Instant};
 
@@ -62,5 +64,24 @@ pub(crate) fn run() -> anyhow::Result<()> {
             ms(median(|| timed(line))),
         );
     }
+    let tools: Vec<serde_json::Value> = (0..1000)
+        .map(|i| {
+            serde_json::json!({"name": format!("tool_{i}"),
+                "description": secret(2800, 10_000 + i as u64),
+                "inputSchema": {"type": "object", "properties": {"q": {"type": "string",
+                    "description": "what to look for"}}}})
+        })
+        .collect();
+    let list = serde_json::json!({"tools": tools}).to_string();
+    let d = median(|| {
+        let start = Instant::now();
+        std::hint::black_box(mcpb_redact::redact_json(&list));
+        start.elapsed()
+    });
+    println!(
+        "\n| a tools/list answer, {:.1} MiB, 1,000 tools, secrets registered | {} ms |",
+        list.len() as f64 / f64::from(1u32 << 20),
+        ms(d)
+    );
     Ok(())
 }
