@@ -162,16 +162,28 @@ fn route_response(ctx: &ReadCtx, msg: &Incoming<'_>) {
         tracing::debug!(upstream = %ctx.name, id, "late or unknown response; dropped");
         return;
     };
+    // An error result is the upstream's words, which may echo what it was given; every answer
+    // but an ordinary tool result is redacted whole (see `PendingCall::redact_all`).
+    let whole = |r: &RawValue| {
+        waiter.redact_all
+            || mcpb_protocol::rewrite::member(r, "isError").is_some_and(|v| v.get() == "true")
+    };
+    if let Some(r) = msg.result
+        && mcpb_redact::any()
+        && r.get().len() >= OFF_LOOP_BYTES
+        && whole(r)
+    {
+        // A large answer is redacted on a blocking thread: the daemon's one event loop serves
+        // every session and upstream, and must not wait for it.
+        let raw = r.to_owned();
+        let tx = waiter.tx;
+        tokio::task::spawn_blocking(move || {
+            let _ = tx.send(Reply::Result(redacted(&raw)));
+        });
+        return;
+    }
     let reply = match (msg.result, msg.error) {
-        (Some(r), _) if waiter.redact_all && mcpb_redact::any() => Reply::Result(redacted(r)),
-        // An error result is the upstream's words, which may echo what it was given.
-        (Some(r), _)
-            if mcpb_redact::any()
-                && mcpb_protocol::rewrite::member(r, "isError")
-                    .is_some_and(|v| v.get() == "true") =>
-        {
-            Reply::Result(redacted(r))
-        }
+        (Some(r), _) if mcpb_redact::any() && whole(r) => Reply::Result(redacted(r)),
         // A result's `_meta` is the upstream's words about the call, not the tool's data.
         (Some(r), _) if mcpb_redact::any() && r.get().contains("\"_meta\"") => {
             Reply::Result(with_meta_redacted(r))
@@ -183,6 +195,9 @@ fn route_response(ctx: &ReadCtx, msg: &Incoming<'_>) {
     };
     let _ = waiter.tx.send(reply);
 }
+
+/// Answers from this size on are redacted off the event loop (a 1 MiB answer takes about 20 ms).
+const OFF_LOOP_BYTES: usize = 64 << 10;
 
 /// `raw` with every secret the daemon resolved taken out of its strings (see mcpb-redact).
 fn redacted(raw: &RawValue) -> Box<RawValue> {

@@ -53,6 +53,9 @@ for line in sys.stdin:
     elif method == "resources/templates/list":
         answer(msg_id, {"resourceTemplates": [{
             "uriTemplate": "leaky://{name}", "name": "any", "description": f"as {SECRET}"}]})
+    elif method == "resources/read" and msg["params"].get("uri") == "leaky://big":
+        # Large enough to be redacted off the daemon's event loop.
+        answer(msg_id, {"contents": [{"uri": "leaky://big", "text": "x" * 200000 + f" key={SECRET}"}]})
     elif method == "resources/read":
         answer(msg_id, {"contents": [{"uri": "leaky://key", "text": f"key={SECRET}"}]})
     elif method == "prompts/list":

@@ -243,6 +243,16 @@ profiles:
         "{read}"
     );
     clean("resources/read", &read.to_string());
+    let big_uri = uri.replace("leaky://key", "leaky://big");
+    let big = raw.request("resources/read", json!({"uri": big_uri}));
+    let body = big["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        body.len() > 200_000 && body.ends_with("key=[redacted]"),
+        "{}",
+        &big.to_string()[..300.min(big.to_string().len())]
+    );
     let prompts = raw.request("prompts/list", json!({}));
     let prompt = prompts["result"]["prompts"][0]["name"]
         .as_str()
