@@ -37,6 +37,8 @@ pub(crate) fn class(c: char) -> Option<Class> {
         0x200B..=0x200D | 0x2060..=0x2064 | 0xFEFF | 0x180E | 0x00AD => {
             Some(Quiet("zero-width character"))
         }
+        // Khmer's inherent vowels show nothing; counted like the zero-width ones.
+        0x17B4 | 0x17B5 => Some(Quiet("invisible vowel")),
         // The grapheme joiner has no use in the scripts a phrase could be written in.
         0x034F => Some(Loud("zero-width character")),
         0xFE00..=0xFE0F | 0xE0100..=0xE01EF | 0x180B..=0x180D => Some(Loud("variation selector")),
@@ -96,13 +98,24 @@ pub(crate) fn seen(chars: &[char], i: usize) -> bool {
         }
         // Persian, Urdu and the Indic scripts shape words with the non-joiner.
         0x200C => joins_letters(prev, next),
+        // A subdivision flag is U+1F3F4, the tags of one of the three that Unicode recommends
+        // (England, Scotland, Wales), then the cancel tag: any other run of tags spells text,
+        // even when it looks like a flag (six letters at a time would carry a message).
         0xE0020..=0xE007F => {
-            let start = chars[..i]
+            let code = |x: &char| matches!(*x as u32, 0xE0030..=0xE0039 | 0xE0061..=0xE007A);
+            let Some(start) = chars[..i].iter().rposition(|x| !code(x)) else {
+                return false;
+            };
+            let letters: String = chars[start + 1..]
                 .iter()
-                .rposition(|x| !(0xE0020..=0xE007E).contains(&(*x as u32)));
-            let opened = start.is_some_and(|s| chars[s] == '\u{1F3F4}');
-            let closes = chars[i..].contains(&'\u{E007F}');
-            opened && closes
+                .take_while(|x| code(x))
+                .filter_map(|x| char::from_u32(*x as u32 - 0xE0000))
+                .collect();
+            let end = start + 1 + letters.chars().count();
+            chars[start] == '\u{1F3F4}'
+                && chars.get(end) == Some(&'\u{E007F}')
+                && matches!(letters.as_str(), "gbeng" | "gbsct" | "gbwls")
+                && i <= end
         }
         _ => false,
     }
@@ -112,10 +125,14 @@ pub(crate) fn seen(chars: &[char], i: usize) -> bool {
 /// or Cyrillic, whose words never need one).
 fn joins_letters(prev: Option<char>, next: Option<char>) -> bool {
     // A virama or vowel sign (a combining mark) is part of the letter before a joiner.
+    // Arabic (Persian, Urdu), Syriac, Thaana, N'Ko, the Indic scripts and Sinhala, Myanmar,
+    // Khmer and Mongolian: scripts whose words use the joiners. Not CJK, where a run of them
+    // between ideographs spells data.
     let shaped = |c: char| {
         (c.is_alphabetic() || unicode_normalization::char::is_combining_mark(c))
-            && c as u32 >= 0x0590
-            && !(0x1D00..=0x1FFF).contains(&(c as u32))
+            && matches!(c as u32,
+                0x0600..=0x07FF | 0x0860..=0x08FF | 0x0900..=0x0DFF | 0x1000..=0x109F
+                | 0x1780..=0x18AF | 0xA8E0..=0xA8FF | 0xFB50..=0xFDFF | 0xFE70..=0xFEFF)
     };
     prev.is_some_and(shaped) && next.is_some_and(shaped)
 }

@@ -106,7 +106,9 @@ pub(crate) fn deliver(
     };
     match method {
         "notifications/resources/updated" => {
-            let v = parsed();
+            // An upstream's words like any other: a secret it was given never travels on.
+            let mut v = parsed();
+            mcpb_redact::redact_value(&mut v);
             let Some(uri) = v.get("uri").and_then(Value::as_str) else {
                 return;
             };
@@ -140,7 +142,14 @@ pub(crate) fn deliver(
             });
         }
         _ => {
-            let line = notification_line(method, params);
+            let redacted =
+                params
+                    .filter(|_| mcpb_redact::any())
+                    .and_then(|p| match mcpb_redact::redact_json(p.get()) {
+                        std::borrow::Cow::Owned(t) => RawValue::from_string(t).ok(),
+                        std::borrow::Cow::Borrowed(_) => None,
+                    });
+            let line = notification_line(method, redacted.as_deref().or(params));
             registry.each_seeing(upstream, |link| {
                 if !link.era().is_stateless() {
                     crate::link::notify(link, line.clone());
