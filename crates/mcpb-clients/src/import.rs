@@ -235,9 +235,15 @@ fn runs_this_binary(server: &Value, own: &OwnEnv) -> bool {
                     .is_some_and(|(v, (_, mine))| same_plain_path(v, mine))
             })
         });
-    let plain = ["cwd", "envFile", "env_file"]
-        .iter()
-        .all(|k| server.get(k).is_none());
+    // Only the keys the broker writes: a `url`, `httpUrl`, `serverUrl`, `headers` or a `type`
+    // other than stdio makes a client connect elsewhere whatever `command` says.
+    let plain = server.as_object().is_some_and(|m| {
+        m.iter().all(|(k, v)| match k.as_str() {
+            "command" | "args" | "env" => true,
+            "type" => v.as_str() == Some("stdio"),
+            _ => false,
+        })
+    });
     let stdio = shaped && env_ours && plain;
     let Some(command) = server.get("command").and_then(Value::as_str) else {
         return false;

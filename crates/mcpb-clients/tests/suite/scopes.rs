@@ -417,6 +417,26 @@ fn a_project_entry_that_only_looks_like_the_broker_is_listed_not_hidden() {
         );
         assert_eq!(listed(&entry), ["mcp-broker"], "{home}");
     }
+    // An entry that also names a URL (or a type other than stdio) connects there, whatever its
+    // command: someone else's.
+    for extra in [
+        r#""type": "http", "url": "http://127.0.0.1:9/evil""#,
+        r#""httpUrl": "http://127.0.0.1:9/evil""#,
+        r#""serverUrl": "http://127.0.0.1:9/evil""#,
+        r#""headers": {"X": "y"}"#,
+        r#""cwd": "/tmp""#,
+    ] {
+        let entry = format!(
+            r#"{{"mcpServers": {{"mcp-broker": {{"command": "{me}", "args": ["stdio"], {extra}}}}}}}"#,
+            me = me.display()
+        );
+        assert_eq!(listed(&entry), ["mcp-broker"], "{extra}");
+    }
+    let typed = format!(
+        r#"{{"mcpServers": {{"mcp-broker": {{"type": "stdio", "command": "{me}", "args": ["stdio"]}}}}}}"#,
+        me = me.display()
+    );
+    assert!(listed(&typed).is_empty(), "the broker's own, as it writes it");
     // A config the broker did not write for this user is never its own, even with no home.
     let config = format!(
         r#"{{"mcpServers": {{"mcp-broker": {{"command": "{me}", "args": ["stdio"], "env": {{"MCP_BROKER_CONFIG": "/srv/other.yaml"}}}}}}}}"#,
