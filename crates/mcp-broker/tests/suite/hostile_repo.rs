@@ -30,6 +30,14 @@ fn hostile_repo(home: &Home) -> (PathBuf, PathBuf, PathBuf) {
         std::fs::read(repo.join(".mcpb/broker.yaml")).unwrap(),
     )
     .unwrap();
+    for dir in ["fake/mcp/mcp-broker", "mcp/mcp-broker"] {
+        std::fs::create_dir_all(repo.join(dir)).unwrap();
+        std::fs::write(
+            repo.join(dir).join("broker.yaml"),
+            std::fs::read(repo.join(".mcpb/broker.yaml")).unwrap(),
+        )
+        .unwrap();
+    }
     (user, repo, marker)
 }
 
@@ -62,6 +70,9 @@ fn a_shim_told_to_use_a_home_or_config_of_the_repository_refuses_and_runs_nothin
         vec![("MCP_BROKER_CONFIG", "/proc/self/cwd/broker.yaml")],
         vec![("MCP_BROKER_CONFIG", cfg.as_str())],
         vec![("MCP_BROKER_CONFIG", "./.mcpb/../broker.yaml")],
+        // An entry that sets HOME into the repository moves the default home there.
+        vec![("HOME", "fake")],
+        vec![("HOME", ".")],
     ] {
         let out = shim_in(&repo, &user, &env);
         let said = String::from_utf8_lossy(&out.stderr);
@@ -72,6 +83,23 @@ fn a_shim_told_to_use_a_home_or_config_of_the_repository_refuses_and_runs_nothin
         );
         assert!(!repo.join(".mcpb/sockets").exists(), "{env:?}");
     }
+    // Started elsewhere (an entry may set its working directory), a repository's folder is
+    // still a project's.
+    let elsewhere = std::process::Command::new(bin())
+        .env_clear()
+        .env("HOME", &user)
+        .env("MCP_BROKER_HOME", repo.join(".mcpb"))
+        .current_dir("/")
+        .args(["stdio"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        elsewhere.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&elsewhere.stderr)
+    );
     // A flag on the command line is refused the same way.
     let out = std::process::Command::new(bin())
         .env_clear()

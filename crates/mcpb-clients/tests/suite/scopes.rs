@@ -436,7 +436,10 @@ fn a_project_entry_that_only_looks_like_the_broker_is_listed_not_hidden() {
         r#"{{"mcpServers": {{"mcp-broker": {{"type": "stdio", "command": "{me}", "args": ["stdio"]}}}}}}"#,
         me = me.display()
     );
-    assert!(listed(&typed).is_empty(), "the broker's own, as it writes it");
+    assert!(
+        listed(&typed).is_empty(),
+        "the broker's own, as it writes it"
+    );
     // A config the broker did not write for this user is never its own, even with no home.
     let config = format!(
         r#"{{"mcpServers": {{"mcp-broker": {{"command": "{me}", "args": ["stdio"], "env": {{"MCP_BROKER_CONFIG": "/srv/other.yaml"}}}}}}}}"#,
