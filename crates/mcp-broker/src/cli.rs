@@ -336,9 +336,8 @@ pub(crate) struct ImportArgs {
     /// Move server OLD as upstream NEW (repeatable).
     #[arg(long, value_name = "OLD=NEW")]
     pub rename: Vec<String>,
-    /// A new profile shows the compact broker_* facade instead of raw tools.
-    #[arg(long)]
-    pub compact: bool,
+    #[command(flatten)]
+    pub view: ViewArgs,
     /// A new profile hides the mutating tools the servers have (the client had them).
     #[arg(long)]
     pub read_only: bool,
@@ -348,6 +347,27 @@ pub(crate) struct ImportArgs {
     /// Write what the last dry run showed (after a backup of each client file).
     #[arg(long)]
     pub apply: bool,
+}
+
+/// What a profile shows: the flags of `profile set` and `client import`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ViewArgs {
+    /// The compact broker_* facade (and pinned tools) only.
+    #[arg(long, conflicts_with_all = ["raw", "budget"])]
+    pub compact: bool,
+    /// Every tool raw, whatever it costs.
+    #[arg(long, conflicts_with = "budget")]
+    pub raw: bool,
+    /// Tool definitions within this many (o200k) tokens: raw when they fit, else the facade and
+    /// the tools the client calls most (`client import` gives new profiles 1000).
+    #[arg(long, value_name = "TOKENS")]
+    pub budget: Option<u32>,
+}
+
+impl ViewArgs {
+    pub(crate) fn ask(&self) -> Option<crate::profile_view::ViewAsk> {
+        crate::profile_view::ViewAsk::from_flags(self.raw, self.compact, self.budget)
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -552,6 +572,15 @@ pub(crate) enum SandboxCommand {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ProfileCommand {
+    /// What the profile shows a client: raw tools, the compact facade, or a token budget
+    /// (raw when the tools fit, else the facade and the tools its clients call most). Writes
+    /// broker.yaml and has a running daemon reload it.
+    Set {
+        /// The profile.
+        profile: String,
+        #[command(flatten)]
+        view: ViewArgs,
+    },
     /// Each upstream's `smoke` probe (search, describe, and a call with `call: true`) through
     /// the profile's view, as a pass/fail table; fails when a step fails.
     Validate {

@@ -542,13 +542,7 @@ pub(crate) fn config_validate(path: Option<&std::path::Path>) -> ExitCode {
             // Tool counts are known only for upstreams listed before (the catalog on disk).
             let store = mcpb_catalog::ListStore::new(s.runtime.catalog_dir());
             let known = |up: &str| store.load(up).ok().flatten().map(|l| l.tools);
-            let mut problems: Vec<String> = s
-                .profiles
-                .values()
-                .filter_map(|p| mcpb_policy::max_tools_problem(&s, p, &known))
-                .collect();
-            let (probes, unchecked) = crate::probes::probe_names_unknown(&s, &known);
-            problems.extend(probes);
+            let (problems, unchecked) = crate::probes::probe_names_unknown(&s, &known);
             if !problems.is_empty() {
                 errln!("invalid config {}: {} error(s)", s.source, problems.len());
                 for p in problems {

@@ -38,7 +38,8 @@ fn again(a: &ImportArgs, apply: bool) -> String {
     let switches = [
         (a.project, " --scope project"),
         (a.all_projects, " --all-projects"),
-        (a.compact, " --compact"),
+        (a.view.compact, " --compact"),
+        (a.view.raw, " --raw"),
         (a.read_only, " --read-only"),
         (a.no_sandbox, " --no-sandbox"),
         (apply, " --apply"),
@@ -47,6 +48,9 @@ fn again(a: &ImportArgs, apply: bool) -> String {
         if on {
             s.push_str(flag);
         }
+    }
+    if let Some(n) = a.view.budget {
+        s.push_str(&format!(" --budget {n}"));
     }
     s
 }
@@ -183,6 +187,18 @@ pub(crate) fn import(
                 unknown.join(", ")
             ),
             &[&format!("its servers here: {}", names.join(", "))],
+        );
+    }
+    if scan.found.is_empty()
+        && let Some(view) = a.view.ask()
+    {
+        return change_view(
+            settings,
+            a,
+            client,
+            scan.entry_profile.as_deref(),
+            view,
+            explicit_config,
         );
     }
     if scan.found.is_empty() {
@@ -415,4 +431,43 @@ pub(crate) fn import(
         note_file: &note_file,
         mask: &mask,
     })
+}
+
+/// A client moved already, asked to see its tools another way: its profile is changed (the one
+/// its entry names, else its own from `clients:`).
+fn change_view(
+    settings: &Settings,
+    a: &ImportArgs,
+    client: Client,
+    entry_profile: Option<&str>,
+    view: crate::profile_view::ViewAsk,
+    explicit_config: Option<&Path>,
+) -> ExitCode {
+    let profile = a
+        .profile
+        .as_deref()
+        .or(entry_profile)
+        .or(settings.clients.get(client.name()).map(String::as_str));
+    let Some(profile) = profile else {
+        return fail(
+            &format!(
+                "mcp-broker: {} has no servers of its own and no broker entry naming a profile",
+                client.name()
+            ),
+            &[
+                "--profile P names the profile to change",
+                "`mcp-broker profile set P --budget N` changes one",
+            ],
+        );
+    };
+    if !a.apply {
+        outln!(
+            "{}: no servers of its own; profile {profile} (its entry's) would show {}",
+            client.name(),
+            view.describe()
+        );
+        errln!("hint: {} writes it", again(a, true));
+        return ExitCode::SUCCESS;
+    }
+    crate::profile_view::set(explicit_config, profile, Some(view))
 }

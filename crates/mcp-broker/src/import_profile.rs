@@ -131,19 +131,20 @@ fn new_profile(
             plain_style(upstreams)
         ));
     }
-    if a.compact {
-        lines.push("  compact_tools_enabled: true".into());
-    }
+    let view = a.view.ask().unwrap_or(crate::profile_view::ViewAsk::Budget(
+        crate::profile_view::DEFAULT_BUDGET,
+    ));
+    lines.extend(view.lines());
     let text = crate::yaml_edit::add_entry(text, "profiles", name, &lines)
         .map_err(|e| fail(&format!("mcp-broker: cannot add profile {name}: {e}"), &[]))?;
     said.push(format!(
-        "profile {name} (new): exactly these servers, {}, {} tools{}",
+        "profile {name} (new): exactly these servers, {}, {}{}",
         if a.read_only {
             "mutating tools hidden"
         } else {
             "mutating tools shown as the client had them (--read-only hides them)"
         },
-        if a.compact { "compact" } else { "raw" },
+        view.describe(),
         match (needs_plain_names(client), plain_style(upstreams)) {
             (false, _) => "",
             (true, "underscore") => ", names like server_tool",
@@ -197,10 +198,18 @@ fn extend_profile(
             }
         }
     }
-    if a.compact && !existing.compact_tools_enabled {
-        said.push(format!(
-            "profile {name} is raw; --compact applies to a new profile only"
-        ));
+    if let Some(view) = a.view.ask()
+        && !view.holds(existing)
+    {
+        text = view.apply(&text, name).map_err(|e| {
+            fail(
+                &format!("mcp-broker: cannot change what profile {name} shows: {e}"),
+                &[&format!(
+                    "edit profiles.{name} by hand, then import again without the flag"
+                )],
+            )
+        })?;
+        said.push(format!("profile {name}: now shows {}", view.describe()));
     }
     Ok(ProfileChange {
         name: name.to_string(),

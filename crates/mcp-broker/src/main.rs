@@ -35,6 +35,7 @@ mod parity_cmd;
 mod pins_cmd;
 mod probes;
 mod profile_cmd;
+mod profile_view;
 mod project_guard;
 mod sandbox_cmd;
 mod service_cmd;
@@ -213,6 +214,9 @@ fn main() -> ExitCode {
         Command::Profile {
             command: ProfileCommand::Validate { profile },
         } => with_settings(config, |s| profile_cmd::validate(s, &profile)),
+        Command::Profile {
+            command: ProfileCommand::Set { profile, view },
+        } => profile_view::set(config, &profile, view.ask()),
         Command::Sandbox {
             command: SandboxCommand::Check { name },
         } => with_settings(config, |s| sandbox_cmd::check(s, &name)),

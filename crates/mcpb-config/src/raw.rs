@@ -378,18 +378,25 @@ pub struct RawProfile {
     /// Show the compact broker_* facade instead of raw tools.
     #[serde(default)]
     pub compact_tools_enabled: bool,
-    /// Most tools a raw (non-compact) profile may expose; more is a configuration error, not a
-    /// silent cut.
+    /// Most tools the profile lists, the facade's included: when its visible tools are more,
+    /// it lists the facade plus, within this count, its `pinned_tools` and its most called
+    /// tools (as `tool_budget_tokens` does by tokens).
     #[serde(default)]
     pub max_tools: Option<u32>,
+    /// Tokens (o200k, estimated) the profile's tool definitions may take in a client's context:
+    /// when its visible tools fit, they are listed raw; when not, the facade is listed plus,
+    /// within the budget, its `pinned_tools` and then the tools its clients call most.
+    #[serde(default)]
+    pub tool_budget_tokens: Option<u32>,
     /// Show and allow tools not known to be read-only.
     #[serde(default)]
     pub allow_mutating_upstreams: bool,
     /// Mutating tools allowed even when `allow_mutating_upstreams` is false.
     #[serde(default)]
     pub mutating_allowlist: Vec<String>,
-    /// Tools exposed raw beside the facade (dotted names, e.g. `github.search_issues`).
-    #[serde(default)]
+    /// Tools exposed raw beside the facade (dotted names, e.g. `github.search_issues`); in a
+    /// budgeted profile, the tools shown first within the budget. Also spelt `always_show`.
+    #[serde(default, alias = "always_show")]
     pub pinned_tools: Vec<String>,
     #[serde(default)]
     pub broker_tool_name_style: NameStyle,

@@ -656,6 +656,7 @@ impl Resolver<'_> {
             upstreams: visible,
             compact_tools_enabled: p.compact_tools_enabled,
             max_tools: p.max_tools,
+            tool_budget_tokens: p.tool_budget_tokens,
             allow_mutating_upstreams: p.allow_mutating_upstreams,
             mutating_allowlist: p.mutating_allowlist.clone(),
             pinned_tools: p.pinned_tools.clone(),

@@ -293,6 +293,7 @@ pub struct ProfileSettings {
     pub upstreams: Vec<String>,
     pub compact_tools_enabled: bool,
     pub max_tools: Option<u32>,
+    pub tool_budget_tokens: Option<u32>,
     pub allow_mutating_upstreams: bool,
     pub mutating_allowlist: Vec<String>,
     pub pinned_tools: Vec<String>,

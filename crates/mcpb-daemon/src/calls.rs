@@ -73,6 +73,11 @@ pub(crate) struct CallRecord<'a> {
     pub(crate) outcome: Outcome,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) error: Option<String>,
+    /// What the tool or upstream said when it failed, for `status`, `top` and the console
+    /// only: it may repeat argument values, so the log gets it only as `error`, when the log
+    /// keeps arguments.
+    #[serde(skip)]
+    pub(crate) detail: Option<String>,
     pub(crate) result_bytes: usize,
     /// Re-serialised compactly: a client's raw line breaks never split the file's lines.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -223,6 +228,8 @@ impl Queue {
 /// The daemon's record of calls: counts in memory, lines to the audit log.
 pub(crate) struct Calls {
     state: Mutex<State>,
+    /// Answered calls per profile and tool, for budgeted profiles.
+    pub(crate) usage: Arc<crate::usage::Usage>,
     audit: Option<(PathBuf, Arc<Queue>)>,
     arguments: bool,
     failing: Arc<AtomicBool>,
@@ -240,10 +247,14 @@ impl Calls {
     /// Counts only, or also an audit log at `path` rotated past `max_bytes`.
     pub(crate) fn new(path: Option<PathBuf>, max_bytes: u64, arguments: bool) -> Self {
         let failing = Arc::new(AtomicBool::new(false));
+        let usage = Arc::new(crate::usage::Usage::default());
         let audit = path.and_then(|p| {
             let queue = Arc::new(Queue::default());
             let (at, flag, from) = (p.clone(), failing.clone(), queue.clone());
+            let learner = usage.clone();
             let spawned = std::thread::Builder::new().name("audit".into()).spawn(move || {
+                // Off the daemon's start: the log's tail is read before the first batch.
+                learner.learn_from(&at);
                 let batches = std::iter::repeat_with(|| {
                     let batch = from.next_batch();
                     (batch, from.clone())
@@ -265,6 +276,7 @@ impl Calls {
         });
         Self {
             state: Mutex::default(),
+            usage,
             audit,
             arguments,
             failing,
@@ -328,6 +340,9 @@ impl Calls {
         if let Some(l) = line.as_mut() {
             l.push(b'\n');
         }
+        if matches!(rec.outcome, Outcome::Ok | Outcome::ToolError) {
+            self.usage.count(rec.profile, rec.tool);
+        }
         let mut s = self.state.lock();
         s.total += 1;
         let failed = matches!(rec.outcome, Outcome::ToolError | Outcome::Error);
@@ -345,13 +360,15 @@ impl Calls {
         }
         if failed {
             counts.errors += 1;
-            counts.last_error = Some(match (&rec.error, rec.outcome) {
-                (Some(e), _) => format!("{}: {e}", rec.tool),
-                (None, Outcome::ToolError) => {
-                    format!("{}: the tool answered with an error", rec.tool)
-                }
-                (None, _) => format!("{}: failed", rec.tool),
-            });
+            counts.last_error = Some(
+                match (rec.detail.as_ref().or(rec.error.as_ref()), rec.outcome) {
+                    (Some(e), _) => format!("{}: {e}", rec.tool),
+                    (None, Outcome::ToolError) => {
+                        format!("{}: the tool answered with an error", rec.tool)
+                    }
+                    (None, _) => format!("{}: failed", rec.tool),
+                },
+            );
         }
         if rec.outcome != Outcome::Abandoned {
             if counts.recent.len() == RECENT {
@@ -518,6 +535,7 @@ mod tests {
             ms,
             outcome,
             error: None,
+            detail: None,
             result_bytes: 10,
             arguments: None,
         }

@@ -53,6 +53,7 @@ mod report;
 mod route;
 mod session;
 pub mod tools;
+mod usage;
 mod view;
 
 pub use error::DaemonError;

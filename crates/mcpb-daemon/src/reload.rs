@@ -39,15 +39,6 @@ pub(crate) fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
             next.runtime.root.display()
         ));
     }
-    let known = |up: &str| broker.known.cached(up).map(|e| e.list.tools.clone());
-    let problems: Vec<String> = next
-        .profiles
-        .values()
-        .filter_map(|p| mcpb_policy::max_tools_problem(&next, p, &known))
-        .collect();
-    if !problems.is_empty() {
-        return Err(problems.join("\n"));
-    }
     let mut report = ReloadReport {
         missing_env: next
             .daemon_env_names()

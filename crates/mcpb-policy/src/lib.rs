@@ -1,10 +1,12 @@
 //! Profile decisions: whether a profile may see and call a tool (mutating gating, allowlists)
-//! and whether a raw profile stays within `max_tools`. The same functions are used when listing
+//! and what a budgeted profile lists (`budget`). The same functions are used when listing
 //! and when calling, on every path, so a tool hidden from a list can never be called by guessing
 //! its name. Exposed names (with their 64-character cap) belong to the catalog.
 //!
 //! This crate decides; it performs no I/O and never talks to upstreams.
 #![forbid(unsafe_code)]
+
+pub mod budget;
 
 use mcpb_config::{NameStyle, ProfileSettings, UpstreamSettings};
 use mcpb_protocol::Tool;
@@ -51,61 +53,11 @@ pub fn allows(profile: &ProfileSettings, upstream: &UpstreamSettings, tool: &Too
     profile.mutating_allowlist.iter().any(|a| a == &name)
 }
 
-/// A raw profile that would expose more than its `max_tools`, judged on the tool lists known so
-/// far (config validate, reload).
-pub fn max_tools_problem(
-    settings: &mcpb_config::Settings,
-    profile: &ProfileSettings,
-    list_of: &dyn Fn(&str) -> Option<std::sync::Arc<Vec<Tool>>>,
-) -> Option<String> {
-    profile.max_tools?;
-    let mut names = Vec::new();
-    for up in profile
-        .upstreams
-        .iter()
-        .filter_map(|u| settings.upstreams.get(u))
-    {
-        for tool in list_of(&up.name).iter().flat_map(|l| l.iter()) {
-            if allows(profile, up, tool) {
-                names.push(qualify(
-                    profile.broker_tool_name_style,
-                    &up.name,
-                    tool.name(),
-                ));
-            }
-        }
-    }
-    over_max_tools(profile, &names)
-}
-
-/// The one check of a raw profile's `max_tools`, over the exposed names it would list: at
-/// validation, at reload and at `tools/list` alike. `None` when within the limit (or compact).
-pub fn over_max_tools(profile: &ProfileSettings, names: &[String]) -> Option<String> {
-    let max = profile.max_tools? as usize;
-    if profile.compact_tools_enabled || names.len() <= max {
-        return None;
-    }
-    let shown: Vec<&str> = names.iter().take(30).map(String::as_str).collect();
-    let more = names.len().saturating_sub(shown.len());
-    Some(format!(
-        "profile '{}' exposes {} tools, more than its max_tools ({max}): {}{}\n  hint: turn on compact_tools_enabled, narrow the profile's upstreams, or raise max_tools",
-        profile.name,
-        names.len(),
-        shown.join(", "),
-        if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        }
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use mcpb_config::{ConfigSource, ResolveContext, load_str};
     use serde_json::json;
-    use std::sync::Arc;
 
     fn def(v: serde_json::Value) -> Tool {
         Tool::from_value(&v).unwrap()
@@ -151,43 +103,6 @@ profiles:
         assert!(allows(p, up, &tool("list_repos")));
         assert!(!allows(p, up, &tool("get_secret_key")), "denied wins");
         assert!(!allows(p, up, &tool("create_issue")), "not allowed");
-        let none = |_: &str| Some(Arc::new(vec![tool("get_issue"), tool("create_issue")]));
-        let small = ProfileSettings {
-            max_tools: Some(1),
-            ..p.clone()
-        };
-        assert_eq!(
-            max_tools_problem(&s, &small, &none),
-            None,
-            "filtered tools do not count"
-        );
-    }
-
-    #[test]
-    fn max_tools_counts_only_what_the_profile_sees() {
-        let text = r#"
-schema_version: 1
-upstreams:
-  a: {command: x, trust_annotations: true}
-profiles:
-  raw: {max_tools: 1}
-  compact: {max_tools: 1, compact_tools_enabled: true}
-"#;
-        let s = load(text);
-        let ro = def(json!({"name": "r", "annotations": {"readOnlyHint": true}}));
-        let one = |_: &str| Some(Arc::new(vec![ro.clone(), def(json!({"name": "w"}))]));
-        assert_eq!(
-            max_tools_problem(&s, &s.profiles["raw"], &one),
-            None,
-            "w is hidden"
-        );
-        let two = |_: &str| Some(Arc::new(vec![ro.clone(), ro.clone()]));
-        let msg = max_tools_problem(&s, &s.profiles["raw"], &two).unwrap();
-        assert!(
-            msg.starts_with("profile 'raw' exposes 2 tools, more than its max_tools (1): a.r, a.r"),
-            "{msg}"
-        );
-        assert_eq!(max_tools_problem(&s, &s.profiles["compact"], &two), None);
     }
 
     #[test]

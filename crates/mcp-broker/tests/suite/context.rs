@@ -490,19 +490,55 @@ fn a_compact_session_starts_no_upstream_until_a_call_needs_one() {
 }
 
 #[test]
-fn a_raw_profile_over_max_tools_is_an_error_not_a_cut() {
+fn a_budgeted_profile_lists_its_tools_when_they_fit_and_else_the_facade_and_its_clients_favourites()
+{
     let (home, _) = home_with(
         &[],
-        "  small: {allow_mutating_upstreams: true, max_tools: 3}\n  budget: {result_budget_chars: 1000}\n",
+        concat!(
+            "  small: {allow_mutating_upstreams: true, max_tools: 3}\n",
+            "  roomy: {allow_mutating_upstreams: true, tool_budget_tokens: 100000}\n",
+            "  tight: {allow_mutating_upstreams: true, tool_budget_tokens: 900}\n",
+        ),
     );
-    let mut s = home.shim(&["--profile", "small"]);
-    s.initialize("2025-11-25");
-    let r = s.request("tools/list", json!({}));
-    let msg = r["error"]["message"].as_str().unwrap();
+    let names = |r: &serde_json::Value| -> Vec<String> {
+        r["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut roomy = home.shim(&["--profile", "roomy"]);
+    roomy.initialize("2025-11-25");
+    let all = names(&roomy.request("tools/list", json!({})));
     assert!(
-        msg.contains("exposes") && msg.contains("max_tools (3)"),
-        "{msg}"
+        all.len() > 3 && all.iter().all(|n| n.starts_with("fx.")),
+        "{all:?}"
     );
+
+    // Over max_tools: the facade, never an error; every tool stays callable by its name.
+    let mut small = home.shim(&["--profile", "small"]);
+    small.initialize("2025-11-25");
+    let listed = names(&small.request("tools/list", json!({})));
+    assert!(
+        listed.iter().all(|n| n.starts_with("broker.")),
+        "{listed:?}"
+    );
+    let r = small.call("fx.echo", json!({"text": "a"}));
+    assert_eq!(r["result"]["content"][0]["text"], "a", "{r}");
+
+    // A tool the clients of a profile call comes back into its listing, within the budget.
+    let mut tight = home.shim(&["--profile", "tight"]);
+    tight.initialize("2025-11-25");
+    let before = names(&tight.request("tools/list", json!({})));
+    assert!(!before.contains(&"fx.echo".to_string()), "{before:?}");
+    let r = tight.call(
+        "broker.call_tool",
+        json!({"name": "fx.echo", "arguments": {"text": "b"}}),
+    );
+    assert!(r["result"].to_string().contains('b'), "{r}");
+    let after = names(&tight.request("tools/list", json!({})));
+    assert!(after.contains(&"fx.echo".to_string()), "{after:?}");
 }
 
 #[test]

@@ -79,12 +79,18 @@ pub(crate) enum View {
     Compact,
     /// Every visible tool plus the broker tools (the CLI's `tools` commands on a raw profile).
     RawWithFacade,
+    /// A budgeted profile (`tool_budget_tokens`, `max_tools`): every visible tool when they
+    /// fit, else the broker tools plus what fits of the pinned and most called tools. Every
+    /// visible tool can be called either way.
+    Budget,
 }
 
 impl View {
     pub(crate) fn choose(profile: &ProfileSettings, facade_asked: bool) -> Self {
         if profile.compact_tools_enabled {
             View::Compact
+        } else if mcpb_policy::budget::Budget::of(profile).is_some() {
+            View::Budget
         } else if facade_asked {
             View::RawWithFacade
         } else {
@@ -280,7 +286,7 @@ impl ProfileView {
     /// What `tools/list` shows: the broker tools plus pinned tools when compact (which starts
     /// nothing: pinned tools come from the known lists), else every visible tool, with the
     /// broker tools in front when the session asked for them (`facade`: their definitions,
-    /// from the tools' registry). Over `max_tools` the answer is an error, never a silent cut.
+    /// from the tools' registry); a budgeted profile shows one or the other (`budgeted`).
     pub(crate) async fn list(
         &self,
         view: View,
@@ -300,13 +306,57 @@ impl ProfileView {
             return Ok(Listing { facade, tools });
         }
         let tools = self.gather_tools(true).await;
-        if self.profile.max_tools.is_some() {
-            let names: Vec<String> = tools.iter().map(|t| t.exposed.clone()).collect();
-            if let Some(problem) = mcpb_policy::over_max_tools(&self.profile, &names) {
-                return Err(BrokerRpcError::Internal(problem));
-            }
+        if view == View::Budget {
+            return Ok(self.budgeted(facade, tools));
         }
         Ok(Listing { facade, tools })
+    }
+
+    /// A budgeted profile's listing: every tool raw when they fit, else the facade and what
+    /// fits of the pinned and the most called tools.
+    fn budgeted(&self, facade: Vec<Value>, mut tools: Vec<VisibleTool>) -> Listing {
+        use mcpb_policy::budget::{Budget, Candidate, Choice, estimate_tokens};
+        let Some(budget) = Budget::of(&self.profile) else {
+            return Listing { facade, tools };
+        };
+        let sized: Vec<(String, usize)> = tools
+            .iter()
+            .map(|t| {
+                let text = serde_json::to_string(&t.listed()).unwrap_or_default();
+                (t.dotted(), estimate_tokens(&text))
+            })
+            .collect();
+        let candidates: Vec<Candidate<'_>> = sized
+            .iter()
+            .zip(&tools)
+            .map(|((dotted, tokens), t)| Candidate {
+                dotted,
+                exposed: &t.exposed,
+                tokens: *tokens,
+            })
+            .collect();
+        let facade_tokens = estimate_tokens(&serde_json::to_string(&facade).unwrap_or_default());
+        let usage = &self.shared.calls.usage;
+        let calls = |exposed: &str| usage.calls(&self.profile.name, exposed);
+        match budget.choose(
+            &candidates,
+            (facade.len(), facade_tokens),
+            &self.profile.pinned_tools,
+            &calls,
+        ) {
+            Choice::Raw => Listing {
+                facade: Vec::new(),
+                tools,
+            },
+            Choice::Facade(keep) => {
+                let mut i = 0;
+                tools.retain(|_| {
+                    i += 1;
+                    keep.binary_search(&(i - 1)).is_ok()
+                });
+                Listing { facade, tools }
+            }
+        }
     }
 
     /// Finds an exposed name among the profile's visible tools; `fresh` lists from the running
@@ -442,20 +492,40 @@ impl ProfileView {
             #[serde(default, rename = "isError")]
             is_error: bool,
         }
+        /// What a failed tool said: its first text block.
+        #[derive(serde::Deserialize)]
+        struct Said {
+            #[serde(default)]
+            content: Vec<Block>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Block {
+            #[serde(default)]
+            text: Option<String>,
+        }
         #[derive(serde::Deserialize)]
         struct Args<'a> {
             #[serde(borrow, default)]
             arguments: Option<&'a RawValue>,
         }
+        // The text of an error stays out of the audit log unless argument values go there (it
+        // may repeat them), but `status`, `top` and the console show it (`detail`).
+        let mut detail = None;
         let (outcome, error, bytes) = match answer {
             Ok(Reply::Result(r)) => {
                 let failed = serde_json::from_str::<Flag>(r.get()).is_ok_and(|f| f.is_error);
                 let outcome = if failed {
+                    detail = serde_json::from_str::<Said>(r.get())
+                        .ok()
+                        .and_then(|s| s.content.into_iter().find_map(|b| b.text));
                     Outcome::ToolError
                 } else {
                     Outcome::Ok
                 };
-                (outcome, None, r.get().len())
+                let error = detail
+                    .clone()
+                    .filter(|_| self.shared.calls.wants_arguments());
+                (outcome, error, r.get().len())
             }
             // An upstream's own message may repeat the arguments (`password 'x' rejected`): it
             // is kept only where argument values are, else its code stands for it.
@@ -466,6 +536,7 @@ impl ProfileView {
                     .as_ref()
                     .and_then(|v| v.get("code")?.as_i64())
                     .unwrap_or(0);
+                detail = said.map(|m| format!("error {code}: {m}"));
                 let msg = match said {
                     Some(m) if self.shared.calls.wants_arguments() => m.to_string(),
                     _ => format!("the upstream answered error {code}"),
@@ -485,6 +556,7 @@ impl ProfileView {
         self.shared.calls.record(&CallRecord {
             outcome,
             error: error.map(audit_error),
+            detail: detail.map(audit_error),
             result_bytes: bytes,
             arguments: args,
             ..self.call_record(tool.upstream.name(), &tool.exposed, via, took)
@@ -510,6 +582,7 @@ impl ProfileView {
             ms: crate::calls::millis(took),
             outcome: Outcome::Ok,
             error: None,
+            detail: None,
             result_bytes: 0,
             arguments: None,
         }

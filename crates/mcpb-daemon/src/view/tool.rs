@@ -139,8 +139,12 @@ impl VisibleTool {
 
     /// Pinned tools are written in dotted form whatever style the client sees.
     pub(crate) fn is_pinned(&self, profile: &ProfileSettings) -> bool {
-        let dotted = mcpb_policy::dotted(self.upstream.name(), self.tool_name());
-        profile.pinned_tools.contains(&dotted)
+        profile.pinned_tools.contains(&self.dotted())
+    }
+
+    /// `<upstream>.<tool>`: how pins, `always_show` and allowlists name it.
+    pub(crate) fn dotted(&self) -> String {
+        mcpb_policy::dotted(self.upstream.name(), self.tool_name())
     }
 
     /// The definition with its exposed name, as a client lists it, written without a copy.

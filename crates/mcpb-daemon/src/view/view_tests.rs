@@ -27,6 +27,7 @@ upstreams:
   notes: {{command: /nonexistent/notes-server}}
   off: {{command: /nonexistent/off, lifecycle: disabled}}
   db: {{command: /nonexistent/db, trust_annotations: true, tools_deny: ["drop_*"]}}
+  big: {{command: /nonexistent/big}}
 profiles:
   data: {{upstreams: [db], allow_mutating_upstreams: true}}
   raw: {{upstreams: [git, notes, off]}}
@@ -264,18 +265,63 @@ async fn pinned_tools_are_named_in_dotted_form_whatever_the_style() {
 }
 
 #[tokio::test]
-async fn a_profile_over_max_tools_is_refused_by_the_one_check() {
-    let f = fixture("  small: {upstreams: [git], max_tools: 1}\n");
-    let v = view(&f, "small");
-    let names: Vec<String> = v.tools().await.into_iter().map(|t| t.exposed).collect();
-    let problem = mcpb_policy::over_max_tools(&v.profile, &names).unwrap();
-    assert!(
-        problem.starts_with(
-            "profile 'small' exposes 2 tools, more than its max_tools (1): git.log, git.status"
-        ),
-        "{problem}"
+async fn a_budgeted_profile_lists_raw_tools_that_fit_else_the_facade_and_what_fits_beside_it() {
+    let f = fixture(concat!(
+        "  roomy: {upstreams: [big], allow_mutating_upstreams: true, tool_budget_tokens: 50000}\n",
+        "  tight: {upstreams: [big], allow_mutating_upstreams: true, tool_budget_tokens: 1500, always_show: [big.t7]}\n",
+        "  few: {upstreams: [big], allow_mutating_upstreams: true, max_tools: 9}\n",
+    ));
+    let many: Vec<Value> = (0..40)
+        .map(|i| {
+            json!({"name": format!("t{i}"), "description": "Read one note of the notebook by its title and return its text with the dates it was written and changed.",
+                "inputSchema": {"type": "object", "properties": {"title": {"type": "string"}}}})
+        })
+        .collect();
+    observe(&f.broker, "big", many);
+    let listed = |l: &super::Listing| -> Vec<String> {
+        let v = serde_json::to_value(l).unwrap();
+        v["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let roomy = view(&f, "roomy");
+    assert_eq!(View::choose(roomy.profile(), false), View::Budget);
+    let all = listed(
+        &roomy
+            .list(View::Budget, crate::tools::listed_for(roomy.profile()))
+            .await
+            .unwrap(),
     );
-    assert!(problem.contains("hint:"));
+    assert_eq!(all.len(), 40, "they fit: raw, no facade");
+
+    let tight = view(&f, "tight");
+    let facade = crate::tools::listed_for(tight.profile());
+    let n = facade.len();
+    let some = listed(&tight.list(View::Budget, facade.clone()).await.unwrap());
+    assert_eq!(&some[n..], ["big.t7"], "the facade and the pinned tool");
+    f.broker.calls.usage.count("tight", "big.t30");
+    f.broker.calls.usage.count("tight", "big.t30");
+    f.broker.calls.usage.count("tight", "big.t2");
+    let more = listed(&tight.list(View::Budget, facade).await.unwrap());
+    assert_eq!(
+        &more[n..],
+        ["big.t2", "big.t7", "big.t30"],
+        "then the called ones"
+    );
+    // Every visible tool stays callable, listed or not.
+    assert!(tight.resolve("big.t11", false).await.is_ok());
+
+    let few = view(&f, "few");
+    let facade = crate::tools::listed_for(few.profile());
+    let n = facade.len();
+    let only = listed(&few.list(View::Budget, facade).await.unwrap());
+    assert!(
+        only.len() <= 9 && only.len() >= n,
+        "over max_tools: the facade, never an error: {only:?}"
+    );
 }
 
 #[tokio::test]
