@@ -567,6 +567,12 @@ pub(crate) enum SandboxCommand {
     Check {
         /// The upstream.
         name: String,
+        /// Also call this tool (its own name) after listing, and show what the call was refused.
+        #[arg(long, value_name = "TOOL")]
+        call: Option<String>,
+        /// The call's arguments, as JSON.
+        #[arg(long, value_name = "JSON", default_value = "{}", requires = "call")]
+        args: String,
     },
 }
 

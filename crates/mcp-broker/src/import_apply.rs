@@ -226,7 +226,7 @@ pub(crate) fn apply(x: &Apply<'_>) -> ExitCode {
     let _ = std::fs::remove_file(x.note_file);
     record(settings, client, &x.profile.name, &backups, plan);
     print_table(plan, x.stays, x.mask);
-    for line in &x.profile.said {
+    for line in x.profile.said.iter().chain(&x.plan.notes) {
         outln!("{line}");
     }
     // What the client still starts itself; a server it does not start either stays in its

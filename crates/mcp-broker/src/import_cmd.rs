@@ -389,7 +389,7 @@ pub(crate) fn import(
             out!("{}", masked(&d, &mask));
         }
         print_table(&plan, &scan.stays, &mask);
-        for line in &profile.said {
+        for line in profile.said.iter().chain(&plan.notes) {
             outln!("{line}");
         }
         let new: Vec<String> = plan.upstreams.iter().map(|u| u.name.clone()).collect();

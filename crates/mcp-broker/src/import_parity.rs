@@ -119,6 +119,18 @@ pub(crate) fn list_sandboxed(
 
 /// Initializes a started server over its stdio and lists its tools, every page.
 pub(crate) fn talk(child: &mut std::process::Child) -> Result<Vec<Value>, String> {
+    talk_then_call(child, None).map(|(tools, _)| tools)
+}
+
+/// What a call answered: its result, or the error it answered.
+pub(crate) type Called = Result<Value, String>;
+
+/// `talk`, then one `tools/call` of `call` (name, arguments) when given: its result, or the
+/// error it answered.
+pub(crate) fn talk_then_call(
+    child: &mut std::process::Child,
+    call: Option<(&str, &Value)>,
+) -> Result<(Vec<Value>, Option<Called>), String> {
     let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err("no pipes to the server".into());
     };
@@ -174,7 +186,13 @@ pub(crate) fn talk(child: &mut std::process::Child) -> Result<Vec<Value>, String
             _ => break,
         }
     }
-    Ok(tools)
+    let called = call.map(|(name, arguments)| {
+        let id = 500u64;
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}}))?;
+        wait(id)
+    });
+    Ok((tools, called))
 }
 
 /// One server of the import's record with its tools before and after.

@@ -49,6 +49,9 @@ pub(crate) struct Plan {
     /// Variables the client's file refers to, which the daemon's environment must have:
     /// (variable, upstream).
     pub variables: Vec<(String, String)>,
+    /// What the import chose for a server that the table does not say (left unsandboxed,
+    /// kept apart from the same command), one line each.
+    pub notes: Vec<String>,
 }
 
 pub(crate) struct Options<'a> {
@@ -391,6 +394,8 @@ fn cut(v: &str) -> String {
 /// The folder a server runs in: its own `cwd`, else a project's (or a folder's) servers run in
 /// that folder, as their client runs them; a user's run wherever the client was started.
 fn cwd_of(o: &Options<'_>, place: &Place, s: &Server) -> Option<String> {
+    // A remote server runs elsewhere: a folder means nothing to it.
+    s.command.as_ref()?;
     let folder = match place.scope {
         mcpb_clients::Scope::User => None,
         _ => Some(
@@ -528,6 +533,28 @@ fn decide(
         }
     }
     let renamed = o.rename.get(&server.name).cloned();
+    // An upstream the broker has already, under whatever name, that starts the same server.
+    if renamed.is_none()
+        && let Some(name) = o
+            .existing
+            .iter()
+            .find(|(_, u)| same_as_upstream(server, cwd.as_deref(), u, o))
+            .map(|(n, _)| n.clone())
+    {
+        return Fate::Same(name);
+    }
+    if let Some(apart) = p.upstreams.iter().find(|u| {
+        u.command.first() == server.command.as_ref()
+            && u.command.get(1..) == Some(server.args.as_slice())
+            && u.cwd != cwd
+    }) {
+        p.notes.push(format!(
+            "{}: kept apart from upstream {}: the same command runs in another folder ({}), which it may read or write",
+            server.name,
+            apart.name,
+            cwd.as_deref().unwrap_or("wherever the daemon runs")
+        ));
+    }
     let base = renamed
         .clone()
         .unwrap_or_else(|| upstream_name(&server.name));
@@ -557,13 +584,54 @@ fn decide(
         ));
     };
     match p.as_upstream(o, cwd, server, &name) {
-        Ok(u) => {
+        Ok(mut u) => {
+            if u.sandbox
+                && let Some(why) = blind_spot(&u)
+            {
+                u.sandbox = false;
+                p.notes.push(format!(
+                    "{name}: not sandboxed: {why}\n  hint: keep its data in a folder of its own, then add `sandbox: standard` to upstreams.{name}"
+                ));
+            }
             taken.insert(name.clone(), p.upstreams.len());
             p.upstreams.push(u);
             Fate::Moved(name)
         }
         Err(why) => Fate::Kept(why),
     }
+}
+
+/// Why the standard sandbox would break this new upstream's ordinary work, if it would (its
+/// data file or folder where no grant may go): judged on its entry as the config will read it.
+pub(crate) fn blind_spot(u: &NewUpstream) -> Option<String> {
+    let lines = crate::upstreams_cmd::entry(u).ok()?;
+    let text = format!("schema_version: 1\nupstreams:\n{}\n", lines.join("\n"));
+    let settings = mcpb_config::load_str(
+        &text,
+        "import",
+        mcpb_config::ConfigSource::Embedded,
+        &mcpb_config::ResolveContext::from_env(),
+    )
+    .ok()?;
+    let up = settings.upstreams.get(&u.name)?;
+    // Literal values only: a secret is no path, and is not at hand before the apply.
+    let lookup = |_: &str| None;
+    let mut env: BTreeMap<String, String> = up
+        .env
+        .iter()
+        .filter_map(|(k, t)| {
+            Some((
+                k.clone(),
+                t.resolve(&lookup, Path::new("/nonexistent")).ok()?,
+            ))
+        })
+        .collect();
+    for k in ["HOME", "PATH"] {
+        if let Ok(v) = std::env::var(k) {
+            env.insert(k.to_string(), v);
+        }
+    }
+    mcpb_upstream::sandboxed::blind_spot(up, &env, &settings.runtime.root)
 }
 
 #[cfg(test)]

@@ -218,8 +218,10 @@ fn main() -> ExitCode {
             command: ProfileCommand::Set { profile, view },
         } => profile_view::set(config, &profile, view.ask()),
         Command::Sandbox {
-            command: SandboxCommand::Check { name },
-        } => with_settings(config, |s| sandbox_cmd::check(s, &name)),
+            command: SandboxCommand::Check { name, call, args },
+        } => with_settings(config, |s| {
+            sandbox_cmd::check(s, &name, call.as_deref().map(|c| (c, args.as_str())))
+        }),
         Command::Profile {
             command:
                 ProfileCommand::Acceptance {

@@ -69,16 +69,56 @@ fn kernel_denial(rest: &str, network_none: bool) -> Option<String> {
     let mut parts = rest.splitn(3, ' ');
     let (errno, call, what) = (parts.next()?, parts.next()?, parts.next()?);
     let network = matches!(call, "connect" | "bind") && !what.starts_with('/');
+    let path = std::path::Path::new(what);
+    // The grant that would allow it: a folder to write in (a file's own folder, where a save
+    // through a temp file and a rename needs room), or the path to see.
+    let folder = || {
+        if path.is_dir() {
+            path
+        } else {
+            path.parent().unwrap_or(path)
+        }
+    };
+    // A system folder, or one at the top, is no grant to suggest.
+    let grantable = |p: &std::path::Path| {
+        p.components().count() > 2
+            && ![
+                "/usr", "/bin", "/sbin", "/lib", "/etc", "/proc", "/sys", "/dev", "/boot",
+            ]
+            .iter()
+            .any(|s| p.starts_with(s))
+    };
     let why = match errno {
-        _ if network && network_none => "no network (network: none)",
-        "EROFS" => "read-only in the sandbox",
-        "EACCES" | "EPERM" => "not permitted",
-        "ENOENT" if std::path::Path::new(what).symlink_metadata().is_ok() => {
-            "hidden by the sandbox"
+        _ if network && network_none => "no network (network: none)".to_string(),
+        "EROFS" | "EBUSY" if grantable(folder()) => format!(
+            "read-only in the sandbox (sandbox: {{fs: {{write: [{}]}}}} allows it)",
+            folder().display()
+        ),
+        "EROFS" | "EBUSY" => "read-only in the sandbox".to_string(),
+        "EACCES" | "EPERM" => "not permitted".to_string(),
+        "ENOENT" if path.symlink_metadata().is_ok() && grantable(path) => format!(
+            "hidden by the sandbox (sandbox: {{fs: {{read: [{}]}}}} shows it)",
+            path.display()
+        ),
+        "ENOENT" if path.symlink_metadata().is_ok() => "hidden by the sandbox".to_string(),
+        // Made in the home, which the sandbox replaces: its folder is there outside.
+        "ENOENT" if in_home(path) && path.parent().is_some_and(|p| p.is_dir()) => {
+            format!(
+                "its folder is hidden by the sandbox (sandbox: {{fs: {{write: [{}]}}}} allows it)",
+                folder().display()
+            )
         }
         _ => return None,
     };
     Some(format!("{call} {what}: {why}"))
+}
+
+/// Whether `p` lies under the user's home (not the home itself), which the sandbox hides.
+fn in_home(p: &std::path::Path) -> bool {
+    std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .filter(|h| h.is_absolute() && h != std::path::Path::new("/"))
+        .is_some_and(|h| p.parent().is_some_and(|d| d.starts_with(&h)))
 }
 
 /// A file of its own for the tracer's lines, in the runtime dir's `run/` (out of the
@@ -99,7 +139,19 @@ fn trace_file(root: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
     Ok(path)
 }
 
-pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
+pub(crate) fn check(settings: &Settings, name: &str, call: Option<(&str, &str)>) -> ExitCode {
+    let call = match call
+        .map(|(tool, args)| serde_json::from_str::<serde_json::Value>(args).map(|a| (tool, a)))
+        .transpose()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            return fail(
+                &format!("mcp-broker: --args is not JSON: {e}"),
+                &["e.g. --args '{\"path\": \"/tmp/x\"}'"],
+            );
+        }
+    };
     let Some(u) = settings.upstreams.get(name) else {
         let names: Vec<&str> = settings.upstreams.keys().map(String::as_str).collect();
         return fail(
@@ -167,7 +219,10 @@ pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
             String::from_utf8_lossy(&bytes).into_owned()
         })
     });
-    let listed = crate::import_parity::talk(&mut child);
+    let talked = crate::import_parity::talk_then_call(
+        &mut child,
+        call.as_ref().map(|(tool, args)| (*tool, args)),
+    );
     let _ = child.kill();
     let _ = child.wait();
     if let Some(cg) = cgroup {
@@ -188,12 +243,26 @@ pub(crate) fn check(settings: &Settings, name: &str) -> ExitCode {
             crate::printable(&mcpb_redact::redact(line))
         );
     }
-    match listed {
-        Ok(tools) => {
+    match talked {
+        Ok((tools, called)) => {
             outln!(
                 "{name}: started in the sandbox and listed {} tool(s)",
                 tools.len()
             );
+            if let (Some((tool, _)), Some(answer)) = (&call, called) {
+                let said = match answer {
+                    Ok(r) if r["isError"] == true => format!(
+                        "answered with an error: {}",
+                        r["content"][0]["text"].as_str().unwrap_or("")
+                    ),
+                    Ok(_) => "answered".to_string(),
+                    Err(e) => e,
+                };
+                outln!(
+                    "{name}: call {tool}: {}",
+                    crate::printable(&mcpb_redact::redact(&said))
+                );
+            }
             if !denied.is_empty() {
                 errln!(
                     "hint: a denial above may be what it needs: grant the path under sandbox.fs.read or .write, or set network: host"

@@ -13,7 +13,7 @@ use crate::fail;
 use crate::yaml_edit::{self, quoted, yaml_name};
 
 /// What `add` was told.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct NewUpstream {
     pub name: String,
     pub command: Vec<String>,
@@ -189,6 +189,22 @@ pub(crate) fn commit(path: &Path, text: &str, done: &str) -> ExitCode {
 }
 
 pub(crate) fn add(explicit: Option<&Path>, new: &NewUpstream) -> ExitCode {
+    let unsandboxed;
+    let mut new = new;
+    if new.sandbox
+        && let Some(why) = crate::import_plan::blind_spot(new)
+    {
+        errln!("mcp-broker: {} is not sandboxed: {why}", new.name);
+        errln!(
+            "hint: keep its data in a folder of its own, then add `sandbox: standard` to upstreams.{}",
+            new.name
+        );
+        unsandboxed = NewUpstream {
+            sandbox: false,
+            ..new.clone()
+        };
+        new = &unsandboxed;
+    }
     let lines = match entry(new) {
         Ok(l) => l,
         Err(e) => {

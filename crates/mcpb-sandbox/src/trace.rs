@@ -222,6 +222,8 @@ fn refusal(tid: i32, nr: i64, args: &[u64; 6], errno: i32) -> std::io::Result<Op
         libc::EPERM => "EPERM",
         libc::EROFS => "EROFS",
         libc::ENOENT => "ENOENT",
+        // A file granted alone, replaced by a rename over it: a mount point cannot be.
+        libc::EBUSY => "EBUSY",
         libc::ENETUNREACH => "ENETUNREACH",
         _ => return Ok(None),
     };

@@ -178,28 +178,54 @@ impl Screen<'_> {
         (direct && named_as_is).then_some(p)
     }
 
-    /// A path a server will write: the path when it exists; for one it will make (a log, a
-    /// memory file), its folder, unless that is the root or a top-level folder, or one of the
-    /// home's shared folders (`~/.local/share/mem.db` names a file, not all of `~/.local/share`).
-    fn writable(&self, p: &Path) -> Option<PathBuf> {
+    /// What a server may write for a path it names: a folder as it is; for a data file
+    /// (there or to be made), the folder it is in, since most servers save by writing a temp
+    /// file beside it and renaming it over (a file granted alone cannot be replaced: EBUSY);
+    /// for a file in a folder not yet made, the folder above it (one level a server makes).
+    fn writable(&self, p: &Path) -> Grant {
         let p = lexical(p);
-        let target = if p.exists() {
-            p
-        } else {
-            let parent = p.parent()?;
-            if !parent.is_dir() {
-                return None;
-            }
-            parent.to_path_buf()
+        // `XDG_CACHE_HOME=~/.cache` or `~/.local/share/mem.db` names no grant of all of it.
+        let shared = |f: &Path| {
+            self.home
+                .is_some_and(|h| SHARED.iter().any(|s| f == h.join(s)))
         };
-        let shared = self
-            .home
-            .is_some_and(|h| SHARED.iter().any(|s| target == h.join(s)));
-        if shared {
-            return None;
+        if p.is_dir() {
+            return match self.derived(&p) {
+                Some(d) if !shared(&d) => Grant::Folder(d),
+                _ => Grant::None,
+            };
         }
-        self.derived(&target)
+        let Some(parent) = p.parent() else {
+            return Grant::None;
+        };
+        let folder = if parent.is_dir() {
+            Some(parent.to_path_buf())
+        } else {
+            parent
+                .parent()
+                .filter(|g| g.is_dir())
+                .map(Path::to_path_buf)
+        };
+        if let Some(f) = folder.filter(|f| !shared(f))
+            && let Some(g) = self.derived(&f)
+        {
+            return Grant::Folder(g);
+        }
+        // Its folder is one no grant may hold (the home itself, a shared or system folder):
+        // the file alone, when it is there, which the server can rewrite but not replace.
+        match p.is_file().then(|| self.derived(&p)).flatten() {
+            Some(f) => Grant::FileOnly(f),
+            None => Grant::None,
+        }
     }
+}
+
+/// What `Screen::writable` grants for a path a server names.
+enum Grant {
+    Folder(PathBuf),
+    /// A file whose folder cannot be granted.
+    FileOnly(PathBuf),
+    None,
 }
 
 /// The paths a server's arguments and environment name: `/data`, `--root=/data`, `./repo`
@@ -327,6 +353,71 @@ fn which(program: &str, path: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The home (resolved), `$HOME` as written when it differs, and the runtime dir (resolved).
+fn places(
+    env: &BTreeMap<String, String>,
+    runtime_root: &Path,
+) -> (Option<PathBuf>, Option<PathBuf>, PathBuf) {
+    let home = env
+        .get("HOME")
+        .map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| PathBuf::from(h)));
+    let written = env
+        .get("HOME")
+        .map(PathBuf::from)
+        .filter(|h| Some(h) != home.as_ref());
+    let root = std::fs::canonicalize(runtime_root).unwrap_or_else(|_| runtime_root.into());
+    (home, written, root)
+}
+
+/// Why the standard sandbox would keep this server from its ordinary work, if it would: its
+/// folder (`cwd`) is one no grant may hold, or it saves a data file directly in such a folder
+/// (the home itself, a shared or system folder), where it could rewrite the file but not
+/// replace it. An import leaves such a server unsandboxed and says this.
+pub fn blind_spot(
+    settings: &UpstreamSettings,
+    env: &BTreeMap<String, String>,
+    runtime_root: &Path,
+) -> Option<String> {
+    let (home, home_as_written, runtime_root) = places(env, runtime_root);
+    let screen = Screen {
+        home: home.as_deref(),
+        home_as_written,
+        runtime_root: &runtime_root,
+        planted: Vec::new(),
+    };
+    if let Some(cwd) = settings.cwd.as_deref().filter(|c| c.is_dir())
+        && screen.derived(cwd).is_none()
+    {
+        return Some(format!(
+            "it runs in {}, a folder the sandbox may not grant (the home, a system or private folder, or a link)",
+            cwd.display()
+        ));
+    }
+    let values = settings.args.iter().map(String::as_str).chain(
+        settings
+            .env
+            .keys()
+            .filter_map(|k| env.get(k).map(String::as_str)),
+    );
+    named_paths(values, settings.cwd.as_deref(), home.as_deref())
+        .into_iter()
+        .filter(|p| !(p.is_file() && is_code(p)))
+        .find_map(|p| match screen.writable(&p) {
+            Grant::None if !p.exists() && home.as_deref().is_some_and(|h| p.starts_with(h)) => {
+                Some(format!(
+                    "it would make {} in a folder the sandbox may not grant",
+                    p.display()
+                ))
+            }
+            Grant::FileOnly(f) => Some(format!(
+                "it keeps {} directly in {}, a folder the sandbox may not grant: it could rewrite the file but not replace it (a save through a temp file and a rename fails)",
+                f.display(),
+                f.parent().unwrap_or(Path::new("/")).display()
+            )),
+            _ => None,
+        })
+}
+
 /// The grants a server gets: (read, write), each path once, a path listed under the policy's
 /// `read` never writable. The policy's own paths are taken as written (resolved); the ones
 /// taken from its cwd, arguments, environment and PATH are screened (see `Screen`).
@@ -341,10 +432,7 @@ pub fn grants(
             .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
             .collect()
     };
-    let home = env
-        .get("HOME")
-        .map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| PathBuf::from(h)));
-    let runtime_root = std::fs::canonicalize(runtime_root).unwrap_or_else(|_| runtime_root.into());
+    let (home, home_as_written, runtime_root) = places(env, runtime_root);
     let explicit_read = resolved(&policy.read);
     let mut read = explicit_read.clone();
     let explicit_write = resolved(&policy.write);
@@ -361,10 +449,7 @@ pub fn grants(
     planted.extend(settings.cwd.iter().cloned());
     let screen = Screen {
         home: home.as_deref(),
-        home_as_written: env
-            .get("HOME")
-            .map(PathBuf::from)
-            .filter(|h| Some(h) != home.as_ref()),
+        home_as_written,
         runtime_root: &runtime_root,
         planted,
     };
@@ -390,8 +475,8 @@ pub fn grants(
             continue;
         }
         match screen.writable(&p) {
-            Some(w) => write.push(w),
-            None => read.extend(screen.readable_file_in_root(&p)),
+            Grant::Folder(w) | Grant::FileOnly(w) => write.push(w),
+            Grant::None => read.extend(screen.readable_file_in_root(&p)),
         }
     }
     let command = settings.command.clone().unwrap_or_default();

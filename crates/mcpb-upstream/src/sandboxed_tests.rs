@@ -222,8 +222,48 @@ fn a_data_file_stays_writable_once_it_exists_and_the_mode_bit_alone_is_no_progra
         &env,
         &dir.path().join("rt"),
     );
-    assert_eq!(write, std::slice::from_ref(&memory));
+    // Its folder: the server saves through a temp file renamed over it.
+    assert_eq!(write, std::slice::from_ref(&mcp));
     assert!(!is_code(&memory));
     std::fs::write(&memory, "#!/bin/sh\n").unwrap();
     assert!(is_code(&memory));
+}
+
+#[test]
+fn a_data_file_gets_its_folder_and_one_kept_where_no_grant_may_go_is_a_blind_spot() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let data = home.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let env_with = |file: &Path| {
+        BTreeMap::from([
+            ("HOME".to_string(), home.display().to_string()),
+            ("PATH".to_string(), "/usr/bin".to_string()),
+            ("MEMORY_FILE_PATH".to_string(), file.display().to_string()),
+        ])
+    };
+    let text = "schema_version: 1\nupstreams:\n  u: {command: npx, args: [-y, server-memory], env: {MEMORY_FILE_PATH: x}}\n";
+    let u = upstream_u(text);
+    let rt = dir.path().join("rt");
+    // Absent, in a folder not made yet: the folder above it.
+    let absent = data.join("memory/graph.jsonl");
+    let (_, write) = grants(&u, &SandboxPolicy::default(), &env_with(&absent), &rt);
+    assert_eq!(write, std::slice::from_ref(&data));
+    assert_eq!(blind_spot(&u, &env_with(&absent), &rt), None);
+    // Directly in the home: nothing may be granted but the file, and the import is told.
+    let in_home = home.join("memory.jsonl");
+    let said = blind_spot(&u, &env_with(&in_home), &rt).unwrap();
+    assert!(said.contains("memory.jsonl"), "{said}");
+    std::fs::write(&in_home, "").unwrap();
+    let (_, write) = grants(&u, &SandboxPolicy::default(), &env_with(&in_home), &rt);
+    assert_eq!(write, std::slice::from_ref(&in_home));
+    let said = blind_spot(&u, &env_with(&in_home), &rt).unwrap();
+    assert!(said.contains("not replace it"), "{said}");
+    // A server that runs in the home itself.
+    let text = format!(
+        "schema_version: 1\nupstreams:\n  u: {{command: npx, args: [x], cwd: {}}}\n",
+        home.display()
+    );
+    let said = blind_spot(&upstream_u(&text), &env_with(&absent), &rt).unwrap();
+    assert!(said.contains("runs in"), "{said}");
 }

@@ -34,6 +34,7 @@ mod real_scan;
 mod reload;
 mod routing;
 mod sandbox;
+mod sandbox_standard;
 mod secrets;
 mod session;
 mod support;

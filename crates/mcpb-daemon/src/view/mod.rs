@@ -30,6 +30,7 @@ fn audit_error(mut error: String) -> String {
 
 mod content;
 mod first_list;
+mod sandbox_hint;
 mod search;
 mod tool;
 
@@ -439,8 +440,11 @@ impl ProfileView {
             via,
             started,
         };
-        let answer = self.call_upstream(tool, params, link).await;
+        let mut answer = self.call_upstream(tool, params, link).await;
         std::mem::forget(pending);
+        if tool.upstream.settings().sandbox.is_some() {
+            answer = answer.map(|r| sandbox_hint::add(r, tool.upstream.name(), tool.tool_name()));
+        }
         self.audit(tool, params, via, started.elapsed(), &answer);
         answer
     }
