@@ -11,14 +11,14 @@ use mcpb_protocol::AdminCommand;
 use crate::daemon_client::{admin, spawn_daemon, wait_for_socket};
 use crate::fail;
 
-pub(crate) fn daemon(settings: Settings) -> ExitCode {
+pub(crate) fn daemon(settings: Settings, warning: Option<String>) -> ExitCode {
     crate::logfile::watch(settings.runtime.log_path(), settings.broker.log_max_bytes);
     let rt = match crate::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };
     let pid_path = settings.runtime.pid_path();
-    match rt.block_on(mcpb_daemon::run(settings)) {
+    match rt.block_on(mcpb_daemon::run_with(settings, warning)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e @ mcpb_daemon::DaemonError::AlreadyRunning { .. }) => {
             // Lost a start race or started twice: the running daemon serves everyone. Said
@@ -345,6 +345,9 @@ pub(crate) fn render_status(data: &Value) -> String {
         },
         d["inflight_calls"],
     );
+    if let Some(w) = d["config_warning"].as_str() {
+        out.push_str(&format!("warning: {w}\n\n"));
+    }
     let ups: Vec<&Value> = data["upstreams"].as_array().into_iter().flatten().collect();
     let dash = |v: &Value| v.as_u64().map_or("-".to_string(), |n| n.to_string());
     let rows = ups

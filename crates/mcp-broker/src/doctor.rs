@@ -121,7 +121,18 @@ fn config(checks: &mut Vec<Check>, explicit: Option<&Path>) -> Option<Settings> 
                 first,
                 Some("mcp-broker config validate   # every error with its place".into()),
             ));
-            None
+            // Clients still reach a daemon on the last valid copy: its checks go on with it.
+            let (kept, at) = mcpb_config::last_good::recall(&source, &ctx)?;
+            checks.push(check(
+                "config",
+                Level::Note,
+                format!(
+                    "clients are served the last valid copy of the file ({}) until it is fixed",
+                    at.display()
+                ),
+                None,
+            ));
+            Some(kept)
         }
     }
 }
@@ -199,6 +210,14 @@ fn daemon(checks: &mut Vec<Check>, s: &Settings) {
         format!("running, pid {}, version {version}", d["pid"]),
         None,
     ));
+    if let Some(w) = d["config_warning"].as_str() {
+        checks.push(check(
+            "daemon",
+            Level::Problem,
+            w.to_string(),
+            Some("fix the file (`mcp-broker config validate`), then `mcp-broker reload`".into()),
+        ));
+    }
     if version != env!("CARGO_PKG_VERSION") {
         checks.push(check(
             "daemon",

@@ -106,6 +106,40 @@ pub fn load_settings(cli_config: Option<&std::path::Path>) -> Result<Settings, E
     })
 }
 
+/// The settings of the config file, or, when it does not load, of its last valid copy (kept
+/// under state/ by the daemon) with why: a file saved with a typo does not cut clients off.
+/// With no valid copy ever, the file's error, as `load_settings` says it.
+fn load_settings_or_last_good(
+    cli_config: Option<&std::path::Path>,
+) -> Result<(Settings, Option<String>), ExitCode> {
+    let ctx = ResolveContext::from_env();
+    let source = mcpb_config::locate(cli_config, &ctx);
+    match mcpb_config::load(&source, &ctx) {
+        Ok(s) => Ok((s, None)),
+        Err(e) => match mcpb_config::last_good::recall(&source, &ctx) {
+            Some((s, kept)) => {
+                // The first error with its place (`file:line:col: …`), after the count.
+                let text = e.to_string();
+                let mut lines = text.lines();
+                let head = lines.next().unwrap_or_default();
+                let first = lines.next().map_or(head, str::trim).to_string();
+                Ok((
+                    s,
+                    Some(format!(
+                        "{first}; serving the last valid copy of the file ({}) until it is fixed: `mcp-broker config validate` shows every error, `mcp-broker reload` reads the fixed file",
+                        kept.display()
+                    )),
+                ))
+            }
+            None => {
+                errln!("{e}");
+                errln!("hint: fix the file, then check it with `mcp-broker config validate`");
+                Err(ExitCode::FAILURE)
+            }
+        },
+    }
+}
+
 /// The modes this binary runs in for the sandbox, before any CLI parsing: the jail's helper
 /// (which never returns) and the JavaScript worker inside a jail.
 fn sandbox_mode() -> Option<ExitCode> {
@@ -143,16 +177,22 @@ fn main() -> ExitCode {
             if init_if_missing {
                 commands::init_if_missing(config);
             }
-            match load_settings(config) {
-                Ok(s) => shim::run(&s, profile, client),
+            match load_settings_or_last_good(config) {
+                Ok((s, warning)) => {
+                    if let Some(w) = &warning {
+                        // The client shows this in its server log; the session still opens.
+                        errln!("mcp-broker: {w}");
+                    }
+                    shim::run(&s, profile, client)
+                }
                 Err(code) => code,
             }
         }
         Command::ExampleServer => run_async(example_server::run()),
         Command::Daemon => {
             init_logging(cli.color);
-            match load_settings(config) {
-                Ok(s) => commands::daemon(s),
+            match load_settings_or_last_good(config) {
+                Ok((s, warning)) => commands::daemon(s, warning),
                 Err(code) => code,
             }
         }
@@ -374,6 +414,14 @@ fn settings_for_socket(config: Option<&std::path::Path>, warn: bool) -> Result<S
     let ctx = ResolveContext::from_env();
     let source = mcpb_config::locate(config, &ctx);
     if let Ok(s) = mcpb_config::load(&source, &ctx) {
+        return Ok(s);
+    }
+    if let Some((s, _)) = mcpb_config::last_good::recall(&source, &ctx) {
+        if warn {
+            errln!(
+                "mcp-broker: warning: {source} is invalid (see `mcp-broker config validate`); using its last valid copy"
+            );
+        }
         return Ok(s);
     }
     let root = match &source {

@@ -11,6 +11,7 @@ pub mod duration;
 pub mod error;
 pub mod exec;
 pub mod http;
+pub mod last_good;
 pub mod layout;
 pub mod load;
 pub mod located;

@@ -49,6 +49,9 @@ pub(crate) struct Broker {
     pub(crate) calls: Arc<crate::calls::Calls>,
     /// The web console once `mcp-broker console` started it.
     pub(crate) console: Mutex<Option<ConsoleSlot>>,
+    /// Why the daemon serves the last valid copy of its config file instead of the file (it
+    /// did not load when the daemon started), until a reload reads the file.
+    pub(crate) config_warning: Mutex<Option<String>>,
 }
 
 /// A console serving: its address, the settings it was started with, and its own stop (kept
@@ -109,6 +112,7 @@ impl Broker {
         Self {
             calls,
             console: Mutex::default(),
+            config_warning: Mutex::default(),
             known,
             exec,
             owners: Arc::default(),

@@ -57,7 +57,7 @@ mod usage;
 mod view;
 
 pub use error::DaemonError;
-pub use listener::run;
+pub use listener::{run, run_with};
 
 #[cfg(test)]
 #[path = "layering_tests.rs"]

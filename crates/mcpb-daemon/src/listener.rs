@@ -62,7 +62,22 @@ struct Signals {
 
 /// Runs the daemon until SIGTERM/SIGINT or an admin `stop`: bind, accept, drain, stop.
 pub async fn run(settings: Settings) -> Result<(), DaemonError> {
+    run_with(settings, None).await
+}
+
+/// `run`, on the last valid copy of a config file that does not load now (`warning` says why):
+/// `status`, the log and each session's client are told, until a reload reads the file.
+pub async fn run_with(settings: Settings, warning: Option<String>) -> Result<(), DaemonError> {
+    match &warning {
+        Some(w) => tracing::warn!("{w}"),
+        None => {
+            if let Err(e) = mcpb_config::last_good::remember_file(&settings) {
+                tracing::warn!(error = %e, "cannot keep a copy of the config file under state/");
+            }
+        }
+    }
     let mut listener = Listener::bind(settings)?;
+    *listener.broker.config_warning.lock() = warning;
     let heartbeat = tokio::spawn(heartbeat(listener.broker.clone()));
     listener.accept().await;
     let now = listener.drain().await;

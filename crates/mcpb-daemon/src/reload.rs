@@ -125,6 +125,10 @@ pub(crate) fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
         });
     }
     broker.registry.all_lists_changed();
+    *broker.config_warning.lock() = None;
+    if let Err(e) = mcpb_config::last_good::remember_file(&broker.config().settings) {
+        tracing::warn!(error = %e, "cannot keep a copy of the config file under state/");
+    }
     tracing::info!(?report, "configuration reloaded");
     Ok(report)
 }

@@ -27,6 +27,9 @@ pub(crate) struct DaemonStatus {
     /// Which of the variables the config refers to are set in the daemon's environment:
     /// names only, never values (`doctor` checks references against these, not its shell).
     pub env_set: Vec<String>,
+    /// Why the daemon serves the last valid copy of its config file, not the file itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_warning: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -97,6 +100,7 @@ pub(crate) fn status(broker: &Broker) -> StatusReport {
                 .into_iter()
                 .filter(|n| std::env::var_os(n).is_some())
                 .collect(),
+            config_warning: broker.config_warning.lock().clone(),
         },
         upstreams: config.upstreams.values().map(|u| u.status()).collect(),
         catalog: catalog_status(broker),

@@ -172,3 +172,75 @@ fn search_never_answers_from_an_index_of_an_older_configuration() {
     let without_c = std::fs::metadata(&vectors).unwrap().len();
     assert!(without_c < with_c, "{with_c} -> {without_c} bytes");
 }
+
+/// A typo saved in the file cuts no client off: with the daemon running, new sessions reach
+/// it; with it stopped, the next session starts it on the last valid copy, and `status`,
+/// `doctor` and the session's client are told. With no valid copy ever, the file's error.
+#[test]
+fn a_typo_saved_in_the_file_cuts_no_client_off_running_or_stopped() {
+    let home = Home::with_config(&yaml("--name, one", false));
+    let mut first = home.shim(&[]);
+    first.initialize("2025-11-25");
+    assert!(pid(&mut first, "a.pid") > 0);
+    let good = std::fs::read_to_string(home.config_path()).unwrap();
+    std::fs::write(
+        home.config_path(),
+        good.replace(
+            "trust_annotations: true}\n  b:",
+            "trust_anotations: true}\n  b:",
+        ),
+    )
+    .unwrap();
+    // Running: a new session of any client reaches the daemon.
+    let mut second = home.shim(&[]);
+    let init = second.initialize("2025-11-25");
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    assert_eq!(
+        second.call("b.echo", json!({"text": "up"}))["result"]["content"][0]["text"],
+        "up"
+    );
+    drop((first, second));
+    assert!(home.run(&["stop"]).status.success());
+
+    // Stopped: the next session starts it on the last valid copy, and hears why.
+    let mut third = home.shim(&[]);
+    let init = third.initialize("2025-11-25");
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    let notice = third.recv().unwrap();
+    assert_eq!(notice["method"], "notifications/message", "{notice}");
+    let said = notice["params"]["data"].as_str().unwrap();
+    assert!(
+        said.contains("trust_anotations") && said.contains("last valid copy"),
+        "{said}"
+    );
+    assert_eq!(
+        third.call("a.echo", json!({"text": "on"}))["result"]["content"][0]["text"],
+        "on"
+    );
+    let status = home.status();
+    assert!(
+        status["daemon"]["config_warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("last valid copy")),
+        "{status}"
+    );
+    let doctor = home.run(&["doctor"]);
+    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    assert!(doctor.contains("last valid copy"), "{doctor}");
+    // Fixed and reloaded: the warning is gone.
+    std::fs::write(home.config_path(), &good).unwrap();
+    assert!(home.run(&["reload"]).status.success());
+    assert!(home.status()["daemon"]["config_warning"].is_null());
+    drop(third);
+    assert!(home.run(&["stop"]).status.success());
+
+    // No valid copy ever: the file's error, with its place.
+    let fresh = Home::with_config(&good.replace("trust_annotations", "trust_anotations"));
+    let out = fresh.run(&["stdio"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("test.yaml:") && err.contains("trust_anotations"),
+        "{err}"
+    );
+}

@@ -28,7 +28,12 @@ impl Session {
             "serverInfo": server_info(),
             "instructions": self.instructions(),
         });
-        json_line(id, &result)
+        let mut out = json_line(id, &result);
+        // A log message may come before `initialized`: the client hears it with the answer.
+        if let Some(w) = self.broker.config_warning.lock().as_deref() {
+            out.extend(super::log_notice("warning", w.to_string()));
+        }
+        out
     }
 
     /// `server/discover`: the revisions the broker speaks, at the revision the client asked for,

@@ -502,7 +502,7 @@ fn starting_notice(upstream: &str) -> Vec<u8> {
     )
 }
 
-fn log_notice(level: &str, data: String) -> Vec<u8> {
+pub(super) fn log_notice(level: &str, data: String) -> Vec<u8> {
     let params = serde_json::json!({"level": level, "logger": "mcp-broker", "data": data});
     match mcpb_protocol::message::to_raw(&params) {
         Ok(p) => mcpb_protocol::message::notification_line("notifications/message", Some(&p)),
