@@ -49,15 +49,45 @@ fn newest_backup(settings: &Settings, client: Client, path: &Path) -> Option<Str
     )
 }
 
-/// Lists every server (side by side: each may take a while to start) into `side`.
-fn list_into(side: &mut Side, servers: &[(String, Server)]) {
+/// What the daemon lists for each upstream of the measured profile, by upstream name: how a
+/// remote server is listed (over its transport, by the daemon) on both sides.
+type Remote = std::collections::BTreeMap<String, Vec<Value>>;
+
+/// A remote server's tools as its client shows them, from the daemon's listing of the
+/// upstream with its URL; why not, when there is none.
+fn remote_tools(settings: &Settings, remote: &Remote, s: &Server) -> Result<Vec<Value>, String> {
+    let url = s.url.as_deref().unwrap_or_default();
+    let up = settings
+        .upstreams
+        .values()
+        .find(|u| u.url.as_deref() == Some(url))
+        .ok_or("a remote server the broker has no upstream for: not counted on either side")?;
+    let tools = remote.get(&up.name).ok_or_else(|| {
+        format!(
+            "a remote server (upstream {}) outside the measured profile: not counted on either side",
+            up.name
+        )
+    })?;
+    Ok(tools
+        .iter()
+        .filter(|t| {
+            let n = t["name"].as_str().unwrap_or_default().to_string();
+            (s.tools_allow.is_empty() || s.tools_allow.contains(&n)) && !s.tools_deny.contains(&n)
+        })
+        .cloned()
+        .collect())
+}
+
+/// Lists every server (side by side: each may take a while to start) into `side`; a remote
+/// one as the daemon lists its upstream (`remote`).
+fn list_into(side: &mut Side, servers: &[(String, Server)], settings: &Settings, remote: &Remote) {
     let results: Vec<Result<Vec<Value>, String>> = std::thread::scope(|sc| {
         let handles: Vec<_> = servers
             .iter()
             .map(|(_, s)| {
                 sc.spawn(move || match &s.command {
                     Some(_) => list_definitions(s),
-                    None => Err("a remote server: not started here, not counted".into()),
+                    None => remote_tools(settings, remote, s),
                 })
             })
             .collect();
@@ -102,8 +132,8 @@ fn codex_apps(codex_home: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// The profile's exposed list, from the daemon.
-fn exposed(settings: &Settings, profile: &str) -> Result<Vec<Value>, String> {
+/// The profile's exposed list, and each of its upstreams' own lists, from the daemon.
+fn exposed(settings: &Settings, profile: &str) -> Result<(Vec<Value>, Remote), String> {
     connect_or_start_for_cli(settings).map_err(|e| format!("cannot reach the daemon: {e:#}"))?;
     let reply = admin_about(settings, AdminCommand::Measure, Some(profile))
         .map_err(|e| format!("{e:#}"))?
@@ -115,10 +145,22 @@ fn exposed(settings: &Settings, profile: &str) -> Result<Vec<Value>, String> {
     if let Some(e) = data["exposed"]["error"].as_str() {
         return Err(format!("the profile's own list failed: {e}"));
     }
-    Ok(data["exposed"]["tools"]
+    let lists = data["upstreams"]
         .as_array()
-        .cloned()
-        .unwrap_or_default())
+        .into_iter()
+        .flatten()
+        .filter_map(|u| {
+            let tools = u["tools"].as_array()?.clone();
+            Some((u["name"].as_str()?.to_string(), tools))
+        })
+        .collect();
+    Ok((
+        data["exposed"]["tools"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+        lists,
+    ))
 }
 
 /// One client's two sides, or `None` when it has nothing to measure here.
@@ -174,28 +216,31 @@ fn measure_one(
     if before_servers.is_empty() && !has_entry {
         return Ok(None);
     }
-    let mut before = Side {
-        entries: before_servers.len(),
-        ..Side::default()
-    };
-    list_into(&mut before, &before_servers);
-    let mut after = Side {
-        entries: after_servers.len() + usize::from(has_entry),
-        ..Side::default()
-    };
-    list_into(&mut after, &after_servers);
     let profile = has_entry.then(|| {
         scan.entry_profile
             .clone()
             .or_else(|| settings.clients.get(client.name()).cloned())
             .unwrap_or_else(|| "default".into())
     });
+    let (entry_tools, remote) = match &profile {
+        Some(p) => exposed(settings, p).map_err(|e| Some(format!("profile {p}: {e}")))?,
+        None => (Vec::new(), Remote::new()),
+    };
+    let mut before = Side {
+        entries: before_servers.len(),
+        ..Side::default()
+    };
+    list_into(&mut before, &before_servers, settings, &remote);
+    let mut after = Side {
+        entries: after_servers.len() + usize::from(has_entry),
+        ..Side::default()
+    };
+    list_into(&mut after, &after_servers, settings, &remote);
     if let Some(p) = &profile {
-        let tools = exposed(settings, p).map_err(|e| Some(format!("profile {p}: {e}")))?;
         after
             .servers
-            .push((format!("mcp-broker (profile {p})"), Ok(tools.len())));
-        after.tools.extend(tools);
+            .push((format!("mcp-broker (profile {p})"), Ok(entry_tools.len())));
+        after.tools.extend(entry_tools);
     } else {
         notes.push(format!(
             "{} has no broker entry yet: `mcp-broker client import --client {}` moves its servers",

@@ -9,13 +9,13 @@ use serde_json::json;
 use super::support::{Home, deps, deps_path};
 
 /// server-everything serving HTTP on a free loopback port; killed on drop.
-struct HttpServer {
+pub(super) struct HttpServer {
     child: std::process::Child,
-    port: u16,
+    pub(super) port: u16,
 }
 
 impl HttpServer {
-    fn start(deps: &Path, path: &str, mode: &str) -> Self {
+    pub(super) fn start(deps: &Path, path: &str, mode: &str) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
