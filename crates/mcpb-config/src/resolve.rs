@@ -367,6 +367,11 @@ impl Resolver<'_> {
                         "a remote upstream is shared: per_session and per_call need a process to start".into(),
                         Some("use lifecycle: shared (or disabled)"));
                 }
+                if raw.cwd.is_some() {
+                    self.issue(name, format!("upstreams.{n}.cwd"),
+                        "a remote upstream runs elsewhere: a folder means nothing to it".into(),
+                        Some("remove cwd:"));
+                }
             }
             _ => {}
         }

@@ -193,3 +193,13 @@ fn a_sandboxed_server_cannot_be_given_a_home() {
         "schema_version: 1\nupstreams:\n  gh:\n    command: npx\n    env: {HOME: /srv/other}\n";
     assert_eq!(errors(off), "ok");
 }
+
+#[test]
+fn a_remote_upstream_takes_no_folder() {
+    let text = "schema_version: 1\nupstreams:\n  web: {transport: streamable_http, url: \"http://127.0.0.1:9/mcp\", cwd: /srv}\n";
+    let said = errors(text);
+    assert!(
+        said.contains("upstreams.web.cwd") && said.contains("runs elsewhere"),
+        "{said}"
+    );
+}
