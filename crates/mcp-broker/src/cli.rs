@@ -344,6 +344,11 @@ pub(crate) struct ImportArgs {
     /// The moved servers run unsandboxed (they get the standard sandbox otherwise).
     #[arg(long)]
     pub no_sandbox: bool,
+    /// Take moved servers out of project files that git tracks too (shared with whoever uses
+    /// the repository); without it they stay there, or, for Claude Code, are switched off for
+    /// you alone in ~/.claude.json.
+    #[arg(long)]
+    pub edit_project_files: bool,
     /// Write what the last dry run showed (after a backup of each client file).
     #[arg(long)]
     pub apply: bool,

@@ -328,6 +328,13 @@ pub(crate) fn back_up(
         })
 }
 
+/// A file an import writes beside the client's own, rolled back with the user's file: Claude
+/// Code's per-user settings of a project (`.claude/settings.local.json`), where the switches
+/// of a shared `.mcp.json`'s servers go.
+pub(crate) fn is_companion(client: Client, path: &Path) -> bool {
+    client == Client::ClaudeCode && path.ends_with(".claude/settings.local.json")
+}
+
 pub(crate) fn rollback(
     settings: &Settings,
     t: &Target<'_>,
@@ -338,6 +345,44 @@ pub(crate) fn rollback(
         Ok(r) => r,
         Err(code) => return code,
     };
+    let code = rollback_file(settings, &r, backup, force);
+    if code != ExitCode::SUCCESS || r.scope != Scope::User || backup.is_some() {
+        return code;
+    }
+    let root = settings.runtime.root.join("backups");
+    let record = read_record(settings, r.client).unwrap_or_default();
+    let mut code = code;
+    for b in record["backups"].as_array().into_iter().flatten() {
+        let (Some(path), Some(name)) = (b["path"].as_str(), b["backup"].as_str()) else {
+            continue;
+        };
+        let path = Path::new(path);
+        if !is_companion(r.client, path) {
+            continue;
+        }
+        let backups = Backups::new(&root, r.client, path);
+        if !backups.list().iter().any(|x| x.name == name) {
+            continue;
+        }
+        match backups.restore(Some(name), r.client.name(), force) {
+            Ok(b) if b.merged => outln!(
+                "{}: the broker's change of backup {} taken back out; what changed since stays",
+                b.path.display(),
+                b.name
+            ),
+            Ok(b) if b.existed => outln!("{}: put back as it was", b.path.display()),
+            Ok(b) => outln!("{}: removed (there was no file before)", b.path.display()),
+            Err(e) => {
+                errln!("mcp-broker: {e} ({}); it was left as it is", path.display());
+                errln!("hint: --force puts the backup back anyway");
+                code = ExitCode::FAILURE;
+            }
+        }
+    }
+    code
+}
+
+fn rollback_file(settings: &Settings, r: &Resolved, backup: Option<&str>, force: bool) -> ExitCode {
     if r.scope != Scope::User
         && let Err(e) = mcpb_clients::plain_file(&r.path)
     {

@@ -168,6 +168,7 @@ fn plan_targets(
         folder: dir,
         read_only: a.read_only,
         sandbox: !a.no_sandbox,
+        shared: &[],
     };
     let mut x = Import {
         rows: Vec::new(),

@@ -193,7 +193,8 @@ pub(crate) fn apply(x: &Apply<'_>) -> ExitCode {
         .after
         .keys()
         .map(|p| {
-            let user = p == &client.config_path(Scope::User, &home, Path::new("/"));
+            let user = p == &client.config_path(Scope::User, &home, Path::new("/"))
+                || crate::client_cmd::is_companion(client, p);
             format!(
                 "`mcp-broker client rollback --client {}{}` puts {} back",
                 client.name(),

@@ -229,7 +229,29 @@ pub(crate) fn import(
         Err(code) => return code,
     };
     let secrets_dir = settings.runtime.secrets_dir();
-    let plan = plan(
+    // Project files git tracks are the team's: Claude Code's servers there are switched off
+    // for this user in ~/.claude.json; other clients' stay, unless --edit-project-files.
+    let tracked: Vec<PathBuf> = if a.edit_project_files {
+        Vec::new()
+    } else {
+        let mut t: Vec<PathBuf> = scan
+            .places
+            .iter()
+            .filter(|p| p.scope == Scope::Project)
+            .map(|p| p.path.clone())
+            .filter(|p| scan.before.get(p).is_some_and(Option::is_some))
+            .filter(|p| crate::import_scan::tracked_by_git(p))
+            .collect();
+        t.dedup();
+        t
+    };
+    let switched = client == Client::ClaudeCode;
+    let shared: Vec<PathBuf> = if switched {
+        Vec::new()
+    } else {
+        tracked.clone()
+    };
+    let mut plan = plan(
         scan.found,
         &Options {
             keep: &a.keep,
@@ -239,6 +261,7 @@ pub(crate) fn import(
             folder: &cwd,
             read_only: a.read_only,
             sandbox: !a.no_sandbox,
+            shared: &shared,
         },
     );
     // --read-only shows a server's tools only when its read-only annotations are believed: an
@@ -319,6 +342,28 @@ pub(crate) fn import(
         before: scan.before,
         after: BTreeMap::new(),
     };
+    // Claude Code's switch: the moved servers of a shared `.mcp.json`, by folder.
+    let mut switch_off: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for p in scan
+        .places
+        .iter()
+        .filter(|p| switched && tracked.contains(&p.path))
+    {
+        let folder = p
+            .folder
+            .clone()
+            .unwrap_or_else(|| cwd.display().to_string());
+        switch_off.entry(folder).or_default().extend(
+            plan.found
+                .iter()
+                .filter(|f| &f.place == p && matches!(f.fate, Fate::Moved(_) | Fate::Same(_)))
+                .map(|f| f.server.name.clone()),
+        );
+        plan.notes.push(format!(
+            "{}: tracked by git, so left as the team has it; its moved servers are switched off for you in Claude Code's settings (--edit-project-files edits it instead)",
+            p.path.display(),
+        ));
+    }
     for (path, before) in &files.before {
         let mut text = before.clone().unwrap_or_default();
         for p in scan.places.iter().filter(|p| &p.path == path) {
@@ -328,6 +373,9 @@ pub(crate) fn import(
                 .filter(|f| &f.place == p && matches!(f.fate, Fate::Moved(_) | Fate::Same(_)))
                 .map(|f| f.server.name.clone())
                 .collect();
+            if switched && tracked.contains(path) {
+                continue;
+            }
             if !gone.is_empty() {
                 text = match mcpb_clients::without(p, &text, &gone) {
                     Ok(t) => t,
@@ -336,6 +384,16 @@ pub(crate) fn import(
             }
         }
         if path == &user_file {
+            for (folder, names) in switch_off
+                .iter()
+                .filter(|(f, n)| !n.is_empty() && local_settings(f).is_none())
+            {
+                text = match mcpb_clients::disable_project_servers(path, &text, Some(folder), names)
+                {
+                    Ok(t) => t,
+                    Err(e) => return refused(&e),
+                };
+            }
             let existing = (before.is_some() || !text.is_empty()).then_some(text.as_str());
             text = match mcpb_clients::render(client, path, existing, &broker_entry) {
                 Ok(t) => t,
@@ -346,6 +404,25 @@ pub(crate) fn import(
         if before.as_deref().unwrap_or("") != text {
             files.after.insert(path.clone(), text);
         }
+    }
+    // Claude Code keeps a project's switches in its `.claude/settings.local.json`, this user's
+    // own (one git tracks is the team's: the switch goes in ~/.claude.json then).
+    for (folder, names) in switch_off.iter().filter(|(_, n)| !n.is_empty()) {
+        let Some(local) = local_settings(folder) else {
+            continue;
+        };
+        let before = match std::fs::read_to_string(&local) {
+            Ok(t) => Some(t),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return fail(&format!("mcp-broker: {}: {e}", local.display()), &[]),
+        };
+        let text = before.clone().unwrap_or_default();
+        let text = match mcpb_clients::disable_project_servers(&local, &text, None, names) {
+            Ok(t) => t,
+            Err(e) => return refused(&e),
+        };
+        files.before.insert(local.clone(), before);
+        files.after.insert(local, text);
     }
     let note_file = settings
         .runtime
@@ -470,4 +547,16 @@ fn change_view(
         return ExitCode::SUCCESS;
     }
     crate::profile_view::set(explicit_config, profile, Some(view))
+}
+
+/// Claude Code's per-user settings of a project folder, when the switch may go there: not a
+/// file git tracks (the team's), not below a `.claude` that is a link (out of the folder).
+fn local_settings(folder: &str) -> Option<PathBuf> {
+    let dir = Path::new(folder).join(".claude");
+    let file = dir.join("settings.local.json");
+    let dir_ok = match std::fs::symlink_metadata(&dir) {
+        Ok(m) => m.is_dir(),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    };
+    (dir_ok && !crate::import_scan::tracked_by_git(&file)).then_some(file)
 }

@@ -256,10 +256,18 @@ pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode
             folder: s["folder"].as_str().map(str::to_string),
         };
         let backup = s["backup"].as_str();
+        // A file the import left as it was (a project file git tracks) still holds its server.
+        let unwritten = || {
+            (!texts.iter().any(|(p, _, _)| p == &place.path))
+                .then(|| std::fs::read_to_string(&place.path).ok())
+                .flatten()
+        };
         let server = texts
             .iter()
             .find(|(p, b, _)| p == &place.path && backup.is_none_or(|n| n == b))
-            .and_then(|(_, _, t)| mcpb_clients::servers(&place, t).ok())
+            .map(|(_, _, t)| t.clone())
+            .or_else(unwritten)
+            .and_then(|t| mcpb_clients::servers(&place, &t).ok())
             .and_then(|all| all.into_iter().find(|x| x.name == name));
         jobs.push((
             name.to_string(),

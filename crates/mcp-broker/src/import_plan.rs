@@ -65,6 +65,9 @@ pub(crate) struct Options<'a> {
     pub read_only: bool,
     /// Local servers get the standard sandbox (not `--no-sandbox`).
     pub sandbox: bool,
+    /// Project files shared through git that this client has no per-user switch for: their
+    /// servers stay, unless `--edit-project-files`.
+    pub shared: &'a [std::path::PathBuf],
 }
 
 /// An upstream name for a client's server name: lowercase, only what upstream names take.
@@ -369,6 +372,7 @@ impl Plan {
             headers,
             env,
             lifecycle: None,
+            project: None,
             cwd,
             tools_allow: s.tools_allow.clone(),
             tools_deny: s.tools_deny.clone(),
@@ -406,6 +410,17 @@ fn cwd_of(o: &Options<'_>, place: &Place, s: &Server) -> Option<String> {
         ),
     };
     s.cwd.clone().or(folder)
+}
+
+/// The folder a project's or a folder's servers belong to (shown to its sessions only); `None`
+/// for a user's.
+fn project_of(o: &Options<'_>, place: &Place) -> Option<String> {
+    (place.scope != mcpb_clients::Scope::User).then(|| {
+        place
+            .folder
+            .clone()
+            .unwrap_or_else(|| o.folder.display().to_string())
+    })
 }
 
 /// Whether two servers start the same thing with the same settings (not their folders).
@@ -517,16 +532,21 @@ fn decide(
     if server.disabled {
         return Fate::Off("switched off in the client".into());
     }
+    if o.shared.contains(&place.path) {
+        return Fate::Kept(
+            "in a project file shared through git, which the broker does not rewrite for the whole team; --edit-project-files moves it".into(),
+        );
+    }
     if server.command.is_none() && server.url.is_none() {
         return Fate::Kept("it names no command or URL".into());
     }
     // The same server under another name, or in another scope: one upstream serves both.
     let cwd = cwd_of(o, place, server);
-    if let Some(earlier) = p
-        .found
-        .iter()
-        .find(|f| same_start(&f.server, server) && cwd_of(o, &f.place, &f.server) == cwd)
-    {
+    if let Some(earlier) = p.found.iter().find(|f| {
+        same_start(&f.server, server)
+            && cwd_of(o, &f.place, &f.server) == cwd
+            && project_of(o, &f.place) == project_of(o, place)
+    }) {
         match &earlier.fate {
             Fate::Moved(u) | Fate::Same(u) => return Fate::Same(u.clone()),
             Fate::Kept(_) | Fate::Off(_) => {}
@@ -538,7 +558,10 @@ fn decide(
         && let Some(name) = o
             .existing
             .iter()
-            .find(|(_, u)| same_as_upstream(server, cwd.as_deref(), u, o))
+            .find(|(_, u)| {
+                same_as_upstream(server, cwd.as_deref(), u, o)
+                    && u.project.as_ref().map(|p| p.display().to_string()) == project_of(o, place)
+            })
             .map(|(n, _)| n.clone())
     {
         return Fate::Same(name);
@@ -566,7 +589,9 @@ fn decide(
     let mut chosen = None;
     for name in tries {
         if let Some(u) = o.existing.get(&name) {
-            if same_as_upstream(server, cwd.as_deref(), u, o) {
+            if same_as_upstream(server, cwd.as_deref(), u, o)
+                && u.project.as_ref().map(|p| p.display().to_string()) == project_of(o, place)
+            {
                 return Fate::Same(name);
             }
             continue;
@@ -585,8 +610,9 @@ fn decide(
     };
     match p.as_upstream(o, cwd, server, &name) {
         Ok(mut u) => {
+            u.project = project_of(o, place);
             if u.sandbox
-                && let Some(why) = blind_spot(&u)
+                && let Some(why) = crate::upstreams_cmd::blind_spot(&u)
             {
                 u.sandbox = false;
                 p.notes.push(format!(
@@ -599,39 +625,6 @@ fn decide(
         }
         Err(why) => Fate::Kept(why),
     }
-}
-
-/// Why the standard sandbox would break this new upstream's ordinary work, if it would (its
-/// data file or folder where no grant may go): judged on its entry as the config will read it.
-pub(crate) fn blind_spot(u: &NewUpstream) -> Option<String> {
-    let lines = crate::upstreams_cmd::entry(u).ok()?;
-    let text = format!("schema_version: 1\nupstreams:\n{}\n", lines.join("\n"));
-    let settings = mcpb_config::load_str(
-        &text,
-        "import",
-        mcpb_config::ConfigSource::Embedded,
-        &mcpb_config::ResolveContext::from_env(),
-    )
-    .ok()?;
-    let up = settings.upstreams.get(&u.name)?;
-    // Literal values only: a secret is no path, and is not at hand before the apply.
-    let lookup = |_: &str| None;
-    let mut env: BTreeMap<String, String> = up
-        .env
-        .iter()
-        .filter_map(|(k, t)| {
-            Some((
-                k.clone(),
-                t.resolve(&lookup, Path::new("/nonexistent")).ok()?,
-            ))
-        })
-        .collect();
-    for k in ["HOME", "PATH"] {
-        if let Ok(v) = std::env::var(k) {
-            env.insert(k.to_string(), v);
-        }
-    }
-    mcpb_upstream::sandboxed::blind_spot(up, &env, &settings.runtime.root)
 }
 
 #[cfg(test)]

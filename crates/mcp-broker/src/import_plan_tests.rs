@@ -45,6 +45,7 @@ fn options<'a>(
         folder: Path::new("/w"),
         read_only: false,
         sandbox: false,
+        shared: &[],
     }
 }
 
@@ -237,6 +238,43 @@ fn the_same_command_in_two_folders_is_two_upstreams() {
     assert!(
         matches!(&p.found[2].fate, Fate::Kept(w) if w.contains("relative")),
         "a user server's `.` is whichever folder the client started in: {:?}",
+        p.found[2].fate
+    );
+}
+
+#[test]
+fn a_projects_server_belongs_to_its_folder_and_a_shared_files_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let existing = BTreeMap::new();
+    let rename = BTreeMap::new();
+    let shared = [std::path::PathBuf::from("/w/team/.cursor/mcp.json")];
+    let o = Options {
+        shared: &shared,
+        ..options(&existing, &rename, &[], dir.path())
+    };
+    let project = |f: &str, file: &str| Place {
+        client: Client::Cursor,
+        scope: Scope::Project,
+        path: file.into(),
+        folder: Some(f.into()),
+    };
+    let time = || server("time", &["mcp-server-time"], &[]);
+    let p = plan(
+        vec![
+            (place(Scope::User), time(), None),
+            (project("/w/app", "/w/app/.cursor/mcp.json"), time(), None),
+            (project("/w/team", "/w/team/.cursor/mcp.json"), time(), None),
+        ],
+        &o,
+    );
+    // The user's is everyone's; the project's shows in its folder only: two upstreams.
+    assert_eq!(p.found[0].fate, Fate::Moved("time".into()));
+    assert_eq!(p.upstreams[0].project, None);
+    assert_eq!(p.found[1].fate, Fate::Moved("time-app".into()));
+    assert_eq!(p.upstreams[1].project.as_deref(), Some("/w/app"));
+    assert!(
+        matches!(&p.found[2].fate, Fate::Kept(w) if w.contains("shared through git") && w.contains("--edit-project-files")),
+        "{:?}",
         p.found[2].fate
     );
 }

@@ -292,6 +292,31 @@ fn string_end(s: &str) -> Option<usize> {
     None
 }
 
+/// Whether `file` is tracked by the git repository it lies in: a project file the team shares,
+/// which the import does not rewrite on its own. The repository's own configuration runs
+/// nothing here (no fsmonitor, no hooks); without git, nothing is shared.
+pub(crate) fn tracked_by_git(file: &Path) -> bool {
+    let (Some(dir), Some(name)) = (file.parent(), file.file_name()) else {
+        return false;
+    };
+    std::process::Command::new("git")
+        .args([
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "core.hooksPath=/dev/null",
+        ])
+        .arg("-C")
+        .arg(dir)
+        .args(["ls-files", "--error-unmatch", "--"])
+        .arg(name)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

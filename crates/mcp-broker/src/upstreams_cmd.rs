@@ -2,6 +2,7 @@
 //! the user's comments and order (see `yaml_edit`); a change is validated whole before it is
 //! written, written atomically, and a running daemon is told to reload.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -23,6 +24,8 @@ pub(crate) struct NewUpstream {
     pub env: Vec<String>,
     pub lifecycle: Option<String>,
     pub cwd: Option<String>,
+    /// A project's server: shown only to sessions started in this folder.
+    pub project: Option<String>,
     pub tools_allow: Vec<String>,
     pub tools_deny: Vec<String>,
     pub tags: Vec<String>,
@@ -97,6 +100,9 @@ pub(crate) fn entry(new: &NewUpstream) -> Result<Vec<String>, String> {
     if !new.headers.is_empty() {
         lines.push("  headers:".into());
         lines.extend(pairs("header", &new.headers)?);
+    }
+    if let Some(p) = &new.project {
+        lines.push(format!("  project: {}", quoted(p)));
     }
     if let Some(c) = &new.cwd {
         lines.push(format!("  cwd: {}", quoted(c)));
@@ -192,7 +198,7 @@ pub(crate) fn add(explicit: Option<&Path>, new: &NewUpstream) -> ExitCode {
     let unsandboxed;
     let mut new = new;
     if new.sandbox
-        && let Some(why) = crate::import_plan::blind_spot(new)
+        && let Some(why) = blind_spot(new)
     {
         errln!("mcp-broker: {} is not sandboxed: {why}", new.name);
         errln!(
@@ -331,4 +337,37 @@ pub(crate) fn list(settings: &Settings, json: bool) -> ExitCode {
         crate::commands::table(&["NAME", "TRANSPORT", "LIFECYCLE", "STATE", "TOOLS"], table)
     );
     ExitCode::SUCCESS
+}
+
+/// Why the standard sandbox would break this new upstream's ordinary work, if it would (its
+/// data file or folder where no grant may go): judged on its entry as the config will read it.
+pub(crate) fn blind_spot(u: &NewUpstream) -> Option<String> {
+    let lines = entry(u).ok()?;
+    let text = format!("schema_version: 1\nupstreams:\n{}\n", lines.join("\n"));
+    let settings = mcpb_config::load_str(
+        &text,
+        "import",
+        mcpb_config::ConfigSource::Embedded,
+        &mcpb_config::ResolveContext::from_env(),
+    )
+    .ok()?;
+    let up = settings.upstreams.get(&u.name)?;
+    // Literal values only: a secret is no path, and is not at hand before the apply.
+    let lookup = |_: &str| None;
+    let mut env: BTreeMap<String, String> = up
+        .env
+        .iter()
+        .filter_map(|(k, t)| {
+            Some((
+                k.clone(),
+                t.resolve(&lookup, Path::new("/nonexistent")).ok()?,
+            ))
+        })
+        .collect();
+    for k in ["HOME", "PATH"] {
+        if let Ok(v) = std::env::var(k) {
+            env.insert(k.to_string(), v);
+        }
+    }
+    mcpb_upstream::sandboxed::blind_spot(up, &env, &settings.runtime.root)
 }

@@ -207,6 +207,48 @@ pub fn without(place: &Place, text: &str, names: &[String]) -> Result<String, Cl
     }
 }
 
+/// Claude Code's own per-user switch for a project's servers: `names` are added to
+/// `disabledMcpjsonServers` (and taken out of `enabledMcpjsonServers`), so Claude Code stops
+/// starting them in that folder while the project's `.mcp.json`, shared with a team, stays as
+/// it is. `folder`: under `projects[folder]` of `~/.claude.json`; `None`: at the top of a
+/// settings file (the project's `.claude/settings.local.json`, where Claude Code keeps them).
+pub fn disable_project_servers(
+    path: &std::path::Path,
+    text: &str,
+    folder: Option<&str>,
+    names: &[String],
+) -> Result<String, ClientsError> {
+    use jsonc_parser::cst::CstInputValue;
+    let source = if text.trim().is_empty() { "{}" } else { text };
+    let root = CstRootNode::parse(source, &ParseOptions::default())
+        .map_err(|e| crate::edit::broken_json(path, &e, source))?;
+    let project = match folder {
+        Some(f) => root
+            .object_value_or_set()
+            .object_value_or_set("projects")
+            .object_value_or_set(f),
+        None => root.object_value_or_set(),
+    };
+    if let Some(enabled) = project.array_value("enabledMcpjsonServers") {
+        for e in enabled.elements() {
+            let on = e.as_string_lit().and_then(|l| l.decoded_value().ok());
+            if on.is_some_and(|n| names.contains(&n)) {
+                e.remove();
+            }
+        }
+    }
+    let disabled = project.array_value_or_set("disabledMcpjsonServers");
+    let have: Vec<String> = disabled
+        .elements()
+        .iter()
+        .filter_map(|e| e.as_string_lit()?.decoded_value().ok())
+        .collect();
+    for n in names.iter().filter(|n| !have.contains(n)) {
+        disabled.append(CstInputValue::String(n.clone()));
+    }
+    Ok(root.to_string())
+}
+
 /// Whether an entry runs this executable's shim as the broker writes it: its command (a path,
 /// or a name looked up on `PATH`) is this very file; its arguments `stdio` and at most
 /// `--profile P` and `--client C`; no working directory; and in its environment only the
@@ -285,4 +327,48 @@ fn same_plain_path(written: &str, mine: &str) -> bool {
                 (std::fs::canonicalize(p), std::fs::canonicalize(mine)),
                 (Ok(a), Ok(b)) if a == b
             ))
+}
+
+#[cfg(test)]
+mod disable_tests {
+    use super::*;
+
+    #[test]
+    fn claude_codes_switch_turns_a_projects_servers_off_in_one_folder_only() {
+        let text = "{\n  \"projects\": {\n    \"/w/app\": {\n      \"enabledMcpjsonServers\": [\"team\", \"other\"]\n    }\n  },\n  \"numStartups\": 3\n}\n";
+        let out = disable_project_servers(
+            std::path::Path::new("/h/.claude.json"),
+            text,
+            Some("/w/app"),
+            &["team".to_string()],
+        )
+        .unwrap();
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            v["projects"]["/w/app"]["enabledMcpjsonServers"],
+            serde_json::json!(["other"])
+        );
+        assert_eq!(
+            v["projects"]["/w/app"]["disabledMcpjsonServers"],
+            serde_json::json!(["team"])
+        );
+        assert_eq!(v["numStartups"], 3);
+        let again = disable_project_servers(
+            std::path::Path::new("/h/.claude.json"),
+            &out,
+            Some("/w/app"),
+            &["team".to_string()],
+        )
+        .unwrap();
+        assert_eq!(again, out, "once is enough");
+        let local = disable_project_servers(
+            std::path::Path::new("/w/app/.claude/settings.local.json"),
+            "",
+            None,
+            &["team".to_string()],
+        )
+        .unwrap();
+        let v: Value = serde_json::from_str(&local).unwrap();
+        assert_eq!(v["disabledMcpjsonServers"], serde_json::json!(["team"]));
+    }
 }

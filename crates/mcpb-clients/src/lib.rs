@@ -21,6 +21,6 @@ pub use client::runs_broker;
 pub use client::{Client, Entry};
 pub use edit::{current_entry, diff, entry_value, render, runs, sha256};
 pub use error::ClientsError;
-pub use import::{OwnEnv, Server, servers, servers_with, without};
+pub use import::{OwnEnv, Server, disable_project_servers, servers, servers_with, without};
 pub use place::{Place, Scope, local_folder, local_folders};
 pub use undo::undo;

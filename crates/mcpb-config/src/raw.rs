@@ -217,6 +217,11 @@ pub struct RawUpstream {
     pub args: Vec<String>,
     #[serde(default)]
     pub cwd: Option<String>,
+    /// A project's server: its tools are shown only to sessions whose client was started in
+    /// this folder or below it (the shim says where); sessions that name no folder (the CLI,
+    /// the HTTP front) see it too.
+    #[serde(default)]
+    pub project: Option<String>,
     /// Environment for the process. Credentials only as `${ENV_NAME}` (read from the daemon's
     /// environment) or `${file:NAME}` (a file under the secrets dir); plain settings as literals.
     #[serde(default)]

@@ -436,6 +436,10 @@ impl Resolver<'_> {
                 .cwd
                 .as_deref()
                 .map(|c| expand_home(&self.placeholders(c), self.ctx.home.as_deref())),
+            project: raw
+                .project
+                .as_deref()
+                .map(|c| expand_home(c, self.ctx.home.as_deref())),
             env,
             url: raw.url.as_deref().map(|u| self.placeholders(u)),
             headers,

@@ -207,6 +207,8 @@ pub struct UpstreamSettings {
     pub command: Option<String>,
     pub args: Vec<String>,
     pub cwd: Option<PathBuf>,
+    /// Shown only to sessions started in this folder or below.
+    pub project: Option<PathBuf>,
     /// Values keep their `${...}` references; they are resolved only when the process starts.
     pub env: BTreeMap<String, Template>,
     pub url: Option<String>,

@@ -116,7 +116,7 @@ impl Handler {
                 client,
                 pass_fds,
                 facade,
-                ..
+                cwd,
             } => {
                 let chosen = choose_profile(&self.broker, profile.as_deref(), client.as_deref());
                 let (profile, explicit) = match chosen {
@@ -173,7 +173,8 @@ impl Handler {
                 broker.sessions.fetch_add(1, Ordering::SeqCst);
                 tracing::info!(profile = %profile.name, client = client.as_deref().unwrap_or("-"), pid = hello.pid, pass_fds, "session opened");
                 let mut session = Session::new(broker.clone(), profile, explicit, facade)
-                    .with_client(client.as_deref());
+                    .with_client(client.as_deref())
+                    .with_cwd(cwd.as_deref());
                 session.run(io, &mut self.shutdown).await;
                 broker.sessions.fetch_sub(1, Ordering::SeqCst);
                 tracing::info!(profile = %session.profile_name(), "session closed");

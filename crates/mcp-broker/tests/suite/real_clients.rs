@@ -76,6 +76,16 @@ impl User {
             .unwrap()
     }
 
+    /// The approval of the project's `team` server that Claude Code's dialog records.
+    fn approve_team(&self) {
+        let file = self.home.join(".claude.json");
+        let mut claude: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        let folder = self.proj.display().to_string();
+        claude["projects"][&folder]["enabledMcpjsonServers"] = json!(["team"]);
+        claude["projects"][&folder]["hasTrustDialogAccepted"] = json!(true);
+        std::fs::write(&file, serde_json::to_string_pretty(&claude).unwrap()).unwrap();
+    }
+
     fn memory(&self) -> String {
         deps()
             .join("npm/node_modules/.bin/mcp-server-memory")
@@ -113,6 +123,17 @@ impl User {
         file: &Path,
         parity: &Value,
     ) -> Vec<String> {
+        self.listed_through_entry_in(client, file, parity, &self.proj)
+    }
+
+    /// The same, with the client started in `cwd`.
+    fn listed_through_entry_in(
+        &self,
+        client: mcpb_clients::Client,
+        file: &Path,
+        parity: &Value,
+        cwd: &Path,
+    ) -> Vec<String> {
         let text = std::fs::read_to_string(file).unwrap();
         let entry = mcpb_clients::current_entry(client, file, &text)
             .unwrap()
@@ -124,7 +145,7 @@ impl User {
         cmd.env_clear()
             .env("HOME", &self.home)
             .env("PATH", &self.path)
-            .current_dir(&self.proj);
+            .current_dir(cwd);
         for (k, v) in entry["env"].as_object().into_iter().flatten() {
             cmd.env(k, v.as_str().unwrap());
         }
@@ -268,12 +289,7 @@ fn claude_code(config_init: bool) {
             .any(|l| l.contains("team") && l.contains("stays, not started:")),
         "{table}"
     );
-    // The approval Claude Code's dialog records.
-    let mut claude: Value = serde_json::from_slice(&std::fs::read(&user_file).unwrap()).unwrap();
-    let folder = u.proj.display().to_string();
-    claude["projects"][&folder]["enabledMcpjsonServers"] = json!(["team"]);
-    claude["projects"][&folder]["hasTrustDialogAccepted"] = json!(true);
-    std::fs::write(&user_file, serde_json::to_string_pretty(&claude).unwrap()).unwrap();
+    u.approve_team();
     let user_before = std::fs::read(&user_file).unwrap();
     let project_before = std::fs::read(&project_file).unwrap();
 
@@ -446,6 +462,107 @@ fn codex(config_init: bool) {
             && said.contains("mcp-broker remove NAME"),
         "{said}"
     );
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+}
+
+/// A project's `.mcp.json` that git tracks is the team's: the import leaves it byte for byte
+/// and switches its servers off for this user in `~/.claude.json`; the broker shows them to
+/// sessions started in that folder only; a rollback switches them back on.
+#[test]
+fn claude_code_keeps_a_shared_project_file_and_switches_its_servers_off_for_this_user() {
+    let u = User::new(true);
+    let fx = u.fixture();
+    u.client(
+        "claude",
+        &[
+            "mcp", "add", "-s", "project", "team", "--", &fx, "--name", "team",
+        ],
+    );
+    git(&u.proj, &["init", "-q"]);
+    git(&u.proj, &["add", ".mcp.json"]);
+    git(&u.proj, &["commit", "-qm", "team servers"]);
+    let user_file = u.home.join(".claude.json");
+    let project_file = u.proj.join(".mcp.json");
+    let folder = u.proj.display().to_string();
+    u.approve_team();
+    let user_before = std::fs::read(&user_file).unwrap();
+    let project_before = std::fs::read(&project_file).unwrap();
+
+    let dry = u.broker_cmd(&["client", "import", "--client", "claude-code"]);
+    let shown = text(&dry.stdout);
+    assert!(
+        dry.status.success() && shown.contains("tracked by git, so left as the team has it"),
+        "{shown}{}",
+        text(&dry.stderr)
+    );
+    let applied = u.broker_cmd(&["client", "import", "--client", "claude-code", "--apply"]);
+    let said = format!("{}{}", text(&applied.stdout), text(&applied.stderr));
+    assert!(
+        applied.status.success() && said.contains("reaches exactly the tools its servers had"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read(&project_file).unwrap(), project_before);
+    let user_written = std::fs::read(&user_file).unwrap();
+    // The switch goes where Claude Code keeps it: the folder's own settings, this user's.
+    let local = u.proj.join(".claude/settings.local.json");
+    let settings: Value = serde_json::from_slice(&std::fs::read(&local).unwrap()).unwrap();
+    assert_eq!(
+        settings["disabledMcpjsonServers"],
+        json!(["team"]),
+        "{settings}"
+    );
+    let listed = text(&u.client("claude", &["mcp", "list"]).stdout);
+    assert!(
+        listed.contains("mcp-broker:") && !listed.contains("team:"),
+        "{listed}"
+    );
+    let config = std::fs::read_to_string(u.broker.root().join("broker.yaml")).unwrap();
+    assert!(
+        config.contains(&format!("project: \"{folder}\"")),
+        "{config}"
+    );
+
+    let parity = u.parity("claude-code");
+    let here = u.listed_through_entry(mcpb_clients::Client::ClaudeCode, &user_file, &parity);
+    same_tools(&parity, &here);
+    let elsewhere = u.listed_through_entry_in(
+        mcpb_clients::Client::ClaudeCode,
+        &user_file,
+        &parity,
+        &u.home,
+    );
+    assert!(
+        !elsewhere.iter().any(|n| n.starts_with("team")),
+        "a project's server shows in another folder: {elsewhere:?}"
+    );
+
+    u.rollback(
+        "claude-code",
+        false,
+        &user_file,
+        &user_before,
+        &user_written,
+    );
+    let settings: Value = serde_json::from_slice(&std::fs::read(&local).unwrap()).unwrap();
+    assert!(
+        settings
+            .get("disabledMcpjsonServers")
+            .is_none_or(|d| d == &json!([])),
+        "{settings}"
+    );
+    let listed = text(&u.client("claude", &["mcp", "list"]).stdout);
+    assert!(listed.contains("team:"), "{listed}");
 }
 
 #[test]

@@ -101,6 +101,8 @@ pub(crate) struct Session {
     client: Option<Arc<str>>,
     /// The client completed `initialize`: its requests carry no envelope to read.
     initialized: bool,
+    /// Where the client was started (see `with_cwd`).
+    cwd: Option<Arc<std::path::Path>>,
     /// The configuration generation the profile was last taken from.
     seen_config: Arc<Generation>,
     running: Running,
@@ -124,6 +126,7 @@ impl Session {
             client_seen: false,
             client: None,
             initialized: false,
+            cwd: None,
             running: Arc::default(),
         }
     }
@@ -131,6 +134,15 @@ impl Session {
     /// Names the client (the shim's `--client`), before `clientInfo.name` could.
     pub(crate) fn with_client(mut self, client: Option<&str>) -> Self {
         self.client = client.map(Arc::from);
+        self
+    }
+
+    /// The folder the client was started in (the shim's working folder), which a project's
+    /// upstreams are shown in.
+    pub(crate) fn with_cwd(mut self, cwd: Option<&str>) -> Self {
+        self.cwd = cwd
+            .filter(|c| c.starts_with('/'))
+            .map(|c| Arc::from(std::path::Path::new(c)));
         self
     }
 
@@ -393,7 +405,8 @@ impl Session {
         let view = self
             .broker
             .view(self.profile.clone(), sid)
-            .with_client(self.client.clone());
+            .with_client(self.client.clone())
+            .with_cwd(self.cwd.clone());
         let kind = self.view;
         let era = link.era();
         let out = out.clone();

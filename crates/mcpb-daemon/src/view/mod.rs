@@ -127,6 +127,8 @@ pub(crate) struct ProfileView {
     session: u64,
     /// The client's name (`--client` or `clientInfo.name`), for the audit log.
     client: Option<Arc<str>>,
+    /// Where the session's client was started: a project's upstreams show only there.
+    cwd: Option<Arc<std::path::Path>>,
 }
 
 impl ProfileView {
@@ -143,6 +145,7 @@ impl ProfileView {
             profile,
             session,
             client: None,
+            cwd: None,
         }
     }
 
@@ -185,17 +188,27 @@ impl ProfileView {
         self
     }
 
+    pub(crate) fn with_cwd(mut self, cwd: Option<Arc<std::path::Path>>) -> Self {
+        self.cwd = cwd;
+        self
+    }
+
     pub(crate) fn sep(&self) -> &'static str {
         self.profile.broker_tool_name_style.separator()
     }
 
-    /// The profile's upstreams that are enabled, in the profile's order.
+    /// The profile's upstreams that are enabled, in the profile's order: a project's only in
+    /// a session started in its folder (or one that names no folder).
     pub(crate) fn upstreams(&self) -> Vec<Arc<Upstream>> {
         self.profile
             .upstreams
             .iter()
             .filter_map(|n| self.generation.upstreams.get(n))
             .filter(|u| u.settings().enabled())
+            .filter(|u| match (&u.settings().project, &self.cwd) {
+                (Some(project), Some(cwd)) => cwd.starts_with(project),
+                _ => true,
+            })
             .cloned()
             .collect()
     }
