@@ -178,6 +178,20 @@ pub(crate) enum Command {
         #[arg(long, global = true, value_parser = ["systemd", "launchd"])]
         manager: Option<String>,
     },
+    /// Put every client file the broker changed back (every scope and project), stop and
+    /// remove the service, stop the daemon; the config and the rest stay unless --purge. A dry
+    /// run unless --apply.
+    Uninstall {
+        /// Do it (default: say what would be done).
+        #[arg(long)]
+        apply: bool,
+        /// Also remove the runtime dir (config, secrets, logs, state) and the backups.
+        #[arg(long)]
+        purge: bool,
+        /// Put backups back even over a change made since.
+        #[arg(long)]
+        force: bool,
+    },
     /// Check this machine: binary, config and what it needs at run time, runtime dir, daemon,
     /// leftover processes, client entries; each problem with the command that fixes it.
     Doctor {
@@ -401,7 +415,7 @@ pub(crate) enum ServiceCommand {
         #[arg(long)]
         no_start: bool,
     },
-    /// Remove the unit (the environment file stays).
+    /// Stop the service, then remove the unit (the environment file stays).
     Uninstall {
         /// Remove it (default: say what would go).
         #[arg(long)]

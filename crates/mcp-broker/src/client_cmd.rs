@@ -268,7 +268,7 @@ pub(crate) fn apply(settings: &Settings, t: &Target<'_>) -> ExitCode {
             &[],
         );
     }
-    let backups = Backups::new(&settings.runtime.root.join("backups"), r.client, &r.path);
+    let backups = Backups::new(&settings.runtime.backups_dir(), r.client, &r.path);
     let backup = match back_up(&backups, &r, before.as_deref().map(str::as_bytes), &after) {
         Ok(b) => b,
         Err(code) => return code,
@@ -349,7 +349,7 @@ pub(crate) fn rollback(
     if code != ExitCode::SUCCESS || r.scope != Scope::User || backup.is_some() {
         return code;
     }
-    let root = settings.runtime.root.join("backups");
+    let root = settings.runtime.backups_dir();
     let record = read_record(settings, r.client).unwrap_or_default();
     let mut code = code;
     for b in record["backups"].as_array().into_iter().flatten() {
@@ -391,7 +391,7 @@ fn rollback_file(settings: &Settings, r: &Resolved, backup: Option<&str>, force:
             &["look at what the link points to; remove it, then roll back again"],
         );
     }
-    let backups = Backups::new(&settings.runtime.root.join("backups"), r.client, &r.path);
+    let backups = Backups::new(&settings.runtime.backups_dir(), r.client, &r.path);
     let restored = backups.restore(backup, r.client.name(), force);
     if let Ok(b) = &restored {
         say_kept_upstreams(settings, r.client, &r.path, &b.name);
@@ -436,7 +436,7 @@ fn rollback_file(settings: &Settings, r: &Resolved, backup: Option<&str>, force:
             } else {
                 names.join(", ")
             };
-            let root = settings.runtime.root.join("backups");
+            let root = settings.runtime.backups_dir();
             let mut hints = vec![format!("backups of this file: {names}")];
             // A project's file is named by the folder the command runs in: the backups may be
             // of the same client's file in another folder.
@@ -457,7 +457,7 @@ fn rollback_file(settings: &Settings, r: &Resolved, backup: Option<&str>, force:
                 );
             }
             hints.push(format!(
-                "backups are kept in {} (0700); deleting the runtime dir deletes them too",
+                "backups are kept in {} (0700), apart from the runtime dir",
                 root.join(r.client.name()).display()
             ));
             let hints: Vec<&str> = hints.iter().map(String::as_str).collect();

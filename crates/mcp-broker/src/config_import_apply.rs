@@ -95,7 +95,7 @@ pub(crate) fn finish(x: &Finish<'_>) -> ExitCode {
         errln!("nothing to write: broker.yaml has all of it already");
         return ExitCode::SUCCESS;
     }
-    let backups = x.settings.runtime.root.join("backups");
+    let backups = x.settings.runtime.backups_dir();
     let backup = backups.join(format!("broker.yaml.{}", mcpb_config::unix_now()));
     if let Err(e) = std::fs::create_dir_all(&backups)
         .and_then(|()| mcpb_config::layout::write_private(&backup, x.before.as_bytes()))

@@ -148,7 +148,7 @@ pub(crate) fn apply(x: &Apply<'_>) -> ExitCode {
     }
     let mut backups = Vec::new();
     for (path, after) in &x.files.after {
-        let b = Backups::new(&settings.runtime.root.join("backups"), client, path);
+        let b = Backups::new(&settings.runtime.backups_dir(), client, path);
         let before = x.files.before[path].as_deref().map(str::as_bytes);
         match b
             .take(

@@ -222,7 +222,7 @@ pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode
         }
     };
     let profile = record["profile"].as_str().unwrap_or("default").to_string();
-    let backups_root = settings.runtime.root.join("backups");
+    let backups_root = settings.runtime.backups_dir();
     // (file, backup name, text): a server is read from the backup its import took.
     let texts: Vec<(PathBuf, String, String)> = record["backups"]
         .as_array()

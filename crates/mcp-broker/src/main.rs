@@ -42,6 +42,7 @@ mod service_cmd;
 mod shim;
 mod tools_cmd;
 mod top_cmd;
+mod uninstall_cmd;
 mod upstreams_cmd;
 mod yaml_edit;
 
@@ -288,6 +289,20 @@ fn main() -> ExitCode {
                 UpstreamCommand::Restart { name } => ("restart", name),
             };
             console_cmd::upstream(s, action, name)
+        }),
+        Command::Uninstall {
+            apply,
+            purge,
+            force,
+        } => on_daemon(config, false, |s| {
+            uninstall_cmd::run(
+                s,
+                &uninstall_cmd::Args {
+                    apply,
+                    purge,
+                    force,
+                },
+            )
         }),
         Command::Service { command, manager } => {
             with_settings(config, |s| service(s, command, manager.as_deref()))

@@ -40,7 +40,7 @@ fn started(place: &Place, text: &str) -> Vec<Server> {
 /// The newest backup's text of `path`, if the broker ever took one (`Some("")` when the file
 /// did not exist then).
 fn newest_backup(settings: &Settings, client: Client, path: &Path) -> Option<String> {
-    let b = Backups::new(&settings.runtime.root.join("backups"), client, path);
+    let b = Backups::new(&settings.runtime.backups_dir(), client, path);
     let newest = b.list().pop()?;
     Some(
         b.bytes(&newest.name)

@@ -332,6 +332,16 @@ pub(crate) fn install(settings: &Settings, manager: Manager, apply: bool, start:
     start_service(settings, manager, &f.unit)
 }
 
+/// The unit file of `manager`'s service, when one is installed.
+pub(crate) fn installed_unit(settings: &Settings, manager: Manager) -> Option<PathBuf> {
+    prepare(settings, manager)
+        .ok()
+        .map(|f| f.unit)
+        .filter(|u| u.exists())
+}
+
+/// Stops the service (when its manager answers), then removes its unit: a unit removed
+/// first would leave the service running with nothing to stop it by.
 pub(crate) fn uninstall(settings: &Settings, manager: Manager, apply: bool) -> ExitCode {
     let f = match prepare(settings, manager) {
         Ok(f) => f,
@@ -341,32 +351,70 @@ pub(crate) fn uninstall(settings: &Settings, manager: Manager, apply: bool) -> E
         errln!("{} is not installed", f.unit.display());
         return ExitCode::SUCCESS;
     }
+    let stop: Vec<(&str, Vec<String>)> = match manager {
+        Manager::Systemd => vec![
+            (
+                "systemctl",
+                vec![
+                    "--user".into(),
+                    "disable".into(),
+                    "--now".into(),
+                    "mcp-broker".into(),
+                ],
+            ),
+            ("systemctl", vec!["--user".into(), "daemon-reload".into()]),
+        ],
+        Manager::Launchd => vec![(
+            "launchctl",
+            vec!["unload".into(), "-w".into(), f.unit.display().to_string()],
+        )],
+    };
+    let shown = |(p, a): &(&str, Vec<String>)| format!("`{p} {}`", a.join(" "));
     if !apply {
         outln!(
-            "would remove {} (the environment file {} stays)",
+            "would stop the service ({}), then remove {} (the environment file {} stays)",
+            stop.first().map(shown).unwrap_or_default(),
             f.unit.display(),
             f.env.display()
         );
-        let stop = match manager {
-            Manager::Systemd => "systemctl --user disable --now mcp-broker".to_string(),
-            Manager::Launchd => format!("launchctl unload {}", f.unit.display()),
-        };
         errln!(
-            "hint: stop it first (`{stop}`), then `mcp-broker service uninstall {} --apply`",
+            "hint: `mcp-broker service uninstall {} --apply` does it",
             manager.flag()
         );
         return ExitCode::SUCCESS;
     }
-    match std::fs::remove_file(&f.unit) {
-        Ok(()) => {
-            outln!("removed {}", f.unit.display());
-            ExitCode::SUCCESS
+    let managed = manager_missing(manager).is_none();
+    if managed {
+        // The unload comes before the unit goes; the reload after, so it forgets the unit.
+        let (first, rest) = stop.split_at(1);
+        for step in first {
+            let args: Vec<&str> = step.1.iter().map(String::as_str).collect();
+            if let Err(e) = manage(step.0, &args) {
+                return fail(
+                    &format!("mcp-broker: {} failed: {e}; the unit stays", shown(step)),
+                    &["`mcp-broker service status` shows how it stands"],
+                );
+            }
         }
-        Err(e) => fail(
+        outln!("stopped and disabled the service");
+        if let Err(e) = std::fs::remove_file(&f.unit) {
+            return fail(
+                &format!("mcp-broker: cannot remove {}: {e}", f.unit.display()),
+                &[],
+            );
+        }
+        for step in rest {
+            let args: Vec<&str> = step.1.iter().map(String::as_str).collect();
+            let _ = manage(step.0, &args);
+        }
+    } else if let Err(e) = std::fs::remove_file(&f.unit) {
+        return fail(
             &format!("mcp-broker: cannot remove {}: {e}", f.unit.display()),
             &[],
-        ),
+        );
     }
+    outln!("removed {}", f.unit.display());
+    ExitCode::SUCCESS
 }
 
 pub(crate) fn status(settings: &Settings, manager: Manager) -> ExitCode {

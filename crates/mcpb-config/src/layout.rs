@@ -23,9 +23,7 @@ const SUBDIRS: &[&str] = &[
     "sockets",
     "state",
     "state/upstreams",
-    // Client files as they were (secrets included) and the dry runs' notes: an older
-    // install made them 0755; `ensure` tightens them.
-    "backups",
+    // The dry runs' notes: an older install made them 0755; `ensure` tightens them.
     "state/renders",
 ];
 
@@ -90,6 +88,33 @@ impl RuntimeLayout {
     }
     pub fn config_path(&self) -> PathBuf {
         self.root.join("broker.yaml")
+    }
+
+    /// Where client files are kept as they were before the broker changed them (secrets
+    /// included): outside the root, so deleting the runtime dir cannot take a user's servers
+    /// and keys with it: `$XDG_STATE_HOME/mcp-broker/backups`, else
+    /// `~/.local/state/mcp-broker/backups`. An older install's `backups/` under the root is
+    /// moved there the first time; where it cannot be, it stays in use.
+    pub fn backups_dir(&self) -> PathBuf {
+        let old = self.root.join("backups");
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let state = std::env::var_os("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| home.map(|h| h.join(".local/state")));
+        let Some(new) = state.map(|s| s.join("mcp-broker/backups")) else {
+            return old;
+        };
+        if fs::symlink_metadata(&old).is_ok_and(|m| m.is_dir()) && !new.exists() {
+            let moved = new
+                .parent()
+                .map_or(Ok(()), create_private_dir)
+                .and_then(|()| fs::rename(&old, &new));
+            if moved.is_err() {
+                return old;
+            }
+        }
+        new
     }
 
     /// Creates the tree with owner-only permissions, tightening directories that already exist:

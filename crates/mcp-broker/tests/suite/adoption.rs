@@ -154,13 +154,16 @@ fn backups_and_dry_run_notes_are_the_users_alone() {
         let out = home.cmd(args).env("HOME", &user).output().unwrap();
         assert!(out.status.success(), "{}", text(&out.stderr));
     }
-    for dir in ["backups", "backups/cursor", "state/renders"] {
-        let mode = std::fs::metadata(home.root().join(dir))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o077, 0, "{dir} is {mode:o}");
+    // Backups live apart from the runtime dir, which a user may delete.
+    for dir in [
+        user.join(".local/state/mcp-broker/backups"),
+        user.join(".local/state/mcp-broker/backups/cursor"),
+        home.root().join("state/renders"),
+    ] {
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "{} is {mode:o}", dir.display());
     }
+    assert!(!home.root().join("backups").exists());
 }
 
 #[test]
@@ -411,7 +414,7 @@ fn status_and_doctor_find_a_daemon_that_lost_its_runtime_dir() {
 
 /// A `systemctl` on PATH that answers as `mode` says and logs its arguments: this machine has
 /// no systemd user manager, and a test must never touch a real one.
-fn fake_systemctl(dir: &Path, mode: &str) -> String {
+pub(super) fn fake_systemctl(dir: &Path, mode: &str) -> String {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let script = match mode {

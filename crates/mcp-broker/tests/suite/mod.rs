@@ -39,3 +39,4 @@ mod secrets;
 mod session;
 mod support;
 mod trust;
+mod uninstall;

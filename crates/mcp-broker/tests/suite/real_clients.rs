@@ -582,3 +582,78 @@ fn codex_moves_onto_the_broker_with_names_its_model_accepts_and_back() {
     codex(false);
     codex(true);
 }
+
+/// `uninstall` puts both clients back (every scope), stops the daemon and keeps the config.
+#[test]
+fn uninstall_puts_claude_code_and_codex_back_and_keeps_the_config() {
+    let u = User::new(true);
+    let fx = u.fixture();
+    u.client(
+        "claude",
+        &[
+            "mcp", "add", "-s", "user", "one", "--", &fx, "--name", "one",
+        ],
+    );
+    u.client(
+        "claude",
+        &[
+            "mcp", "add", "-s", "project", "team", "--", &fx, "--name", "team",
+        ],
+    );
+    u.approve_team();
+    u.client("codex", &["mcp", "add", "two", "--", &fx, "--name", "two"]);
+    let codex_file = u.home.join(".codex/config.toml");
+    let project_file = u.proj.join(".mcp.json");
+    let (codex_before, project_before) = (
+        std::fs::read(&codex_file).unwrap(),
+        std::fs::read(&project_file).unwrap(),
+    );
+    for client in ["claude-code", "codex"] {
+        let dry = u.broker_cmd(&["client", "import", "--client", client]);
+        assert!(dry.status.success(), "{}", text(&dry.stderr));
+        let applied = u.broker_cmd(&["client", "import", "--client", client, "--apply"]);
+        assert!(applied.status.success(), "{}", text(&applied.stderr));
+    }
+    assert!(text(&u.client("claude", &["mcp", "list"]).stdout).contains("mcp-broker:"));
+    assert_ne!(std::fs::read(&project_file).unwrap(), project_before);
+
+    let dry = u.broker_cmd(&["uninstall"]);
+    let shown = text(&dry.stdout);
+    assert!(dry.status.success(), "{}", text(&dry.stderr));
+    for f in [&u.home.join(".claude.json"), &codex_file, &project_file] {
+        assert!(
+            shown.contains(&format!("put back  {}", f.display())),
+            "{shown}"
+        );
+    }
+    assert!(
+        shown.contains("stop      the daemon") && shown.contains("--purge removes them"),
+        "{shown}"
+    );
+
+    let done = u.broker_cmd(&["uninstall", "--apply"]);
+    let said = format!("{}{}", text(&done.stdout), text(&done.stderr));
+    assert!(done.status.success(), "{said}");
+    assert!(said.contains("mcp-broker is uninstalled"), "{said}");
+    let listed = text(&u.client("claude", &["mcp", "list"]).stdout);
+    assert!(
+        listed.contains("one:") && listed.contains("team:") && !listed.contains("mcp-broker"),
+        "{listed}"
+    );
+    let listed = text(&u.client("codex", &["mcp", "list"]).stdout);
+    assert!(
+        listed.contains("two") && !listed.contains("mcp-broker"),
+        "{listed}"
+    );
+    assert_eq!(std::fs::read(&codex_file).unwrap(), codex_before);
+    assert_eq!(std::fs::read(&project_file).unwrap(), project_before);
+    assert!(!u.broker.root().join("run/daemon.pid").exists(), "{said}");
+    assert!(u.broker.root().join("broker.yaml").is_file());
+    // Nothing is left to put back.
+    let again = u.broker_cmd(&["uninstall"]);
+    assert!(
+        text(&again.stdout).contains("no client file holds a change of the broker's"),
+        "{}",
+        text(&again.stdout)
+    );
+}
