@@ -35,19 +35,26 @@ fn expanded(v: &str) -> String {
     }
 }
 
-/// The tool names a stdio server lists, started as its client starts it.
-pub(crate) fn list_direct(s: &Server) -> Result<BTreeSet<String>, String> {
-    list_definitions(s).map(|tools| {
-        tools
-            .iter()
-            .filter_map(|t| t["name"].as_str().map(str::to_string))
-            .collect()
-    })
+/// The tool names a stdio server lists, started as its client starts it, and the call
+/// `choose` picks from them.
+pub(crate) fn list_direct(
+    s: &Server,
+    choose: impl FnOnce(&[Value]) -> Option<(String, Value)>,
+) -> Result<Listed, String> {
+    list_and_try(s, choose).map(|(tools, tried)| (names(&tools), tried))
 }
 
 /// The tool definitions a stdio server lists, started as its client starts it, with the
 /// client's own include / exclude lists applied: what the client shows its model.
 pub(crate) fn list_definitions(s: &Server) -> Result<Vec<Value>, String> {
+    list_and_try(s, |_| None).map(|(tools, _)| tools)
+}
+
+/// `list_definitions`, then one call `choose` picks from the listed tools.
+fn list_and_try(
+    s: &Server,
+    choose: impl FnOnce(&[Value]) -> Option<(String, Value)>,
+) -> Result<(Vec<Value>, Option<Tried>), String> {
     let Some(cmd) = &s.command else {
         return Err("a remote server; not compared".into());
     };
@@ -63,10 +70,32 @@ pub(crate) fn list_definitions(s: &Server) -> Result<Vec<Value>, String> {
         c.current_dir(d);
     }
     let mut child = c.spawn().map_err(|e| format!("cannot start {cmd}: {e}"))?;
-    let result = talk(&mut child);
+    let result = talk_then(&mut child, |tools| {
+        let shown: Vec<Value> = tools
+            .iter()
+            .filter(|t| client_shows(s, t))
+            .cloned()
+            .collect();
+        choose(&shown)
+    });
     let _ = child.kill();
     let _ = child.wait();
-    result.map(|tools| tools.into_iter().filter(|t| client_shows(s, t)).collect())
+    result.map(|(tools, tried)| {
+        (
+            tools.into_iter().filter(|t| client_shows(s, t)).collect(),
+            tried,
+        )
+    })
+}
+
+/// What a server listed before the import (its tool names) and the call it was tried with.
+type Listed = (BTreeSet<String>, Option<Tried>);
+
+fn names(tools: &[Value]) -> BTreeSet<String> {
+    tools
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_string))
+        .collect()
 }
 
 /// Whether the client shows its model tool `t` of server `s` (its include / exclude lists).
@@ -82,7 +111,8 @@ pub(crate) fn list_sandboxed(
     settings: &Settings,
     s: &Server,
     u: &mcpb_config::UpstreamSettings,
-) -> Result<BTreeSet<String>, String> {
+    choose: impl FnOnce(&[Value]) -> Option<(String, Value)>,
+) -> Result<Listed, String> {
     let policy = u.sandbox.clone().unwrap_or_default();
     let root = &settings.runtime.root;
     let (exe, args, env, cgroup) =
@@ -102,35 +132,47 @@ pub(crate) fn list_sandboxed(
     let mut child = c
         .spawn()
         .map_err(|e| format!("cannot start it in the sandbox: {e}"))?;
-    let result = talk(&mut child);
+    let result = talk_then(&mut child, |tools| {
+        let shown: Vec<Value> = tools
+            .iter()
+            .filter(|t| client_shows(s, t))
+            .cloned()
+            .collect();
+        choose(&shown)
+    });
     let _ = child.kill();
     let _ = child.wait();
     if let Some(cg) = cgroup {
         cg.remove();
     }
-    result.map(|tools| {
-        tools
-            .iter()
-            .filter(|t| client_shows(s, t))
-            .filter_map(|t| t["name"].as_str().map(str::to_string))
-            .collect()
+    result.map(|(tools, tried)| {
+        let shown: Vec<Value> = tools.into_iter().filter(|t| client_shows(s, t)).collect();
+        (names(&shown), tried)
     })
-}
-
-/// Initializes a started server over its stdio and lists its tools, every page.
-pub(crate) fn talk(child: &mut std::process::Child) -> Result<Vec<Value>, String> {
-    talk_then_call(child, None).map(|(tools, _)| tools)
 }
 
 /// What a call answered: its result, or the error it answered.
 pub(crate) type Called = Result<Value, String>;
 
-/// `talk`, then one `tools/call` of `call` (name, arguments) when given: its result, or the
+/// Initializes a started server over its stdio, lists its tools (every page), then makes one
+/// `tools/call` of `call` (name, arguments) when given: its result, or the
 /// error it answered.
 pub(crate) fn talk_then_call(
     child: &mut std::process::Child,
     call: Option<(&str, &Value)>,
 ) -> Result<(Vec<Value>, Option<Called>), String> {
+    let call = call.map(|(n, a)| (n.to_string(), a.clone()));
+    talk_then(child, |_| call).map(|(tools, called)| (tools, called.map(|(_, _, c)| c)))
+}
+
+/// A call `choose` picks from the listed tools: the tool, its arguments and what it answered.
+pub(crate) type Tried = (String, Value, Called);
+
+/// `talk`, then one `tools/call` of what `choose` picks from the listed tools, if anything.
+fn talk_then(
+    child: &mut std::process::Child,
+    choose: impl FnOnce(&[Value]) -> Option<(String, Value)>,
+) -> Result<(Vec<Value>, Option<Tried>), String> {
     let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err("no pipes to the server".into());
     };
@@ -186,13 +228,66 @@ pub(crate) fn talk_then_call(
             _ => break,
         }
     }
-    let called = call.map(|(name, arguments)| {
+    let called = choose(&tools).map(|(name, arguments)| {
         let id = 500u64;
-        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": name, "arguments": arguments}}))?;
-        wait(id)
+        let answer = send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}}))
+        .and_then(|()| wait(id));
+        (name, arguments, answer)
     });
     Ok((tools, called))
+}
+
+/// The call that shows a server works, for servers compared after an import: its upstream's
+/// smoke probe when that calls a tool, else the first tool (list_*, get_*, read_* first) that
+/// says it is read-only and takes no required argument. A tool that does not say it is
+/// read-only is never tried: the call could change something.
+pub(crate) fn probe_call(
+    smoke: Option<&mcpb_config::SmokeSettings>,
+    upstream: &str,
+    tools: &[Value],
+) -> Option<(String, Value)> {
+    let read_only = |t: &&Value| t["annotations"]["readOnlyHint"] == json!(true);
+    if let Some(s) = smoke.filter(|s| s.call && !s.allow_mutating)
+        && let Some(tool) = &s.tool
+    {
+        let local = crate::probes::local_name(upstream, tool);
+        if tools.iter().filter(read_only).any(|t| t["name"] == local) {
+            return Some((
+                local.to_string(),
+                s.arguments.clone().unwrap_or_else(|| json!({})),
+            ));
+        }
+    }
+    let free = |t: &&Value| {
+        t["inputSchema"]["required"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+    };
+    let mut candidates: Vec<&Value> = tools.iter().filter(read_only).filter(free).collect();
+    let rank = |t: &Value| {
+        let n = t["name"].as_str().unwrap_or_default();
+        let plain = ["list", "get", "read"].iter().any(|p| n.starts_with(p));
+        (!plain, n.to_string())
+    };
+    candidates.sort_by_key(|t| rank(t));
+    candidates
+        .first()
+        .and_then(|t| t["name"].as_str())
+        .map(|n| (n.to_string(), json!({})))
+}
+
+/// How a call went, in a word that two answers of the same server share whatever their
+/// content (a time, a count): `ok`, or the error (a tool error's first line).
+pub(crate) fn outcome(c: &Called) -> String {
+    match c {
+        Ok(r) if r["isError"] == json!(true) => {
+            let said = r["content"][0]["text"].as_str().unwrap_or("");
+            format!("tool error: {}", said.lines().next().unwrap_or(""))
+        }
+        Ok(_) => "ok".into(),
+        Err(e) => e.clone(),
+    }
 }
 
 /// One server of the import's record with its tools before and after.
@@ -204,6 +299,9 @@ struct Row {
     after: Option<BTreeSet<String>>,
     /// Why the daemon could not list the upstream now (its known list is not proof).
     unlisted: Option<String>,
+    /// The read-only call it was tried with: the tool, how it went directly, through the
+    /// broker.
+    call: Option<(String, String, String)>,
 }
 
 pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode {
@@ -279,16 +377,21 @@ pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode
     }
     // The old servers are listed side by side: each may take a while to start. A project's
     // server is the repository's command: it runs only in the sandbox, as its upstream.
-    let before: Vec<Result<BTreeSet<String>, String>> = std::thread::scope(|sc| {
+    let before: Vec<Result<Listed, String>> = std::thread::scope(|sc| {
         let handles: Vec<_> = jobs
             .iter()
             .map(|(_, _, upstream, server, project)| {
+                let smoke = settings
+                    .upstreams
+                    .get(upstream)
+                    .and_then(|u| u.smoke.as_ref());
+                let choose = move |tools: &[Value]| probe_call(smoke, upstream, tools);
                 sc.spawn(move || match (server, project) {
                     (Some(s), true) => match settings.upstreams.get(upstream) {
-                        Some(u) => list_sandboxed(settings, s, u),
+                        Some(u) => list_sandboxed(settings, s, u, choose),
                         None => Err("its upstream is no longer in the config".into()),
                     },
-                    (Some(s), false) => list_direct(s),
+                    (Some(s), false) => list_direct(s, choose),
                     (None, _) => Err("not in the backup any more".into()),
                 })
             })
@@ -308,21 +411,55 @@ pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode
     let rows: Vec<Row> = jobs
         .into_iter()
         .zip(before)
-        .map(|((name, scope, upstream, _, _), before)| Row {
-            after: reach.tools.get(&upstream).cloned(),
-            unlisted: reach.unlisted.get(&upstream).cloned(),
-            name,
-            scope,
-            upstream,
-            before,
+        .map(|((name, scope, upstream, _, _), before)| {
+            let (before, tried) = match before {
+                Ok((names, tried)) => (Ok(names), tried),
+                Err(e) => (Err(e), None),
+            };
+            let call = tried.map(|(tool, args, direct)| {
+                let now = through_broker(settings, &profile, &reach, &upstream, &tool, args);
+                (tool, outcome(&direct), now)
+            });
+            Row {
+                after: reach.tools.get(&upstream).cloned(),
+                unlisted: reach.unlisted.get(&upstream).cloned(),
+                name,
+                scope,
+                upstream,
+                before,
+                call,
+            }
         })
         .collect();
     report(&rows, &profile, client, json_out)
 }
 
+/// How the same call goes through the broker, as the client's profile makes it.
+fn through_broker(
+    settings: &Settings,
+    profile: &str,
+    reach: &crate::parity_cmd::Reach,
+    upstream: &str,
+    tool: &str,
+    arguments: Value,
+) -> String {
+    let Some(name) = reach.exposed(upstream, tool) else {
+        return "not reached through the broker".into();
+    };
+    let called = crate::tools_cmd::call_facade(
+        settings,
+        Some(profile),
+        "call_tool",
+        json!({"name": name, "arguments": arguments}),
+    )
+    .map_err(|e| format!("{e:#}"));
+    outcome(&called)
+}
+
 fn report(rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode {
     let empty = BTreeSet::new();
     let (mut lost, mut added, mut unchecked, mut broken) = (0usize, 0usize, 0usize, 0usize);
+    let mut misbehaved = 0usize;
     let mut table = Vec::new();
     let mut items = Vec::new();
     for r in rows {
@@ -367,10 +504,19 @@ fn report(rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode
         if !note.is_empty() {
             diff.push(format!("({note})"));
         }
+        let call = match &r.call {
+            Some((tool, direct, now)) if direct == now => format!("{tool}: same ({now})"),
+            Some((tool, direct, now)) => {
+                misbehaved += 1;
+                format!("{tool}: {direct} directly, {now} through the broker")
+            }
+            None => "-".into(),
+        };
         items.push(
             json!({"server": r.name, "scope": r.scope, "upstream": r.upstream,
             "before": r.before.as_ref().ok(), "after": after, "missing": missing,
-            "added": extra, "error": r.before.as_ref().err(), "unlisted": r.unlisted}),
+            "added": extra, "error": r.before.as_ref().err(), "unlisted": r.unlisted,
+            "call": r.call.as_ref().map(|(t, d, n)| json!({"tool": t, "direct": d, "broker": n}))}),
         );
         table.push(vec![
             r.name.clone(),
@@ -379,24 +525,42 @@ fn report(rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode
             before_n,
             after.len().to_string(),
             diff.join("; "),
+            call,
         ]);
     }
     if json_out {
         outln!(
             "{}",
             json!({"client": client, "profile": profile, "servers": items, "missing": lost,
-                "added": added, "not_compared": unchecked, "unlisted": broken})
+                "added": added, "not_compared": unchecked, "unlisted": broken,
+                "calls_differ": misbehaved})
         );
     } else {
         out!(
             "{}",
             crate::commands::table(
-                &["SERVER", "SCOPE", "UPSTREAM", "BEFORE", "NOW", "DIFFERENCE"],
+                &[
+                    "SERVER",
+                    "SCOPE",
+                    "UPSTREAM",
+                    "BEFORE",
+                    "NOW",
+                    "DIFFERENCE",
+                    "CALL"
+                ],
                 table
             )
         );
     }
-    if lost + added + broken > 0 {
+    if misbehaved > 0 {
+        errln!(
+            "mcp-broker: through profile {profile}, {misbehaved} of {client}'s servers answer a read-only call differently than directly (see CALL)"
+        );
+        errln!(
+            "hint: `mcp-broker logs UPSTREAM` says why; a sandboxed one: `mcp-broker sandbox check UPSTREAM --call TOOL` shows what was refused"
+        );
+    }
+    if lost + added + broken + misbehaved > 0 {
         errln!(
             "mcp-broker: through profile {profile}, {client} misses {lost} tool(s) its servers had, gains {added} it did not have, and {broken} upstream(s) cannot be listed"
         );
@@ -426,4 +590,57 @@ fn report(rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode
         outln!("{client}: through profile {profile} it reaches exactly the tools its servers had");
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str, read_only: Option<bool>, required: &[&str]) -> Value {
+        let mut t = json!({"name": name, "inputSchema": {"type": "object", "required": required}});
+        if let Some(r) = read_only {
+            t["annotations"] = json!({"readOnlyHint": r});
+        }
+        t
+    }
+
+    #[test]
+    fn the_probe_is_a_read_only_tool_without_required_arguments_or_the_smoke_call() {
+        let tools = [
+            tool("delete_all", Some(false), &[]),
+            tool("search", Some(true), &["query"]),
+            tool("echo", None, &[]),
+            tool("stats", Some(true), &[]),
+            tool("read_graph", Some(true), &[]),
+        ];
+        assert_eq!(
+            probe_call(None, "memory", &tools),
+            Some(("read_graph".into(), json!({})))
+        );
+        let smoke = mcpb_config::SmokeSettings {
+            query: None,
+            tool: Some("memory.search".into()),
+            arguments: Some(json!({"query": "x"})),
+            call: true,
+            allow_mutating: false,
+        };
+        assert_eq!(
+            probe_call(Some(&smoke), "memory", &tools),
+            Some(("search".into(), json!({"query": "x"})))
+        );
+        // Nothing that says it is read-only: nothing is tried.
+        assert_eq!(probe_call(None, "m", &tools[..1]), None);
+        assert_eq!(probe_call(None, "m", &[tool("echo", None, &[])]), None);
+    }
+
+    #[test]
+    fn two_answers_match_by_how_they_went_not_by_their_content() {
+        let at = |t: &str| Ok(json!({"content": [{"type": "text", "text": t}]}));
+        assert_eq!(outcome(&at("12:00")), outcome(&at("12:01")));
+        let failed = Ok(
+            json!({"isError": true, "content": [{"type": "text", "text": "EACCES: denied\nmore"}]}),
+        );
+        assert_eq!(outcome(&failed), "tool error: EACCES: denied");
+        assert_ne!(outcome(&at("x")), outcome(&failed));
+    }
 }

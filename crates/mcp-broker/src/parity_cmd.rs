@@ -31,6 +31,16 @@ pub(crate) struct Reach {
     pub(crate) unlisted: BTreeMap<String, String>,
 }
 
+impl Reach {
+    /// The name the profile shows `upstream`'s `tool` under.
+    pub(crate) fn exposed(&self, upstream: &str, tool: &str) -> Option<&str> {
+        self.owners
+            .iter()
+            .find(|(_, (u, t))| u == upstream && t == tool)
+            .map(|(n, _)| n.as_str())
+    }
+}
+
 pub(crate) fn reach(settings: &Settings, profile: &str) -> Result<Reach, String> {
     let reply = admin_about(settings, AdminCommand::Measure, Some(profile))
         .map_err(|e| format!("{e:#}"))?

@@ -31,8 +31,8 @@ pub use raw::{
 };
 pub use resolve::ResolveContext;
 pub use settings::{
-    AuditSettings, BrokerSettings, ConfigSource, NameFilter, ProfileSettings, Settings, ToolFilter,
-    UpstreamSettings,
+    AuditSettings, BrokerSettings, ConfigSource, NameFilter, ProfileSettings, Settings,
+    SmokeSettings, ToolFilter, UpstreamSettings,
 };
 pub use template::Template;
 

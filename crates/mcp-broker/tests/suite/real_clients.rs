@@ -234,6 +234,21 @@ fn text(b: &[u8]) -> String {
 /// naming), and nothing is missing.
 fn same_tools(parity: &Value, listed: &[String]) {
     assert_eq!(parity["missing"], 0, "{parity}");
+    // And they work: a read-only call answers through the broker as it did directly.
+    assert_eq!(parity["calls_differ"], 0, "{parity}");
+    let tried: Vec<&Value> = parity["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s.get("call").filter(|c| !c.is_null()))
+        .collect();
+    assert!(
+        !tried.is_empty()
+            && tried
+                .iter()
+                .all(|c| c["direct"] == "ok" && c["broker"] == "ok"),
+        "{parity}"
+    );
     for s in parity["servers"].as_array().unwrap() {
         let up = s["upstream"].as_str().unwrap();
         let before = s["before"].as_array().expect("listed before");
