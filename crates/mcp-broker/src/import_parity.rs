@@ -70,14 +70,7 @@ fn list_and_try(
         c.current_dir(d);
     }
     let mut child = c.spawn().map_err(|e| format!("cannot start {cmd}: {e}"))?;
-    let result = talk_then(&mut child, |tools| {
-        let shown: Vec<Value> = tools
-            .iter()
-            .filter(|t| client_shows(s, t))
-            .cloned()
-            .collect();
-        choose(&shown)
-    });
+    let result = talk_then(&mut child, |tools| choose(&shown(s, tools)));
     let _ = child.kill();
     let _ = child.wait();
     result.map(|(tools, tried)| {
@@ -95,6 +88,15 @@ fn names(tools: &[Value]) -> BTreeSet<String> {
     tools
         .iter()
         .filter_map(|t| t["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The tools of `s` its client shows its model.
+fn shown(s: &Server, tools: &[Value]) -> Vec<Value> {
+    tools
+        .iter()
+        .filter(|t| client_shows(s, t))
+        .cloned()
         .collect()
 }
 
@@ -132,14 +134,7 @@ pub(crate) fn list_sandboxed(
     let mut child = c
         .spawn()
         .map_err(|e| format!("cannot start it in the sandbox: {e}"))?;
-    let result = talk_then(&mut child, |tools| {
-        let shown: Vec<Value> = tools
-            .iter()
-            .filter(|t| client_shows(s, t))
-            .cloned()
-            .collect();
-        choose(&shown)
-    });
+    let result = talk_then(&mut child, |tools| choose(&shown(s, tools)));
     let _ = child.kill();
     let _ = child.wait();
     if let Some(cg) = cgroup {
