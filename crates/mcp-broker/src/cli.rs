@@ -150,6 +150,10 @@ pub(crate) enum Command {
         /// Run the command unsandboxed (it gets the standard sandbox otherwise).
         #[arg(long)]
         no_sandbox: bool,
+        /// A profile whose upstreams list gets it (repeatable); default: every client's
+        /// profile that lists its upstreams (a profile without a list sees it anyway).
+        #[arg(long)]
+        profile: Vec<String>,
         /// The server's command and arguments, after `--`.
         #[arg(last = true)]
         command: Vec<String>,

@@ -323,6 +323,7 @@ fn main() -> ExitCode {
             env,
             lifecycle,
             no_sandbox,
+            profile,
             command,
         } => upstreams_cmd::add(
             config,
@@ -337,6 +338,7 @@ fn main() -> ExitCode {
                 lifecycle,
                 ..Default::default()
             },
+            &profile,
         ),
         Command::Remove { name } => upstreams_cmd::remove(config, &name),
         Command::List { json } => with_settings(config, |s| upstreams_cmd::list(s, json)),

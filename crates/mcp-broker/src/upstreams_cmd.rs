@@ -194,7 +194,65 @@ pub(crate) fn commit(path: &Path, text: &str, done: &str) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub(crate) fn add(explicit: Option<&Path>, new: &NewUpstream) -> ExitCode {
+/// The profiles of the config `text`: all of them, and the clients' (mapped to a client, or
+/// made by a client's import), when the text reads as a config.
+fn profiles_of(text: &str) -> (Vec<String>, Vec<String>) {
+    let Ok(s) = mcpb_config::load_str(
+        text,
+        "edit",
+        ConfigSource::Embedded,
+        &ResolveContext::from_env(),
+    ) else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut clients: Vec<String> = s.clients.values().cloned().collect();
+    for c in mcpb_clients::Client::ALL {
+        if let Some(p) = crate::client_cmd::read_record(&s, c)
+            .as_ref()
+            .and_then(|r| r["profile"].as_str())
+        {
+            clients.push(p.to_string());
+        }
+    }
+    clients.retain(|p| s.profiles.contains_key(p));
+    clients.sort();
+    clients.dedup();
+    (s.profiles.keys().cloned().collect(), clients)
+}
+
+/// `add`: `next` with the new upstream in the lists of `asked` profiles, else of every
+/// client's profile that lists its upstreams (a profile without a list sees it already).
+fn reach_profiles(
+    before: &str,
+    mut next: String,
+    name: &str,
+    asked: &[String],
+) -> Result<(String, Vec<String>), ExitCode> {
+    let targets = if asked.is_empty() {
+        profiles_of(before).1
+    } else {
+        asked.to_vec()
+    };
+    let mut reached = Vec::new();
+    for p in &targets {
+        match yaml_edit::add_to_profile_upstreams(&next, p, &[name.to_string()]) {
+            Ok(Some(t)) => {
+                next = t;
+                reached.push(p.clone());
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Err(fail(
+                    &format!("mcp-broker: profile {p}: {e}; nothing was written"),
+                    &["`mcp-broker profile list` names the profiles"],
+                ));
+            }
+        }
+    }
+    Ok((next, reached))
+}
+
+pub(crate) fn add(explicit: Option<&Path>, new: &NewUpstream, profiles: &[String]) -> ExitCode {
     let unsandboxed;
     let mut new = new;
     if new.sandbox
@@ -228,7 +286,20 @@ pub(crate) fn add(explicit: Option<&Path>, new: &NewUpstream) -> ExitCode {
     };
     match yaml_edit::add_upstream(&text, &new.name, &lines) {
         Ok(next) => {
-            let code = commit(&path, &next, &format!("added upstream {}", new.name));
+            let (next, reached) = match reach_profiles(&text, next, &new.name, profiles) {
+                Ok(r) => r,
+                Err(code) => return code,
+            };
+            let said = if reached.is_empty() {
+                format!("added upstream {}", new.name)
+            } else {
+                format!(
+                    "added upstream {} to profile(s) {}",
+                    new.name,
+                    reached.join(", ")
+                )
+            };
+            let code = commit(&path, &next, &said);
             if let Some(cmd) = new.command.first()
                 && code == ExitCode::SUCCESS
                 && !found(cmd)
@@ -264,8 +335,36 @@ pub(crate) fn remove(explicit: Option<&Path>, name: &str) -> ExitCode {
         Ok(f) => f,
         Err(code) => return code,
     };
+    // The profiles that list it let it go too, or the config would name a missing upstream.
+    let mut text = text;
+    let mut left = Vec::new();
+    for p in profiles_of(&text).0 {
+        match yaml_edit::remove_from_profile_upstreams(&text, &p, name) {
+            Ok(Some(t)) => {
+                text = t;
+                left.push(p);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return fail(
+                    &format!("mcp-broker: profile {p}: {e}; nothing was written"),
+                    &[&format!(
+                        "take {name} out of its upstreams by hand, then remove it"
+                    )],
+                );
+            }
+        }
+    }
+    let said = if left.is_empty() {
+        format!("removed upstream {name}")
+    } else {
+        format!(
+            "removed upstream {name} (and from profile(s) {})",
+            left.join(", ")
+        )
+    };
     match yaml_edit::remove_upstream(&text, name) {
-        Ok(next) => commit(&path, &next, &format!("removed upstream {name}")),
+        Ok(next) => commit(&path, &next, &said),
         Err(e) => fail(
             &format!("mcp-broker: {e}"),
             &["`mcp-broker list` shows the upstreams"],

@@ -186,20 +186,16 @@ pub(crate) fn add_entries(
     Ok(joined)
 }
 
-/// `text` with `names` added to the explicit `upstreams:` list of profile `profile`, written
-/// as a flow list on one line (`upstreams: [a, b]`) or a block list (`- a`). `Ok(None)` when
-/// the profile has no such list (it sees every upstream); `Err` when its shape is not one this
-/// edit knows.
-pub(crate) fn add_to_profile_upstreams(
-    text: &str,
+/// Where profile `profile`'s explicit `upstreams:` list is: its line, the end of the
+/// profile's block and the field's indent. `Ok(None)` when it has no such list (it sees every
+/// upstream); `Err` when its shape is not one these edits know.
+fn profile_upstreams(
+    lines: &[&str],
     profile: &str,
-    names: &[String],
-) -> Result<Option<String>, EditError> {
-    let nl = newline(text);
-    let lines: Vec<&str> = text.lines().collect();
+) -> Result<Option<(usize, usize, usize)>, EditError> {
     let missing = || EditError::NoProfile(profile.to_string());
-    let (header, end) = block(&lines, "profiles")?.ok_or_else(missing)?;
-    let indent = child_indent(&lines, header + 1, end);
+    let (header, end) = block(lines, "profiles")?.ok_or_else(missing)?;
+    let indent = child_indent(lines, header + 1, end);
     let start = (header + 1..end)
         .find(|i| child_name(lines[*i], indent) == Some(profile))
         .ok_or_else(missing)?;
@@ -209,8 +205,14 @@ pub(crate) fn add_to_profile_upstreams(
         .starts_with('{')
     {
         // `name: {…}` on one line: only a block mapping is edited.
-        let inline = head.contains("upstreams");
-        return if inline {
+        // `upstreams:` as a key, not the end of another (`allow_mutating_upstreams:`).
+        let keyed = head.match_indices("upstreams:").any(|(i, _)| {
+            head[..i]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !(c.is_alphanumeric() || c == '_'))
+        });
+        return if keyed {
             Err(EditError::FlowStyle)
         } else {
             Ok(None)
@@ -224,14 +226,46 @@ pub(crate) fn add_to_profile_upstreams(
     {
         stop += 1;
     }
-    let Some(at) = (start + 1..stop).find(|i| {
-        let l = lines[*i].trim_start();
-        l.starts_with("upstreams:") && !is_blank_or_comment(l)
-    }) else {
+    Ok((start + 1..stop)
+        .find(|i| {
+            let l = lines[*i].trim_start();
+            l.starts_with("upstreams:") && !is_blank_or_comment(l)
+        })
+        .map(|at| (at, stop, indent_of(lines[at]))))
+}
+
+/// The items of a block list under line `at` (`- a`), up to `stop`: their line numbers.
+fn block_items(lines: &[&str], at: usize, stop: usize, field_indent: usize) -> Vec<usize> {
+    let mut items = Vec::new();
+    for (i, l) in lines.iter().enumerate().take(stop).skip(at + 1) {
+        let t = l.trim_start();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        if t.starts_with("- ") && indent_of(l) >= field_indent {
+            items.push(i);
+        } else {
+            break;
+        }
+    }
+    items
+}
+
+/// `text` with `names` added to the explicit `upstreams:` list of profile `profile`, written
+/// as a flow list on one line (`upstreams: [a, b]`) or a block list (`- a`). `Ok(None)` when
+/// the profile has no such list (it sees every upstream); `Err` when its shape is not one this
+/// edit knows.
+pub(crate) fn add_to_profile_upstreams(
+    text: &str,
+    profile: &str,
+    names: &[String],
+) -> Result<Option<String>, EditError> {
+    let nl = newline(text);
+    let lines: Vec<&str> = text.lines().collect();
+    let Some((at, stop, field_indent)) = profile_upstreams(&lines, profile)? else {
         return Ok(None);
     };
     let mut out: Vec<String> = lines.iter().map(|l| (*l).to_string()).collect();
-    let field_indent = indent_of(lines[at]);
     let rest = lines[at].trim_start()["upstreams:".len()..].trim();
     if let Some(inner) = rest.strip_prefix('[') {
         let Some(close) = inner.find(']') else {
@@ -251,25 +285,72 @@ pub(crate) fn add_to_profile_upstreams(
             comment
         );
     } else if rest.is_empty() || rest.starts_with('#') {
-        let mut last = at;
-        let mut item_indent = field_indent + 2;
-        for (i, l) in lines.iter().enumerate().take(stop).skip(at + 1) {
-            let t = l.trim_start();
-            if t.is_empty() || t.starts_with('#') {
-                continue;
-            }
-            if t.starts_with("- ") && indent_of(l) >= field_indent {
-                last = i;
-                item_indent = indent_of(l);
-            } else {
-                break;
-            }
-        }
+        let items = block_items(&lines, at, stop, field_indent);
+        let last = items.last().copied().unwrap_or(at);
+        let item_indent = items
+            .last()
+            .map_or(field_indent + 2, |i| indent_of(lines[*i]));
         let new: Vec<String> = names
             .iter()
             .map(|n| format!("{}- {}", " ".repeat(item_indent), yaml_name(n)))
             .collect();
         out.splice(last + 1..last + 1, new);
+    } else {
+        return Err(EditError::FlowStyle);
+    }
+    let mut joined = out.join(nl);
+    joined.push_str(nl);
+    Ok(Some(joined))
+}
+
+/// `text` with `name` taken out of profile `profile`'s explicit `upstreams:` list. `Ok(None)`
+/// when the profile has no such list or the list does not name it.
+pub(crate) fn remove_from_profile_upstreams(
+    text: &str,
+    profile: &str,
+    name: &str,
+) -> Result<Option<String>, EditError> {
+    let nl = newline(text);
+    let lines: Vec<&str> = text.lines().collect();
+    let Some((at, stop, field_indent)) = profile_upstreams(&lines, profile)? else {
+        return Ok(None);
+    };
+    let unquoted = |x: &str| x.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
+    let mut out: Vec<String> = lines.iter().map(|l| (*l).to_string()).collect();
+    let rest = lines[at].trim_start()["upstreams:".len()..].trim();
+    if let Some(inner) = rest.strip_prefix('[') {
+        let Some(close) = inner.find(']') else {
+            return Err(EditError::FlowStyle);
+        };
+        let items: Vec<String> = inner[..close]
+            .split(',')
+            .map(|x| x.trim().to_string())
+            .filter(|x| !x.is_empty())
+            .collect();
+        let kept: Vec<&String> = items.iter().filter(|x| unquoted(x) != name).collect();
+        if kept.len() == items.len() {
+            return Ok(None);
+        }
+        let kept: Vec<&str> = kept.iter().map(|s| s.as_str()).collect();
+        out[at] = format!(
+            "{}upstreams: [{}]{}",
+            " ".repeat(field_indent),
+            kept.join(", "),
+            &inner[close + 1..]
+        );
+    } else if rest.is_empty() || rest.starts_with('#') {
+        let items = block_items(&lines, at, stop, field_indent);
+        let Some(hit) = items.iter().find(|i| {
+            let item = lines[**i].trim_start().trim_start_matches("- ");
+            unquoted(item.split(" #").next().unwrap_or(item)) == name
+        }) else {
+            return Ok(None);
+        };
+        if items.len() == 1 {
+            // The last one: an empty list, which a block list cannot say.
+            out[at] = format!("{}upstreams: []", " ".repeat(field_indent));
+        }
+        out.remove(*hit);
     } else {
         return Err(EditError::FlowStyle);
     }
@@ -550,6 +631,42 @@ mod tests {
         assert_eq!(
             add_upstream("upstreams: {a: {command: x}}\n", "fs", &entry()),
             Err(EditError::FlowStyle)
+        );
+    }
+
+    #[test]
+    fn a_profile_lets_an_upstream_go_from_its_list_whatever_the_lists_style() {
+        let flow = "profiles:\n  c:\n    upstreams: [example, \"git\", memory]  # mine\n";
+        assert_eq!(
+            remove_from_profile_upstreams(flow, "c", "git").unwrap(),
+            Some("profiles:\n  c:\n    upstreams: [example, memory]  # mine\n".into())
+        );
+        assert_eq!(
+            remove_from_profile_upstreams(flow, "c", "gi").unwrap(),
+            None
+        );
+        let block = "profiles:\n  c:\n    upstreams:\n      - git  # the repo\n      - memory\n    max_tools: 9\n";
+        let out = remove_from_profile_upstreams(block, "c", "git")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            out,
+            "profiles:\n  c:\n    upstreams:\n      - memory\n    max_tools: 9\n"
+        );
+        // The last one leaves an empty list, not a list of nulls.
+        assert_eq!(
+            remove_from_profile_upstreams(&out, "c", "memory").unwrap(),
+            Some("profiles:\n  c:\n    upstreams: []\n    max_tools: 9\n".into())
+        );
+        let all = "profiles:\n  default:\n    allow_mutating_upstreams: true\n";
+        assert_eq!(
+            remove_from_profile_upstreams(all, "default", "git"),
+            Ok(None)
+        );
+        let flow = "profiles:\n  default: {allow_mutating_upstreams: true}\n";
+        assert_eq!(
+            remove_from_profile_upstreams(flow, "default", "git"),
+            Ok(None)
         );
     }
 

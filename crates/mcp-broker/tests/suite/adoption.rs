@@ -711,3 +711,46 @@ fn rolling_back_a_project_file_from_another_folder_names_the_files_with_backups(
         "{\"mcpServers\": {}}\n"
     );
 }
+
+#[test]
+fn add_reaches_the_imported_profiles_and_remove_takes_it_out_of_them() {
+    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    let user = user_home(&home);
+    let file = user.join(".cursor/mcp.json");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let fx = super::support::fixture();
+    std::fs::write(
+        &file,
+        format!(
+            "{{\"mcpServers\": {{\"one\": {{\"command\": \"{}\", \"args\": [\"--name\", \"one\"]}}}}}}\n",
+            fx.display()
+        ),
+    )
+    .unwrap();
+    for extra in [&[][..], &["--apply"][..]] {
+        let mut args = vec!["--client", "cursor"];
+        args.extend_from_slice(extra);
+        let (ok, out, err) = import(&home, &user, &user, &args);
+        assert!(ok, "{out}{err}");
+    }
+    let run = |args: &[&str]| {
+        let out = home.cmd(args).env("HOME", &user).output().unwrap();
+        let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "{args:?}: {said}");
+        said
+    };
+    let fxs = fx.display().to_string();
+    let said = run(&["add", "two", "--", &fxs, "--name", "two"]);
+    assert!(
+        said.contains("added upstream two to profile(s) cursor"),
+        "{said}"
+    );
+    let config = std::fs::read_to_string(home.config_path()).unwrap();
+    assert!(config.contains("upstreams: [one, two]"), "{config}");
+    for name in ["two", "one"] {
+        let said = run(&["remove", name]);
+        assert!(said.contains("and from profile(s) cursor"), "{said}");
+    }
+    run(&["config", "validate"]);
+    let _ = home.run(&["stop"]);
+}
