@@ -187,6 +187,38 @@ fn text_of(result: &Value) -> String {
         .unwrap_or_default()
 }
 
+/// The profile a run gets without --profile: the default config's facade profile with `exec:`.
+const DEFAULT_PROFILE: &str = "compact";
+
+/// A run's program called a tool its profile does not show: which profiles could run it.
+fn unknown_tool_hint(settings: &Settings, profile: &str) {
+    let hides = settings
+        .profiles
+        .get(profile)
+        .is_some_and(|p| !p.allow_mutating_upstreams);
+    if hides {
+        errln!(
+            "hint: profile {profile} hides tools that may change something (allow_mutating_upstreams: false; mutating_allowlist names exceptions)"
+        );
+    }
+    let others: Vec<&str> = settings
+        .profiles
+        .iter()
+        .filter(|(n, p)| n.as_str() != profile && p.exec.is_some())
+        .map(|(n, _)| n.as_str())
+        .collect();
+    if others.is_empty() {
+        errln!(
+            "hint: `mcp-broker tools search QUERY --profile {profile}` lists what it shows; a client's profile runs code once it has an `exec:` block"
+        );
+    } else {
+        errln!(
+            "hint: `--profile P` runs it in another profile with `exec:`: {}",
+            others.join(", ")
+        );
+    }
+}
+
 pub(crate) fn run(
     settings: &Settings,
     profile: Option<&str>,
@@ -201,7 +233,12 @@ pub(crate) fn run(
     let is_run = matches!(command, ExecCommand::Run { .. });
     let is_open = matches!(command, ExecCommand::Open { .. });
     let result = call(command).and_then(|(tool, args)| {
-        call_facade(settings, Some(profile.unwrap_or("compact")), tool, args)
+        call_facade(
+            settings,
+            Some(profile.unwrap_or(DEFAULT_PROFILE)),
+            tool,
+            args,
+        )
     });
     let result = match result {
         Ok(r) => r,
@@ -246,6 +283,9 @@ pub(crate) fn run(
     }
     let first = text_of(&result);
     errln!("{}", crate::printable(first.lines().next().unwrap_or("")));
+    if result.to_string().contains("unknown tool:") {
+        unknown_tool_hint(settings, profile.unwrap_or(DEFAULT_PROFILE));
+    }
     if data["status"] == "ok" {
         ExitCode::SUCCESS
     } else {

@@ -555,7 +555,7 @@ fn report(rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode
             "hint: `mcp-broker logs UPSTREAM` says why; a sandboxed one: `mcp-broker sandbox check UPSTREAM --call TOOL` shows what was refused"
         );
     }
-    if lost + added + broken + misbehaved > 0 {
+    if lost + broken + misbehaved > 0 {
         errln!(
             "mcp-broker: through profile {profile}, {client} misses {lost} tool(s) its servers had, gains {added} it did not have, and {broken} upstream(s) cannot be listed"
         );
@@ -563,6 +563,15 @@ fn report(rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode
             "hint: `mcp-broker status` and `mcp-broker logs UPSTREAM` say why an upstream lists fewer; tools_allow / tools_deny in broker.yaml hide tools"
         );
         return ExitCode::FAILURE;
+    }
+    // More is not less: nothing the client had is lost, so the move stands.
+    if added > 0 {
+        errln!(
+            "mcp-broker: through profile {profile}, {client} also reaches {added} tool(s) its servers did not show it (a filter of the client's that the broker does not have; see the table)"
+        );
+        errln!(
+            "hint: tools_deny on the upstream in broker.yaml hides them again, if they should stay hidden"
+        );
     }
     // Nothing compared proves nothing: only remote servers (which are not started here) may
     // leave the comparison empty.
@@ -626,6 +635,28 @@ mod tests {
         // Nothing that says it is read-only: nothing is tried.
         assert_eq!(probe_call(None, "m", &tools[..1]), None);
         assert_eq!(probe_call(None, "m", &[tool("echo", None, &[])]), None);
+    }
+
+    #[test]
+    fn more_tools_than_before_is_said_but_is_no_failure_and_fewer_is() {
+        let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        let row = |after: &[&str]| Row {
+            name: "notes".into(),
+            scope: "user".into(),
+            upstream: "notes".into(),
+            before: Ok(set(&["read"])),
+            after: Some(set(after)),
+            unlisted: None,
+            call: None,
+        };
+        assert_eq!(
+            report(&[row(&["read", "crash"])], "p", "gemini", true),
+            ExitCode::SUCCESS
+        );
+        assert_eq!(report(&[row(&[])], "p", "gemini", true), ExitCode::FAILURE);
+        let mut differs = row(&["read"]);
+        differs.call = Some(("read".into(), "ok".into(), "tool error: EACCES".into()));
+        assert_eq!(report(&[differs], "p", "gemini", true), ExitCode::FAILURE);
     }
 
     #[test]

@@ -611,6 +611,9 @@ fn decide(
     match p.as_upstream(o, cwd, server, &name) {
         Ok(mut u) => {
             u.project = project_of(o, place);
+            // The user's own servers ran with the user's rights already: their read-only
+            // annotations label their tools. A repository's are believed only on request.
+            u.trust_annotations = o.read_only || place.scope != mcpb_clients::Scope::Project;
             if u.sandbox
                 && let Some(why) = crate::upstreams_cmd::blind_spot(&u)
             {

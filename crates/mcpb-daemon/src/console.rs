@@ -164,7 +164,29 @@ impl mcpb_console::Backend for ConsoleBackend {
             .keys()
             .map(|p| (p.clone(), Vec::new()))
             .collect();
-        for (client, profile) in &config.settings.clients {
+        // A client's entry names its profile once it was imported (`--profile`), which wins
+        // over the `clients:` mapping: the import's record says which.
+        let imports = config.settings.runtime.state_dir().join("imports");
+        let mut imported: BTreeMap<String, String> = BTreeMap::new();
+        for e in std::fs::read_dir(&imports).into_iter().flatten().flatten() {
+            let path = e.path();
+            let Some(client) = path.file_stem().and_then(|c| c.to_str()) else {
+                continue;
+            };
+            let record: Option<serde_json::Value> = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok());
+            if let Some(p) = record.as_ref().and_then(|r| r["profile"].as_str()) {
+                imported.insert(client.to_string(), p.to_string());
+            }
+        }
+        let clients = config
+            .settings
+            .clients
+            .iter()
+            .filter(|(c, _)| !imported.contains_key(*c))
+            .chain(&imported);
+        for (client, profile) in clients {
             if let Some(list) = by_profile.get_mut(profile) {
                 list.push(client.clone());
             }
