@@ -194,16 +194,50 @@ pub fn without(place: &Place, text: &str, names: &[String]) -> Result<String, Cl
             let mut doc: toml_edit::DocumentMut = text
                 .parse()
                 .map_err(|e| crate::edit::broken_toml(path, &e, text))?;
+            // A table's comments are its own (its prefix): they stay in the file, at its end,
+            // when the table goes.
+            let mut comments = String::new();
             if let Some(t) = doc
                 .get_mut("mcp_servers")
                 .and_then(toml_edit::Item::as_table_like_mut)
             {
                 for n in names {
-                    t.remove(n);
+                    if let Some(toml_edit::Item::Table(gone)) = t.remove(n) {
+                        let prefix = gone.decor().prefix().and_then(|p| p.as_str());
+                        if let Some(p) = prefix.filter(|p| p.contains('#')) {
+                            comments.push_str(p.trim_start_matches('\n'));
+                        }
+                    }
                 }
+            }
+            if !comments.is_empty() {
+                let trailing = doc.trailing().as_str().unwrap_or("").to_string();
+                doc.set_trailing(format!("{trailing}{comments}"));
             }
             Ok(doc.to_string())
         }
+    }
+}
+
+#[cfg(test)]
+mod without_tests {
+    use super::*;
+
+    #[test]
+    fn a_removed_toml_tables_comments_stay() {
+        let place = crate::Place {
+            client: crate::Client::Codex,
+            scope: crate::Scope::Project,
+            path: "/w/.codex/config.toml".into(),
+            folder: Some("/w".into()),
+        };
+        let text = "# the team's servers\n\n# notes: ask Ana for the key\n[mcp_servers.notes]\ncommand = \"notes\"\n";
+        let out = without(&place, text, &["notes".to_string()]).unwrap();
+        assert!(
+            out.contains("# the team's servers") && out.contains("# notes: ask Ana for the key"),
+            "{out:?}"
+        );
+        assert!(!out.contains("command"), "{out:?}");
     }
 }
 
