@@ -441,9 +441,10 @@ fn through_broker(
     let Some(name) = reach.exposed(upstream, tool) else {
         return "not reached through the broker".into();
     };
-    let called = crate::tools_cmd::call_facade(
+    let called = crate::tools_cmd::call_facade_as(
         settings,
         Some(profile),
+        mcpb_protocol::CHECK_CLIENT,
         "call_tool",
         json!({"name": name, "arguments": arguments}),
     )

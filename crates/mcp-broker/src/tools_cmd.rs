@@ -22,10 +22,21 @@ pub(crate) fn call_facade(
     tool: &'static str,
     arguments: Value,
 ) -> anyhow::Result<Value> {
+    call_facade_as(settings, profile, "mcp-broker-cli", tool, arguments)
+}
+
+/// `call_facade` in a session of client `client` (the audit log's and the usage counts').
+pub(crate) fn call_facade_as(
+    settings: &Settings,
+    profile: Option<&str>,
+    client: &str,
+    tool: &'static str,
+    arguments: Value,
+) -> anyhow::Result<Value> {
     let stream = connect_or_start_for_cli(settings)?;
     let kind = HelloKind::Session {
         profile: profile.map(str::to_string),
-        client: Some("mcp-broker-cli".into()),
+        client: Some(client.into()),
         cwd: std::env::current_dir()
             .ok()
             .map(|p| p.display().to_string()),

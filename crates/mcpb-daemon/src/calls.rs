@@ -340,7 +340,9 @@ impl Calls {
         if let Some(l) = line.as_mut() {
             l.push(b'\n');
         }
-        if matches!(rec.outcome, Outcome::Ok | Outcome::ToolError) {
+        if matches!(rec.outcome, Outcome::Ok | Outcome::ToolError)
+            && rec.client != Some(mcpb_protocol::CHECK_CLIENT)
+        {
             self.usage.count(rec.profile, rec.tool);
         }
         let mut s = self.state.lock();

@@ -50,6 +50,8 @@ impl Usage {
             profile: String,
             tool: String,
             outcome: String,
+            #[serde(default)]
+            client: Option<String>,
         }
         let Ok(mut file) = std::fs::File::open(audit_log) else {
             return;
@@ -68,6 +70,7 @@ impl Usage {
         for line in text.lines() {
             if let Ok(l) = serde_json::from_str::<Line>(line)
                 && matches!(l.outcome.as_str(), "ok" | "tool_error")
+                && l.client.as_deref() != Some(mcpb_protocol::CHECK_CLIENT)
             {
                 self.count(&l.profile, &l.tool);
             }
@@ -94,6 +97,11 @@ mod tests {
             line("codex", "u_a", "tool_error"),
             line("codex", "u_b", "error"),
             line("claude", "u.a", "ok"),
+            // The broker's own checks are no client's calls.
+            line("claude", "u.b", "ok").replace(
+                "\"session\":1,",
+                "\"session\":1,\"client\":\"mcp-broker-check\",",
+            ),
         ]
         .concat();
         std::fs::write(&log, text).unwrap();
@@ -103,6 +111,7 @@ mod tests {
         assert_eq!(usage.calls("codex", "u_a"), 3);
         assert_eq!(usage.calls("codex", "u_b"), 0, "a failed call is no use");
         assert_eq!(usage.calls("claude", "u.a"), 1);
+        assert_eq!(usage.calls("claude", "u.b"), 0);
         usage.learn_from(&dir.path().join("absent"));
     }
 }

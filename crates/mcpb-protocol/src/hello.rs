@@ -6,6 +6,10 @@
 use serde::{Deserialize, Serialize};
 
 /// Bumped when the hello exchange or the session framing changes incompatibly.
+/// The client name of the broker's own checks (the import's parity calls): their calls are
+/// not a client's, so a budgeted profile does not learn its favourites from them.
+pub const CHECK_CLIENT: &str = "mcp-broker-check";
+
 pub const BROKER_PROTOCOL_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -21,7 +21,9 @@ pub mod tool;
 pub use codec::{FrameError, FrameReader, Line};
 pub use era::Era;
 pub use error::BrokerRpcError;
-pub use hello::{AdminCommand, BROKER_PROTOCOL_VERSION, Hello, HelloKind, HelloReply};
+pub use hello::{
+    AdminCommand, BROKER_PROTOCOL_VERSION, CHECK_CLIENT, Hello, HelloKind, HelloReply,
+};
 pub use message::RpcCode;
 pub use message::{Incoming, IncomingKind, MessageError};
 pub use tool::{NotATool, Tool};
