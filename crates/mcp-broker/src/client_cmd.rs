@@ -466,22 +466,7 @@ fn rollback_file(settings: &Settings, r: &Resolved, backup: Option<&str>, force:
     }
 }
 
-/// Where an import's record is kept: what the parity check and a rollback read. (Here, below
-/// the import's modules, which all read the client files through this one.)
-pub(crate) fn record_path(settings: &Settings, client: Client) -> PathBuf {
-    settings
-        .runtime
-        .state_dir()
-        .join("imports")
-        .join(format!("{}.json", client.name()))
-}
-
-/// The import's record of `client`, when there is a readable one.
-pub(crate) fn read_record(settings: &Settings, client: Client) -> Option<serde_json::Value> {
-    std::fs::read_to_string(record_path(settings, client))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-}
+use crate::import_record::read_record;
 
 /// After a rollback of the backup an import took of `path` (`backup`): the upstreams it made of
 /// that file's servers are still in the broker's config (a rollback gives the client its

@@ -57,7 +57,7 @@ fn record(
     plan: &Plan,
 ) {
     let path = record_path(settings, client);
-    let old: serde_json::Value = crate::client_cmd::read_record(settings, client)
+    let old: serde_json::Value = crate::import_record::read_record(settings, client)
         .filter(|r| r["profile"] == profile)
         .unwrap_or_default();
     let mut all_backups: Vec<serde_json::Value> =

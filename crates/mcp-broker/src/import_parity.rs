@@ -303,7 +303,7 @@ pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode
     let Some(c) = Client::parse(client) else {
         return fail(&format!("mcp-broker: no client named {client:?}"), &[]);
     };
-    let record: Value = match crate::client_cmd::read_record(settings, c) {
+    let record: Value = match crate::import_record::read_record(settings, c) {
         Some(r) => r,
         None => {
             return fail(

@@ -13,7 +13,7 @@ pub(crate) struct Files {
     pub after: BTreeMap<PathBuf, String>,
 }
 
-pub(crate) use crate::client_cmd::record_path;
+pub(crate) use crate::import_record::record_path;
 
 /// The variables the moved servers still take from the daemon's environment.
 /// `from`: whose file names them ("the client's file").

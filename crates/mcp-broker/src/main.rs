@@ -23,6 +23,7 @@ mod import_cmd;
 mod import_parity;
 mod import_plan;
 mod import_profile;
+mod import_record;
 mod import_report;
 mod import_scan;
 mod import_secrets;

@@ -207,7 +207,7 @@ fn profiles_of(text: &str) -> (Vec<String>, Vec<String>) {
     };
     let mut clients: Vec<String> = s.clients.values().cloned().collect();
     for c in mcpb_clients::Client::ALL {
-        if let Some(p) = crate::client_cmd::read_record(&s, c)
+        if let Some(p) = crate::import_record::read_record(&s, c)
             .as_ref()
             .and_then(|r| r["profile"].as_str())
         {
