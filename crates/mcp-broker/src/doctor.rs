@@ -285,12 +285,19 @@ fn clients(checks: &mut Vec<Check>) {
         let folder = mcpb_clients::local_folder(user_text.as_deref().unwrap_or(""), &cwd);
         let mut own: Vec<String> = Vec::new();
         let mut any_file = false;
+        // What the person switched off in the client (rejected, disabled) does not start;
+        // what waits for their yes is still listed: a repository's server starts once they
+        // approve it.
+        let approvals = mcpb_clients::Approvals::read(client, &home, &cwd, &folder);
         for place in client.places(&home, &cwd, Some(&folder)) {
             let Ok(text) = std::fs::read_to_string(&place.path) else {
                 continue;
             };
             any_file = true;
             for s in mcpb_clients::servers(&place, &text).unwrap_or_default() {
+                if s.disabled || approvals.switched_off(&place, &s.name) {
+                    continue;
+                }
                 own.push(format!("{} ({})", s.name, place.label()));
             }
         }

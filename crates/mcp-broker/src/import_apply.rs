@@ -100,7 +100,7 @@ fn record(
 
 /// Why a running daemon would not take this import: it serves another config file (its
 /// reload would not read this one, and the client's new profile would be unknown to it).
-fn other_daemon(settings: &Settings, config: &Path) -> Option<String> {
+pub(crate) fn other_daemon(settings: &Settings, config: &Path) -> Option<String> {
     let reply = crate::daemon_client::admin(settings, mcpb_protocol::AdminCommand::Status)
         .ok()
         .flatten()?;

@@ -216,6 +216,9 @@ pub(crate) fn import(
                     .join(", ")
             }
         );
+        for (f, n) in &scan.elsewhere {
+            errln!("hint: {n} server(s) local to {f}: run the import there, or add --all-projects");
+        }
         return ExitCode::SUCCESS;
     }
     let mask = scan.mask.clone();
@@ -306,6 +309,16 @@ pub(crate) fn import(
         {
             reached.push(u.clone());
         }
+    }
+    // Already moved: what is left is what the client does not start either.
+    let all_off = plan.found.iter().all(|f| matches!(f.fate, Fate::Off(_)));
+    if reached.is_empty() && all_off && scan.entry_profile.is_some() {
+        print_table(&plan, &scan.stays, &mask);
+        outln!(
+            "{}: every server it starts is on the broker already; the rest it does not start either (see the table)",
+            client.name()
+        );
+        return ExitCode::SUCCESS;
     }
     if reached.is_empty() {
         print_table(&plan, &scan.stays, &mask);
@@ -485,7 +498,25 @@ pub(crate) fn import(
         {
             return fail(&format!("mcp-broker: cannot note the dry run: {e}"), &[]);
         }
+        if !scan.elsewhere.is_empty() {
+            let list: Vec<String> = scan
+                .elsewhere
+                .iter()
+                .map(|(f, n)| format!("{f} ({n})"))
+                .collect();
+            outln!(
+                "not in this import: servers local to other folders, {}; run the import there, or add --all-projects",
+                list.join(", ")
+            );
+        }
         errln!("a dry run: nothing was written");
+        if let Some(why) = crate::import_apply::other_daemon(settings, &config_path) {
+            errln!(
+                "mcp-broker: {why}, not {}: --apply will refuse until it stops",
+                config_path.display()
+            );
+            errln!("hint: `mcp-broker stop` first");
+        }
         say_variables(&plan, "the client's file");
         errln!("hint: `{}` writes all of it", again(a, true));
         return ExitCode::SUCCESS;

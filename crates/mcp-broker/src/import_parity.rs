@@ -568,7 +568,7 @@ fn report(rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode
     // More is not less: nothing the client had is lost, so the move stands.
     if added > 0 {
         errln!(
-            "mcp-broker: through profile {profile}, {client} also reaches {added} tool(s) its servers did not show it (a filter of the client's that the broker does not have; see the table)"
+            "mcp-broker: through profile {profile}, {client} also reaches {added} tool(s) its servers did not list to it (a server may list more to a client that can do more, such as sampling or roots; or a filter of the client's; see the table)"
         );
         errln!(
             "hint: tools_deny on the upstream in broker.yaml hides them again, if they should stay hidden"
@@ -592,7 +592,15 @@ fn report(rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode
             "mcp-broker: {unchecked} server(s) could not be compared (see the table); the others match"
         );
     } else if !json_out {
-        outln!("{client}: through profile {profile} it reaches exactly the tools its servers had");
+        if added > 0 {
+            outln!(
+                "{client}: through profile {profile} it reaches every tool its servers had, and {added} more"
+            );
+        } else {
+            outln!(
+                "{client}: through profile {profile} it reaches exactly the tools its servers had"
+            );
+        }
     }
     ExitCode::SUCCESS
 }

@@ -34,6 +34,9 @@ pub(crate) struct Scan {
     pub entry_profile: Option<String>,
     /// Every value in any of the client's servers (any scope) that may be a credential.
     pub mask: Vec<String>,
+    /// Claude Code's other folders with local servers of their own, which this import leaves
+    /// (without `--all-projects`): the folder and how many.
+    pub elsewhere: Vec<(String, usize)>,
 }
 
 /// Every place of the client for this folder (and, with `all_projects`, Claude Code's local
@@ -175,6 +178,22 @@ pub(crate) fn scan(
         });
     mask.sort_by_key(|v: &String| std::cmp::Reverse(v.len()));
     mask.dedup();
+    let mut elsewhere = Vec::new();
+    if client == Client::ClaudeCode && !all_projects {
+        let text = before[&user_file].clone().unwrap_or_default();
+        for f in mcpb_clients::local_folders(&text) {
+            let place = Place {
+                client,
+                scope: Scope::Local,
+                path: user_file.clone(),
+                folder: Some(f.clone()),
+            };
+            let n = mcpb_clients::servers(&place, &text).map_or(0, |s| s.len());
+            if f != folder && n > 0 {
+                elsewhere.push((f, n));
+            }
+        }
+    }
     Ok(Scan {
         places,
         before,
@@ -182,6 +201,7 @@ pub(crate) fn scan(
         stays,
         entry_profile,
         mask,
+        elsewhere,
     })
 }
 

@@ -178,7 +178,14 @@ fn measure_one(
     home: &Path,
     cwd: &Path,
 ) -> Result<Option<Measured>, Option<String>> {
-    let scan = crate::import_scan::scan(client, home, cwd, &[], false, false).map_err(|_| None)?;
+    // Every project's server counts as the client starts it, unless the client's own state
+    // says it does not (an editor's trust, which the broker cannot read, is taken as given).
+    let scan = crate::import_scan::scan(client, home, cwd, &[], false, true).map_err(|_| None)?;
+    let switched_off = |place: &Place, name: &str| {
+        scan.found
+            .iter()
+            .any(|(p, s, why)| p == place && s.name == name && why.is_some())
+    };
     // The client's literal credentials are secrets like the config's: a server started to be
     // measured may say one in its error, and the CLI redacts like the daemon.
     for v in &scan.mask {
@@ -210,6 +217,9 @@ fn measure_one(
             before_servers.push((format!("{} ({})", s.name, place.label()), s));
         }
         for s in started(place, &now) {
+            if switched_off(place, &s.name) {
+                continue;
+            }
             after_servers.push((format!("{} ({})", s.name, place.label()), s));
         }
     }

@@ -14,6 +14,10 @@ use crate::fail;
 /// context table.)
 pub(crate) const DEFAULT_BUDGET: u32 = 1000;
 
+/// About what the facade's own definitions take (o200k, `docs/benchmarks.md`): a budget
+/// below it still shows the facade, which every tool is reached through.
+const FACADE_TOKENS: u32 = 620;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ViewAsk {
     Raw,
@@ -68,15 +72,20 @@ impl ViewAsk {
             crate::yaml_edit::set_value(text, &["profiles", name, key], value)
                 .map_err(|e| e.to_string())
         };
-        let (compact, budget) = match self {
-            ViewAsk::Raw => ("false", "null".to_string()),
-            ViewAsk::Compact => ("true", "null".to_string()),
-            ViewAsk::Budget(n) => ("false", n.to_string()),
+        let unset = |text: &str, key: &str| {
+            crate::yaml_edit::unset_value(text, &["profiles", name, key]).map_err(|e| e.to_string())
         };
-        let text = set(text, "compact_tools_enabled", compact)?;
-        let mut text = set(&text, "tool_budget_tokens", &budget)?;
+        // A setting back at its default goes from the file rather than stay as `false`/`null`.
+        let text = match self {
+            ViewAsk::Compact => set(text, "compact_tools_enabled", "true")?,
+            ViewAsk::Raw | ViewAsk::Budget(_) => unset(text, "compact_tools_enabled")?,
+        };
+        let mut text = match self {
+            ViewAsk::Budget(n) => set(&text, "tool_budget_tokens", &n.to_string())?,
+            ViewAsk::Raw | ViewAsk::Compact => unset(&text, "tool_budget_tokens")?,
+        };
         if self == ViewAsk::Raw {
-            text = set(&text, "max_tools", "null")?;
+            text = unset(&text, "max_tools")?;
         }
         Ok(text)
     }
@@ -110,6 +119,13 @@ pub(crate) fn set(explicit: Option<&Path>, profile: &str, ask: Option<ViewAsk>) 
         errln!("profile {profile} shows {} already", ask.describe());
         return ExitCode::SUCCESS;
     }
+    if let ViewAsk::Budget(n) = ask
+        && n < FACADE_TOKENS
+    {
+        errln!(
+            "mcp-broker: {n} tokens is less than the facade itself takes (about {FACADE_TOKENS}): profile {profile} will show the facade alone, over the budget"
+        );
+    }
     match ask.apply(&text, profile) {
         Ok(next) => crate::upstreams_cmd::commit(
             &path,
@@ -135,11 +151,15 @@ mod tests {
         let b = ViewAsk::Budget(800).apply(text, "claude-code").unwrap();
         assert_eq!(
             b,
-            "schema_version: 1\nprofiles:\n  claude-code:\n    upstreams: [a]  # mine\n    compact_tools_enabled: false\n    tool_budget_tokens: 800\n"
+            "schema_version: 1\nprofiles:\n  claude-code:\n    upstreams: [a]  # mine\n    tool_budget_tokens: 800\n"
         );
         let r = ViewAsk::Raw.apply(&b, "claude-code").unwrap();
-        assert!(r.contains("tool_budget_tokens: null\n"), "{r}");
-        assert!(r.contains("max_tools: null\n"), "{r}");
+        assert_eq!(
+            r,
+            "schema_version: 1\nprofiles:\n  claude-code:\n    upstreams: [a]  # mine\n"
+        );
+        let c = ViewAsk::Compact.apply(&r, "claude-code").unwrap();
+        assert!(c.ends_with("    compact_tools_enabled: true\n"), "{c}");
         assert_eq!(
             ViewAsk::from_flags(false, false, Some(5)),
             Some(ViewAsk::Budget(5))

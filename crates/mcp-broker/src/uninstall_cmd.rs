@@ -216,6 +216,13 @@ fn purge(settings: &Settings, backups_root: &Path) -> Result<(), ExitCode> {
             )
         })?;
         outln!("removed {}", backups_root.display());
+        // The folder made to hold them, when nothing else is in it.
+        if let Some(parent) = backups_root
+            .parent()
+            .filter(|p| p.ends_with("state/mcp-broker"))
+        {
+            let _ = std::fs::remove_dir(parent);
+        }
     }
     if !purgeable(root) {
         errln!(
@@ -231,5 +238,11 @@ fn purge(settings: &Settings, backups_root: &Path) -> Result<(), ExitCode> {
         )
     })?;
     outln!("removed {}", root.display());
+    // `~/mcp` of the default `~/mcp/mcp-broker`, when nothing else is in it.
+    if root.ends_with(mcpb_config::layout::DEFAULT_ROOT)
+        && let Some(parent) = root.parent()
+    {
+        let _ = std::fs::remove_dir(parent);
+    }
     Ok(())
 }

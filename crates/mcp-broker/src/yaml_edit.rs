@@ -506,6 +506,24 @@ pub(crate) fn set_value(text: &str, keys: &[&str], value: &str) -> Result<String
     Ok(joined)
 }
 
+/// `text` without the key at `keys` (its line and a block value's lines), when it is there:
+/// what a setting back at its default reads best as. Located exactly as `set_value` would set
+/// it, then its one line taken out; a missing key changes nothing.
+pub(crate) fn unset_value(text: &str, keys: &[&str]) -> Result<String, EditError> {
+    const MARK: &str = "\u{1}unset\u{1}";
+    let marked = set_value(text, keys, MARK)?;
+    let nl = newline(text);
+    let kept: Vec<&str> = marked.lines().filter(|l| !l.contains(MARK)).collect();
+    let mut joined = kept.join(nl);
+    joined.push_str(nl);
+    // A parent made only to hold the key (it was not there) goes too.
+    Ok(if joined.len() < text.len() || joined == text {
+        joined
+    } else {
+        text.to_string()
+    })
+}
+
 /// A YAML scalar that reads back exactly as given (JSON strings are YAML).
 pub(crate) fn quoted(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())

@@ -142,6 +142,24 @@ impl Approvals {
         self
     }
 
+    /// Whether the person switched `name` off in the client (rejected, disabled, excluded),
+    /// as opposed to a server still waiting for their yes (not approved, not trusted yet):
+    /// one never starts, the other starts once they say so.
+    pub fn switched_off(&self, place: &Place, name: &str) -> bool {
+        let has = |list: &[String]| list.iter().any(|n| n == name);
+        match self.client {
+            Some(Client::ClaudeCode) => {
+                has(&self.off_here) || (place.scope == Scope::Project && has(&self.rejected))
+            }
+            Some(Client::Gemini) => {
+                has(&self.off)
+                    || has(&self.excluded)
+                    || self.allowed.as_deref().is_some_and(|a| !has(a))
+            }
+            _ => false,
+        }
+    }
+
     /// Why the client would not start `name` from `place`; `None` when it would.
     pub fn refused(&self, place: &Place, name: &str) -> Option<String> {
         match self.client? {
