@@ -345,26 +345,38 @@ pub(crate) fn rollback(
         Ok(r) => r,
         Err(code) => return code,
     };
-    let code = rollback_file(settings, &r, backup, force);
-    if code != ExitCode::SUCCESS || r.scope != Scope::User || backup.is_some() {
-        return code;
+    // The companions first: one that cannot go back stops the rollback before the user's file
+    // (and its backup) is used, so the whole can be tried again.
+    if r.scope == Scope::User && backup.is_none() {
+        let code = rollback_companions(settings, r.client, force);
+        if code != ExitCode::SUCCESS {
+            return code;
+        }
     }
+    rollback_file(settings, &r, backup, force)
+}
+
+/// Puts back the companion files an import wrote beside the client's user file.
+fn rollback_companions(settings: &Settings, client: Client, force: bool) -> ExitCode {
     let root = settings.runtime.backups_dir();
-    let record = read_record(settings, r.client).unwrap_or_default();
-    let mut code = code;
+    let record = read_record(settings, client).unwrap_or_default();
+    let mut code = ExitCode::SUCCESS;
     for b in record["backups"].as_array().into_iter().flatten() {
         let (Some(path), Some(name)) = (b["path"].as_str(), b["backup"].as_str()) else {
             continue;
         };
         let path = Path::new(path);
-        if !is_companion(r.client, path) {
+        if !is_companion(client, path) {
             continue;
         }
-        let backups = Backups::new(&root, r.client, path);
+        let backups = Backups::new(&root, client, path);
         if !backups.list().iter().any(|x| x.name == name) {
             continue;
         }
-        match backups.restore(Some(name), r.client.name(), force) {
+        // A project's file: never written through a link planted since.
+        let restored = mcpb_clients::plain_project_file(path)
+            .and_then(|()| backups.restore(Some(name), client.name(), force));
+        match restored {
             Ok(b) if b.merged => outln!(
                 "{}: the broker's change of backup {} taken back out; what changed since stays",
                 b.path.display(),
@@ -373,9 +385,12 @@ pub(crate) fn rollback(
             Ok(b) if b.existed => outln!("{}: put back as it was", b.path.display()),
             Ok(b) => outln!("{}: removed (there was no file before)", b.path.display()),
             Err(e) => {
-                errln!("mcp-broker: {e} ({}); it was left as it is", path.display());
-                errln!("hint: --force puts the backup back anyway");
+                errln!(
+                    "mcp-broker: {e} ({}); nothing else was rolled back",
+                    path.display()
+                );
                 code = ExitCode::FAILURE;
+                break;
             }
         }
     }
@@ -384,7 +399,7 @@ pub(crate) fn rollback(
 
 fn rollback_file(settings: &Settings, r: &Resolved, backup: Option<&str>, force: bool) -> ExitCode {
     if r.scope != Scope::User
-        && let Err(e) = mcpb_clients::plain_file(&r.path)
+        && let Err(e) = mcpb_clients::plain_project_file(&r.path)
     {
         return fail(
             &format!("mcp-broker: {e}; nothing was changed"),

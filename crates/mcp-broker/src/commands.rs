@@ -309,6 +309,16 @@ pub(crate) fn human_ms(ms: u64) -> String {
 
 /// A table of `rows` under `header`, columns apart by spaces, no borders.
 pub(crate) fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
+    // A cell is one line, whatever a server put in a name: a line break in it would forge a
+    // line of the table (or of what follows it).
+    let rows: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|r| {
+            r.into_iter()
+                .map(|c| crate::printable(&c).replace('\n', "\\n"))
+                .collect()
+        })
+        .collect();
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::NOTHING)
         .set_header(header.to_vec())

@@ -140,6 +140,22 @@ pub(crate) fn apply(x: &Apply<'_>) -> ExitCode {
             );
         }
     }
+    // A project's file planted as a link (or in a linked folder) is refused before anything
+    // is written: the config, the secrets and the backups included.
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let user_file = client.config_path(Scope::User, &home, Path::new("/"));
+    if let Some(e) = x
+        .files
+        .after
+        .keys()
+        .filter(|p| **p != user_file)
+        .find_map(|p| mcpb_clients::plain_project_file(p).err())
+    {
+        errln!("mcp-broker: {e}; nothing was written");
+        return ExitCode::FAILURE;
+    }
     if let Err(e) = settings.runtime.ensure() {
         return fail(
             &format!("mcp-broker: cannot make the runtime dir: {e}"),
@@ -185,9 +201,6 @@ pub(crate) fn apply(x: &Apply<'_>) -> ExitCode {
     if code != ExitCode::SUCCESS {
         return code;
     }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
     let undo: Vec<String> = x
         .files
         .after
@@ -203,18 +216,6 @@ pub(crate) fn apply(x: &Apply<'_>) -> ExitCode {
             )
         })
         .collect();
-    // A project's file planted as a link is refused before any file is written.
-    let user_file = client.config_path(Scope::User, &home, Path::new("/"));
-    if let Some(e) = x
-        .files
-        .after
-        .keys()
-        .filter(|p| **p != user_file)
-        .find_map(|p| mcpb_clients::plain_file(p).err())
-    {
-        errln!("mcp-broker: {e}; nothing was changed");
-        return ExitCode::FAILURE;
-    }
     for (path, after) in &x.files.after {
         if let Err(e) = mcpb_clients::write_keeping_mode(path, after.as_bytes()) {
             errln!("mcp-broker: {e}");

@@ -313,10 +313,21 @@ fn string_end(s: &str) -> Option<usize> {
 }
 
 /// Whether `file` is tracked by the git repository it lies in: a project file the team shares,
-/// which the import does not rewrite on its own. The repository's own configuration runs
-/// nothing here (no fsmonitor, no hooks); without git, nothing is shared.
+/// which the import does not rewrite on its own. Without git, or outside a work tree, nothing
+/// is shared.
+///
+/// A repository is someone else's code: git is pointed at the work tree's own `.git` (found by
+/// walking up, never discovered from the file's folder, where a committed bare repository could
+/// stand), and told to run nothing and fetch nothing (no fsmonitor, no hooks, no lazy fetch of a
+/// partial clone, no transport at all).
 pub(crate) fn tracked_by_git(file: &Path) -> bool {
-    let (Some(dir), Some(name)) = (file.parent(), file.file_name()) else {
+    let Some(dir) = file.parent() else {
+        return false;
+    };
+    let Some(root) = dir.ancestors().find(|a| a.join(".git").exists()) else {
+        return false;
+    };
+    let Ok(relative) = file.strip_prefix(root) else {
         return false;
     };
     std::process::Command::new("git")
@@ -325,11 +336,19 @@ pub(crate) fn tracked_by_git(file: &Path) -> bool {
             "core.fsmonitor=false",
             "-c",
             "core.hooksPath=/dev/null",
+            "-c",
+            "protocol.allow=never",
+            "-c",
+            "safe.bareRepository=explicit",
         ])
-        .arg("-C")
-        .arg(dir)
+        .env("GIT_DIR", root.join(".git"))
+        .env("GIT_WORK_TREE", root)
+        .env("GIT_NO_LAZY_FETCH", "1")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env_remove("GIT_CONFIG_PARAMETERS")
+        .current_dir(root)
         .args(["ls-files", "--error-unmatch", "--"])
-        .arg(name)
+        .arg(relative)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

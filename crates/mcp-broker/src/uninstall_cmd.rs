@@ -161,7 +161,7 @@ pub(crate) fn run(settings: &Settings, a: &Args) -> ExitCode {
 fn put_back(f: &Changed, root: &Path, home: &Path, force: bool) -> Result<usize, String> {
     // A project's file planted as a link since is never written through.
     if f.path != f.client.config_path(Scope::User, home, Path::new("/")) {
-        mcpb_clients::plain_file(&f.path).map_err(|e| e.to_string())?;
+        mcpb_clients::plain_project_file(&f.path).map_err(|e| e.to_string())?;
     }
     let backups = Backups::new(root, f.client, &f.path);
     let mut n = 0;
@@ -206,22 +206,37 @@ fn say_kept(settings: &Settings, backups_root: &Path, purge: bool) {
     }
 }
 
+/// What the broker keeps in its runtime dir: all `--purge` removes from it. Anything else there
+/// (a user's own files, when the runtime dir is a folder of theirs) stays, and so does the dir.
+const OWN: &[&str] = &[
+    "logs",
+    "run",
+    "secrets",
+    "sockets",
+    "state",
+    "models",
+    "backups",
+    "broker.yaml",
+    "broker.schema.json",
+    "service.env",
+];
+
 fn purge(settings: &Settings, backups_root: &Path) -> Result<(), ExitCode> {
     let root = &settings.runtime.root;
+    let cannot = |p: &Path, e: std::io::Error| {
+        fail(
+            &format!("mcp-broker: cannot remove {}: {e}", p.display()),
+            &[],
+        )
+    };
     if backups_root.exists() {
-        std::fs::remove_dir_all(backups_root).map_err(|e| {
-            fail(
-                &format!("mcp-broker: cannot remove {}: {e}", backups_root.display()),
-                &[],
-            )
-        })?;
+        std::fs::remove_dir_all(backups_root).map_err(|e| cannot(backups_root, e))?;
         outln!("removed {}", backups_root.display());
-        // The folder made to hold them, when nothing else is in it.
-        if let Some(parent) = backups_root
-            .parent()
-            .filter(|p| p.ends_with("state/mcp-broker"))
-        {
-            let _ = std::fs::remove_dir(parent);
+        // The folders made to hold them, when nothing else is in them.
+        for up in backups_root.ancestors().skip(1).take(2) {
+            if up.ends_with("mcp-broker/backups") || up.ends_with("state/mcp-broker") {
+                let _ = std::fs::remove_dir(up);
+            }
         }
     }
     if !purgeable(root) {
@@ -231,13 +246,22 @@ fn purge(settings: &Settings, backups_root: &Path) -> Result<(), ExitCode> {
         );
         return Ok(());
     }
-    std::fs::remove_dir_all(root).map_err(|e| {
-        fail(
-            &format!("mcp-broker: cannot remove {}: {e}", root.display()),
-            &[],
-        )
-    })?;
-    outln!("removed {}", root.display());
+    for name in OWN {
+        let p = root.join(name);
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p).map_err(|e| cannot(&p, e))?,
+            Ok(_) => std::fs::remove_file(&p).map_err(|e| cannot(&p, e))?,
+            Err(_) => {}
+        }
+    }
+    if std::fs::remove_dir(root).is_ok() {
+        outln!("removed {}", root.display());
+    } else {
+        outln!(
+            "removed the broker's files from {}; the rest there is not the broker's and stays",
+            root.display()
+        );
+    }
     // `~/mcp` of the default `~/mcp/mcp-broker`, when nothing else is in it.
     if root.ends_with(mcpb_config::layout::DEFAULT_ROOT)
         && let Some(parent) = root.parent()

@@ -241,6 +241,28 @@ pub fn plain_file(path: &Path) -> Result<(), ClientsError> {
     }
 }
 
+/// `plain_file`, and the client's folder it sits in (`.claude`, `.cursor`, …) is a folder of
+/// the project's own, not a link out of it: what a project's file must be before the broker
+/// writes it (a repository can plant either).
+pub fn plain_project_file(path: &Path) -> Result<(), ClientsError> {
+    plain_file(path)?;
+    let Some(dir) = path.parent().filter(|d| {
+        d.file_name()
+            .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."))
+    }) else {
+        return Ok(());
+    };
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if !m.is_dir() => Err(ClientsError::io(
+            dir,
+            std::io::Error::other(
+                "not a folder of the project's own (a link, say); the broker does not write through it",
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 pub fn write_keeping_mode(path: &Path, bytes: &[u8]) -> Result<(), ClientsError> {
     use std::os::unix::fs::PermissionsExt;
     // A symlinked file (dotfiles kept elsewhere) is written where it points, so the link stays.

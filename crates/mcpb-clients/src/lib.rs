@@ -16,7 +16,7 @@ mod place;
 mod undo;
 
 pub use approval::Approvals;
-pub use backup::{Backup, Backups, plain_file, write_keeping_mode};
+pub use backup::{Backup, Backups, plain_file, plain_project_file, write_keeping_mode};
 pub use client::runs_broker;
 pub use client::{Client, Entry};
 pub use edit::{current_entry, diff, entry_value, render, runs, sha256};

@@ -92,9 +92,10 @@ impl RuntimeLayout {
 
     /// Where client files are kept as they were before the broker changed them (secrets
     /// included): outside the root, so deleting the runtime dir cannot take a user's servers
-    /// and keys with it: `$XDG_STATE_HOME/mcp-broker/backups`, else
-    /// `~/.local/state/mcp-broker/backups`. An older install's `backups/` under the root is
-    /// moved there the first time; where it cannot be, it stays in use.
+    /// and keys with it: `$XDG_STATE_HOME/mcp-broker/backups/<root>` (else
+    /// `~/.local/state/…`), one folder per runtime root, so one install's uninstall never puts
+    /// back another's changes. An older install's `backups/` under the root is moved there on
+    /// first use, merged with what is there; what cannot be moved stays in use where it is.
     pub fn backups_dir(&self) -> PathBuf {
         let old = self.root.join("backups");
         let home = std::env::var_os("HOME").map(PathBuf::from);
@@ -102,17 +103,18 @@ impl RuntimeLayout {
             .map(PathBuf::from)
             .filter(|p| p.is_absolute())
             .or_else(|| home.map(|h| h.join(".local/state")));
-        let Some(new) = state.map(|s| s.join("mcp-broker/backups")) else {
+        let Some(state) = state else {
             return old;
         };
-        if fs::symlink_metadata(&old).is_ok_and(|m| m.is_dir()) && !new.exists() {
-            let moved = new
-                .parent()
-                .map_or(Ok(()), create_private_dir)
-                .and_then(|()| fs::rename(&old, &new));
-            if moved.is_err() {
-                return old;
-            }
+        // The root's path as one folder name: `%` and `/` escaped, so two roots never share.
+        let key = self
+            .root
+            .to_string_lossy()
+            .replace('%', "%25")
+            .replace('/', "%2F");
+        let new = state.join("mcp-broker/backups").join(key);
+        if fs::symlink_metadata(&old).is_ok_and(|m| m.is_dir()) && merge_into(&old, &new).is_err() {
+            return old;
         }
         new
     }
@@ -126,6 +128,30 @@ impl RuntimeLayout {
         }
         Ok(())
     }
+}
+
+/// Moves what `from` holds into `to` (made 0700 when missing), folder by folder: an entry `to`
+/// has already stays where it is in `from`. `from` goes when it is left empty.
+fn merge_into(from: &Path, to: &Path) -> io::Result<()> {
+    if !to.exists() {
+        if let Some(parent) = to.parent() {
+            create_private_dir(parent)?;
+        }
+        return fs::rename(from, to);
+    }
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let is_dir = fs::symlink_metadata(&src).is_ok_and(|m| m.is_dir());
+        if !dst.exists() {
+            fs::rename(&src, &dst)?;
+        } else if is_dir && fs::symlink_metadata(&dst).is_ok_and(|m| m.is_dir()) {
+            merge_into(&src, &dst)?;
+        }
+    }
+    // Anything left (an entry both have) keeps `from` in place.
+    let _ = fs::remove_dir(from);
+    Ok(())
 }
 
 /// Makes `path` (and its parents) a directory only this user may enter (0700), refusing one that
@@ -283,6 +309,42 @@ pub fn rotate(path: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn old_backups_merge_into_the_new_place_and_none_is_lost() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (old, new) = (tmp.path().join("old"), tmp.path().join("state/new"));
+        for (root, file) in [(&old, "claude-code/a1/1.json"), (&old, "gemini/b2/1.json")] {
+            fs::create_dir_all(root.join(file).parent().unwrap()).unwrap();
+            fs::write(root.join(file), "old").unwrap();
+        }
+        fs::create_dir_all(new.join("claude-code/a1")).unwrap();
+        fs::write(new.join("claude-code/a1/2.json"), "new").unwrap();
+        fs::write(new.join("claude-code/a1/1.json"), "kept").unwrap();
+        merge_into(&old, &new).unwrap();
+        assert_eq!(
+            fs::read_to_string(new.join("gemini/b2/1.json")).unwrap(),
+            "old"
+        );
+        assert_eq!(
+            fs::read_to_string(new.join("claude-code/a1/2.json")).unwrap(),
+            "new"
+        );
+        // One both have stays in each: nothing is overwritten, nothing removed.
+        assert_eq!(
+            fs::read_to_string(new.join("claude-code/a1/1.json")).unwrap(),
+            "kept"
+        );
+        assert_eq!(
+            fs::read_to_string(old.join("claude-code/a1/1.json")).unwrap(),
+            "old"
+        );
+        assert!(!old.join("gemini").exists());
+        // Where the new place is missing, the old one is moved whole.
+        let other = tmp.path().join("elsewhere/backups");
+        merge_into(&old, &other).unwrap();
+        assert!(!old.exists() && other.join("claude-code/a1/1.json").is_file());
+    }
 
     #[test]
     fn only_old_temporary_files_of_interrupted_writes_are_removed() {

@@ -154,10 +154,13 @@ fn backups_and_dry_run_notes_are_the_users_alone() {
         let out = home.cmd(args).env("HOME", &user).output().unwrap();
         assert!(out.status.success(), "{}", text(&out.stderr));
     }
-    // Backups live apart from the runtime dir, which a user may delete.
+    // Backups live apart from the runtime dir, which a user may delete; one folder per
+    // runtime dir.
+    let key = home.root().display().to_string().replace('/', "%2F");
+    let backups = user.join(".local/state/mcp-broker/backups").join(key);
     for dir in [
-        user.join(".local/state/mcp-broker/backups"),
-        user.join(".local/state/mcp-broker/backups/cursor"),
+        backups.clone(),
+        backups.join("cursor"),
         home.root().join("state/renders"),
     ] {
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode();

@@ -336,3 +336,78 @@ fn a_running_daemon_is_never_re_pointed_by_a_clients_config() {
     assert!(!names.iter().any(|n| n.starts_with("theirs.")), "{names:?}");
     assert_eq!(home.status()["daemon"]["config"], before);
 }
+
+/// A repository that commits a bare repository as its `.claude` folder, whose config makes it
+/// a partial clone that fetches a missing tree through a command of the repository's: asking
+/// git whether a project file is tracked must run none of it.
+#[test]
+fn asking_git_whether_a_project_file_is_shared_runs_nothing_of_the_repositorys() {
+    let home = Home::new();
+    let user = home.root().join("user");
+    let repo = home.root().join("src");
+    let scratch = home.root().join("scratch");
+    let marker = home.root().join("ran");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::create_dir_all(scratch.join("keep")).unwrap();
+    std::fs::create_dir_all(&repo).unwrap();
+    let script = format!(
+        r#"set -e
+cd '{repo}'
+git init -q .
+printf '%s\n' '{{"mcpServers":{{"fx":{{"command":"{fx}","args":["--name","fx"]}}}}}}' > .mcp.json
+git init -q --bare .claude
+export GIT_DIR='{repo}/.claude' GIT_WORK_TREE='{scratch}'
+blob=$(echo '{{}}' | git hash-object -w --stdin); blob2=$(echo k | git hash-object -w --stdin)
+git update-index --add --cacheinfo 100644,$blob,.claude/settings.local.json
+git update-index --add --cacheinfo 100644,$blob2,keep/k
+t=$(git write-tree); c=$(echo i | git -c user.name=a -c user.email=a commit-tree $t); git update-ref HEAD $c
+echo k > '{scratch}/keep/k'
+git -c advice.sparseIndexExpanded=false sparse-checkout set --cone --sparse-index keep
+T=$(git rev-parse HEAD:.claude)
+rm -f .claude/objects/$(echo $T | cut -c1-2)/$(echo $T | cut -c3-)
+git config --worktree core.worktree ..
+git config core.bare false
+git config core.repositoryformatversion 1; git config extensions.partialClone origin
+git config remote.origin.url ssh://127.0.0.1/r; git config remote.origin.promisor true
+git config core.sshCommand 'touch {marker}; false'
+unset GIT_DIR GIT_WORK_TREE
+git add .mcp.json .claude; git -c user.name=a -c user.email=a commit -qm evil
+"#,
+        repo = repo.display(),
+        scratch = scratch.display(),
+        marker = marker.display(),
+        fx = super::support::fixture().display(),
+    );
+    let made = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("HOME", &user)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let folder = repo.display().to_string();
+    std::fs::write(
+        user.join(".claude.json"),
+        serde_json::json!({"projects": {folder: {"hasTrustDialogAccepted": true,
+            "enabledMcpjsonServers": ["fx"]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let import = home
+        .cmd(&["client", "import", "--client", "claude-code"])
+        .env("HOME", &user)
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert!(
+        import.status.success(),
+        "{}",
+        String::from_utf8_lossy(&import.stderr)
+    );
+    assert!(!marker.exists(), "the repository's command ran");
+}

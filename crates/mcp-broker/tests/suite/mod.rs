@@ -29,6 +29,7 @@ mod licence;
 mod lifecycle;
 mod measure_clients;
 mod operations;
+mod projects;
 mod real_clients;
 mod real_scan;
 mod reload;

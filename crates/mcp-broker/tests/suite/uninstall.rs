@@ -1,7 +1,7 @@
 //! `uninstall --apply --purge` as a user with a client moved and the service installed: the
 //! client's file back byte for byte, the service stopped before its unit goes, the daemon
-//! stopped, the runtime dir and the backups gone; a runtime dir that holds the home is never
-//! deleted.
+//! stopped, the broker's files and the backups gone (a file of the user's stays); a runtime
+//! dir that holds the home is never deleted.
 
 use std::path::Path;
 use std::process::Output;
@@ -63,6 +63,8 @@ fn uninstall_with_purge_stops_the_service_first_and_leaves_no_trace_but_the_clie
     );
     assert!(broker.join("broker.yaml").is_file());
 
+    // A file of the user's in the runtime dir is not the broker's to delete.
+    std::fs::write(broker.join("thesis.tex"), "mine").unwrap();
     let said = ok(&["uninstall", "--apply", "--purge"]);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), theirs, "{said}");
     let calls = std::fs::read_to_string(home.root().join("bus/bin/calls")).unwrap();
@@ -70,10 +72,13 @@ fn uninstall_with_purge_stops_the_service_first_and_leaves_no_trace_but_the_clie
         calls.ends_with("--user disable --now mcp-broker\n--user daemon-reload\n"),
         "{calls}"
     );
-    assert!(
-        !unit.exists() && !broker.exists() && !backups.exists(),
-        "{said}"
-    );
+    assert!(!unit.exists() && !backups.exists(), "{said}");
+    let left: Vec<_> = std::fs::read_dir(&broker)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["thesis.tex"], "{said}");
+    assert!(!user.join(".local/state/mcp-broker").exists(), "{said}");
 }
 
 #[test]

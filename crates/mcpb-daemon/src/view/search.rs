@@ -15,7 +15,7 @@ pub(crate) struct ProfileIndex {
     pub(crate) tools: Vec<VisibleTool>,
 }
 
-/// Search indexes by profile name, and the static embeddings of the tools they were built
+/// Search indexes by profile name and the upstreams it shows, and the static embeddings of the tools they were built
 /// from, kept on disk beside the tool lists.
 #[derive(Default)]
 pub(crate) struct SearchCache {
@@ -275,12 +275,18 @@ impl ProfileView {
         // catalog costs one lookup here.
         let (ups, entries) = self.gather_entries(false).await;
         let key = (self.shared.known.generation(), self.generation.serial());
+        // One index per set of upstreams the profile shows: a project's upstreams show only to
+        // sessions started in its folder, and never through another session's index.
+        let slot = std::iter::once(self.profile.name.as_str())
+            .chain(ups.iter().map(|u| u.name()))
+            .collect::<Vec<_>>()
+            .join("\u{0}");
         let current = || {
             self.shared
                 .searches
                 .by_profile
                 .lock()
-                .get(&self.profile.name)
+                .get(&slot)
                 .filter(|ix| ix.key == key)
                 .cloned()
         };
@@ -378,7 +384,7 @@ impl ProfileView {
             .searches
             .by_profile
             .lock()
-            .insert(self.profile.name.clone(), built.clone());
+            .insert(slot, built.clone());
         built
     }
 }
