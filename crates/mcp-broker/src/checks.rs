@@ -58,7 +58,7 @@ fn template_findings(
                     Ok(_) => {}
                 }
             }
-            _ => {}
+            Part::Literal(_) | Part::Env(_) => {}
         }
     }
 }

@@ -228,7 +228,10 @@ pub(crate) fn run(
     match command {
         ExecCommand::List => return list(settings, profile, json),
         ExecCommand::Prune { all } => return prune(settings, profile, all),
-        _ => {}
+        ExecCommand::Run { .. }
+        | ExecCommand::Open { .. }
+        | ExecCommand::Upload { .. }
+        | ExecCommand::Close { .. } => {}
     }
     let is_run = matches!(command, ExecCommand::Run { .. });
     let is_open = matches!(command, ExecCommand::Open { .. });

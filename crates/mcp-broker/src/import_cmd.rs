@@ -275,7 +275,7 @@ pub(crate) fn import(
             .iter()
             .filter_map(|f| match &f.fate {
                 Fate::Same(u) => base.upstreams.get(u).filter(|s| !s.trust_annotations),
-                _ => None,
+                Fate::Moved(_) | Fate::Kept(_) | Fate::Off(_) => None,
             })
             .map(|u| u.name.as_str())
             .collect();

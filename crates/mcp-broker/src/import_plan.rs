@@ -295,7 +295,9 @@ impl Plan {
         if let Some(c) = &s.command {
             let c = match value(c, o.folder) {
                 Value::Text { text, vars } if vars.is_empty() => text,
-                _ => return Err("its command refers to a variable the client fills in".into()),
+                Value::Text { .. } | Value::Foreign(_) => {
+                    return Err("its command refers to a variable the client fills in".into());
+                }
             };
             // `./srv.sh` is the folder's, not wherever the daemon runs.
             let c = match &cwd {
@@ -315,7 +317,7 @@ impl Plan {
             for a in &s.args {
                 let a = match value(a, o.folder) {
                     Value::Text { text, vars } if vars.is_empty() => text,
-                    _ => {
+                    Value::Text { .. } | Value::Foreign(_) => {
                         return Err(format!(
                             "its argument {:?} refers to a variable the client fills in",
                             cut(a)
@@ -402,7 +404,7 @@ fn cwd_of(o: &Options<'_>, place: &Place, s: &Server) -> Option<String> {
     s.command.as_ref()?;
     let folder = match place.scope {
         mcpb_clients::Scope::User => None,
-        _ => Some(
+        mcpb_clients::Scope::Local | mcpb_clients::Scope::Project => Some(
             place
                 .folder
                 .clone()

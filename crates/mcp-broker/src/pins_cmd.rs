@@ -73,7 +73,10 @@ fn diff(pins: &Pins, r: &Row) -> Option<String> {
     let before = match q {
         Quarantine::Changed => pins.pins(&r.upstream).and_then(|p| p.get(r.tool.name())),
         Quarantine::Renamed { from } => pins.pins(&r.upstream).and_then(|p| p.get(from)),
-        _ => None,
+        Quarantine::New
+        | Quarantine::AwaitingApproval
+        | Quarantine::Flagged
+        | Quarantine::StoreUnreadable { .. } => None,
     }
     .and_then(|p| serde_json::from_str(p.definition.get()).ok())
     .unwrap_or(Value::Null);
@@ -255,7 +258,11 @@ pub(crate) fn approve(
         }
         let from = match q {
             Quarantine::Renamed { from } => Some(from.as_str()),
-            _ => None,
+            Quarantine::Changed
+            | Quarantine::New
+            | Quarantine::AwaitingApproval
+            | Quarantine::Flagged
+            | Quarantine::StoreUnreadable { .. } => None,
         };
         pins.approve(&r.upstream, &r.tool, from, mcpb_config::unix_now());
         approved_now.push((n, q.clone()));

@@ -217,7 +217,11 @@ pub(crate) fn print(
     if failed {
         let text = match &value {
             Value::String(t) => t.clone(),
-            v => v.to_string(),
+            v @ Value::Null
+            | v @ Value::Bool(_)
+            | v @ Value::Number(_)
+            | v @ Value::Array(_)
+            | v @ Value::Object(_) => v.to_string(),
         };
         errln!("mcp-broker: {text}");
         quarantine_hint(settings, &text);

@@ -420,7 +420,10 @@ pub(crate) fn list(settings: &Settings, json: bool) -> ExitCode {
     let text = |v: &serde_json::Value| match v {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Null => "-".into(),
-        v => v.to_string(),
+        v @ serde_json::Value::Bool(_)
+        | v @ serde_json::Value::Number(_)
+        | v @ serde_json::Value::Array(_)
+        | v @ serde_json::Value::Object(_) => v.to_string(),
     };
     let table = rows
         .iter()

@@ -38,7 +38,10 @@ fn write(value: &Value, out: &mut String) {
             }
             out.push(']');
         }
-        other => out.push_str(&other.to_string()),
+        other @ Value::Null
+        | other @ Value::Bool(_)
+        | other @ Value::Number(_)
+        | other @ Value::String(_) => out.push_str(&other.to_string()),
     }
 }
 

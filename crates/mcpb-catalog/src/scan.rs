@@ -131,7 +131,7 @@ fn texts(tool: &Value) -> Vec<(&str, bool)> {
                 }
             }
             Value::Array(a) => a.iter().for_each(|v| walk(v, false, out)),
-            _ => {}
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
         }
     }
     let mut out = Vec::new();

@@ -131,7 +131,7 @@ impl Approvals {
                         .extend(names(mcp.and_then(|m| m.get("excluded"))));
                 }
             }
-            _ => {}
+            Client::ClaudeDesktop | Client::Cursor | Client::Vscode | Client::Agy => {}
         }
         a
     }
@@ -207,7 +207,7 @@ impl Approvals {
             // VS Code, Cursor and the others keep workspace trust where the broker cannot read
             // it (an editor's own state): a repository's servers move only when the person
             // names them.
-            other => (place.scope == Scope::Project && !self.project_named).then(|| {
+            other @ Client::ClaudeDesktop | other @ Client::Cursor | other @ Client::Vscode | other @ Client::Agy => (place.scope == Scope::Project && !self.project_named).then(|| {
                 format!(
                     "{} keeps its workspace trust where the broker cannot read it; name this folder's servers with --scope project (or --trust-project) to move them",
                     other.name()

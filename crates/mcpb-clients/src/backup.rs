@@ -219,7 +219,10 @@ impl Backups {
             std::fs::read_to_string(&b.path).map_err(|e| format!("it cannot be read: {e}"))?;
         crate::undo(client, &b.path, &before, &written, &current).map_err(|e| match e {
             ClientsError::Shape { what, .. } => what,
-            other => other.to_string(),
+            other @ ClientsError::Broken { .. }
+            | other @ ClientsError::Io { .. }
+            | other @ ClientsError::NoBackup { .. }
+            | other @ ClientsError::Changed { .. } => other.to_string(),
         })
     }
 }

@@ -24,7 +24,7 @@ pub fn entry_value(client: Client, entry: &Entry) -> Value {
         Format::Json { typed: true, .. } => {
             json!({"type": "stdio", "command": entry.command, "args": entry.args})
         }
-        _ => json!({"command": entry.command, "args": entry.args}),
+        Format::Json { .. } | Format::Toml => json!({"command": entry.command, "args": entry.args}),
     };
     if !entry.env.is_empty() {
         let env: serde_json::Map<String, Value> = entry

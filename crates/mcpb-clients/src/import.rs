@@ -56,7 +56,7 @@ fn scalar(v: &Value) -> Option<String> {
         Value::String(s) => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),
         Value::Bool(b) => Some(b.to_string()),
-        _ => None,
+        Value::Null | Value::Array(_) | Value::Object(_) => None,
     }
 }
 

@@ -73,7 +73,9 @@ impl Client {
         match self {
             Client::ClaudeCode => &[Scope::User, Scope::Local, Scope::Project],
             Client::ClaudeDesktop | Client::Agy => &[Scope::User],
-            _ => &[Scope::User, Scope::Project],
+            Client::Codex | Client::Gemini | Client::Cursor | Client::Vscode => {
+                &[Scope::User, Scope::Project]
+            }
         }
     }
 
@@ -85,7 +87,7 @@ impl Client {
             .filter_map(|&scope| {
                 let folder = match scope {
                     Scope::Local => Some(local_folder?.to_string()),
-                    _ => None,
+                    Scope::User | Scope::Project => None,
                 };
                 Some(Place {
                     client: self,

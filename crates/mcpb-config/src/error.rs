@@ -87,7 +87,10 @@ impl ConfigError {
     pub fn issues(&self) -> &[ConfigIssue] {
         match self {
             ConfigError::Invalid { issues, .. } => issues,
-            _ => &[],
+            ConfigError::Read { .. }
+            | ConfigError::TooLarge { .. }
+            | ConfigError::Write { .. }
+            | ConfigError::Exists { .. } => &[],
         }
     }
 }

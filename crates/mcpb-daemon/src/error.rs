@@ -31,6 +31,10 @@ pub enum DaemonError {
     Http(String),
 }
 
+#[expect(
+    clippy::wildcard_enum_match_arm,
+    reason = "every error but a time limit is the upstream being unavailable"
+)]
 pub(crate) fn rpc_error(e: UpstreamError) -> BrokerRpcError {
     match e {
         UpstreamError::Timeout { upstream, ms } => BrokerRpcError::Timeout { upstream, ms },

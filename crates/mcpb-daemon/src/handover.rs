@@ -69,6 +69,10 @@ fn kind(fd: &OwnedFd) -> io::Result<FileType> {
 
 /// Wraps the client's stdin for async reading. Pipes and sockets only: the shim never offers
 /// anything else.
+#[expect(
+    clippy::wildcard_enum_match_arm,
+    reason = "a client's stdin is a pipe or a socket; anything else is refused"
+)]
 pub(crate) fn reader(fd: OwnedFd) -> io::Result<Reader> {
     match kind(&fd)? {
         FileType::Fifo => Ok(Box::pin(pipe::Receiver::from_owned_fd(fd)?)),
@@ -80,6 +84,10 @@ pub(crate) fn reader(fd: OwnedFd) -> io::Result<Reader> {
     }
 }
 
+#[expect(
+    clippy::wildcard_enum_match_arm,
+    reason = "a client's stdout is a pipe or a socket; anything else is refused"
+)]
 pub(crate) fn writer(fd: OwnedFd) -> io::Result<Writer> {
     match kind(&fd)? {
         FileType::Fifo => Ok(Box::pin(pipe::Sender::from_owned_fd(fd)?)),

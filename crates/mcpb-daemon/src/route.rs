@@ -3,9 +3,6 @@
 //! untouched, a broker tool or a raw tool of the profile's view), and resources, prompts and
 //! completion (view/content.rs); every answer adapted to the client's era in one place.
 
-// Every method is routed by name: a new one must be placed here, never taken by a catch-all.
-#![deny(clippy::wildcard_enum_match_arm)]
-
 use std::borrow::Cow;
 use std::sync::Arc;
 

@@ -244,7 +244,11 @@ fn frame_id(raw: Option<&RawValue>) -> Value {
 pub(crate) fn answer_line(id: &Value, body: Value) -> Vec<u8> {
     let mut obj = match body {
         Value::Object(m) => m,
-        other => {
+        other @ Value::Null
+        | other @ Value::Bool(_)
+        | other @ Value::Number(_)
+        | other @ Value::String(_)
+        | other @ Value::Array(_) => {
             let mut m = serde_json::Map::new();
             m.insert("result".into(), other);
             m

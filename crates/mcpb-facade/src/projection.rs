@@ -112,7 +112,7 @@ fn cut_arrays(value: &mut Value, max: usize, cut: &mut usize) {
             a.iter_mut().for_each(|v| cut_arrays(v, max, cut));
         }
         Value::Object(m) => m.values_mut().for_each(|v| cut_arrays(v, max, cut)),
-        _ => {}
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
     }
 }
 

@@ -49,7 +49,7 @@ fn strip(v: &mut Value) {
             }
         }
         Value::Array(a) => a.iter_mut().for_each(strip),
-        _ => {}
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
     }
 }
 

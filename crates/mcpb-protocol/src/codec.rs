@@ -436,7 +436,7 @@ mod tests {
                     "without its newline"
                 );
             }
-            other => panic!("{other:?}"),
+            other @ Line::Frame(_) | other @ Line::End => panic!("{other:?}"),
         }
         assert_eq!(r.next_line(&mut hold).await.unwrap(), Line::Frame(b"small"));
         assert_eq!(r.take_frame(), b"small");

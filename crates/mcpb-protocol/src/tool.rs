@@ -94,7 +94,11 @@ impl Tool {
     pub fn field(&self, key: &str) -> Option<Value> {
         match self.to_value() {
             Value::Object(mut map) => map.remove(key),
-            _ => None,
+            Value::Null
+            | Value::Bool(_)
+            | Value::Number(_)
+            | Value::String(_)
+            | Value::Array(_) => None,
         }
     }
 
@@ -110,7 +114,11 @@ impl Tool {
     pub fn description(&self) -> Option<String> {
         match self.field("description")? {
             Value::String(s) => Some(s),
-            _ => None,
+            Value::Null
+            | Value::Bool(_)
+            | Value::Number(_)
+            | Value::Array(_)
+            | Value::Object(_) => None,
         }
     }
 }

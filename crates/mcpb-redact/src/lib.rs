@@ -425,7 +425,7 @@ pub fn redact_value(value: &mut serde_json::Value) -> bool {
             }
             changed
         }
-        _ => false,
+        Value::Null | Value::Bool(_) => false,
     }
 }
 

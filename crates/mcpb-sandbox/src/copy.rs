@@ -115,7 +115,12 @@ pub(crate) fn tree(
                 budget.bytes += copied;
                 budget.files += 1;
             }
-            _ => {}
+            FileType::Symlink
+            | FileType::Fifo
+            | FileType::Socket
+            | FileType::CharacterDevice
+            | FileType::BlockDevice
+            | FileType::Unknown => {}
         }
     }
     Ok(())

@@ -44,6 +44,10 @@ pub(crate) fn pid_link() -> Result<(OwnedFd, OwnedFd), SandboxError> {
 
 /// In the holder: waits for the server's question and answers its host pid. Returns at once
 /// when the other end closes without asking (the init refused to start the server).
+#[expect(
+    clippy::wildcard_enum_match_arm,
+    reason = "rustix's ancillary messages are non-exhaustive; only credentials are wanted"
+)]
 pub(crate) fn answer_host_pid(ours: &OwnedFd) {
     let mut byte = [0u8; 1];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmCredentials(1))];

@@ -21,6 +21,10 @@ impl Upstream {
     }
 
     /// A failed start's error with the server's last words, for the client that asked.
+    #[expect(
+        clippy::wildcard_enum_match_arm,
+        reason = "only errors with a reason take the last words; the others pass on"
+    )]
     pub(crate) fn with_last_words(&self, e: UpstreamError) -> UpstreamError {
         let Some(said) = self.last_words() else {
             return e;

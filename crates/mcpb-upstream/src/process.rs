@@ -31,6 +31,10 @@ impl Default for StopTimings {
 
 /// Starts the upstream's process; in the sandbox when its settings say so and the broker has a
 /// runtime root to keep the server's private home in (`sandbox`).
+#[expect(
+    clippy::wildcard_enum_match_arm,
+    reason = "io::ErrorKind is non-exhaustive; only NotFound gets a hint"
+)]
 pub(crate) fn spawn(
     settings: &UpstreamSettings,
     env: &BTreeMap<String, String>,

@@ -125,7 +125,9 @@ fn lexical(p: &Path) -> PathBuf {
             std::path::Component::ParentDir => {
                 out.pop();
             }
-            other => out.push(other),
+            other @ std::path::Component::Prefix(_)
+            | other @ std::path::Component::RootDir
+            | other @ std::path::Component::Normal(_) => out.push(other),
         }
     }
     out
@@ -414,7 +416,7 @@ pub fn blind_spot(
                 f.display(),
                 f.parent().unwrap_or(Path::new("/")).display()
             )),
-            _ => None,
+            Grant::Folder(_) | Grant::None => None,
         })
 }
 

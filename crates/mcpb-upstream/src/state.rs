@@ -55,7 +55,7 @@ impl State {
     pub(crate) fn instance(&self, lifecycle: Lifecycle, session: u64) -> Option<Arc<Instance>> {
         match lifecycle {
             Lifecycle::PerSession => self.sessions.get(&session).cloned(),
-            _ => self.shared.clone(),
+            Lifecycle::Shared | Lifecycle::PerCall | Lifecycle::Disabled => self.shared.clone(),
         }
     }
 

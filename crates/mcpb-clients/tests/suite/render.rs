@@ -17,7 +17,11 @@ fn theirs(client: Client) -> &'static str {
         Client::Vscode => {
             "{\n  // my servers\n  \"servers\": {\n    \"git\": {\"type\": \"stdio\", \"command\": \"uvx\", \"args\": [\"mcp-server-git\"]}, // git\n  },\n  \"inputs\": []\n}\n"
         }
-        _ => {
+        Client::ClaudeDesktop
+        | Client::ClaudeCode
+        | Client::Gemini
+        | Client::Cursor
+        | Client::Agy => {
             "{\n  // my servers\n  \"theme\": \"dark\",\n  \"mcpServers\": {\n    \"git\": {\"command\": \"uvx\", \"args\": [\"mcp-server-git\"]} // git\n  }\n}\n"
         }
     }
@@ -26,7 +30,12 @@ fn theirs(client: Client) -> &'static str {
 fn broken(client: Client) -> &'static str {
     match client {
         Client::Codex => "[mcp_servers.git\ncommand = \"uvx\"\n",
-        _ => "{\n  \"mcpServers\": {\n    \"git\": {\"command\": \"uvx\",,}\n",
+        Client::ClaudeDesktop
+        | Client::ClaudeCode
+        | Client::Gemini
+        | Client::Cursor
+        | Client::Vscode
+        | Client::Agy => "{\n  \"mcpServers\": {\n    \"git\": {\"command\": \"uvx\",,}\n",
     }
 }
 
@@ -89,7 +98,10 @@ fn a_broken_file_is_left_alone_and_said_where_it_breaks() {
         let err = render(client, path, Some(broken(client)), &entry(client)).unwrap_err();
         match &err {
             ClientsError::Broken { line, .. } => assert!(*line >= 1),
-            other => panic!("{}: {other}", client.name()),
+            other @ ClientsError::Shape { .. }
+            | other @ ClientsError::Io { .. }
+            | other @ ClientsError::NoBackup { .. }
+            | other @ ClientsError::Changed { .. } => panic!("{}: {other}", client.name()),
         }
         insta::assert_snapshot!(format!("{}-broken", client.name()), err.to_string());
     }

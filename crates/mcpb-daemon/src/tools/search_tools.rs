@@ -107,7 +107,7 @@ pub(crate) fn one_line(description: &str) -> String {
 async fn search_content(view: &ProfileView, args: &Args, kind: Kind) -> Value {
     let items = match kind {
         Kind::Resource => view.all_resources(Source::Known).await,
-        _ => view.all_prompts(Source::Known).await,
+        Kind::Tool | Kind::Prompt => view.all_prompts(Source::Known).await,
     };
     let server = args.server.as_deref().filter(|s| !s.is_empty());
     let docs: Vec<mcpb_catalog::ToolDoc> = items

@@ -213,7 +213,7 @@ impl ProfileView {
     fn fetch(&self, up: &Arc<Upstream>) -> (Key, watch::Receiver<Option<Got>>, bool) {
         let session = match up.settings().lifecycle {
             Lifecycle::PerSession => self.session,
-            _ => 0,
+            Lifecycle::Shared | Lifecycle::PerCall | Lifecycle::Disabled => 0,
         };
         let key: Key = (up.name().to_string(), session);
         let (view, up, k) = (self.clone(), up.clone(), key.clone());

@@ -229,7 +229,9 @@ impl Upstream {
                 .entry(session)
                 .or_default()
                 .clone(),
-            _ => self.shared_gate.clone(),
+            Lifecycle::Shared | Lifecycle::PerCall | Lifecycle::Disabled => {
+                self.shared_gate.clone()
+            }
         }
     }
 
@@ -584,7 +586,7 @@ impl Upstream {
                 let inst = PerCallInstance::new(self, self.start().await?);
                 inst.inst.stop().await;
             }
-            _ => {
+            Lifecycle::Shared | Lifecycle::PerSession | Lifecycle::Disabled => {
                 let inst = self.instance_for(session).await?;
                 let known = self.state.lock().tools.is_some();
                 if self.tools_stale.load(Ordering::SeqCst) {
@@ -663,7 +665,7 @@ impl Upstream {
                 inst.inst.stop().await;
                 reply
             }
-            _ => {
+            Lifecycle::Shared | Lifecycle::PerSession | Lifecycle::Disabled => {
                 let inst = self.instance_for(session).await?;
                 inst.send(outgoing, opts).await
             }
