@@ -38,16 +38,16 @@ impl<'a> Target<'a> {
 pub(crate) fn entry_env(config: Option<&Path>) -> Vec<(String, String)> {
     let abs = |p: PathBuf| std::path::absolute(&p).unwrap_or(p).display().to_string();
     let mut env = Vec::new();
-    if let Some(h) = std::env::var_os("MCP_BROKER_HOME").filter(|h| !h.is_empty()) {
-        env.push(("MCP_BROKER_HOME".to_string(), abs(PathBuf::from(h))));
+    if let Some(h) = std::env::var_os(mcpb_config::env::HOME).filter(|h| !h.is_empty()) {
+        env.push((mcpb_config::env::HOME.to_string(), abs(PathBuf::from(h))));
     }
     let config = config.map(Path::to_path_buf).or_else(|| {
-        std::env::var_os("MCP_BROKER_CONFIG")
+        std::env::var_os(mcpb_config::env::CONFIG)
             .filter(|c| !c.is_empty())
             .map(PathBuf::from)
     });
     if let Some(c) = config {
-        env.push(("MCP_BROKER_CONFIG".to_string(), abs(c)));
+        env.push((mcpb_config::env::CONFIG.to_string(), abs(c)));
     }
     env
 }

@@ -402,7 +402,7 @@ pub(crate) fn run(settings: &Settings, a: &ConfigImportArgs, explicit: Option<&P
     let Some(file) = a
         .file
         .clone()
-        .or_else(|| std::env::var_os("MCP_EXEC_CONFIG").map(PathBuf::from))
+        .or_else(|| std::env::var_os(mcpb_config::env::EXEC_CONFIG).map(PathBuf::from))
     else {
         return fail(
             "mcp-broker: no exec broker config given",

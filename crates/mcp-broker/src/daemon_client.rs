@@ -243,7 +243,10 @@ pub(crate) fn spawn_daemon(settings: &Settings) -> anyhow::Result<Arc<AtomicI32>
         }
     }
     for (name, value) in std::env::vars_os() {
-        if name.to_str().is_some_and(|n| n.starts_with("MCP_BROKER_")) {
+        if name
+            .to_str()
+            .is_some_and(|n| n.starts_with(mcpb_config::env::PREFIX))
+        {
             cmd.env(name, value);
         }
     }
@@ -251,7 +254,7 @@ pub(crate) fn spawn_daemon(settings: &Settings) -> anyhow::Result<Arc<AtomicI32>
     let tunables = std::env::var(crate::heap::VAR).ok();
     cmd.arg("daemon")
         .env(crate::heap::VAR, crate::heap::tunables(tunables.as_deref()))
-        .env("MCP_BROKER_HOME", &settings.runtime.root)
+        .env(mcpb_config::env::HOME, &settings.runtime.root)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
@@ -320,7 +323,10 @@ pub(crate) fn lost_daemons() -> Vec<(u32, String)> {
         let environ = std::fs::read(dir.join("environ")).unwrap_or_default();
         let Some(root) = environ
             .split(|b| *b == 0)
-            .find_map(|v| v.strip_prefix(b"MCP_BROKER_HOME="))
+            .find_map(|v| {
+                v.strip_prefix(mcpb_config::env::HOME.as_bytes())?
+                    .strip_prefix(b"=")
+            })
             .map(|r| String::from_utf8_lossy(r).into_owned())
         else {
             continue;

@@ -190,8 +190,8 @@ fn demo() -> anyhow::Result<()> {
 
     let stop = Command::new(&exe)
         .arg("stop")
-        .env("MCP_BROKER_HOME", &home)
-        .env_remove("MCP_BROKER_CONFIG")
+        .env(mcpb_config::env::HOME, &home)
+        .env_remove(mcpb_config::env::CONFIG)
         .stdout(Stdio::piped())
         .output()?;
     out!("9. {}", String::from_utf8_lossy(&stop.stdout));
@@ -221,8 +221,8 @@ fn open(
         cmd.args(["--profile", p]);
     }
     let mut child = cmd
-        .env("MCP_BROKER_HOME", home)
-        .env_remove("MCP_BROKER_CONFIG")
+        .env(mcpb_config::env::HOME, home)
+        .env_remove(mcpb_config::env::CONFIG)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -74,7 +74,7 @@ pub fn printable(text: &str) -> String {
 fn init_logging(color: clap::ColorChoice) {
     use tracing_subscriber::filter::Targets;
     use tracing_subscriber::prelude::*;
-    let filter: Targets = std::env::var("MCP_BROKER_LOG")
+    let filter: Targets = std::env::var(mcpb_config::env::LOG)
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO));

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 /// The variable that allows a home or config inside the folder the shim was started in.
-pub(crate) const ALLOW: &str = "MCP_BROKER_ALLOW_PROJECT_HOME";
+pub(crate) const ALLOW: &str = mcpb_config::env::ALLOW_PROJECT_HOME;
 
 /// What the shim was told and where it runs.
 pub(crate) struct Started<'a> {
@@ -92,11 +92,11 @@ pub(crate) fn check(config: Option<&Path>) -> Result<(), std::process::ExitCode>
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     };
-    let (env_home, broker_home) = (var("HOME"), var("MCP_BROKER_HOME"));
+    let (env_home, broker_home) = (var("HOME"), var(mcpb_config::env::HOME));
     let real_home = passwd_home().or_else(|| env_home.clone());
     let config = config
         .map(Path::to_path_buf)
-        .or_else(|| var("MCP_BROKER_CONFIG"));
+        .or_else(|| var(mcpb_config::env::CONFIG));
     let started = Started {
         cwd: &cwd,
         real_home: real_home.as_deref(),

@@ -196,7 +196,7 @@ pub(crate) fn check(settings: &Settings, name: &str, call: Option<(&str, &str)>)
         .env_clear()
         .envs(&env)
         .envs(mcpb_sandbox::coverage::profile_env())
-        .env("MCP_BROKER_TRACE_FILE", &trace)
+        .env(mcpb_sandbox::TRACE_FILE_VAR, &trace)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

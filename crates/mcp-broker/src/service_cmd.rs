@@ -62,7 +62,7 @@ fn xml(v: &str) -> String {
 fn files(settings: &Settings, manager: Manager, home: &Path) -> Result<Files, String> {
     // A package install names how its daemon is started (a wrapper, an interpreter and a
     // script): words split on spaces, the first the program.
-    let command: Vec<String> = std::env::var("MCP_BROKER_DAEMON_COMMAND")
+    let command: Vec<String> = std::env::var(mcpb_config::env::DAEMON_COMMAND)
         .ok()
         .map(|c| c.split_whitespace().map(str::to_string).collect())
         .filter(|w: &Vec<String>| !w.is_empty())
@@ -82,7 +82,7 @@ fn files(settings: &Settings, manager: Manager, home: &Path) -> Result<Files, St
     }
     args.push("daemon".into());
     let env = settings.runtime.root.join("service.env");
-    let mut names = vec!["PATH".to_string(), "MCP_BROKER_HOME".into()];
+    let mut names = vec!["PATH".to_string(), mcpb_config::env::HOME.into()];
     names.extend(settings.daemon_env_names());
     names.dedup();
     let mut vars = Vec::new();
@@ -90,9 +90,10 @@ fn files(settings: &Settings, manager: Manager, home: &Path) -> Result<Files, St
         "# The daemon's environment when it runs as a service: edit the values, then restart it.\n",
     );
     for n in &names {
-        let value = match n.as_str() {
-            "MCP_BROKER_HOME" => Some(settings.runtime.root.display().to_string()),
-            _ => std::env::var(n).ok(),
+        let value = if n == mcpb_config::env::HOME {
+            Some(settings.runtime.root.display().to_string())
+        } else {
+            std::env::var(n).ok()
         };
         vars.push((n.clone(), value.is_some()));
         match value {
@@ -149,7 +150,7 @@ fn files(settings: &Settings, manager: Manager, home: &Path) -> Result<Files, St
                     shown.push_str(&format!(
                         "    <key>{}</key><string>{}</string>\n",
                         xml(k),
-                        if k == "MCP_BROKER_HOME" {
+                        if k == mcpb_config::env::HOME {
                             xml(&v)
                         } else {
                             xml("<as set in this shell>")

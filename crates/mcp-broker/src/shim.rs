@@ -52,7 +52,7 @@ pub(crate) fn run(
     let cwd = std::env::current_dir()
         .ok()
         .map(|p| p.display().to_string());
-    let pass_fds = std::env::var_os("MCP_BROKER_RELAY").is_none_or(|v| v != "bytes")
+    let pass_fds = std::env::var_os(mcpb_config::env::RELAY).is_none_or(|v| v != "bytes")
         && passable(std::io::stdin().as_fd())
         && passable(std::io::stdout().as_fd());
     let kind = HelloKind::Session {

@@ -126,7 +126,7 @@ impl OwnEnv {
     pub fn from_env() -> Self {
         let abs = |p: std::path::PathBuf| std::path::absolute(&p).unwrap_or(p);
         Self(
-            ["MCP_BROKER_HOME", "MCP_BROKER_CONFIG"]
+            mcpb_config::env::ENTRY
                 .into_iter()
                 .filter_map(|k| {
                     let v = std::env::var_os(k).filter(|v| !v.is_empty())?;

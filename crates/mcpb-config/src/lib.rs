@@ -8,6 +8,7 @@
 
 pub mod console;
 pub mod duration;
+pub mod env;
 pub mod error;
 pub mod exec;
 pub mod http;

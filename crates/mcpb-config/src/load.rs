@@ -20,7 +20,7 @@ pub fn locate(explicit: Option<&Path>, ctx: &ResolveContext) -> ConfigSource {
     if let Some(p) = explicit {
         return ConfigSource::File(p.to_path_buf());
     }
-    if let Some(p) = std::env::var_os("MCP_BROKER_CONFIG").filter(|p| !p.is_empty()) {
+    if let Some(p) = std::env::var_os(crate::env::CONFIG).filter(|p| !p.is_empty()) {
         return ConfigSource::File(PathBuf::from(p));
     }
     let home_file = ctx.runtime_root(None).join("broker.yaml");

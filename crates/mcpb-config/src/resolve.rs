@@ -33,11 +33,11 @@ impl ResolveContext {
             home: std::env::var_os("HOME")
                 .filter(|h| !h.is_empty())
                 .map(PathBuf::from),
-            broker_home: std::env::var_os("MCP_BROKER_HOME")
+            broker_home: std::env::var_os(crate::env::HOME)
                 .filter(|h| !h.is_empty())
                 .map(PathBuf::from),
             exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("mcp-broker")),
-            upstream_sandbox: std::env::var("MCP_BROKER_UPSTREAM_SANDBOX")
+            upstream_sandbox: std::env::var(crate::env::UPSTREAM_SANDBOX)
                 .ok()
                 .filter(|v| !v.is_empty()),
         }

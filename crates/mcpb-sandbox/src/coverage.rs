@@ -12,7 +12,7 @@
 use std::ffi::OsString;
 
 /// The directory a coverage run collects the broker processes' profiles in.
-pub const PROFILE_DIR_VAR: &str = "MCP_BROKER_COVERAGE_PROFILE_DIR";
+pub use crate::env::COVERAGE_PROFILE_DIR as PROFILE_DIR_VAR;
 /// The LLVM profile runtime's own variable.
 pub const PROFILE_FILE_VAR: &str = "LLVM_PROFILE_FILE";
 

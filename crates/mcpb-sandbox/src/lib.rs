@@ -32,6 +32,7 @@ pub use cgroup::{CgroupBase, RunCgroup};
 mod confine;
 #[cfg(target_os = "linux")]
 mod copy;
+pub mod env;
 #[cfg(target_os = "linux")]
 mod helper;
 #[cfg(target_os = "linux")]
@@ -50,6 +51,8 @@ mod server;
 mod server_root;
 #[cfg(target_os = "linux")]
 mod trace;
+/// The file `sandbox check` asks the sandbox's tracer to write what the kernel refused to.
+pub use trace::FILE_VAR as TRACE_FILE_VAR;
 
 /// The argument that selects the helper mode of the broker's binary.
 pub const HELPER_ARG: &str = "__sandbox";

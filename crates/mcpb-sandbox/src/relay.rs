@@ -15,7 +15,7 @@ use rustix::net::{
 use crate::{Layer, SandboxError};
 
 /// The variable a sandboxed server finds its host pid in (its own pid there is 2).
-pub(crate) const HOST_PID_VAR: &str = "MCP_BROKER_SANDBOX_PID";
+pub(crate) use crate::env::SANDBOX_PID as HOST_PID_VAR;
 
 /// Where the next process down the tree is: a host pid, or -1 for "every process of the
 /// namespace" (from its init). 0: not yet known, relay nothing.

@@ -24,7 +24,7 @@ const MAX_LINES: usize = 200;
 const MAX_MISSING: usize = 2000;
 
 /// The variable naming the check's file (removed from the server's environment).
-pub(crate) const FILE_VAR: &str = "MCP_BROKER_TRACE_FILE";
+pub use crate::env::TRACE_FILE as FILE_VAR;
 
 /// Where the tracer's lines go.
 pub(crate) struct Said {

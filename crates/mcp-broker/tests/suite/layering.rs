@@ -156,3 +156,40 @@ fn imports_are_read_from_groups_too() {
     assert_eq!(named("{a, b::{c, d}, e}; x"), ["a", "b", "e"]);
     assert_eq!(named("view::ProfileView"), ["view"]);
 }
+
+/// Every variable of the broker's is named in one place: `mcpb_config::env` (and the sandbox's
+/// own in `mcpb_sandbox::env`); the bench's knobs and the test fixture are apart.
+#[test]
+fn environment_variable_names_are_spelt_in_one_module() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(crates).unwrap() {
+        let dir = entry.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        if dir.join("src").is_dir() && !["mcpb-bench", "mcpb-testkit"].contains(&name.as_str()) {
+            rust_files(&dir.join("src"), &mut files);
+        }
+    }
+    let homes = [
+        Path::new("mcpb-config/src/env.rs"),
+        Path::new("mcpb-sandbox/src/env.rs"),
+    ];
+    let mut spelt = Vec::new();
+    for f in &files {
+        if homes.iter().any(|h| f.ends_with(h)) {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if line.contains("\"MCP_BROKER_") || line.contains("\"MCP_EXEC_") {
+                spelt.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(files.len() > 100, "{} files read", files.len());
+    assert!(
+        spelt.is_empty(),
+        "spelt outside the env modules:\n{}",
+        spelt.join("\n")
+    );
+}
