@@ -58,7 +58,3 @@ mod view;
 
 pub use error::DaemonError;
 pub use listener::{run, run_with};
-
-#[cfg(test)]
-#[path = "layering_tests.rs"]
-mod layering;

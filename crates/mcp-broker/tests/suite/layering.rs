@@ -1,44 +1,68 @@
-//! Data flows one way inside every crate of the workspace: no module imports a module that
-//! imports it back, directly or through others. This reads the sources and holds each crate to
-//! it (the daemon adds its own rules about which layer may reach which, in its unit tests).
+//! Data flows one way inside every crate of the workspace: no module (file by file) imports a
+//! module that imports it back, directly or through others, and the daemon's layers keep their
+//! order. This reads the sources and holds each crate to it; it is the one copy of the check.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 type Edges = BTreeMap<String, BTreeSet<String>>;
 
-/// The names a `crate::` or `super::` path at the start of `rest` reaches: one, or each
-/// member of a `{...}` group.
-fn named(rest: &str) -> Vec<String> {
-    let ident = |s: &str| -> String {
-        s.trim_start()
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect()
-    };
-    if let Some(group) = rest.strip_prefix('{') {
+/// A module path: `["tools", "call_tool"]`; the crate root is `[]`.
+type Module = Vec<String>;
+
+fn ident(s: &str) -> (String, &str) {
+    let s = s.trim_start();
+    let n: String = s
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    let rest = &s[n.len()..];
+    (n, rest)
+}
+
+/// The paths a use-path at the start of `rest` names, each as its segments: `a::b::C` is one,
+/// `{a, b::{c, d}}` is `a`, `b::c` and `b::d`.
+fn paths(rest: &str) -> Vec<Vec<String>> {
+    if let Some(group) = rest.trim_start().strip_prefix('{') {
         let mut depth = 1;
-        let mut members = Vec::new();
+        let mut out = Vec::new();
         let mut start = 0;
         for (i, c) in group.char_indices() {
             match c {
                 '{' => depth += 1,
-                '}' if depth == 1 => {
-                    members.push(ident(&group[start..i]));
-                    break;
-                }
-                '}' => depth -= 1,
-                ',' if depth == 1 => {
-                    members.push(ident(&group[start..i]));
+                '}' | ',' if depth == 1 => {
+                    out.extend(paths(&group[start..i]));
+                    if c == '}' {
+                        break;
+                    }
                     start = i + 1;
                 }
+                '}' => depth -= 1,
                 _ => {}
             }
         }
-        members
-    } else {
-        vec![ident(rest)]
+        return out;
     }
+    let (first, mut after) = ident(rest);
+    if first.is_empty() {
+        return Vec::new();
+    }
+    let mut path = vec![first];
+    while let Some(next) = after.strip_prefix("::") {
+        if next.trim_start().starts_with('{') {
+            return paths(next)
+                .into_iter()
+                .map(|p| path.iter().cloned().chain(p).collect())
+                .collect();
+        }
+        let (seg, r) = ident(next);
+        if seg.is_empty() {
+            break;
+        }
+        path.push(seg);
+        after = r;
+    }
+    vec![path]
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -52,20 +76,21 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Top-level module of each source file of the crate at `src` and the top-level modules it
-/// names. Tests are left out: they may look at anything.
+/// Each source file's module and the modules it names through `crate::`, `super::` and
+/// `self::` paths, file by file (`tools::call_tool` is not `tools::get_artifact`). A module and
+/// its own ancestors may name each other (a `mod.rs` holds what its children share). Tests are
+/// left out: they may look at anything.
 fn edges(src: &Path) -> Edges {
     let mut files = Vec::new();
     rust_files(src, &mut files);
-    let mut out = Edges::new();
+    let mut modules: BTreeMap<Module, PathBuf> = BTreeMap::new();
     for path in files {
         let rel = path
             .strip_prefix(src)
             .unwrap()
             .to_string_lossy()
             .to_string();
-        let parts: Vec<&str> = rel.split('/').collect();
-        let file = *parts.last().unwrap();
+        let file = rel.rsplit('/').next().unwrap();
         if matches!(rel.as_str(), "lib.rs" | "main.rs")
             || file.ends_with("_tests.rs")
             || file == "tests.rs"
@@ -73,10 +98,19 @@ fn edges(src: &Path) -> Edges {
         {
             continue;
         }
-        let module = parts[0].trim_end_matches(".rs").to_string();
-        // `super::` from a top-level file (or a directory's mod.rs) is the crate root.
-        let super_is_root = parts.len() == 1 || (parts.len() == 2 && file == "mod.rs");
-        let text = std::fs::read_to_string(&path).unwrap();
+        let mut m: Module = rel
+            .trim_end_matches(".rs")
+            .split('/')
+            .map(str::to_string)
+            .collect();
+        if m.last().is_some_and(|l| l == "mod") {
+            m.pop();
+        }
+        modules.insert(m, path);
+    }
+    let mut out = Edges::new();
+    for (module, path) in &modules {
+        let text = std::fs::read_to_string(path).unwrap();
         let code: String = text
             .split("#[cfg(test)]")
             .next()
@@ -85,15 +119,39 @@ fn edges(src: &Path) -> Edges {
             .filter(|l| !l.trim_start().starts_with("//"))
             .collect::<Vec<_>>()
             .join("\n");
-        let mut prefixes = vec!["crate::"];
-        if super_is_root {
-            prefixes.push("super::");
-        }
-        for prefix in prefixes {
+        // `self::` is this module; `super::` its parent (a `mod.rs` is its folder's module).
+        let this: Module = module.clone();
+        let parent: Module = module[..module.len().saturating_sub(1)].to_vec();
+        for (prefix, base) in [
+            ("crate::", Vec::new()),
+            ("super::", parent),
+            ("self::", this),
+        ] {
             for (i, _) in code.match_indices(prefix) {
-                for name in named(&code[i + prefix.len()..]) {
-                    if name != module && name.chars().next().is_some_and(|c| c.is_lowercase()) {
-                        out.entry(module.clone()).or_default().insert(name);
+                // `xcrate::` or `a::super::` is not a path's start.
+                let before = code[..i].chars().next_back();
+                if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+                    continue;
+                }
+                for p in paths(&code[i + prefix.len()..]) {
+                    let mut full = base.clone();
+                    let mut rest = p.as_slice();
+                    while let Some((_, r)) = rest.split_first().filter(|(s, _)| *s == "super") {
+                        full.pop();
+                        rest = r;
+                    }
+                    full.extend(rest.iter().cloned());
+                    // The deepest module the path reaches.
+                    let target = (1..=full.len())
+                        .rev()
+                        .map(|n| full[..n].to_vec())
+                        .find(|m| modules.contains_key(m));
+                    let Some(target) = target else { continue };
+                    let related = target.starts_with(module) || module.starts_with(&target);
+                    if !related {
+                        out.entry(module.join("::"))
+                            .or_default()
+                            .insert(target.join("::"));
                     }
                 }
             }
@@ -151,10 +209,45 @@ fn no_crate_has_a_module_cycle() {
     assert!(cycles.is_empty(), "module cycles:\n{}", cycles.join("\n"));
 }
 
+/// mcpb-daemon's crate doc promises that data flows down its list: the view and the broker
+/// tools never reach the broker, sessions or connections.
 #[test]
-fn imports_are_read_from_groups_too() {
-    assert_eq!(named("{a, b::{c, d}, e}; x"), ["a", "b", "e"]);
-    assert_eq!(named("view::ProfileView"), ["view"]);
+fn the_daemons_view_and_broker_tools_never_reach_back_into_the_broker() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mcpb-daemon/src");
+    let mut top = Edges::new();
+    for (from, to) in edges(&src) {
+        let head = |m: &str| m.split("::").next().unwrap_or(m).to_string();
+        top.entry(head(&from))
+            .or_default()
+            .extend(to.iter().map(|t| head(t)).filter(|t| *t != head(&from)));
+    }
+    assert!(
+        top.contains_key("session") && top.contains_key("view"),
+        "{top:?}"
+    );
+    for low in [
+        "view",
+        "tools",
+        "route",
+        "known",
+        "generation",
+        "link",
+        "outbox",
+    ] {
+        for high in ["broker", "session", "connection", "listener", "admin"] {
+            assert!(!reaches(&top, low, high), "{low} reaches {high}");
+        }
+    }
+}
+
+#[test]
+fn paths_are_read_from_groups_and_nested_groups_too() {
+    let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        paths("{a, b::{c, d}, e::F}; x"),
+        [p(&["a"]), p(&["b", "c"]), p(&["b", "d"]), p(&["e", "F"])]
+    );
+    assert_eq!(paths("view::ProfileView"), [p(&["view", "ProfileView"])]);
 }
 
 /// Every variable of the broker's is named in one place: `mcpb_config::env` (and the sandbox's

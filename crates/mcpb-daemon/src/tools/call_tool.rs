@@ -35,7 +35,7 @@ fn require_name(schema: &mut schemars::Schema) {
 pub struct CallTool;
 
 impl BrokerTool for CallTool {
-    const VERB: &'static str = "call_tool";
+    const VERB: &'static str = super::names::CALL_TOOL.verb;
     const MUTATES: bool = true;
     const NEEDS_EXEC: bool = false;
     type Args = Args;
@@ -43,7 +43,7 @@ impl BrokerTool for CallTool {
     fn description(n: Naming) -> String {
         format!(
             "Call a tool by name with arguments matching its input schema. projection trims the result before you see it. A result over the budget comes back as a preview plus an artifact id for {}.",
-            super::get_artifact::GetArtifact::named(n)
+            super::names::GET_ARTIFACT.under(n)
         )
     }
 

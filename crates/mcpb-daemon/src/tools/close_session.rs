@@ -12,7 +12,7 @@ pub type Args = super::NoArgs;
 pub struct CloseSession;
 
 impl BrokerTool for CloseSession {
-    const VERB: &'static str = "close_session";
+    const VERB: &'static str = super::names::CLOSE_SESSION.verb;
     const MUTATES: bool = true;
     const NEEDS_EXEC: bool = false;
     type Args = Args;

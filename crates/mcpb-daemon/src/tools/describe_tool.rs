@@ -33,10 +33,10 @@ impl Args {
 pub struct DescribeTool;
 
 impl BrokerTool for DescribeTool {
-    const VERB: &'static str = "describe_tool";
+    const VERB: &'static str = super::names::DESCRIBE_TOOL.verb;
     const MUTATES: bool = false;
     const NEEDS_EXEC: bool = false;
-    const EXEC_BROKER: Option<&'static str> = Some("tool_info");
+    const EXEC_BROKER: Option<&'static str> = super::names::DESCRIBE_TOOL.exec_broker;
     type Args = Args;
 
     fn description(_: Naming) -> String {

@@ -24,10 +24,10 @@ fn require_exec_id(schema: &mut schemars::Schema) {
 pub struct ExecClose;
 
 impl BrokerTool for ExecClose {
-    const VERB: &'static str = "exec_close";
+    const VERB: &'static str = super::names::EXEC_CLOSE.verb;
     const MUTATES: bool = true;
     const NEEDS_EXEC: bool = true;
-    const EXEC_BROKER: Option<&'static str> = Some("exec_close");
+    const EXEC_BROKER: Option<&'static str> = super::names::EXEC_CLOSE.exec_broker;
     type Args = Args;
 
     fn description(_: Naming) -> String {

@@ -18,10 +18,10 @@ pub struct Args {
 pub struct ExecOpen;
 
 impl BrokerTool for ExecOpen {
-    const VERB: &'static str = "exec_open";
+    const VERB: &'static str = super::names::EXEC_OPEN.verb;
     const MUTATES: bool = true;
     const NEEDS_EXEC: bool = true;
-    const EXEC_BROKER: Option<&'static str> = Some("exec_open");
+    const EXEC_BROKER: Option<&'static str> = super::names::EXEC_OPEN.exec_broker;
     type Args = Args;
 
     fn description(_: Naming) -> String {

@@ -36,17 +36,17 @@ fn exec_run_schema(schema: &mut schemars::Schema) {
 pub struct ExecRun;
 
 impl BrokerTool for ExecRun {
-    const VERB: &'static str = "exec_run";
+    const VERB: &'static str = super::names::EXEC_RUN.verb;
     const MUTATES: bool = true;
     const NEEDS_EXEC: bool = true;
-    const EXEC_BROKER: Option<&'static str> = Some("exec_run");
+    const EXEC_BROKER: Option<&'static str> = super::names::EXEC_RUN.exec_broker;
     type Args = Args;
 
     fn description(n: Naming) -> String {
         match n.vocabulary {
             Vocabulary::Broker => format!(
                 "Run code (or workspace file `entry`) in an exec workspace, as {}.",
-                super::run_code::RunCode::named(n)
+                super::names::RUN_CODE.under(n)
             ),
             // No run_code in this vocabulary to point at: the contract is said here.
             Vocabulary::ExecBroker => format!(

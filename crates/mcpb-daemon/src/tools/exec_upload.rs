@@ -28,7 +28,7 @@ fn require_upload(schema: &mut schemars::Schema) {
 pub struct ExecUpload;
 
 impl BrokerTool for ExecUpload {
-    const VERB: &'static str = "exec_upload";
+    const VERB: &'static str = super::names::EXEC_UPLOAD.verb;
     const MUTATES: bool = true;
     const NEEDS_EXEC: bool = true;
     type Args = Args;

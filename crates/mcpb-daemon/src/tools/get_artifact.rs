@@ -31,10 +31,10 @@ fn require_id(schema: &mut schemars::Schema) {
 pub struct GetArtifact;
 
 impl BrokerTool for GetArtifact {
-    const VERB: &'static str = "get_artifact";
+    const VERB: &'static str = super::names::GET_ARTIFACT.verb;
     const MUTATES: bool = false;
     const NEEDS_EXEC: bool = false;
-    const EXEC_BROKER: Option<&'static str> = Some("exec_get_artifact");
+    const EXEC_BROKER: Option<&'static str> = super::names::GET_ARTIFACT.exec_broker;
     type Args = Args;
 
     fn description(_: Naming) -> String {
@@ -71,7 +71,7 @@ impl Apply for GetArtifact {
             }
             Err(mcpb_facade::ArtifactError::Unknown(id)) => tool_error(format!(
                 "unknown artifact '{id}'\nhint: artifact ids come from a {} result of this profile and expire",
-                super::call_tool::CallTool::named(ctx.naming())
+                super::names::CALL_TOOL.under(ctx.naming())
             )),
             Err(e) => tool_error(e.to_string()),
         })

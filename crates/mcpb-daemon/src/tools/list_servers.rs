@@ -14,23 +14,20 @@ pub type Args = super::NoArgs;
 pub struct ListServers;
 
 impl BrokerTool for ListServers {
-    const VERB: &'static str = "list_servers";
+    const VERB: &'static str = super::names::LIST_SERVERS.verb;
     const MUTATES: bool = false;
     const NEEDS_EXEC: bool = false;
-    const EXEC_BROKER: Option<&'static str> = Some("servers_list");
+    const EXEC_BROKER: Option<&'static str> = super::names::LIST_SERVERS.exec_broker;
     type Args = Args;
 
     fn description(n: Naming) -> String {
         let next = match n.vocabulary {
             Vocabulary::Broker => {
-                format!(
-                    "{} to find tools",
-                    super::search_tools::SearchTools::named(n)
-                )
+                format!("{} to find tools", super::names::SEARCH_TOOLS.under(n))
             }
             Vocabulary::ExecBroker => format!(
                 "{} for a server's tools",
-                super::server_tools_list::ServerToolsList::named(n)
+                super::names::SERVER_TOOLS_LIST.under(n)
             ),
         };
         format!(

@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 
 use crate::view::ProfileView;
 
+pub mod names;
 mod registry;
 
 pub mod call_tool;
@@ -70,10 +71,11 @@ pub trait BrokerTool {
 
     /// The tool's name under `n`.
     fn named(n: Naming) -> String {
-        match (n.vocabulary, Self::EXEC_BROKER) {
-            (Vocabulary::ExecBroker, Some(name)) => name.to_string(),
-            (Vocabulary::ExecBroker, None) | (Vocabulary::Broker, _) => Self::name(n.sep),
+        names::Name {
+            verb: Self::VERB,
+            exec_broker: Self::EXEC_BROKER,
         }
+        .under(n)
     }
 
     /// `_meta` of the tool's definition, given the profile's declared result size.
@@ -188,7 +190,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn held_to(&self, value: Value, chars: u64, keep: &[&str]) -> Value {
-        let reader = get_artifact::GetArtifact::named(self.naming());
+        let reader = names::GET_ARTIFACT.under(self.naming());
         mcpb_facade::result::apply_budget(
             value,
             &mcpb_facade::result::Budget {
@@ -206,7 +208,7 @@ impl<'a> Ctx<'a> {
     pub(crate) async fn unknown_tool(&self, name: &str) -> Value {
         let near = self.view.suggest(name).await;
         if near.is_empty() {
-            let search = search_tools::SearchTools::named(self.naming());
+            let search = names::SEARCH_TOOLS.under(self.naming());
             tool_error(format!(
                 "Unknown tool: {name}\nhint: find tools with {search}"
             ))

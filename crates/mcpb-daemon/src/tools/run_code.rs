@@ -55,7 +55,7 @@ fn require_code(schema: &mut schemars::Schema) {
 pub struct RunCode;
 
 impl BrokerTool for RunCode {
-    const VERB: &'static str = "run_code";
+    const VERB: &'static str = super::names::RUN_CODE.verb;
     const MUTATES: bool = true;
     const NEEDS_EXEC: bool = true;
     type Args = Args;
@@ -78,8 +78,8 @@ impl Apply for RunCode {
 /// What a program may call and how, for the descriptions of run_code and exec_run.
 pub(super) fn program_contract(n: Naming) -> String {
     let finder = match n.vocabulary {
-        Vocabulary::Broker => super::search_tools::SearchTools::named(n),
-        Vocabulary::ExecBroker => super::server_tools_list::ServerToolsList::named(n),
+        Vocabulary::Broker => super::names::SEARCH_TOOLS.under(n),
+        Vocabulary::ExecBroker => super::names::SERVER_TOOLS_LIST.under(n),
     };
     let sep = n.sep;
     format!(

@@ -66,7 +66,7 @@ impl Args {
 pub struct SearchTools;
 
 impl BrokerTool for SearchTools {
-    const VERB: &'static str = "search_tools";
+    const VERB: &'static str = super::names::SEARCH_TOOLS.verb;
     const MUTATES: bool = false;
     const NEEDS_EXEC: bool = false;
     type Args = Args;
@@ -74,8 +74,8 @@ impl BrokerTool for SearchTools {
     fn description(n: Naming) -> String {
         format!(
             "Find tools by what you want to do. Returns ranked names with one-line descriptions (no schemas); then {}, then {}. Empty query with server lists that server's tools.",
-            super::describe_tool::DescribeTool::named(n),
-            super::call_tool::CallTool::named(n)
+            super::names::DESCRIBE_TOOL.under(n),
+            super::names::CALL_TOOL.under(n)
         )
     }
 }
@@ -268,13 +268,13 @@ async fn search(view: &ProfileView, args: &Args) -> Value {
     let hint = if results.is_empty() {
         format!(
             "no match; try other words or {}",
-            super::list_servers::ListServers::named(n)
+            super::names::LIST_SERVERS.under(n)
         )
     } else {
         format!(
             "{} {{\"name\": ...}} shows the input schema; {} {{\"name\": ..., \"arguments\": {{...}}}} runs it",
-            super::describe_tool::DescribeTool::named(n),
-            super::call_tool::CallTool::named(n)
+            super::names::DESCRIBE_TOOL.under(n),
+            super::names::CALL_TOOL.under(n)
         )
     };
     let mut out = json!({"results": results, "hint": hint});

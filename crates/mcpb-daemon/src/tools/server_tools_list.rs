@@ -31,18 +31,18 @@ fn require_server(schema: &mut schemars::Schema) {
 pub struct ServerToolsList;
 
 impl BrokerTool for ServerToolsList {
-    const VERB: &'static str = "server_tools_list";
+    const VERB: &'static str = super::names::SERVER_TOOLS_LIST.verb;
     const MUTATES: bool = false;
     const NEEDS_EXEC: bool = false;
     // The broker vocabulary has search_tools with a server and an empty query for this.
     const IN_BROKER: bool = false;
-    const EXEC_BROKER: Option<&'static str> = Some("server_tools_list");
+    const EXEC_BROKER: Option<&'static str> = super::names::SERVER_TOOLS_LIST.exec_broker;
     type Args = Args;
 
     fn description(n: Naming) -> String {
         format!(
             "One server's tools, {PAGE} at a time: name, one-line description, whether it may change something. Then {} for a tool's input schema.",
-            super::describe_tool::DescribeTool::named(n)
+            super::names::DESCRIBE_TOOL.under(n)
         )
     }
 }

@@ -12,7 +12,7 @@ pub type Args = super::NoArgs;
 pub struct Status;
 
 impl BrokerTool for Status {
-    const VERB: &'static str = "status";
+    const VERB: &'static str = super::names::STATUS.verb;
     const MUTATES: bool = false;
     const NEEDS_EXEC: bool = false;
     type Args = Args;
