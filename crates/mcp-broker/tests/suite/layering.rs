@@ -286,3 +286,52 @@ fn environment_variable_names_are_spelt_in_one_module() {
         spelt.join("\n")
     );
 }
+
+/// docs/architecture.md lists the crates so that data flows down the list: each crate's own
+/// dependencies on the workspace's crates are below it there.
+#[test]
+fn the_architecture_docs_crate_list_has_every_dependency_below_its_user() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let order: Vec<String> = doc
+        .lines()
+        .filter(|l| l.starts_with("| `mcp"))
+        .flat_map(|l| {
+            let first = l.split('|').nth(1).unwrap_or("");
+            first
+                .split('`')
+                .filter(|s| s.starts_with("mcp"))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(order.len() >= 16, "{order:?}");
+    let mut wrong = Vec::new();
+    // The fixture and the bench stand beside the product, listed last: they may use anything.
+    for (i, name) in order
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| !["mcpb-testkit", "mcpb-bench"].contains(&n.as_str()))
+    {
+        let manifest = std::fs::read_to_string(root.join("crates").join(name).join("Cargo.toml"))
+            .unwrap_or_else(|_| panic!("{name} has no manifest"));
+        let deps = manifest
+            .split("[dependencies]")
+            .nth(1)
+            .unwrap_or("")
+            .split("\n[")
+            .next()
+            .unwrap_or("");
+        for dep in deps
+            .lines()
+            .filter_map(|l| l.split(['=', ' ', '.']).next())
+            .filter(|d| d.starts_with("mcpb-"))
+        {
+            let at = order.iter().position(|o| o == dep);
+            if at.is_none_or(|at| at <= i) {
+                wrong.push(format!("{name} uses {dep}, which is not below it"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
