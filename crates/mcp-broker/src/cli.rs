@@ -651,6 +651,15 @@ pub(crate) enum ConfigCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Keep a copy of the config file beside the client files' backups; prints its path.
+    Backup,
+    /// Put the newest (or a named) backup of the config file back, after checking it; the file
+    /// it replaces is kept as a backup too.
+    Rollback {
+        /// The backup's name (`broker.yaml.<unix seconds>`; default: the newest).
+        #[arg(long)]
+        backup: Option<String>,
+    },
 }
 
 /// What `config import` was told.

@@ -9,6 +9,7 @@ mod checks;
 mod cli;
 mod client_cmd;
 mod commands;
+mod config_backup;
 mod config_import;
 mod config_import_apply;
 mod console_cmd;
@@ -225,6 +226,10 @@ fn main() -> ExitCode {
             }
             ConfigCommand::Show { json } => {
                 with_settings(config, |s| commands::config_show(s, json))
+            }
+            ConfigCommand::Backup => config_backup::backup(config),
+            ConfigCommand::Rollback { backup } => {
+                config_backup::rollback(config, backup.as_deref())
             }
         },
         Command::Measure {

@@ -244,3 +244,46 @@ fn a_typo_saved_in_the_file_cuts_no_client_off_running_or_stopped() {
         "{err}"
     );
 }
+
+/// `config backup` keeps a copy; after a typo, `config rollback` checks the copy and puts it
+/// back, keeping the broken file as a backup of its own; a broken backup is never put back.
+#[test]
+fn a_config_backup_is_put_back_over_a_typo_and_the_typo_is_kept() {
+    let home = Home::new();
+    let run = |args: &[&str]| home.run(args);
+    assert!(run(&["config", "init"]).status.success());
+    let file = home.root().join("broker.yaml");
+    let good = std::fs::read_to_string(&file).unwrap();
+    let taken = run(&["config", "backup"]);
+    assert!(taken.status.success());
+    let copy = std::path::PathBuf::from(String::from_utf8_lossy(&taken.stdout).trim());
+    assert_eq!(std::fs::read_to_string(&copy).unwrap(), good);
+    let broken = format!("{good}  broken: [\n");
+    std::fs::write(&file, &broken).unwrap();
+    let back = run(&["config", "rollback"]);
+    assert!(
+        back.status.success(),
+        "{}",
+        String::from_utf8_lossy(&back.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), good);
+    let said = String::from_utf8_lossy(&back.stderr).into_owned();
+    let kept = said
+        .split("kept as ")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .unwrap_or_else(|| panic!("{said}"));
+    assert_eq!(std::fs::read_to_string(kept).unwrap(), broken);
+    let name = std::path::Path::new(kept)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap();
+    let refused = run(&["config", "rollback", "--backup", name]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("is not a valid config; nothing was changed")
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), good);
+}
