@@ -1,0 +1,119 @@
+# The design's command names as make targets. Each one runs the broker's own command or a
+# script under scripts/; nothing here has logic of its own. `make help` lists them.
+# BROKER: the binary to run (default: the debug build, built first).
+# P: a profile (profile-validation, facade-smoke); C: a client (client targets).
+
+BROKER ?= target/debug/mcp-broker
+P ?= default
+C ?= claude-code
+
+.PHONY: help build setup test test-unit test-cov quality-gate release-gate release-smoke \
+	mutation broker-start broker-status broker-stop broker-reap broker-smoke doctor \
+	config-init config-validate config-render config-backup config-rollback tools-count \
+	profile-validation facade-smoke discovery-parity context-reduction import-context \
+	client-render client-apply client-rollback client-import uninstall \
+	systemd-install systemd-uninstall systemd-status
+
+help:
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
+
+build: ## build the broker (debug)
+	cargo build -p mcp-broker
+
+setup: ## install the real MCP servers and clients the tests use (.test-deps/)
+	scripts/install-test-deps
+
+test: ## the whole test command (fmt, clippy, every test, soak, mutation sample, packages)
+	scripts/test
+
+test-unit: ## unit tests only (no process started)
+	cargo test --workspace --lib --bins
+
+test-cov: ## line coverage with the per-crate floors
+	scripts/coverage
+
+quality-gate: release-gate ## the release gate (alias)
+
+release-gate: ## fmt, clippy, tests, coverage, mutation, release smoke, in order
+	scripts/release-gate
+
+release-smoke: ## the packages built from the release binary, run in clean homes
+	scripts/release-smoke
+
+mutation: ## the whole mutation set and its score
+	scripts/mutation
+
+broker-start: build ## start the daemon
+	$(BROKER) start
+
+broker-status: build ## the daemon, its upstreams and calls
+	$(BROKER) status
+
+broker-stop: build ## stop the daemon and its upstreams
+	$(BROKER) stop
+
+broker-reap: build ## stop processes a dead daemon left behind
+	$(BROKER) reap
+
+broker-smoke: build ## the demo: a client session through the broker in a throwaway home
+	$(BROKER) demo
+
+doctor: build ## check this machine, the config and the clients
+	$(BROKER) doctor
+
+config-init: build ## write the commented default config
+	$(BROKER) config init
+
+config-validate: build ## check the config file
+	$(BROKER) config validate
+
+config-render: build ## the resolved settings
+	$(BROKER) config show
+
+config-backup: build ## keep a copy of the config file
+	$(BROKER) config backup
+
+config-rollback: build ## put the newest copy back
+	$(BROKER) config rollback
+
+tools-count: build ## tool definitions and tokens a profile puts in context (P=profile)
+	$(BROKER) measure --profile $(P)
+
+profile-validation: build ## each upstream of a profile started and probed (P=profile)
+	$(BROKER) profile validate $(P)
+
+facade-smoke: build ## the calls to paste into a live client session to accept profile P
+	$(BROKER) profile acceptance $(P)
+
+discovery-parity: build ## a client's tools directly and through the broker (C=client)
+	$(BROKER) client parity --client $(C)
+
+context-reduction: build ## a Codex user's context before and after import
+	scripts/context-reduction
+
+import-context: build ## each client's context after an import with the defaults
+	scripts/import-context
+
+client-render: build ## the broker's entry in a client's file, as a diff (C=client)
+	$(BROKER) client render --client $(C)
+
+client-apply: build ## write that entry, after a backup (C=client)
+	$(BROKER) client apply --client $(C)
+
+client-rollback: build ## put the client's file back (C=client)
+	$(BROKER) client rollback --client $(C)
+
+client-import: build ## move a client's servers into the broker, as a dry run (C=client)
+	$(BROKER) client import --client $(C)
+
+uninstall: build ## what uninstalling would do (then: mcp-broker uninstall --apply)
+	$(BROKER) uninstall
+
+systemd-install: build ## the user service, as a dry run (then: mcp-broker service install --apply)
+	$(BROKER) service install
+
+systemd-uninstall: build ## stop and remove the service, as a dry run
+	$(BROKER) service uninstall
+
+systemd-status: build ## whether the unit is installed and current
+	$(BROKER) service status
