@@ -492,8 +492,9 @@ fn git(dir: &Path, args: &[&str]) {
 }
 
 /// A project's `.mcp.json` that git tracks is the team's: the import leaves it byte for byte
-/// and switches its servers off for this user in the folder's `.claude/settings.local.json`; the broker shows them to
-/// sessions started in that folder only; a rollback switches them back on.
+/// and switches its servers off for this user in the folder's `.claude/settings.local.json`;
+/// the broker shows them to sessions started in that folder only; a rollback switches them
+/// back on.
 #[test]
 fn claude_code_keeps_a_shared_project_file_and_switches_its_servers_off_for_this_user() {
     let u = User::new(true);
