@@ -377,13 +377,7 @@ fn rollback_companions(settings: &Settings, client: Client, force: bool) -> Exit
         let restored = mcpb_clients::plain_project_file(path)
             .and_then(|()| backups.restore(Some(name), client.name(), force));
         match restored {
-            Ok(b) if b.merged => outln!(
-                "{}: the broker's change of backup {} taken back out; what changed since stays",
-                b.path.display(),
-                b.name
-            ),
-            Ok(b) if b.existed => outln!("{}: put back as it was", b.path.display()),
-            Ok(b) => outln!("{}: removed (there was no file before)", b.path.display()),
+            Ok(b) => say_restored(&b),
             Err(e) => {
                 errln!(
                     "mcp-broker: {e} ({}); nothing else was rolled back",
@@ -395,6 +389,20 @@ fn rollback_companions(settings: &Settings, client: Client, force: bool) -> Exit
         }
     }
     code
+}
+
+/// What putting backup `b` back did to its file.
+fn say_restored(b: &mcpb_clients::Backup) {
+    let (path, name) = (b.path.display(), &b.name);
+    if b.merged {
+        outln!(
+            "{path}: the broker's change of backup {name} taken back out; what changed since stays"
+        );
+    } else if b.existed {
+        outln!("{path}: put back as it was before backup {name}");
+    } else {
+        outln!("{path}: removed (there was no file before backup {name})");
+    }
 }
 
 fn rollback_file(settings: &Settings, r: &Resolved, backup: Option<&str>, force: bool) -> ExitCode {
@@ -412,28 +420,8 @@ fn rollback_file(settings: &Settings, r: &Resolved, backup: Option<&str>, force:
         say_kept_upstreams(settings, r.client, &r.path, &b.name);
     }
     match restored {
-        Ok(b) if b.merged => {
-            outln!(
-                "{}: the broker's change of backup {} taken back out; what changed since stays",
-                b.path.display(),
-                b.name
-            );
-            ExitCode::SUCCESS
-        }
-        Ok(b) if b.existed => {
-            outln!(
-                "{}: put back as it was before backup {}",
-                b.path.display(),
-                b.name
-            );
-            ExitCode::SUCCESS
-        }
         Ok(b) => {
-            outln!(
-                "{}: removed (there was no file before backup {})",
-                b.path.display(),
-                b.name
-            );
+            say_restored(&b);
             ExitCode::SUCCESS
         }
         Err(e @ ClientsError::Changed { .. }) => fail(
