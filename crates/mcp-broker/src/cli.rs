@@ -27,17 +27,7 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Relay an MCP client's stdio to the daemon (starting it if needed). This is the one entry
     /// a client config needs.
-    Stdio {
-        /// Profile to use (default: the client's entry in `clients`, else `default`).
-        #[arg(long)]
-        profile: Option<String>,
-        /// Client name, matched against `clients` in the config.
-        #[arg(long)]
-        client: Option<String>,
-        /// Write the default config first when there is none (for package installs).
-        #[arg(long)]
-        init_if_missing: bool,
-    },
+    Stdio(StdioArgs),
     /// Run the daemon in the foreground.
     Daemon,
     /// Start the daemon in the background; returns when it answers.
@@ -79,43 +69,11 @@ pub(crate) enum Command {
     ExampleServer,
     /// What a profile puts into a model's context: tool definitions, bytes and o200k_base
     /// tokens of its upstreams' raw tools against what the profile exposes.
-    Measure {
-        /// Profile whose view to use (default: the `default` profile).
-        #[arg(long, conflicts_with_all = ["client", "all_clients"])]
-        profile: Option<String>,
-        /// A client's context before it moved onto the broker (its newest backup) and after
-        /// (the broker's entry plus the servers it still starts), each server listed.
-        #[arg(long, value_parser = ["claude-desktop", "claude-code", "codex", "gemini", "cursor", "vscode", "agy"])]
-        client: Option<String>,
-        /// --client for every client with servers or a broker entry here.
-        #[arg(long, conflicts_with = "client")]
-        all_clients: bool,
-        /// Print the data as JSON instead of a table or text.
-        #[arg(long)]
-        json: bool,
-    },
+    Measure(MeasureArgs),
     /// Search, describe and call tools through a profile, as a model would with the facade.
-    Tools {
-        /// Profile to use (default: `default`).
-        #[arg(long, global = true)]
-        profile: Option<String>,
-        /// Print the data as JSON (once, without the MCP envelope).
-        #[arg(long, global = true)]
-        json: bool,
-        #[command(subcommand)]
-        command: ToolsCommand,
-    },
+    Tools(ToolsArgs),
     /// Run a program in the code sandbox through a profile, as a model would with run_code.
-    Exec {
-        /// Profile to use (default: `compact`, the embedded default's profile with code runs).
-        #[arg(long, global = true)]
-        profile: Option<String>,
-        /// Print the whole answer as JSON.
-        #[arg(long, global = true)]
-        json: bool,
-        #[command(subcommand)]
-        command: ExecCommand,
-    },
+    Exec(ExecArgs),
     /// Approved tool definitions, quarantined changes and description findings.
     Pins {
         #[command(subcommand)]
@@ -129,35 +87,7 @@ pub(crate) enum Command {
     },
     /// Add an upstream to the config (comments and order kept; validated before it is written;
     /// a running daemon reloads): `add git -- uvx mcp-server-git`, `add notes --url URL`.
-    Add {
-        /// The upstream's name; its tools are named `<name>.<tool>`.
-        name: String,
-        /// A remote server's URL instead of a command.
-        #[arg(long)]
-        url: Option<String>,
-        /// How to reach --url.
-        #[arg(long, value_parser = ["streamable_http", "sse"])]
-        transport: Option<String>,
-        /// An HTTP header for --url, `KEY=VALUE` (secrets as `Authorization=Bearer ${TOKEN}`).
-        #[arg(long = "header")]
-        headers: Vec<String>,
-        /// An environment variable for the command, `KEY=VALUE` (secrets as `KEY=${NAME}`).
-        #[arg(long = "env")]
-        env: Vec<String>,
-        /// When processes start and stop.
-        #[arg(long, value_parser = ["shared", "per_session", "per_call", "disabled"])]
-        lifecycle: Option<String>,
-        /// Run the command unsandboxed (it gets the standard sandbox otherwise).
-        #[arg(long)]
-        no_sandbox: bool,
-        /// A profile whose upstreams list gets it (repeatable); default: every client's
-        /// profile that lists its upstreams (a profile without a list sees it anyway).
-        #[arg(long)]
-        profile: Vec<String>,
-        /// The server's command and arguments, after `--`.
-        #[arg(last = true)]
-        command: Vec<String>,
-    },
+    Add(AddArgs),
     /// Remove an upstream from the config (only its own lines go).
     Remove {
         /// The upstream's name.
@@ -185,17 +115,7 @@ pub(crate) enum Command {
     /// Put every client file the broker changed back (every scope and project), stop and
     /// remove the service, stop the daemon; the config and the rest stay unless --purge. A dry
     /// run unless --apply.
-    Uninstall {
-        /// Do it (default: say what would be done).
-        #[arg(long)]
-        apply: bool,
-        /// Also remove the runtime dir (config, secrets, logs, state) and the backups.
-        #[arg(long)]
-        purge: bool,
-        /// Put backups back even over a change made since.
-        #[arg(long)]
-        force: bool,
-    },
+    Uninstall(UninstallArgs),
     /// Check this machine: binary, config and what it needs at run time, runtime dir, daemon,
     /// leftover processes, client entries; each problem with the command that fixes it.
     Doctor {
@@ -218,29 +138,12 @@ pub(crate) enum Command {
     /// Whether two profiles discover the same tools (compared by upstream and tool, whatever
     /// their name styles or facade), and the top results of each upstream's smoke query in
     /// both; exits 1 when they differ. Starts upstreams whose tool lists are unknown.
-    Parity {
-        /// The first profile.
-        first: String,
-        /// The second profile.
-        second: String,
-        /// Print the comparison as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Parity(ParityArgs),
     /// The daemon's state in the Prometheus text format (sessions, calls in flight, each
     /// upstream's state, starts, failures, tools, processes); starts nothing.
     Metrics,
     /// The daemon's log, or one upstream's lines of it (its stderr, its starts and failures).
-    Logs {
-        /// Only this upstream's lines.
-        upstream: Option<String>,
-        /// How many of the last lines to print.
-        #[arg(short = 'n', long, default_value_t = 50)]
-        lines: usize,
-        /// Keep printing lines as they are written (Ctrl-C ends it).
-        #[arg(short, long)]
-        follow: bool,
-    },
+    Logs(LogsArgs),
     /// OAuth sign-in to remote upstreams that ask for one.
     Auth {
         #[command(subcommand)]
@@ -388,8 +291,8 @@ pub(crate) struct ViewArgs {
 }
 
 impl ViewArgs {
-    pub(crate) fn ask(&self) -> Option<crate::profile_view::ViewAsk> {
-        crate::profile_view::ViewAsk::from_flags(self.raw, self.compact, self.budget)
+    pub(crate) fn ask(&self) -> Option<ViewAsk> {
+        ViewAsk::from_flags(self.raw, self.compact, self.budget)
     }
 }
 
@@ -685,4 +588,153 @@ pub(crate) struct ConfigImportArgs {
     /// Write what the last dry run showed.
     #[arg(long)]
     pub apply: bool,
+}
+
+// The arguments of `add`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct AddArgs {
+    /// The upstream's name; its tools are named `<name>.<tool>`.
+    pub name: String,
+    /// A remote server's URL instead of a command.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// How to reach --url.
+    #[arg(long, value_parser = ["streamable_http", "sse"])]
+    pub transport: Option<String>,
+    /// An HTTP header for --url, `KEY=VALUE` (secrets as `Authorization=Bearer ${TOKEN}`).
+    #[arg(long = "header")]
+    pub headers: Vec<String>,
+    /// An environment variable for the command, `KEY=VALUE` (secrets as `KEY=${NAME}`).
+    #[arg(long = "env")]
+    pub env: Vec<String>,
+    /// When processes start and stop.
+    #[arg(long, value_parser = ["shared", "per_session", "per_call", "disabled"])]
+    pub lifecycle: Option<String>,
+    /// Run the command unsandboxed (it gets the standard sandbox otherwise).
+    #[arg(long)]
+    pub no_sandbox: bool,
+    /// A profile whose upstreams list gets it (repeatable); default: every client's
+    /// profile that lists its upstreams (a profile without a list sees it anyway).
+    #[arg(long)]
+    pub profile: Vec<String>,
+    /// The server's command and arguments, after `--`.
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+// The arguments of `stdio`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct StdioArgs {
+    /// Profile to use (default: the client's entry in `clients`, else `default`).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Client name, matched against `clients` in the config.
+    #[arg(long)]
+    pub client: Option<String>,
+    /// Write the default config first when there is none (for package installs).
+    #[arg(long)]
+    pub init_if_missing: bool,
+}
+
+// The arguments of `measure`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct MeasureArgs {
+    /// Profile whose view to use (default: the `default` profile).
+    #[arg(long, conflicts_with_all = ["client", "all_clients"])]
+    pub profile: Option<String>,
+    /// A client's context before it moved onto the broker (its newest backup) and after
+    /// (the broker's entry plus the servers it still starts), each server listed.
+    #[arg(long, value_parser = ["claude-desktop", "claude-code", "codex", "gemini", "cursor", "vscode", "agy"])]
+    pub client: Option<String>,
+    /// --client for every client with servers or a broker entry here.
+    #[arg(long, conflicts_with = "client")]
+    pub all_clients: bool,
+    /// Print the data as JSON instead of a table or text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+// The arguments of `tools`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ToolsArgs {
+    /// Profile to use (default: `default`).
+    #[arg(long, global = true)]
+    pub profile: Option<String>,
+    /// Print the data as JSON (once, without the MCP envelope).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: ToolsCommand,
+}
+
+// The arguments of `exec`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ExecArgs {
+    /// Profile to use (default: `compact`, the embedded default's profile with code runs).
+    #[arg(long, global = true)]
+    pub profile: Option<String>,
+    /// Print the whole answer as JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: ExecCommand,
+}
+
+// The arguments of `uninstall`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct UninstallArgs {
+    /// Do it (default: say what would be done).
+    #[arg(long)]
+    pub apply: bool,
+    /// Also remove the runtime dir (config, secrets, logs, state) and the backups.
+    #[arg(long)]
+    pub purge: bool,
+    /// Put backups back even over a change made since.
+    #[arg(long)]
+    pub force: bool,
+}
+
+// The arguments of `logs`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct LogsArgs {
+    /// Only this upstream's lines.
+    pub upstream: Option<String>,
+    /// How many of the last lines to print.
+    #[arg(short = 'n', long, default_value_t = 50)]
+    pub lines: usize,
+    /// Keep printing lines as they are written (Ctrl-C ends it).
+    #[arg(short, long)]
+    pub follow: bool,
+}
+
+// The arguments of `parity`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ParityArgs {
+    /// The first profile.
+    pub first: String,
+    /// The second profile.
+    pub second: String,
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The view a user asked a profile to have (`--raw`, `--compact`, `--budget N`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ViewAsk {
+    Raw,
+    Compact,
+    Budget(u32),
+}
+
+impl ViewAsk {
+    /// From the flags: `None` when none was given.
+    pub(crate) fn from_flags(raw: bool, compact: bool, budget: Option<u32>) -> Option<Self> {
+        match (raw, compact, budget) {
+            (true, _, _) => Some(ViewAsk::Raw),
+            (_, true, _) => Some(ViewAsk::Compact),
+            (_, _, Some(n)) => Some(ViewAsk::Budget(n)),
+            _ => None,
+        }
+    }
 }

@@ -1,0 +1,267 @@
+//! `mcp-broker profile validate P`: each upstream's `smoke` probe run through the same view a
+//! client of profile P gets (search, then describe, then a call when `call: true`), as a
+//! pass/fail table. The exit code says whether every probe passed.
+
+pub(crate) mod acceptance;
+pub(crate) mod parity;
+pub(crate) mod view;
+
+use std::process::ExitCode;
+
+use mcpb_config::Settings;
+use mcpb_daemon::tools::{BrokerTool, call_tool, describe_tool, search_tools, status};
+use serde_json::Value;
+
+use crate::cli::ProfileCommand;
+use crate::commands::tools::call_facade;
+use crate::fail;
+use crate::settings::with_settings;
+
+/// One step's outcome: passed, and what it saw.
+fn step(
+    result: anyhow::Result<Value>,
+    judge: impl Fn(&Value) -> Result<String, String>,
+) -> (bool, String) {
+    match result {
+        Err(e) => (false, format!("{e:#}")),
+        Ok(r) if r["isError"] == true => {
+            let text = r["content"][0]["text"]
+                .as_str()
+                .unwrap_or("the tool failed")
+                .to_string();
+            (false, text)
+        }
+        Ok(r) => match judge(&r) {
+            Ok(seen) => (true, seen),
+            Err(why) => (false, why),
+        },
+    }
+}
+
+/// The probe's tool as this profile exposes it, written upstream-local (`read_graph`) or as
+/// exposed with a dot or two underscores (`memory.read_graph`). One underscore is not read as
+/// a separator: `git_status` may be the tool's own name.
+fn probe_tool(upstream: &str, tool: &str, sep: &str, namespace: bool) -> String {
+    let local = crate::commands::config::probes::local_name(upstream, tool);
+    if namespace {
+        format!("{upstream}{sep}{local}")
+    } else {
+        local.to_string()
+    }
+}
+
+fn data(r: &Value) -> Value {
+    r.get("structuredContent").cloned().unwrap_or(Value::Null)
+}
+
+pub(crate) fn validate(settings: &Settings, profile: &str) -> ExitCode {
+    let Some(p) = settings.profiles.get(profile) else {
+        let names: Vec<&str> = settings.profiles.keys().map(String::as_str).collect();
+        return fail(
+            &format!("mcp-broker: no profile named {profile:?}"),
+            &[&format!("profiles: {}", names.join(", "))],
+        );
+    };
+    let sep = p.broker_tool_name_style.separator();
+    let mut rows = Vec::new();
+    let mut failed = 0;
+    let mut row = |up: &str, what: &str, (ok, detail): (bool, String)| {
+        if !ok {
+            failed += 1;
+        }
+        let mut detail = crate::printable(&detail);
+        mcpb_facade::projection::cut_chars(&mut detail, 120);
+        let result = match (ok, what) {
+            (_, "-") => "WARN",
+            (true, _) => "pass",
+            (false, _) => "FAIL",
+        };
+        rows.push(vec![
+            up.to_string(),
+            what.to_string(),
+            result.into(),
+            detail,
+        ]);
+    };
+    // The status step first, as the design's validation does: what broker_status says of
+    // each upstream (it starts nothing).
+    let statuses = call_facade(
+        settings,
+        Some(profile),
+        status::Status::VERB,
+        serde_json::json!({}),
+    );
+    for name in &p.upstreams {
+        let seen = statuses.as_ref().map(|r| {
+            data(r)["servers"]
+                .as_array()
+                .and_then(|all| all.iter().find(|u| u["name"] == name.as_str()).cloned())
+                .unwrap_or(Value::Null)
+        });
+        row(
+            name,
+            "status",
+            match seen {
+                Err(e) => (false, format!("{e:#}")),
+                Ok(u) if u["state"] == "failed" => (
+                    false,
+                    format!(
+                        "failed: {}",
+                        u["last_error"].as_str().unwrap_or("no reason given")
+                    ),
+                ),
+                Ok(u) => (true, u["state"].as_str().unwrap_or("unknown").to_string()),
+            },
+        );
+        let Some(up) = settings.upstreams.get(name) else {
+            continue;
+        };
+        let Some(smoke) = &up.smoke else {
+            row(
+                name,
+                "-",
+                (true, "no smoke probe in the config: nothing checked".into()),
+            );
+            continue;
+        };
+        let exposed = smoke
+            .tool
+            .as_ref()
+            .map(|t| probe_tool(name, t, sep, p.namespace));
+        if let Some(q) = &smoke.query {
+            let args = search_tools::Args {
+                query: q.clone(),
+                server: Some(name.clone()),
+                limit: Some(10),
+                kind: None,
+            };
+            let want = exposed.clone();
+            let got = call_facade(
+                settings,
+                Some(profile),
+                search_tools::SearchTools::VERB,
+                serde_json::to_value(args).unwrap_or_default(),
+            );
+            row(
+                name,
+                "search",
+                step(got, |r| {
+                    let names: Vec<String> = data(r)["results"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|x| x["name"].as_str().map(str::to_string))
+                        .collect();
+                    match &want {
+                        Some(w) if !names.contains(w) => {
+                            Err(format!("{w} not among {}", names.join(", ")))
+                        }
+                        _ if names.is_empty() => Err("no results".into()),
+                        _ => Ok(format!("{} result(s), first {}", names.len(), names[0])),
+                    }
+                }),
+            );
+        }
+        let Some(tool) = exposed else {
+            continue;
+        };
+        let args = describe_tool::Args {
+            name: None,
+            names: vec![tool.clone()],
+        };
+        let got = call_facade(
+            settings,
+            Some(profile),
+            describe_tool::DescribeTool::VERB,
+            serde_json::to_value(args).unwrap_or_default(),
+        );
+        let mutating = got
+            .as_ref()
+            .is_ok_and(|r| data(r)["tools"][0]["mutating"] == true);
+        row(
+            name,
+            "describe",
+            step(got, |_| Ok(format!("{tool} described"))),
+        );
+        if smoke.call && mutating && !smoke.allow_mutating {
+            row(
+                name,
+                "call",
+                (
+                    false,
+                    format!(
+                        "not called: {tool} may change something; set smoke.allow_mutating: true to call it on purpose"
+                    ),
+                ),
+            );
+        } else if smoke.call {
+            let arguments = smoke
+                .arguments
+                .as_ref()
+                .and_then(|a| serde_json::value::to_raw_value(a).ok());
+            let args = call_tool::Args {
+                name: tool.clone(),
+                arguments,
+                projection: None,
+            };
+            let got = call_facade(
+                settings,
+                Some(profile),
+                call_tool::CallTool::VERB,
+                serde_json::to_value(args).unwrap_or_default(),
+            );
+            row(name, "call", step(got, |_| Ok(format!("{tool} answered"))));
+        }
+    }
+    out!(
+        "{}",
+        crate::commands::render::table(&["UPSTREAM", "STEP", "RESULT", "DETAIL"], rows)
+    );
+    if failed > 0 {
+        errln!("{failed} probe step(s) failed");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+/// `mcp-broker profile …`.
+pub(crate) fn run(command: ProfileCommand, config: Option<&std::path::Path>) -> ExitCode {
+    match command {
+        ProfileCommand::Validate { profile } => with_settings(config, |s| validate(s, &profile)),
+        ProfileCommand::Set { profile, view } => view::set(config, &profile, view.ask()),
+        ProfileCommand::Acceptance {
+            profile,
+            client,
+            server,
+        } => with_settings(config, |s| {
+            acceptance::acceptance(s, &profile, client.as_deref(), &server)
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn probe_tools_are_read_in_either_form() {
+        assert_eq!(
+            super::probe_tool("memory", "read_graph", ".", true),
+            "memory.read_graph"
+        );
+        assert_eq!(
+            super::probe_tool("memory", "memory.read_graph", ".", true),
+            "memory.read_graph"
+        );
+        assert_eq!(
+            super::probe_tool("memory", "memory__read_graph", "_", true),
+            "memory_read_graph"
+        );
+        assert_eq!(
+            super::probe_tool("git", "git_status", ".", true),
+            "git.git_status"
+        );
+        assert_eq!(
+            super::probe_tool("memory", "memory.read_graph", ".", false),
+            "read_graph"
+        );
+    }
+}
