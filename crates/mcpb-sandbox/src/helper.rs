@@ -1,15 +1,15 @@
-//! The helper process: reads the spec, opens what the jail needs from the host while it still
-//! can, forks the holder that unshares the namespaces, and writes the holder's id maps from
-//! outside (only the parent user namespace may map a uid other than the writer's own).
+//! The helper process of a code run: reads the spec, starts the holder (see `launch`), which
+//! opens what the jail needs from the host while it still can and becomes the jail's user
+//! before it forks the jail's init.
 
 use std::io::Read;
 use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Instant;
 
 use rustix::process::{Gid, Signal, Uid, WaitOptions};
-use rustix::thread::UnshareFlags;
 
 use crate::host::{Host, host_entries};
+use crate::launch::{self, Handshake, Holder, IdMaps};
 use crate::report::{Report, fork, refuse};
 use crate::{CONTROL_FD, JailSpec, Layer, REPORT_FD, SDK_FD, SandboxError, jail};
 
@@ -79,91 +79,37 @@ fn run(report: &Report, _sdk: &OwnedFd, control: OwnedFd) -> Result<i32, Sandbox
         control,
         entries: Vec::new(),
     };
-    let sup = |e: rustix::io::Errno| SandboxError::at(Layer::Supervise, e);
-    let (ready_r, ready_w) =
-        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(sup)?;
-    let (go_r, go_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(sup)?;
-    let Some(child) = fork(Layer::Supervise)? else {
-        drop((ready_r, go_w));
-        let code = match holder(&spec, &mut host, report, &ready_w, &go_r) {
-            Ok(code) => code,
-            Err(e) => {
-                refuse(report, e);
-                1
-            }
-        };
-        std::process::exit(code);
+    let launch = Holder {
+        cgroup: spec.cgroup.as_ref(),
+        maps: IdMaps {
+            inside_uid: crate::JAIL_UID,
+            host_uid: spec.host_uid,
+            inside_gid: crate::JAIL_UID,
+            host_gid: spec.host_gid,
+        },
+        refused: 1,
     };
-    drop((ready_w, go_r));
-    let mut byte = [0u8; 1];
-    let cgroup = spec
-        .cgroup
-        .as_ref()
-        .map(|c| crate::cgroup::RunCgroup::open(c.dir.clone(), c.v2));
-    // The holder says it has its user namespace; EOF means it failed and reported why.
-    if rustix::io::read(&ready_r, &mut byte).map_err(sup)? == 1 {
-        if let Some(cg) = &cgroup {
-            // The daemon made this cgroup for the run: a jail outside it would run with
-            // rlimits only, so a failure here refuses the run.
-            if let Err(e) = cg.enter(child.as_raw_pid()) {
-                let _ = rustix::process::kill_process(child, Signal::KILL);
-                let _ = rustix::process::waitpid(Some(child), WaitOptions::empty());
-                return Err(SandboxError::at(
-                    Layer::Cgroup,
-                    format!("{}: {e}", cg.dir().display()),
-                ));
-            }
-            report.applied(Layer::Cgroup);
-        }
-        if let Err(e) = write_maps(child.as_raw_pid(), &spec) {
-            let _ = rustix::process::kill_process(child, Signal::KILL);
-            let _ = rustix::process::waitpid(Some(child), WaitOptions::empty());
-            return Err(e);
-        }
-        rustix::io::write(&go_w, b"g").map_err(sup)?;
-    }
-    drop(go_w);
+    let child = launch.start(
+        report,
+        |_| Ok(()),
+        |handshake| holder(&spec, &mut host, report, handshake),
+    )?;
     let _ = rustix::process::waitpid(Some(child), WaitOptions::empty());
     Ok(0)
 }
 
-fn write_maps(pid: i32, spec: &JailSpec) -> Result<(), SandboxError> {
-    let map = |file: &str, text: String| {
-        std::fs::write(format!("/proc/{pid}/{file}"), text)
-            .map_err(|e| SandboxError::at(Layer::IdMap, format!("{file}: {e}")))
-    };
-    map("setgroups", "deny".into())?;
-    map(
-        "uid_map",
-        format!("{} {} 1\n", crate::JAIL_UID, spec.host_uid),
-    )?;
-    map(
-        "gid_map",
-        format!("{} {} 1\n", crate::JAIL_UID, spec.host_gid),
-    )
-}
-
-/// The holder: enters the new namespaces, waits for its maps, then forks the jail's init (the
-/// first process of the new PID namespace) and waits for it.
+/// The holder: enters the new namespaces (the mount namespace before the host's entries are
+/// opened, the others after it has the jail's ids), then forks the jail's init (the first
+/// process of the new PID namespace) and waits for it.
 fn holder(
     spec: &JailSpec,
     host: &mut Host,
     report: &Report,
-    ready: &OwnedFd,
-    go: &OwnedFd,
+    handshake: &Handshake,
 ) -> Result<i32, SandboxError> {
-    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
-        .map_err(|e| SandboxError::at(Layer::Supervise, e))?;
-    unshare(UnshareFlags::NEWUSER, Layer::UserNamespace)?;
-    report.applied(Layer::UserNamespace);
-    rustix::io::write(ready, b"r").map_err(|e| SandboxError::at(Layer::Supervise, e))?;
-    let mut byte = [0u8; 1];
-    if rustix::io::read(go, &mut byte).map_err(|e| SandboxError::at(Layer::IdMap, e))? != 1 {
-        // The helper reported the failure.
+    if !launch::enter(handshake, report)? {
         return Ok(1);
     }
-    unshare(UnshareFlags::NEWNS, Layer::MountNamespace)?;
-    report.applied(Layer::MountNamespace);
     // Bind sources must be mounts of the namespace that binds them, and the helper's host
     // ids can still reach every path the daemon can (an interpreter under a 0700 home).
     host.entries = host_entries(spec)?;
@@ -181,34 +127,11 @@ fn holder(
     rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
         .map_err(|e| SandboxError::at(Layer::Supervise, e))?;
     report.applied(Layer::IdMap);
-    for (flag, layer) in [
-        (UnshareFlags::NEWPID, Layer::PidNamespace),
-        (UnshareFlags::NEWNET, Layer::NetNamespace),
-        (UnshareFlags::NEWIPC, Layer::IpcNamespace),
-        (UnshareFlags::NEWUTS, Layer::UtsNamespace),
-    ] {
-        unshare(flag, layer)?;
-        report.applied(layer);
-    }
+    launch::enter_the_rest(false, report)?;
     let Some(child) = fork(Layer::PidNamespace)? else {
         jail::init(spec, host, report);
     };
     let status = rustix::process::waitpid(Some(child), WaitOptions::empty())
         .map_err(|e| SandboxError::at(Layer::Supervise, e))?;
     Ok(status.and_then(|(_, s)| s.exit_status()).unwrap_or(1))
-}
-
-pub(crate) fn unshare(flags: UnshareFlags, layer: Layer) -> Result<(), SandboxError> {
-    // SAFETY: none of the flags is CLONE_FILES, the one whose unsharing can leave another
-    // thread with a stale descriptor table; and this process has a single thread anyway.
-    unsafe { rustix::thread::unshare_unsafe(flags) }.map_err(|e| {
-        let mut reason = e.to_string();
-        if layer == Layer::UserNamespace
-            && let Some(hint) = crate::userns_hint()
-        {
-            reason.push_str("; ");
-            reason.push_str(&hint);
-        }
-        SandboxError::at(layer, reason)
-    })
 }

@@ -4,7 +4,6 @@
 //! copies that run's workspace in, reaps, kills what the program left behind, and copies the
 //! workspace back out. Its exit tears the namespace down: nothing started inside outlives it.
 
-use std::ffi::CString;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
@@ -13,6 +12,7 @@ use rustix::mount::{MountFlags, MountPropagationFlags, UnmountFlags};
 use rustix::process::{Pid, Signal, WaitOptions};
 
 use crate::host::{Host, HostEntry};
+use crate::launch::tmpfs;
 use crate::report::{Report, fd_path, refuse};
 use crate::{Event, JAIL_SDK, JAIL_WORK, JailSpec, Layer, SandboxError, confine, copy};
 
@@ -78,18 +78,6 @@ fn bind_read_only(fd: &OwnedFd, target: &Path, device: bool) -> Result<(), Sandb
         flags |= MountFlags::NOEXEC;
     }
     rustix::mount::mount_remount(target, flags, "").map_err(err)
-}
-
-fn tmpfs(target: &Path, options: &str, layer: Layer) -> Result<(), SandboxError> {
-    let data = CString::new(options).map_err(|e| SandboxError::at(layer, e))?;
-    rustix::mount::mount(
-        "tmpfs",
-        target,
-        "tmpfs",
-        MountFlags::NOSUID | MountFlags::NODEV,
-        Some(data.as_c_str()),
-    )
-    .map_err(|e| SandboxError::at(layer, format!("tmpfs on {}: {e}", target.display())))
 }
 
 fn build_root(spec: &JailSpec, host: &Host) -> Result<(), SandboxError> {
@@ -270,14 +258,7 @@ fn take_over(
     let Some((work, out)) = receive(&host.control)? else {
         return Ok(None);
     };
-    let dst = rustix::fs::open(
-        JAIL_WORK,
-        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(at(Layer::Workspace))?;
-    let mut budget = copy::Budget::new(spec.limits.disk_bytes);
-    budget.skip_top = Some(copy::TMP);
+    let (dst, mut budget) = workspace_copy(spec)?;
     copy::tree(work.as_fd(), dst.as_fd(), &mut budget, 0)
         .map_err(|e| SandboxError::at(Layer::Workspace, format!("copying in: {e}")))?;
     if !budget.complete {
@@ -307,16 +288,7 @@ fn setup_and_run(spec: &JailSpec, host: &Host, report: &Report) -> Result<(), Sa
     report.applied(Layer::Workspace);
     // A proc of the new PID namespace shows only the jail's processes. Some container
     // runtimes forbid it (a masked host /proc); the jail then has none, which hides more.
-    let proc = inside(Path::new("/proc"));
-    if rustix::mount::mount(
-        "proc",
-        &proc,
-        "proc",
-        MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
-        None,
-    )
-    .is_ok()
-    {
+    if crate::launch::mount_proc(&inside(Path::new("/proc"))) {
         report.applied(Layer::Proc);
     }
     rustix::system::sethostname(b"sandbox").map_err(at(Layer::Hostname))?;
@@ -367,14 +339,7 @@ fn supervise(
         rustix::process::wait(WaitOptions::empty())
     {}
     report_exit(report, status);
-    let src = rustix::fs::open(
-        JAIL_WORK,
-        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(at(Layer::Workspace))?;
-    let mut budget = copy::Budget::new(spec.limits.disk_bytes);
-    budget.skip_top = Some(copy::TMP);
+    let (src, mut budget) = workspace_copy(spec)?;
     let copied = copy::tree(src.as_fd(), out.as_fd(), &mut budget, 0);
     report.send(&Event::Saved {
         files: budget.files,
@@ -412,4 +377,18 @@ fn children_usage() -> (u64, u64) {
         ms(u.ru_utime) + ms(u.ru_stime),
         u64::try_from(u.ru_maxrss).unwrap_or(0),
     )
+}
+
+/// The jail's workspace directory and a fresh copy budget (its disk limit; the run's own
+/// tmp left out), for a copy in or out.
+fn workspace_copy(spec: &JailSpec) -> Result<(OwnedFd, copy::Budget), SandboxError> {
+    let dir = rustix::fs::open(
+        JAIL_WORK,
+        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(at(Layer::Workspace))?;
+    let mut budget = copy::Budget::new(spec.limits.disk_bytes);
+    budget.skip_top = Some(copy::TMP);
+    Ok((dir, budget))
 }

@@ -40,6 +40,8 @@ mod host;
 #[cfg(target_os = "linux")]
 mod jail;
 #[cfg(target_os = "linux")]
+mod launch;
+#[cfg(target_os = "linux")]
 mod relay;
 #[cfg(target_os = "linux")]
 mod report;

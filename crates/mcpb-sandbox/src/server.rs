@@ -11,9 +11,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use rustix::process::{Pid, Signal, WaitOptions};
-use rustix::thread::UnshareFlags;
 
-use crate::helper::unshare;
+use crate::launch::{self, Handshake, Holder, IdMaps};
 use crate::relay;
 use crate::report::{Report, fork, refuse};
 use crate::server_root::{Opened, build};
@@ -70,44 +69,26 @@ fn parse() -> Result<(ServerSpec, Vec<OsString>), SandboxError> {
 fn run(report: &Report) -> Result<i32, SandboxError> {
     let (spec, argv) = parse()?;
     relay::note_daemon();
-    let sup = |e: rustix::io::Errno| SandboxError::at(Layer::Supervise, e);
-    let (ready_r, ready_w) =
-        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(sup)?;
-    let (go_r, go_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(sup)?;
-    let Some(child) = fork(Layer::Supervise)? else {
-        drop((ready_r, go_w));
-        let code = match holder(&spec, &argv, report, &ready_w, &go_r) {
-            Ok(code) => code,
-            Err(e) => {
-                refuse(report, e);
-                125
-            }
-        };
-        std::process::exit(code);
+    let launch = Holder {
+        cgroup: spec.cgroup.as_ref(),
+        maps: IdMaps {
+            inside_uid: inside_uid(spec.host_uid),
+            host_uid: spec.host_uid,
+            inside_gid: inside_uid(spec.host_gid),
+            host_gid: spec.host_gid,
+        },
+        refused: 125,
     };
-    drop((ready_w, go_r));
-    relay::relay_term(child.as_raw_pid(), None)?;
-    let mut byte = [0u8; 1];
-    if rustix::io::read(&ready_r, &mut byte).map_err(sup)? == 1 {
-        let kill = |e: SandboxError| {
-            let _ = rustix::process::kill_process(child, Signal::KILL);
-            let _ = rustix::process::waitpid(Some(child), WaitOptions::empty());
-            e
-        };
-        if let Some(c) = &spec.cgroup {
-            let cg = crate::cgroup::RunCgroup::open(c.dir.clone(), c.v2);
-            cg.enter(child.as_raw_pid()).map_err(|e| {
-                kill(SandboxError::at(
-                    Layer::Cgroup,
-                    format!("{}: {e}", c.dir.display()),
-                ))
-            })?;
-        }
-        write_maps(child, &spec).map_err(kill)?;
-        rustix::io::write(&go_w, b"g").map_err(sup)?;
-    }
-    drop(go_w);
+    let child = launch.start(
+        report,
+        |child| relay::relay_term(child.as_raw_pid(), None),
+        |handshake| holder(&spec, &argv, report, handshake),
+    )?;
     Ok(exit_code(relay::reap(child).map_err(sup)?))
+}
+
+fn sup(e: rustix::io::Errno) -> SandboxError {
+    SandboxError::at(Layer::Supervise, e)
 }
 
 fn exit_code(status: Option<(Pid, rustix::process::WaitStatus)>) -> i32 {
@@ -120,57 +101,19 @@ fn exit_code(status: Option<(Pid, rustix::process::WaitStatus)>) -> i32 {
     }
 }
 
-fn write_maps(pid: Pid, spec: &ServerSpec) -> Result<(), SandboxError> {
-    let pid = pid.as_raw_pid();
-    let map = |file: &str, text: String| {
-        std::fs::write(format!("/proc/{pid}/{file}"), text)
-            .map_err(|e| SandboxError::at(Layer::IdMap, format!("{file}: {e}")))
-    };
-    map("setgroups", "deny".into())?;
-    let uid = inside_uid(spec.host_uid);
-    let gid = if spec.host_gid == 0 {
-        crate::JAIL_UID
-    } else {
-        spec.host_gid
-    };
-    map("uid_map", format!("{uid} {} 1\n", spec.host_uid))?;
-    map("gid_map", format!("{gid} {} 1\n", spec.host_gid))
-}
-
 /// In new user and mount namespaces (and PID, IPC, UTS, network), forks the init and waits.
 fn holder(
     spec: &ServerSpec,
     argv: &[OsString],
     report: &Report,
-    ready: &OwnedFd,
-    go: &OwnedFd,
+    handshake: &Handshake,
 ) -> Result<i32, SandboxError> {
-    let sup = |e: rustix::io::Errno| SandboxError::at(Layer::Supervise, e);
     let helper = rustix::process::getppid();
-    rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).map_err(sup)?;
-    // The helper may have died before the signal was asked for: then nobody would send it.
-    if rustix::process::getppid() != helper {
+    if !launch::enter(handshake, report)? {
         return Ok(125);
     }
-    unshare(UnshareFlags::NEWUSER, Layer::UserNamespace)?;
-    rustix::io::write(ready, b"r").map_err(sup)?;
-    let mut byte = [0u8; 1];
-    if rustix::io::read(go, &mut byte).map_err(|e| SandboxError::at(Layer::IdMap, e))? != 1 {
-        return Ok(125);
-    }
-    unshare(UnshareFlags::NEWNS, Layer::MountNamespace)?;
     let opened = Opened::open(spec)?;
-    let mut flags = vec![
-        (UnshareFlags::NEWPID, Layer::PidNamespace),
-        (UnshareFlags::NEWIPC, Layer::IpcNamespace),
-        (UnshareFlags::NEWUTS, Layer::UtsNamespace),
-    ];
-    if !spec.network {
-        flags.push((UnshareFlags::NEWNET, Layer::NetNamespace));
-    }
-    for (flag, layer) in flags {
-        unshare(flag, layer)?;
-    }
+    launch::enter_the_rest(spec.network, report)?;
     let (ours, theirs) = relay::pid_link()?;
     let Some(child) = fork(Layer::PidNamespace)? else {
         drop(ours);

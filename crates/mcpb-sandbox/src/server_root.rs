@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{Mode, OFlags};
 use rustix::mount::{MountFlags, MountPropagationFlags, UnmountFlags};
 
+use crate::launch::tmpfs;
 use crate::report::fd_path;
 use crate::{Layer, SandboxError, ServerSpec};
 
@@ -117,18 +118,6 @@ fn sized(mb: u64) -> String {
     }
 }
 
-fn tmpfs(target: &Path, options: &str) -> Result<(), SandboxError> {
-    let data = CString::new(options).map_err(|e| SandboxError::at(Layer::Root, e))?;
-    rustix::mount::mount(
-        "tmpfs",
-        target,
-        "tmpfs",
-        MountFlags::NOSUID | MountFlags::NODEV,
-        Some(data.as_c_str()),
-    )
-    .map_err(err_at(Layer::Root, target))
-}
-
 /// The devices a server needs and nothing else of the host's /dev: not the user's terminals
 /// (/dev/pts), sound, cameras or input devices the login gave the user. A device its policy
 /// grants (`/dev/ttyUSB0`) gets its mount point here, before /dev is made read-only.
@@ -138,7 +127,7 @@ fn minimal_dev<'a>(
     shm_mb: u64,
 ) -> Result<(), SandboxError> {
     let dev = inside(root, Path::new("/dev"));
-    tmpfs(&dev, "size=64k,mode=0755")?;
+    tmpfs(&dev, "size=64k,mode=0755", Layer::Root)?;
     let io = |e: std::io::Error| SandboxError::at(Layer::Root, e);
     for g in grants.filter(|g| g.starts_with("/dev/")) {
         let at = inside(root, g);
@@ -169,7 +158,7 @@ fn minimal_dev<'a>(
     }
     let shm = dev.join("shm");
     std::fs::create_dir_all(&shm).map_err(|e| SandboxError::at(Layer::Root, e))?;
-    tmpfs(&shm, &sized(shm_mb))?;
+    tmpfs(&shm, &sized(shm_mb), Layer::Root)?;
     rustix::mount::mount_remount(
         &dev,
         MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV,
@@ -229,7 +218,7 @@ fn cover(root: &Path, h: &Path) -> Result<(), SandboxError> {
     }
     let at = inside(root, h);
     match std::fs::symlink_metadata(&at) {
-        Ok(m) if m.is_dir() => tmpfs(&at, "size=64k,mode=0755"),
+        Ok(m) if m.is_dir() => tmpfs(&at, "size=64k,mode=0755", Layer::Root),
         Ok(_) => rustix::mount::mount_bind(inside(root, Path::new("/dev/null")), &at)
             .map_err(err_at(Layer::Root, h)),
         Err(_) => Ok(()),
@@ -298,13 +287,17 @@ pub(crate) fn build(spec: &ServerSpec, opened: &Opened) -> Result<(), SandboxErr
         MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
     )
     .map_err(|e| SandboxError::at(Layer::MountNamespace, e))?;
-    tmpfs(&spec.private_home, "size=64k,mode=0755")?;
+    tmpfs(&spec.private_home, "size=64k,mode=0755", Layer::Root)?;
     let root = root_of(spec);
     let root = root.as_path();
     std::fs::create_dir(root).map_err(|e| SandboxError::at(Layer::Root, e))?;
     rustix::mount::mount_bind_recursive("/", root).map_err(err_at(Layer::Root, Path::new("/")))?;
     read_only_tree(root)?;
-    tmpfs(&inside(root, Path::new("/tmp")), &sized(spec.tmp_mb))?;
+    tmpfs(
+        &inside(root, Path::new("/tmp")),
+        &sized(spec.tmp_mb),
+        Layer::Root,
+    )?;
     minimal_dev(
         root,
         spec.read.iter().chain(&spec.write),
@@ -349,16 +342,8 @@ pub(crate) fn build(spec: &ServerSpec, opened: &Opened) -> Result<(), SandboxErr
     // A /proc of the server's own PID namespace; where the machine forbids one, an empty
     // directory rather than the host's (which would show every process).
     let proc = inside(root, Path::new("/proc"));
-    if rustix::mount::mount(
-        "proc",
-        &proc,
-        "proc",
-        MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
-        None,
-    )
-    .is_err()
-    {
-        tmpfs(&proc, "size=4k,mode=0555")?;
+    if !crate::launch::mount_proc(&proc) {
+        tmpfs(&proc, "size=4k,mode=0555", Layer::Root)?;
     }
     std::env::set_current_dir(root).map_err(|e| SandboxError::at(Layer::PivotRoot, e))?;
     rustix::process::pivot_root(".", ".").map_err(|e| SandboxError::at(Layer::PivotRoot, e))?;
