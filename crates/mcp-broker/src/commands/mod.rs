@@ -7,6 +7,7 @@ pub(crate) mod config;
 pub(crate) mod daemon;
 pub(crate) mod demo;
 pub(crate) mod exec;
+pub(crate) mod import;
 pub(crate) mod measure;
 pub(crate) mod pins;
 pub(crate) mod profile;

@@ -50,7 +50,7 @@ fn list(dir: &Path) -> Vec<String> {
 }
 
 /// Keeps `text` as a new backup; its path.
-fn keep(dir: &Path, text: &[u8]) -> std::io::Result<PathBuf> {
+pub(crate) fn keep(dir: &Path, text: &[u8]) -> std::io::Result<PathBuf> {
     let now = mcpb_config::unix_now();
     let taken = list(dir);
     let mut name = format!("{PREFIX}{now}");

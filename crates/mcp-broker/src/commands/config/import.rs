@@ -14,7 +14,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::cli::ConfigImportArgs;
-use crate::commands::client::import::plan::{Options, Plan, same_as_upstream, upstream_name};
+use crate::commands::config::import_apply::{finish, source};
+use crate::commands::import::change::{Change, Files};
+use crate::commands::import::plan::{Options, Plan, same_as_upstream, upstream_name};
 use crate::commands::upstream::{entry, file_to_edit, validate};
 use crate::fail;
 use crate::out::word;
@@ -458,8 +460,19 @@ pub(crate) fn run(settings: &Settings, a: &ConfigImportArgs, explicit: Option<&P
         Err(e) => return fail(&format!("mcp-broker: {e}"), &["nothing was written"]),
     };
     let rows = std::mem::take(&mut x.rows);
+    let files = Files::default();
+    let change = Change {
+        settings,
+        plan: &x.plan,
+        config_path: &config_path,
+        config_before: &before,
+        config_after: &after,
+        files: &files,
+        note_file: Change::note_path(settings, "config-import"),
+        source: source(&file),
+    };
     if !a.apply {
-        out!("{}", mcpb_clients::diff(&config_path, &before, &after));
+        change.print_diffs(&[]);
     }
     out!(
         "{}",
@@ -468,15 +481,7 @@ pub(crate) fn run(settings: &Settings, a: &ConfigImportArgs, explicit: Option<&P
     for n in &x.notes {
         outln!("note: {n}");
     }
-    let secrets_dir = settings.runtime.secrets_dir();
-    for s in &x.plan.secrets {
-        outln!(
-            "secret {} -> {} (0600; the config refers to it as ${{file:{}}})",
-            s.from,
-            secrets_dir.join(&s.name).display(),
-            s.name
-        );
-    }
+    change.say_secrets();
     crate::commands::client::import::report::say_variables(&x.plan, "the exec broker's config");
     if x.refused {
         return fail(
@@ -493,15 +498,7 @@ pub(crate) fn run(settings: &Settings, a: &ConfigImportArgs, explicit: Option<&P
             outln!("{line}");
         }
     }
-    crate::commands::config::import_apply::finish(&crate::commands::config::import_apply::Finish {
-        settings,
-        args: a,
-        file: &file,
-        config_path: &config_path,
-        before: &before,
-        after: &after,
-        plan: &x.plan,
-    })
+    finish(&change, a, &file)
 }
 
 #[cfg(test)]

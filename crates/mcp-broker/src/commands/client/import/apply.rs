@@ -8,22 +8,18 @@ use std::process::ExitCode;
 use mcpb_clients::{Backups, Client, Scope};
 use mcpb_config::Settings;
 
-use crate::commands::client::import::plan::{Fate, Plan};
 use crate::commands::client::import::profile::ProfileChange;
-use crate::commands::client::import::report::{Files, print_table, record_path, say_variables};
+use crate::commands::client::import::report::{print_table, record_path, say_variables};
 use crate::commands::client::import::scan::Stays;
+use crate::commands::import::change::{Change, Written};
+use crate::commands::import::plan::{Fate, Plan};
 use crate::fail;
 
 pub(crate) struct Apply<'a> {
-    pub settings: &'a Settings,
+    pub change: &'a Change<'a>,
     pub client: Client,
-    pub plan: &'a Plan,
-    pub files: &'a Files,
     pub profile: &'a ProfileChange,
-    pub config_path: &'a Path,
-    pub config_after: &'a str,
     pub stays: &'a [Stays],
-    pub note_file: &'a Path,
     pub mask: &'a [String],
 }
 
@@ -121,33 +117,38 @@ pub(crate) fn other_daemon(settings: &Settings, config: &Path) -> Option<String>
 }
 
 pub(crate) fn apply(x: &Apply<'_>) -> ExitCode {
-    let (settings, client, plan) = (x.settings, x.client, x.plan);
-    if let Some(why) = other_daemon(settings, x.config_path) {
-        return fail(
+    match write(x) {
+        Ok(written) => report(x, &written),
+        Err(code) => code,
+    }
+}
+
+/// Every check that can refuse the import before anything is written, then the writing.
+fn write(x: &Apply<'_>) -> Result<Written, ExitCode> {
+    let (settings, client, change) = (x.change.settings, x.client, x.change);
+    if let Some(why) = other_daemon(settings, change.config_path) {
+        return Err(fail(
             &format!(
                 "mcp-broker: {why}, not {}; nothing was written",
-                x.config_path.display()
+                change.config_path.display()
             ),
             &[
                 "`mcp-broker stop`, then run the import again: the next client starts the daemon for this file",
             ],
-        );
+        ));
     }
-    for path in x.files.after.keys() {
+    for path in change.files.after.keys() {
         if let Some(why) = unwritable(path) {
-            return fail(
+            return Err(fail(
                 &format!("mcp-broker: {} {why}; nothing was written", path.display()),
                 &["fix that, then run the import again (a dry run first)"],
-            );
+            ));
         }
     }
     // A project's file planted as a link (or in a linked folder) is refused before anything
     // is written: the config, the secrets and the backups included.
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    let user_file = client.config_path(Scope::User, &home, Path::new("/"));
-    if let Some(e) = x
+    let user_file = user_file(client);
+    if let Some(e) = change
         .files
         .after
         .keys()
@@ -155,81 +156,62 @@ pub(crate) fn apply(x: &Apply<'_>) -> ExitCode {
         .find_map(|p| mcpb_clients::plain_project_file(p).err())
     {
         errln!("mcp-broker: {e}; nothing was written");
-        return ExitCode::FAILURE;
+        return Err(ExitCode::FAILURE);
     }
-    if let Err(e) = settings.runtime.ensure() {
-        return fail(
-            &format!("mcp-broker: cannot make the runtime dir: {e}"),
-            &[],
-        );
-    }
-    let mut backups = Vec::new();
-    for (path, after) in &x.files.after {
-        let b = Backups::new(&settings.runtime.backups_dir(), client, path);
-        let before = x.files.before[path].as_deref().map(str::as_bytes);
-        match b
-            .take(
-                path,
-                before,
-                &mcpb_clients::sha256(after.as_bytes()),
-                mcpb_config::unix_now(),
-            )
-            .and_then(|t| b.keep_written(&t.name, after.as_bytes()).map(|()| t))
-        {
-            Ok(taken) => backups.push((path.clone(), taken.name)),
-            Err(e) => {
-                return fail(
-                    &format!("mcp-broker: no backup could be taken, so nothing was written: {e}"),
-                    &[],
-                );
-            }
-        }
-    }
-    // Secrets first, then the broker, then the client: a client pointed at the broker before
-    // it has the servers (and their secrets) would lose them for a while.
-    if let Err(code) = plan.write_secrets(&settings.runtime.secrets_dir()) {
-        return code;
-    }
-    let code = crate::commands::upstream::commit(
-        x.config_path,
-        x.config_after,
-        &format!(
-            "imported {} server(s) as upstreams, profile {}",
-            plan.upstreams.len(),
-            x.profile.name
-        ),
+    let backups_dir = settings.runtime.backups_dir();
+    let take = &mut |path: &Path, before: Option<&str>, after: &str| {
+        let b = Backups::new(&backups_dir, client, path);
+        b.take(
+            path,
+            before.map(str::as_bytes),
+            &mcpb_clients::sha256(after.as_bytes()),
+            mcpb_config::unix_now(),
+        )
+        .and_then(|t| b.keep_written(&t.name, after.as_bytes()).map(|()| t.name))
+        .map_err(|e| e.to_string())
+    };
+    let message = format!(
+        "imported {} server(s) as upstreams, profile {}",
+        change.plan.upstreams.len(),
+        x.profile.name
     );
-    if code != ExitCode::SUCCESS {
-        return code;
-    }
-    let undo: Vec<String> = x
+    change.write(&message, take, &undo(x))
+}
+
+/// The client's user file (its place does not depend on the folder).
+fn user_file(client: Client) -> PathBuf {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    client.config_path(Scope::User, &home, Path::new("/"))
+}
+
+/// How to put each file back, one hint each.
+fn undo(x: &Apply<'_>) -> Vec<String> {
+    let user_file = user_file(x.client);
+    x.change
         .files
         .after
         .keys()
         .map(|p| {
-            let user = p == &client.config_path(Scope::User, &home, Path::new("/"))
-                || crate::commands::client::files::is_companion(client, p);
+            let user = p == &user_file || crate::commands::client::files::is_companion(x.client, p);
             format!(
                 "`mcp-broker client rollback --client {}{}` puts {} back",
-                client.name(),
+                x.client.name(),
                 if user { "" } else { " --project" },
                 p.display()
             )
         })
-        .collect();
-    for (path, after) in &x.files.after {
-        if let Err(e) = mcpb_clients::write_keeping_mode(path, after.as_bytes()) {
-            errln!("mcp-broker: {e}");
-            for u in &undo {
-                errln!("hint: {u}");
-            }
-            return ExitCode::FAILURE;
-        }
-    }
-    let _ = std::fs::remove_file(x.note_file);
-    record(settings, client, &x.profile.name, &backups, plan);
+        .collect()
+}
+
+/// After the writing: the record, what moved and what stays, the backups, then the parity
+/// check against the config as written.
+fn report(x: &Apply<'_>, written: &Written) -> ExitCode {
+    let (settings, client, plan) = (x.change.settings, x.client, x.change.plan);
+    record(settings, client, &x.profile.name, &written.files, plan);
     print_table(plan, x.stays, x.mask);
-    for line in x.profile.said.iter().chain(&x.plan.notes) {
+    for line in x.profile.said.iter().chain(&plan.notes) {
         outln!("{line}");
     }
     // What the client still starts itself; a server it does not start either stays in its
@@ -253,18 +235,25 @@ pub(crate) fn apply(x: &Apply<'_>) -> ExitCode {
             x.profile.name
         );
     }
-    for (p, n) in &backups {
+    for (p, n) in &written.files {
         errln!("backup {n} of {}", p.display());
+    }
+    if let Some(b) = &written.config {
+        errln!(
+            "backup {} of {}",
+            b.display(),
+            x.change.config_path.display()
+        );
     }
     say_variables(plan, "the client's file");
     // The config as written now: the daemon that answers must be the one for this file.
-    let now = crate::commands::upstream::validate(x.config_path, x.config_after)
+    let now = crate::commands::upstream::validate(x.change.config_path, x.change.config_after)
         .unwrap_or_else(|_| settings.clone());
     let parity = crate::commands::client::import::parity::run(&now, client.name(), false);
     if parity == ExitCode::SUCCESS {
         errln!("hint: restart {} to use it", client.name());
     }
-    for u in undo {
+    for u in undo(x) {
         errln!("hint: {u}");
     }
     parity

@@ -6,13 +6,12 @@
 //! a backup of each client file, then compares the client's tools before and after.
 
 pub(crate) mod apply;
+pub(crate) mod files;
 pub(crate) mod parity;
-pub(crate) mod plan;
 pub(crate) mod profile;
 pub(crate) mod record;
 pub(crate) mod report;
 pub(crate) mod scan;
-pub(crate) mod secrets;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,11 +21,12 @@ use mcpb_clients::{Client, Entry, Scope};
 use mcpb_config::Settings;
 
 use crate::cli::ImportArgs;
-use crate::commands::client::files::{entry_env, refused};
-use crate::commands::client::import::plan::{Fate, Options, Plan, plan};
-use crate::commands::client::import::profile::profile_change;
-use crate::commands::client::import::report::{Files, print_table, say_variables};
-use crate::commands::client::import::scan::{masked, scan};
+use crate::commands::client::files::entry_env;
+use crate::commands::client::import::profile::{ProfileChange, profile_change};
+use crate::commands::client::import::report::{print_table, say_variables};
+use crate::commands::client::import::scan::{Scan, scan};
+use crate::commands::import::change::Change;
+use crate::commands::import::plan::{Fate, Options, Plan, plan};
 use crate::commands::upstream::{entry, file_to_edit, validate};
 use crate::fail;
 
@@ -125,192 +125,250 @@ fn check_flags(
     Ok(())
 }
 
+/// The flags a client import was given, checked: the client, where it looks, its renames.
+struct Asked {
+    client: Client,
+    home: PathBuf,
+    cwd: PathBuf,
+    renames: BTreeMap<String, String>,
+    scopes: Vec<Scope>,
+}
+
 pub(crate) fn import(
     settings: &Settings,
     a: &ImportArgs,
     explicit_config: Option<&Path>,
 ) -> ExitCode {
+    match run(settings, a, explicit_config) {
+        Ok(code) | Err(code) => code,
+    }
+}
+
+/// The pipeline for a client: its files scanned (the source), the plan, broker.yaml and the
+/// client's files as they would become (the change), then the dry run or `--apply`.
+fn run(
+    settings: &Settings,
+    a: &ImportArgs,
+    explicit_config: Option<&Path>,
+) -> Result<ExitCode, ExitCode> {
+    let asked = asked(a)?;
+    let client = asked.client;
+    let scan = scan(
+        client,
+        &asked.home,
+        &asked.cwd,
+        &asked.scopes,
+        a.all_projects,
+        a.trust_project,
+    )?;
+    unknown_names(a, &asked, &scan)?;
+    if scan.found.is_empty() {
+        return Ok(nothing_found(settings, a, &asked, &scan, explicit_config));
+    }
+    let (config_path, config_before) = file_to_edit(explicit_config)?;
+    // What the file to edit holds, not the embedded default's example (it will not be there).
+    let base = validate(&config_path, &config_before)?;
+    let shared = files::SharedFiles::of(a, client, &scan);
+    let mut plan = plan(
+        scan.found.clone(),
+        &Options {
+            keep: &a.keep,
+            rename: &asked.renames,
+            existing: &base.upstreams,
+            secrets_dir: &settings.runtime.secrets_dir(),
+            folder: &asked.cwd,
+            read_only: a.read_only,
+            sandbox: !a.no_sandbox,
+            shared: shared.left_as_they_are(),
+        },
+    );
+    read_only_believed(a, &plan, &base)?;
+    let with_upstreams = with_upstreams(&config_before, &plan)?;
+    let reached = reached(&plan);
+    if reached.is_empty() {
+        return nothing_reached(&plan, &scan, client);
+    }
+    let profile = profile_change(
+        &base,
+        a,
+        client,
+        &with_upstreams,
+        &reached,
+        scan.entry_profile.as_deref(),
+    )?;
+    let config_after = profile.text.clone();
+    let settings_after = validate(&config_path, &config_after)?;
+    let entry = broker_entry(client, &profile.name, explicit_config);
+    let files = files::client_files(
+        (client, &asked.home, &asked.cwd),
+        &scan,
+        &shared,
+        &mut plan,
+        &entry,
+    )?;
+    let change = Change {
+        settings,
+        plan: &plan,
+        config_path: &config_path,
+        config_before: &config_before,
+        config_after: &config_after,
+        files: &files,
+        note_file: Change::note_path(settings, &format!("import-{}", client.name())),
+        source: serde_json::Value::Null,
+    };
+    if !a.apply {
+        return dry_run(a, &change, &scan, &profile, &settings_after);
+    }
+    change.check_seen(&again(a, false))?;
+    Ok(crate::commands::client::import::apply::apply(
+        &crate::commands::client::import::apply::Apply {
+            change: &change,
+            client,
+            profile: &profile,
+            stays: &scan.stays,
+            mask: &scan.mask,
+        },
+    ))
+}
+
+/// The client and scopes asked for, with the home its files are found under.
+fn asked(a: &ImportArgs) -> Result<Asked, ExitCode> {
     let Some(client) = Client::parse(&a.client) else {
-        return fail(&format!("mcp-broker: no client named {:?}", a.client), &[]);
+        return Err(fail(
+            &format!("mcp-broker: no client named {:?}", a.client),
+            &[],
+        ));
     };
     let Some(home) = std::env::var_os("HOME")
         .map(PathBuf::from)
         .filter(|h| h.is_absolute())
     else {
-        return fail(
+        return Err(fail(
             "mcp-broker: HOME is not set to an absolute path, so the client's files cannot be found",
             &["run it as the user whose clients these are (HOME=/home/you)"],
-        );
+        ));
     };
     let cwd = std::env::current_dir().unwrap_or_default();
-    let renames = match parse_renames(&a.rename) {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    if let Err(code) = check_flags(a, client, &renames) {
-        return code;
-    }
+    let renames = parse_renames(&a.rename)?;
+    check_flags(a, client, &renames)?;
     let mut scopes: Vec<Scope> = a.scope.iter().filter_map(|s| Scope::parse(s)).collect();
     if a.project {
         scopes.push(Scope::Project);
     }
     if let Some(s) = scopes.iter().find(|s| !client.scopes().contains(s)) {
-        return fail(
+        let all: Vec<&str> = client.scopes().iter().map(|s| s.name()).collect();
+        return Err(fail(
             &format!("mcp-broker: {} has no {} scope", client.name(), s.name()),
-            &[&format!(
-                "its scopes: {}",
-                client
-                    .scopes()
-                    .iter()
-                    .map(|s| s.name())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )],
-        );
+            &[&format!("its scopes: {}", all.join(", "))],
+        ));
     }
-    let scan = match scan(
+    Ok(Asked {
         client,
-        &home,
-        &cwd,
-        &scopes,
-        a.all_projects,
-        a.trust_project,
-    ) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    // A name given to --keep or --rename that no server has is a typo, not a no-op.
+        home,
+        cwd,
+        renames,
+        scopes,
+    })
+}
+
+/// A name given to --keep or --rename that no server has is a typo, not a no-op.
+fn unknown_names(a: &ImportArgs, asked: &Asked, scan: &Scan) -> Result<(), ExitCode> {
     let names: Vec<&str> = scan.found.iter().map(|(_, s, _)| s.name.as_str()).collect();
     let unknown: Vec<&str> = a
         .keep
         .iter()
         .map(String::as_str)
-        .chain(renames.keys().map(String::as_str))
+        .chain(asked.renames.keys().map(String::as_str))
         .filter(|n| !names.contains(n))
         .collect();
-    if !unknown.is_empty() {
-        return fail(
-            &format!(
-                "mcp-broker: {} has no server named {}",
-                client.name(),
-                unknown.join(", ")
-            ),
-            &[&format!("its servers here: {}", names.join(", "))],
-        );
+    if unknown.is_empty() {
+        return Ok(());
     }
-    if scan.found.is_empty()
-        && let Some(view) = a.view.ask()
-    {
+    Err(fail(
+        &format!(
+            "mcp-broker: {} has no server named {}",
+            asked.client.name(),
+            unknown.join(", ")
+        ),
+        &[&format!("its servers here: {}", names.join(", "))],
+    ))
+}
+
+/// No server of the client's own here: its view changed when one was asked for, else said.
+fn nothing_found(
+    settings: &Settings,
+    a: &ImportArgs,
+    asked: &Asked,
+    scan: &Scan,
+    explicit_config: Option<&Path>,
+) -> ExitCode {
+    if let Some(view) = a.view.ask() {
         return change_view(
             settings,
             a,
-            client,
+            asked.client,
             scan.entry_profile.as_deref(),
             view,
             explicit_config,
         );
     }
-    if scan.found.is_empty() {
-        print_table(&Plan::default(), &scan.stays, &[]);
-        errln!(
-            "{}: no servers of its own to import in {}",
-            client.name(),
-            if scopes.is_empty() {
-                "any scope".to_string()
-            } else {
-                scopes
-                    .iter()
-                    .map(|s| s.name())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            }
-        );
-        for (f, n) in &scan.elsewhere {
-            errln!("hint: {n} server(s) local to {f}: run the import there, or add --all-projects");
+    print_table(&Plan::default(), &scan.stays, &[]);
+    let scopes: Vec<&str> = asked.scopes.iter().map(|s| s.name()).collect();
+    errln!(
+        "{}: no servers of its own to import in {}",
+        asked.client.name(),
+        if scopes.is_empty() {
+            "any scope".to_string()
+        } else {
+            scopes.join(", ")
         }
-        return ExitCode::SUCCESS;
-    }
-    let mask = scan.mask.clone();
-    let (config_path, config_before) = match file_to_edit(explicit_config) {
-        Ok(f) => f,
-        Err(code) => return code,
-    };
-    // What the file to edit holds, not the embedded default's example (it will not be there).
-    let base = match validate(&config_path, &config_before) {
-        Ok(b) => b,
-        Err(code) => return code,
-    };
-    let secrets_dir = settings.runtime.secrets_dir();
-    // Project files git tracks are the team's: Claude Code's servers there are switched off
-    // for this user in ~/.claude.json; other clients' stay, unless --edit-project-files.
-    let tracked: Vec<PathBuf> = if a.edit_project_files {
-        Vec::new()
-    } else {
-        let mut t: Vec<PathBuf> = scan
-            .places
-            .iter()
-            .filter(|p| p.scope == Scope::Project)
-            .map(|p| p.path.clone())
-            .filter(|p| scan.before.get(p).is_some_and(Option::is_some))
-            .filter(|p| crate::commands::client::import::scan::tracked_by_git(p))
-            .collect();
-        t.dedup();
-        t
-    };
-    let switched = client == Client::ClaudeCode;
-    let shared: Vec<PathBuf> = if switched {
-        Vec::new()
-    } else {
-        tracked.clone()
-    };
-    let mut plan = plan(
-        scan.found,
-        &Options {
-            keep: &a.keep,
-            rename: &renames,
-            existing: &base.upstreams,
-            secrets_dir: &secrets_dir,
-            folder: &cwd,
-            read_only: a.read_only,
-            sandbox: !a.no_sandbox,
-            shared: &shared,
-        },
     );
-    // --read-only shows a server's tools only when its read-only annotations are believed: an
-    // upstream already in the broker that does not believe them would show none.
-    if a.read_only {
-        let blind: Vec<&str> = plan
-            .found
-            .iter()
-            .filter_map(|f| match &f.fate {
-                Fate::Same(u) => base.upstreams.get(u).filter(|s| !s.trust_annotations),
-                Fate::Moved(_) | Fate::Kept(_) | Fate::Off(_) => None,
-            })
-            .map(|u| u.name.as_str())
-            .collect();
-        if !blind.is_empty() {
-            return fail(
-                &format!(
-                    "mcp-broker: with --read-only, upstream(s) {} (already in the broker) would show no tools: they do not believe their read-only annotations",
-                    blind.join(", ")
-                ),
-                &[
-                    "set `trust_annotations: true` on them in broker.yaml, or import without --read-only",
-                ],
-            );
-        }
+    for (f, n) in &scan.elsewhere {
+        errln!("hint: {n} server(s) local to {f}: run the import there, or add --all-projects");
     }
-    let mut config_after = config_before.clone();
+    ExitCode::SUCCESS
+}
+
+/// --read-only shows a server's tools only when its read-only annotations are believed: an
+/// upstream already in the broker that does not believe them would show none.
+fn read_only_believed(a: &ImportArgs, plan: &Plan, base: &Settings) -> Result<(), ExitCode> {
+    if !a.read_only {
+        return Ok(());
+    }
+    let blind: Vec<&str> = plan
+        .found
+        .iter()
+        .filter_map(|f| match &f.fate {
+            Fate::Same(u) => base.upstreams.get(u).filter(|s| !s.trust_annotations),
+            Fate::Moved(_) | Fate::Kept(_) | Fate::Off(_) => None,
+        })
+        .map(|u| u.name.as_str())
+        .collect();
+    if blind.is_empty() {
+        return Ok(());
+    }
+    Err(fail(
+        &format!(
+            "mcp-broker: with --read-only, upstream(s) {} (already in the broker) would show no tools: they do not believe their read-only annotations",
+            blind.join(", ")
+        ),
+        &["set `trust_annotations: true` on them in broker.yaml, or import without --read-only"],
+    ))
+}
+
+/// broker.yaml with the plan's new upstreams in it.
+fn with_upstreams(config: &str, plan: &Plan) -> Result<String, ExitCode> {
+    let mut text = config.to_string();
     for u in &plan.upstreams {
-        let lines = match entry(u) {
-            Ok(l) => l,
-            Err(e) => return fail(&format!("mcp-broker: {}: {e}", u.name), &[]),
-        };
-        match crate::yaml_edit::add_upstream(&config_after, &u.name, &lines) {
-            Ok(next) => config_after = next,
-            Err(e) => return fail(&format!("mcp-broker: {e}"), &[]),
-        }
+        let lines = entry(u).map_err(|e| fail(&format!("mcp-broker: {}: {e}", u.name), &[]))?;
+        text = crate::yaml_edit::add_upstream(&text, &u.name, &lines)
+            .map_err(|e| fail(&format!("mcp-broker: {e}"), &[]))?;
     }
+    Ok(text)
+}
+
+/// The upstreams the client reaches through the broker after the import, once each.
+fn reached(plan: &Plan) -> Vec<String> {
     let mut reached: Vec<String> = Vec::new();
     for f in &plan.found {
         if let Fate::Moved(u) | Fate::Same(u) = &f.fate
@@ -319,237 +377,88 @@ pub(crate) fn import(
             reached.push(u.clone());
         }
     }
+    reached
+}
+
+/// Nothing would move: done already (every server the client starts is on the broker), or
+/// refused for each (the table says why).
+fn nothing_reached(plan: &Plan, scan: &Scan, client: Client) -> Result<ExitCode, ExitCode> {
+    print_table(plan, &scan.stays, &scan.mask);
     // Already moved: what is left is what the client does not start either.
     let all_off = plan.found.iter().all(|f| matches!(f.fate, Fate::Off(_)));
-    if reached.is_empty() && all_off && scan.entry_profile.is_some() {
-        print_table(&plan, &scan.stays, &mask);
+    if all_off && scan.entry_profile.is_some() {
         outln!(
             "{}: every server it starts is on the broker already; the rest it does not start either (see the table)",
             client.name()
         );
-        return ExitCode::SUCCESS;
+        return Ok(ExitCode::SUCCESS);
     }
-    if reached.is_empty() {
-        print_table(&plan, &scan.stays, &mask);
-        return fail(
-            "mcp-broker: nothing could be imported; every server stays in the client",
-            &["the table above says why for each"],
-        );
-    }
-    let profile = match profile_change(
-        &base,
-        a,
-        client,
-        &config_after,
-        &reached,
-        scan.entry_profile.as_deref(),
-    ) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    config_after = profile.text.clone();
-    let settings_after = match validate(&config_path, &config_after) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    // The client's files: the moved servers out of each place, the broker's entry into the
-    // user file.
+    Err(fail(
+        "mcp-broker: nothing could be imported; every server stays in the client",
+        &["the table above says why for each"],
+    ))
+}
+
+/// The broker's entry for the client, naming its profile (and the config, when not the
+/// default one).
+fn broker_entry(client: Client, profile: &str, explicit_config: Option<&Path>) -> Entry {
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .unwrap_or_else(|_| PathBuf::from("mcp-broker"));
-    let mut broker_entry = Entry::for_client(&exe, client, Some(&profile.name));
-    broker_entry.env = entry_env(explicit_config);
-    let user_file = client.config_path(Scope::User, &home, &cwd);
-    let mut files = Files {
-        before: scan.before,
-        after: BTreeMap::new(),
-    };
-    // Claude Code's switch: the moved servers of a shared `.mcp.json`, by folder.
-    let mut switch_off: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for p in scan
-        .places
+    let mut entry = Entry::for_client(&exe, client, Some(profile));
+    entry.env = entry_env(explicit_config);
+    entry
+}
+
+/// The dry run: every change as a diff, the table, what the import will do besides, noted
+/// for `--apply`.
+fn dry_run(
+    a: &ImportArgs,
+    change: &Change<'_>,
+    scan: &Scan,
+    profile: &ProfileChange,
+    settings_after: &Settings,
+) -> Result<ExitCode, ExitCode> {
+    change.print_diffs(&scan.mask);
+    print_table(change.plan, &scan.stays, &scan.mask);
+    for line in profile.said.iter().chain(&change.plan.notes) {
+        outln!("{line}");
+    }
+    let new: Vec<String> = change
+        .plan
+        .upstreams
         .iter()
-        .filter(|p| switched && tracked.contains(&p.path))
+        .map(|u| u.name.clone())
+        .collect();
+    for line in crate::commands::sandbox::sandbox_grants(settings_after, Some(&new)) {
+        outln!("{line}");
+    }
+    change.say_secrets();
+    change.note_dry_run()?;
+    if !scan.elsewhere.is_empty() {
+        let list: Vec<String> = scan
+            .elsewhere
+            .iter()
+            .map(|(f, n)| format!("{f} ({n})"))
+            .collect();
+        outln!(
+            "not in this import: servers local to other folders, {}; run the import there, or add --all-projects",
+            list.join(", ")
+        );
+    }
+    errln!("a dry run: nothing was written");
+    if let Some(why) =
+        crate::commands::client::import::apply::other_daemon(change.settings, change.config_path)
     {
-        let folder = p
-            .folder
-            .clone()
-            .unwrap_or_else(|| cwd.display().to_string());
-        switch_off.entry(folder).or_default().extend(
-            plan.found
-                .iter()
-                .filter(|f| &f.place == p && matches!(f.fate, Fate::Moved(_) | Fate::Same(_)))
-                .map(|f| f.server.name.clone()),
+        errln!(
+            "mcp-broker: {why}, not {}: --apply will refuse until it stops",
+            change.config_path.display()
         );
-        plan.notes.push(format!(
-            "{}: tracked by git, so left as the team has it; its moved servers are switched off for you in Claude Code's settings (--edit-project-files edits it instead)",
-            p.path.display(),
-        ));
+        errln!("hint: `mcp-broker stop` first");
     }
-    for (path, before) in &files.before {
-        let mut text = before.clone().unwrap_or_default();
-        for p in scan.places.iter().filter(|p| &p.path == path) {
-            let gone: Vec<String> = plan
-                .found
-                .iter()
-                .filter(|f| &f.place == p && matches!(f.fate, Fate::Moved(_) | Fate::Same(_)))
-                .map(|f| f.server.name.clone())
-                .collect();
-            if switched && tracked.contains(path) {
-                continue;
-            }
-            if !gone.is_empty() {
-                text = match mcpb_clients::without(p, &text, &gone) {
-                    Ok(t) => t,
-                    Err(e) => return refused(&e),
-                };
-            }
-        }
-        if path == &user_file {
-            for (folder, names) in switch_off
-                .iter()
-                .filter(|(f, n)| !n.is_empty() && local_settings(f).is_none())
-            {
-                text = match mcpb_clients::disable_project_servers(path, &text, Some(folder), names)
-                {
-                    Ok(t) => t,
-                    Err(e) => return refused(&e),
-                };
-            }
-            let existing = (before.is_some() || !text.is_empty()).then_some(text.as_str());
-            text = match mcpb_clients::render(client, path, existing, &broker_entry) {
-                Ok(t) => t,
-                Err(e) => return refused(&e),
-            };
-        }
-        // A file that was not there and gets nothing stays not there.
-        if before.as_deref().unwrap_or("") != text {
-            files.after.insert(path.clone(), text);
-        }
-    }
-    // Claude Code keeps a project's switches in its `.claude/settings.local.json`, this user's
-    // own (one git tracks is the team's: the switch goes in ~/.claude.json then).
-    for (folder, names) in switch_off.iter().filter(|(_, n)| !n.is_empty()) {
-        let Some(local) = local_settings(folder) else {
-            continue;
-        };
-        let before = match std::fs::read_to_string(&local) {
-            Ok(t) => Some(t),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return fail(&format!("mcp-broker: {}: {e}", local.display()), &[]),
-        };
-        let text = before.clone().unwrap_or_default();
-        let text = match mcpb_clients::disable_project_servers(&local, &text, None, names) {
-            Ok(t) => t,
-            Err(e) => return refused(&e),
-        };
-        files.before.insert(local.clone(), before);
-        files.after.insert(local, text);
-    }
-    let note_file = settings
-        .runtime
-        .state_dir()
-        .join("renders")
-        .join(format!("import-{}.json", client.name()));
-    let hashes: BTreeMap<String, (String, String)> = files
-        .after
-        .iter()
-        .map(|(p, after)| {
-            let before = files.before[p].as_deref().unwrap_or("");
-            (
-                p.display().to_string(),
-                (
-                    mcpb_clients::sha256(before.as_bytes()),
-                    mcpb_clients::sha256(after.as_bytes()),
-                ),
-            )
-        })
-        .collect();
-    let secrets: Vec<(String, String)> = plan
-        .secrets
-        .iter()
-        .map(|s| (s.name.clone(), mcpb_clients::sha256(s.value.as_bytes())))
-        .collect();
-    let note = serde_json::json!({
-        "files": hashes,
-        "secrets": secrets,
-        "config": config_path.display().to_string(),
-        "config_before": mcpb_clients::sha256(config_before.as_bytes()),
-        "config_after": mcpb_clients::sha256(config_after.as_bytes()),
-    });
-    if !a.apply {
-        out!(
-            "{}",
-            mcpb_clients::diff(&config_path, &config_before, &config_after)
-        );
-        for (p, after) in &files.after {
-            // The lines taken out hold the client's secrets: hidden, never printed.
-            let d = mcpb_clients::diff(p, files.before[p].as_deref().unwrap_or(""), after);
-            out!("{}", masked(&d, &mask));
-        }
-        print_table(&plan, &scan.stays, &mask);
-        for line in profile.said.iter().chain(&plan.notes) {
-            outln!("{line}");
-        }
-        let new: Vec<String> = plan.upstreams.iter().map(|u| u.name.clone()).collect();
-        for line in crate::commands::sandbox::sandbox_grants(&settings_after, Some(&new)) {
-            outln!("{line}");
-        }
-        for s in &plan.secrets {
-            outln!(
-                "secret {} -> {} (0600; the config refers to it as ${{file:{}}})",
-                s.from,
-                secrets_dir.join(&s.name).display(),
-                s.name
-            );
-        }
-        if let Err(e) = mcpb_config::layout::write_private(&note_file, note.to_string().as_bytes())
-        {
-            return fail(&format!("mcp-broker: cannot note the dry run: {e}"), &[]);
-        }
-        if !scan.elsewhere.is_empty() {
-            let list: Vec<String> = scan
-                .elsewhere
-                .iter()
-                .map(|(f, n)| format!("{f} ({n})"))
-                .collect();
-            outln!(
-                "not in this import: servers local to other folders, {}; run the import there, or add --all-projects",
-                list.join(", ")
-            );
-        }
-        errln!("a dry run: nothing was written");
-        if let Some(why) =
-            crate::commands::client::import::apply::other_daemon(settings, &config_path)
-        {
-            errln!(
-                "mcp-broker: {why}, not {}: --apply will refuse until it stops",
-                config_path.display()
-            );
-            errln!("hint: `mcp-broker stop` first");
-        }
-        say_variables(&plan, "the client's file");
-        errln!("hint: `{}` writes all of it", again(a, true));
-        return ExitCode::SUCCESS;
-    }
-    if !crate::commands::client::import::report::seen_in_dry_run(&note_file, &note) {
-        return fail(
-            "mcp-broker: a file changed since the dry run (or none was made); nothing was written",
-            &[&format!("`{}` shows the change", again(a, false))],
-        );
-    }
-    crate::commands::client::import::apply::apply(&crate::commands::client::import::apply::Apply {
-        settings,
-        client,
-        plan: &plan,
-        files: &files,
-        profile: &profile,
-        config_path: &config_path,
-        config_after: &config_after,
-        stays: &scan.stays,
-        note_file: &note_file,
-        mask: &mask,
-    })
+    say_variables(change.plan, "the client's file");
+    errln!("hint: `{}` writes all of it", again(a, true));
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A client moved already, asked to see its tools another way: its profile is changed (the one
@@ -589,16 +498,4 @@ fn change_view(
         return ExitCode::SUCCESS;
     }
     crate::commands::profile::view::set(explicit_config, profile, Some(view))
-}
-
-/// Claude Code's per-user settings of a project folder, when the switch may go there: not a
-/// file git tracks (the team's), not below a `.claude` that is a link (out of the folder).
-fn local_settings(folder: &str) -> Option<PathBuf> {
-    let dir = Path::new(folder).join(".claude");
-    let file = dir.join("settings.local.json");
-    let dir_ok = match std::fs::symlink_metadata(&dir) {
-        Ok(m) => m.is_dir(),
-        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-    };
-    (dir_ok && !crate::commands::client::import::scan::tracked_by_git(&file)).then_some(file)
 }

@@ -1,17 +1,8 @@
 //! What an import shows and keeps: the table of what moves and what stays, the variables the
-//! daemon must have, the files before and after, and where the record of an import lives.
+//! daemon must have, and where the record of an import lives.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-
-use crate::commands::client::import::plan::{Fate, Plan};
 use crate::commands::client::import::scan::{Stays, masked};
-
-/// The files a client keeps servers in, as they are and as the import leaves them.
-pub(crate) struct Files {
-    pub before: BTreeMap<PathBuf, Option<String>>,
-    pub after: BTreeMap<PathBuf, String>,
-}
+use crate::commands::import::plan::{Fate, Plan};
 
 pub(crate) use crate::commands::client::import::record::record_path;
 
@@ -65,13 +56,4 @@ pub(crate) fn print_table(plan: &Plan, stays: &[Stays], mask: &[String]) {
         "{}",
         crate::commands::render::table(&["SCOPE", "SERVER", "NOW", "FILE"], rows)
     );
-}
-
-/// Whether the last dry run noted exactly `now` (the files' hashes before and after): what
-/// `--apply` writes must be what the user saw.
-pub(crate) fn seen_in_dry_run(note_file: &std::path::Path, now: &serde_json::Value) -> bool {
-    std::fs::read_to_string(note_file)
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .is_some_and(|seen| &seen == now)
 }

@@ -10,9 +10,7 @@ use std::process::ExitCode;
 use mcpb_clients::{Approvals, Client, Place, Scope, Server};
 
 use crate::commands::client::files::{read, refused};
-use crate::commands::client::import::secrets::{
-    arg_secret, credential_key, secret_looking, url_secret,
-};
+use crate::commands::import::secrets::{arg_secret, credential_key, secret_looking, url_secret};
 
 /// A server that stays in the client whatever the import does, and why.
 pub(crate) struct Stays {

@@ -6,9 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::commands::client::import::secrets::{
-    arg_secret, credential_key, secret_looking, url_secret,
-};
+use crate::commands::import::secrets::{arg_secret, credential_key, secret_looking, url_secret};
 use mcpb_clients::{Place, Server};
 use mcpb_config::UpstreamSettings;
 
