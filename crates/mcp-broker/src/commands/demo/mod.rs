@@ -48,6 +48,21 @@ impl Client {
         Ok(v["result"].clone())
     }
 
+    fn call(&mut self, name: &str, arguments: Value) -> anyhow::Result<Value> {
+        self.request("tools/call", json!({"name": name, "arguments": arguments}))
+    }
+
+    /// The MCP handshake; the server's answer.
+    fn initialize(&mut self) -> anyhow::Result<Value> {
+        let init = self.request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "mcp-broker-demo", "version": env!("CARGO_PKG_VERSION")}}),
+        )?;
+        self.notify("notifications/initialized")?;
+        Ok(init)
+    }
+
     fn notify(&mut self, method: &str) -> anyhow::Result<()> {
         let stdin = self.stdin.as_mut().context("stdin closed")?;
         writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": method}))?;
@@ -67,21 +82,28 @@ fn demo() -> anyhow::Result<()> {
     let home = tempdir()?;
     outln!("mcp-broker demo (runtime dir {})", home.display());
     let t0 = Instant::now();
-    let mut c = open(&exe, &home, None)?;
+    raw_session(&exe, &home, t0)?;
+    // The same upstream through the compact facade: search, call, then code that calls tools.
+    let mut c = open(&exe, &home, Some("compact"))?;
+    c.initialize()?;
+    facade_calls(&mut c)?;
+    code_runs(&mut c)?;
+    drop(c.stdin.take());
+    c.child.wait()?;
+    stop(&exe, &home)?;
+    outln!("done in {:.0} ms", t0.elapsed().as_secs_f64() * 1000.0);
+    Ok(())
+}
 
-    let init = c.request(
-        "initialize",
-        json!({
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "mcp-broker-demo", "version": env!("CARGO_PKG_VERSION")}}),
-    )?;
-    c.notify("notifications/initialized")?;
+/// Steps 1-6: the default profile's raw tools, listed and called, then the session closed.
+fn raw_session(exe: &std::path::Path, home: &std::path::Path, t0: Instant) -> anyhow::Result<()> {
+    let mut c = open(exe, home, None)?;
+    let init = c.initialize()?;
     outln!(
         "1. shim started the daemon and the session opened in {:.1} ms (protocol {})",
         t0.elapsed().as_secs_f64() * 1000.0,
         init["protocolVersion"].as_str().unwrap_or("?")
     );
-
     let t = Instant::now();
     let tools = c.request("tools/list", json!({}))?;
     let names: Vec<&str> = tools["tools"]
@@ -96,66 +118,56 @@ fn demo() -> anyhow::Result<()> {
         t.elapsed().as_secs_f64() * 1000.0,
         names.join(", ")
     );
-
     let t = Instant::now();
-    let echo = c.request(
-        "tools/call",
-        json!({"name": "example.echo", "arguments": {"message": "hello through the broker"}}),
+    let echo = c.call(
+        "example.echo",
+        json!({"message": "hello through the broker"}),
     )?;
     outln!(
         "3. example.echo answered {:?} in {:.2} ms",
         text_of(&echo),
         t.elapsed().as_secs_f64() * 1000.0
     );
-    let sum = c.request(
-        "tools/call",
-        json!({"name": "example.add", "arguments": {"a": 2, "b": 40}}),
-    )?;
+    let sum = c.call("example.add", json!({"a": 2, "b": 40}))?;
     outln!("4. example.add(2, 40) = {}", text_of(&sum));
-    c.request(
-        "tools/call",
-        json!({"name": "example.append_note", "arguments": {"text": "first note"}}),
-    )?;
-    let notes = c.request(
-        "tools/call",
-        json!({"name": "example.list_notes", "arguments": {}}),
-    )?;
+    c.call("example.append_note", json!({"text": "first note"}))?;
+    let notes = c.call("example.list_notes", json!({}))?;
     outln!(
         "5. example.append_note then example.list_notes -> {:?}",
         text_of(&notes)
     );
-
     drop(c.stdin.take());
     let status = c.child.wait()?;
     outln!("6. client closed stdin; shim exited with {status}");
+    Ok(())
+}
 
-    // The same upstream through the compact facade: search, then call.
-    let mut c = open(&exe, &home, Some("compact"))?;
-    c.request(
-        "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": {},
-               "clientInfo": {"name": "mcp-broker-demo", "version": env!("CARGO_PKG_VERSION")}}),
-    )?;
-    c.notify("notifications/initialized")?;
+/// Step 7: the facade's listing, a search, and a call of what it found.
+fn facade_calls(c: &mut Client) -> anyhow::Result<()> {
     let facade = c.request("tools/list", json!({}))?;
     let count = facade["tools"].as_array().map_or(0, Vec::len);
-    let found = c.request(
-        "tools/call",
-        json!({"name": "broker.search_tools", "arguments": {"query": "add two numbers", "limit": 2}}),
+    let found = c.call(
+        "broker.search_tools",
+        json!({"query": "add two numbers", "limit": 2}),
     )?;
     let hits: Value = serde_json::from_str(&text_of(&found)).unwrap_or(Value::Null);
     let top = hits["results"][0]["name"]
         .as_str()
         .unwrap_or("?")
         .to_string();
-    let sum = c.request(
-        "tools/call",
-        json!({"name": "broker.call_tool", "arguments": {"name": top, "arguments": {"a": 1, "b": 1}}}),
+    let sum = c.call(
+        "broker.call_tool",
+        json!({"name": top, "arguments": {"a": 1, "b": 1}}),
     )?;
     outln!(
         "7. profile 'compact' lists {count} broker.* tools; broker.search_tools(\"add two numbers\") -> {top}; broker.call_tool({top}, 1, 1) = {}",
         text_of(&sum)
     );
+    Ok(())
+}
+
+/// Step 8: code in each language, run in the sandbox, calling tools through the SDK.
+fn code_runs(c: &mut Client) -> anyhow::Result<()> {
     for (language, code) in [
         (
             "python",
@@ -170,9 +182,9 @@ fn demo() -> anyhow::Result<()> {
         ),
     ] {
         let t = Instant::now();
-        let run = c.request(
-            "tools/call",
-            json!({"name": "broker.run_code", "arguments": {"code": code, "language": language, "allow": ["example.*"]}}),
+        let run = c.call(
+            "broker.run_code",
+            json!({"code": code, "language": language, "allow": ["example.*"]}),
         )?;
         let data = &run["structuredContent"];
         let reason = data["reason"]
@@ -187,12 +199,14 @@ fn demo() -> anyhow::Result<()> {
             t.elapsed().as_secs_f64() * 1000.0
         );
     }
-    drop(c.stdin.take());
-    c.child.wait()?;
+    Ok(())
+}
 
-    let stop = Command::new(&exe)
+/// Steps 9-10: the daemon stopped, its socket gone; the runtime dir removed when it was clean.
+fn stop(exe: &std::path::Path, home: &std::path::Path) -> anyhow::Result<()> {
+    let stop = Command::new(exe)
         .arg("stop")
-        .env(mcpb_config::env::HOME, &home)
+        .env(mcpb_config::env::HOME, home)
         .env_remove(mcpb_config::env::CONFIG)
         .stdout(Stdio::piped())
         .output()?;
@@ -206,8 +220,7 @@ fn demo() -> anyhow::Result<()> {
             home.join("logs/daemon.log").display()
         );
     }
-    let _ = std::fs::remove_dir_all(&home);
-    outln!("done in {:.0} ms", t0.elapsed().as_secs_f64() * 1000.0);
+    let _ = std::fs::remove_dir_all(home);
     Ok(())
 }
 

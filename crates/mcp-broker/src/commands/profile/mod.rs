@@ -54,20 +54,17 @@ fn data(r: &Value) -> Value {
     r.get("structuredContent").cloned().unwrap_or(Value::Null)
 }
 
-pub(crate) fn validate(settings: &Settings, profile: &str) -> ExitCode {
-    let Some(p) = settings.profiles.get(profile) else {
-        let names: Vec<&str> = settings.profiles.keys().map(String::as_str).collect();
-        return fail(
-            &format!("mcp-broker: no profile named {profile:?}"),
-            &[&format!("profiles: {}", names.join(", "))],
-        );
-    };
-    let sep = p.broker_tool_name_style.separator();
-    let mut rows = Vec::new();
-    let mut failed = 0;
-    let mut row = |up: &str, what: &str, (ok, detail): (bool, String)| {
+/// The rows of `profile validate`'s table, and how many steps failed.
+#[derive(Default)]
+struct Steps {
+    rows: Vec<Vec<String>>,
+    failed: usize,
+}
+
+impl Steps {
+    fn row(&mut self, up: &str, what: &str, (ok, detail): (bool, String)) {
         if !ok {
-            failed += 1;
+            self.failed += 1;
         }
         let mut detail = crate::printable(&detail);
         mcpb_facade::projection::cut_chars(&mut detail, 120);
@@ -76,152 +73,187 @@ pub(crate) fn validate(settings: &Settings, profile: &str) -> ExitCode {
             (true, _) => "pass",
             (false, _) => "FAIL",
         };
-        rows.push(vec![
+        self.rows.push(vec![
             up.to_string(),
             what.to_string(),
             result.into(),
             detail,
         ]);
+    }
+}
+
+/// The profile being validated, as each step calls it.
+struct Probe<'a> {
+    settings: &'a Settings,
+    profile: &'a str,
+}
+
+impl Probe<'_> {
+    fn call(&self, verb: &'static str, args: Value) -> anyhow::Result<Value> {
+        call_facade(self.settings, Some(self.profile), verb, args)
+    }
+}
+
+/// `mcp-broker profile validate P`: each upstream's status, then its smoke probe (search,
+/// describe, call) through P's view, as a model would make them.
+pub(crate) fn validate(settings: &Settings, profile: &str) -> ExitCode {
+    let Some(p) = settings.profiles.get(profile) else {
+        let names: Vec<&str> = settings.profiles.keys().map(String::as_str).collect();
+        return fail(
+            &format!("mcp-broker: no profile named {profile:?}"),
+            &[&format!("profiles: {}", names.join(", "))],
+        );
     };
+    let probe = Probe { settings, profile };
+    let mut steps = Steps::default();
     // The status step first, as the design's validation does: what broker_status says of
     // each upstream (it starts nothing).
-    let statuses = call_facade(
-        settings,
-        Some(profile),
-        status::Status::VERB,
-        serde_json::json!({}),
-    );
+    let statuses = probe.call(status::Status::VERB, serde_json::json!({}));
     for name in &p.upstreams {
-        let seen = statuses.as_ref().map(|r| {
-            data(r)["servers"]
-                .as_array()
-                .and_then(|all| all.iter().find(|u| u["name"] == name.as_str()).cloned())
-                .unwrap_or(Value::Null)
-        });
-        row(
-            name,
-            "status",
-            match seen {
-                Err(e) => (false, format!("{e:#}")),
-                Ok(u) if u["state"] == "failed" => (
-                    false,
-                    format!(
-                        "failed: {}",
-                        u["last_error"].as_str().unwrap_or("no reason given")
-                    ),
-                ),
-                Ok(u) => (true, u["state"].as_str().unwrap_or("unknown").to_string()),
-            },
-        );
+        steps.row(name, "status", status_step(&statuses, name));
         let Some(up) = settings.upstreams.get(name) else {
             continue;
         };
         let Some(smoke) = &up.smoke else {
-            row(
+            steps.row(
                 name,
                 "-",
                 (true, "no smoke probe in the config: nothing checked".into()),
             );
             continue;
         };
+        let sep = p.broker_tool_name_style.separator();
         let exposed = smoke
             .tool
             .as_ref()
             .map(|t| probe_tool(name, t, sep, p.namespace));
         if let Some(q) = &smoke.query {
-            let args = search_tools::Args {
-                query: q.clone(),
-                server: Some(name.clone()),
-                limit: Some(10),
-                kind: None,
-            };
-            let want = exposed.clone();
-            let got = call_facade(
-                settings,
-                Some(profile),
-                search_tools::SearchTools::VERB,
-                serde_json::to_value(args).unwrap_or_default(),
-            );
-            row(
+            steps.row(
                 name,
                 "search",
-                step(got, |r| {
-                    let names: Vec<String> = data(r)["results"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|x| x["name"].as_str().map(str::to_string))
-                        .collect();
-                    match &want {
-                        Some(w) if !names.contains(w) => {
-                            Err(format!("{w} not among {}", names.join(", ")))
-                        }
-                        _ if names.is_empty() => Err("no results".into()),
-                        _ => Ok(format!("{} result(s), first {}", names.len(), names[0])),
-                    }
-                }),
+                search_step(&probe, name, q, exposed.as_deref()),
             );
         }
-        let Some(tool) = exposed else {
-            continue;
-        };
-        let args = describe_tool::Args {
-            name: None,
-            names: vec![tool.clone()],
-        };
-        let got = call_facade(
-            settings,
-            Some(profile),
-            describe_tool::DescribeTool::VERB,
-            serde_json::to_value(args).unwrap_or_default(),
-        );
-        let mutating = got
-            .as_ref()
-            .is_ok_and(|r| data(r)["tools"][0]["mutating"] == true);
-        row(
-            name,
-            "describe",
-            step(got, |_| Ok(format!("{tool} described"))),
-        );
-        if smoke.call && mutating && !smoke.allow_mutating {
-            row(
-                name,
-                "call",
-                (
-                    false,
-                    format!(
-                        "not called: {tool} may change something; set smoke.allow_mutating: true to call it on purpose"
-                    ),
-                ),
-            );
-        } else if smoke.call {
-            let arguments = smoke
-                .arguments
-                .as_ref()
-                .and_then(|a| serde_json::value::to_raw_value(a).ok());
-            let args = call_tool::Args {
-                name: tool.clone(),
-                arguments,
-                projection: None,
-            };
-            let got = call_facade(
-                settings,
-                Some(profile),
-                call_tool::CallTool::VERB,
-                serde_json::to_value(args).unwrap_or_default(),
-            );
-            row(name, "call", step(got, |_| Ok(format!("{tool} answered"))));
+        if let Some(tool) = exposed {
+            tool_steps(&probe, &mut steps, name, smoke, &tool);
         }
     }
     out!(
         "{}",
-        crate::commands::render::table(&["UPSTREAM", "STEP", "RESULT", "DETAIL"], rows)
+        crate::commands::render::table(&["UPSTREAM", "STEP", "RESULT", "DETAIL"], steps.rows)
     );
-    if failed > 0 {
-        errln!("{failed} probe step(s) failed");
+    if steps.failed > 0 {
+        errln!("{} probe step(s) failed", steps.failed);
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+/// What broker_status said of upstream `name`.
+fn status_step(statuses: &anyhow::Result<Value>, name: &str) -> (bool, String) {
+    let seen = statuses.as_ref().map(|r| {
+        data(r)["servers"]
+            .as_array()
+            .and_then(|all| all.iter().find(|u| u["name"] == name).cloned())
+            .unwrap_or(Value::Null)
+    });
+    match seen {
+        Err(e) => (false, format!("{e:#}")),
+        Ok(u) if u["state"] == "failed" => (
+            false,
+            format!(
+                "failed: {}",
+                u["last_error"].as_str().unwrap_or("no reason given")
+            ),
+        ),
+        Ok(u) => (true, u["state"].as_str().unwrap_or("unknown").to_string()),
+    }
+}
+
+/// The smoke query searched in the upstream's tools: results, and the probe's tool among them.
+fn search_step(probe: &Probe<'_>, name: &str, query: &str, want: Option<&str>) -> (bool, String) {
+    let args = search_tools::Args {
+        query: query.to_string(),
+        server: Some(name.to_string()),
+        limit: Some(10),
+        kind: None,
+    };
+    let got = probe.call(
+        search_tools::SearchTools::VERB,
+        serde_json::to_value(args).unwrap_or_default(),
+    );
+    step(got, |r| {
+        let names: Vec<String> = data(r)["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|x| x["name"].as_str().map(str::to_string))
+            .collect();
+        match want {
+            Some(w) if !names.iter().any(|n| n == w) => {
+                Err(format!("{w} not among {}", names.join(", ")))
+            }
+            _ if names.is_empty() => Err("no results".into()),
+            _ => Ok(format!("{} result(s), first {}", names.len(), names[0])),
+        }
+    })
+}
+
+/// The probe's tool described, then called when the probe asks (a mutating one only when
+/// it says so on purpose).
+fn tool_steps(
+    probe: &Probe<'_>,
+    steps: &mut Steps,
+    name: &str,
+    smoke: &mcpb_config::SmokeSettings,
+    tool: &str,
+) {
+    let args = describe_tool::Args {
+        name: None,
+        names: vec![tool.to_string()],
+    };
+    let got = probe.call(
+        describe_tool::DescribeTool::VERB,
+        serde_json::to_value(args).unwrap_or_default(),
+    );
+    let mutating = got
+        .as_ref()
+        .is_ok_and(|r| data(r)["tools"][0]["mutating"] == true);
+    steps.row(
+        name,
+        "describe",
+        step(got, |_| Ok(format!("{tool} described"))),
+    );
+    if !smoke.call {
+        return;
+    }
+    if mutating && !smoke.allow_mutating {
+        steps.row(
+            name,
+            "call",
+            (
+                false,
+                format!(
+                    "not called: {tool} may change something; set smoke.allow_mutating: true to call it on purpose"
+                ),
+            ),
+        );
+        return;
+    }
+    let arguments = smoke
+        .arguments
+        .as_ref()
+        .and_then(|a| serde_json::value::to_raw_value(a).ok());
+    let args = call_tool::Args {
+        name: tool.to_string(),
+        arguments,
+        projection: None,
+    };
+    let got = probe.call(
+        call_tool::CallTool::VERB,
+        serde_json::to_value(args).unwrap_or_default(),
+    );
+    steps.row(name, "call", step(got, |_| Ok(format!("{tool} answered"))));
 }
 
 /// `mcp-broker profile …`.

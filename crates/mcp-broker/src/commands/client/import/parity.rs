@@ -299,25 +299,65 @@ struct Row {
     call: Option<(String, String, String)>,
 }
 
+/// One moved server to compare: its name, scope label, upstream, its definition as the
+/// import's backup holds it, and whether it is a project's (run only in the sandbox).
+type Job = (String, String, String, Option<Server>, bool);
+
+/// `mcp-broker client parity --client C`: each server the import moved, listed (and called
+/// read-only) as the client started it, against what the client's profile reaches now.
 pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode {
     let Some(c) = Client::parse(client) else {
         return fail(&format!("mcp-broker: no client named {client:?}"), &[]);
     };
-    let record: Value = match crate::commands::client::import::record::read_record(settings, c) {
-        Some(r) => r,
-        None => {
-            return fail(
-                &format!("mcp-broker: {client} has no import to compare"),
-                &[&format!(
-                    "`mcp-broker client import --client {client}` moves its servers first"
-                )],
-            );
-        }
+    let Some(record) = crate::commands::client::import::record::read_record(settings, c) else {
+        return fail(
+            &format!("mcp-broker: {client} has no import to compare"),
+            &[&format!(
+                "`mcp-broker client import --client {client}` moves its servers first"
+            )],
+        );
     };
     let profile = record["profile"].as_str().unwrap_or("default").to_string();
+    let jobs = jobs(c, &record, &backup_texts(settings, c, &record));
+    let before = list_before(settings, &jobs);
+    if let Err(e) = connect_or_start_for_cli(settings) {
+        return fail(&format!("mcp-broker: cannot reach the daemon: {e:#}"), &[]);
+    }
+    let reach = match crate::commands::profile::parity::reach(settings, &profile) {
+        Ok(r) => r,
+        Err(e) => return fail(&format!("mcp-broker: profile {profile}: {e}"), &[]),
+    };
+    let rows: Vec<Row> = jobs
+        .into_iter()
+        .zip(before)
+        .map(|((name, scope, upstream, _, _), before)| {
+            let (before, tried) = match before {
+                Ok((names, tried)) => (Ok(names), tried),
+                Err(e) => (Err(e), None),
+            };
+            let call = tried.map(|(tool, args, direct)| {
+                let now = through_broker(settings, &profile, &reach, &upstream, &tool, args);
+                (tool, outcome(&direct), now)
+            });
+            Row {
+                after: reach.tools.get(&upstream).cloned(),
+                unlisted: reach.unlisted.get(&upstream).cloned(),
+                name,
+                scope,
+                upstream,
+                before,
+                call,
+            }
+        })
+        .collect();
+    report(&rows, &profile, client, json_out)
+}
+
+/// The backups the import took, as (file, backup name, text): a server is read from the
+/// backup its import took.
+fn backup_texts(settings: &Settings, c: Client, record: &Value) -> Vec<(PathBuf, String, String)> {
     let backups_root = settings.runtime.backups_dir();
-    // (file, backup name, text): a server is read from the backup its import took.
-    let texts: Vec<(PathBuf, String, String)> = record["backups"]
+    record["backups"]
         .as_array()
         .into_iter()
         .flatten()
@@ -331,7 +371,12 @@ pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode
                 String::from_utf8_lossy(&bytes).into_owned(),
             ))
         })
-        .collect();
+        .collect()
+}
+
+/// Each server the record names, with its definition from the backup (or, for a file the
+/// import left as it was, from the file).
+fn jobs(c: Client, record: &Value, texts: &[(PathBuf, String, String)]) -> Vec<Job> {
     let mut jobs = Vec::new();
     for s in record["servers"].as_array().into_iter().flatten() {
         let (Some(name), Some(scope), Some(file), Some(upstream)) = (
@@ -370,9 +415,13 @@ pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode
             scope == Scope::Project,
         ));
     }
-    // The old servers are listed side by side: each may take a while to start. A project's
-    // server is the repository's command: it runs only in the sandbox, as its upstream.
-    let before: Vec<Result<Listed, String>> = std::thread::scope(|sc| {
+    jobs
+}
+
+/// The old servers, listed side by side: each may take a while to start. A project's server
+/// is the repository's command: it runs only in the sandbox, as its upstream.
+fn list_before(settings: &Settings, jobs: &[Job]) -> Vec<Result<Listed, String>> {
+    std::thread::scope(|sc| {
         let handles: Vec<_> = jobs
             .iter()
             .map(|(_, _, upstream, server, project)| {
@@ -395,38 +444,7 @@ pub(crate) fn run(settings: &Settings, client: &str, json_out: bool) -> ExitCode
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err("the lister failed".into())))
             .collect()
-    });
-    if let Err(e) = connect_or_start_for_cli(settings) {
-        return fail(&format!("mcp-broker: cannot reach the daemon: {e:#}"), &[]);
-    }
-    let reach = match crate::commands::profile::parity::reach(settings, &profile) {
-        Ok(r) => r,
-        Err(e) => return fail(&format!("mcp-broker: profile {profile}: {e}"), &[]),
-    };
-    let rows: Vec<Row> = jobs
-        .into_iter()
-        .zip(before)
-        .map(|((name, scope, upstream, _, _), before)| {
-            let (before, tried) = match before {
-                Ok((names, tried)) => (Ok(names), tried),
-                Err(e) => (Err(e), None),
-            };
-            let call = tried.map(|(tool, args, direct)| {
-                let now = through_broker(settings, &profile, &reach, &upstream, &tool, args);
-                (tool, outcome(&direct), now)
-            });
-            Row {
-                after: reach.tools.get(&upstream).cloned(),
-                unlisted: reach.unlisted.get(&upstream).cloned(),
-                name,
-                scope,
-                upstream,
-                before,
-                call,
-            }
-        })
-        .collect();
-    report(&rows, &profile, client, json_out)
+    })
 }
 
 /// How the same call goes through the broker, as the client's profile makes it.
@@ -452,17 +470,24 @@ fn through_broker(
     outcome(&called)
 }
 
-fn report(rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode {
-    let empty = BTreeSet::new();
-    let (mut lost, mut added, mut unchecked, mut broken) = (0usize, 0usize, 0usize, 0usize);
-    let mut misbehaved = 0usize;
-    let mut table = Vec::new();
-    let mut items = Vec::new();
-    for r in rows {
+/// What the comparison found, counted over every server.
+#[derive(Default)]
+struct Tally {
+    lost: usize,
+    added: usize,
+    unchecked: usize,
+    broken: usize,
+    misbehaved: usize,
+}
+
+impl Tally {
+    /// One server's row of the table and its JSON, counted.
+    fn row(&mut self, r: &Row) -> (Vec<String>, Value) {
+        let empty = BTreeSet::new();
         let after = r.after.as_ref().unwrap_or(&empty);
         let (before_n, missing, extra, note) = match (&r.before, &r.unlisted) {
             (_, Some(e)) => {
-                broken += 1;
+                self.broken += 1;
                 (
                     "?".into(),
                     Vec::new(),
@@ -475,12 +500,12 @@ fn report(rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode
                 // Tools the client never had: a filter it kept (excludeTools, disabled_tools)
                 // that the broker does not.
                 let extra: Vec<&String> = after.difference(b).collect();
-                lost += missing.len();
-                added += extra.len();
+                self.lost += missing.len();
+                self.added += extra.len();
                 (b.len().to_string(), missing, extra, String::new())
             }
             (Err(e), None) => {
-                unchecked += 1;
+                self.unchecked += 1;
                 (
                     "?".into(),
                     Vec::new(),
@@ -503,18 +528,16 @@ fn report(rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode
         let call = match &r.call {
             Some((tool, direct, now)) if direct == now => format!("{tool}: same ({now})"),
             Some((tool, direct, now)) => {
-                misbehaved += 1;
+                self.misbehaved += 1;
                 format!("{tool}: {direct} directly, {now} through the broker")
             }
             None => "-".into(),
         };
-        items.push(
-            json!({"server": r.name, "scope": r.scope, "upstream": r.upstream,
+        let item = json!({"server": r.name, "scope": r.scope, "upstream": r.upstream,
             "before": r.before.as_ref().ok(), "after": after, "missing": missing,
             "added": extra, "error": r.before.as_ref().err(), "unlisted": r.unlisted,
-            "call": r.call.as_ref().map(|(t, d, n)| json!({"tool": t, "direct": d, "broker": n}))}),
-        );
-        table.push(vec![
+            "call": r.call.as_ref().map(|(t, d, n)| json!({"tool": t, "direct": d, "broker": n}))});
+        let row = vec![
             r.name.clone(),
             r.scope.clone(),
             r.upstream.clone(),
@@ -522,32 +545,45 @@ fn report(rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode
             after.len().to_string(),
             diff.join("; "),
             call,
-        ]);
+        ];
+        (row, item)
     }
+}
+
+fn report(rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode {
+    let mut t = Tally::default();
+    let (table, items): (Vec<_>, Vec<_>) = rows.iter().map(|r| t.row(r)).unzip();
     if json_out {
         outln!(
             "{}",
-            json!({"client": client, "profile": profile, "servers": items, "missing": lost,
-                "added": added, "not_compared": unchecked, "unlisted": broken,
-                "calls_differ": misbehaved})
+            json!({"client": client, "profile": profile, "servers": items, "missing": t.lost,
+                "added": t.added, "not_compared": t.unchecked, "unlisted": t.broken,
+                "calls_differ": t.misbehaved})
         );
     } else {
-        out!(
-            "{}",
-            crate::commands::render::table(
-                &[
-                    "SERVER",
-                    "SCOPE",
-                    "UPSTREAM",
-                    "BEFORE",
-                    "NOW",
-                    "DIFFERENCE",
-                    "CALL"
-                ],
-                table
-            )
-        );
+        let header = [
+            "SERVER",
+            "SCOPE",
+            "UPSTREAM",
+            "BEFORE",
+            "NOW",
+            "DIFFERENCE",
+            "CALL",
+        ];
+        out!("{}", crate::commands::render::table(&header, table));
     }
+    verdict(&t, rows, profile, client, json_out)
+}
+
+/// What the comparison means for the move, said; failure when the client lost something.
+fn verdict(t: &Tally, rows: &[Row], profile: &str, client: &str, json_out: bool) -> ExitCode {
+    let Tally {
+        lost,
+        added,
+        unchecked,
+        broken,
+        misbehaved,
+    } = *t;
     if misbehaved > 0 {
         errln!(
             "mcp-broker: through profile {profile}, {misbehaved} of {client}'s servers answer a read-only call differently than directly (see CALL)"
