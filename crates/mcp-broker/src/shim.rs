@@ -26,6 +26,8 @@ use crate::fail;
 /// The longest pause between hellos to a daemon that went away during one (100, 200, 400, 800 ms).
 const HELLO_RETRY_LIMIT: std::time::Duration = std::time::Duration::from_millis(800);
 
+/// `mcp-broker stdio`: a session opened with the daemon (started when none runs), then the
+/// client's stdin and stdout handed to it, or relayed byte for byte where they cannot be.
 pub(crate) fn run(
     settings: &Settings,
     profile: Option<String>,
@@ -35,19 +37,7 @@ pub(crate) fn run(
         && profile.is_none()
         && !settings.clients.contains_key(c)
     {
-        // Said on stderr: the client shows it in its server log; the session still opens.
-        let known: Vec<&str> = settings.clients.keys().map(String::as_str).collect();
-        errln!(
-            "mcp-broker: client {c:?} has no profile in `clients:`; it gets the `default` profile"
-        );
-        errln!(
-            "hint: clients named in the config: {}; add `clients: {{{c}: {{profile: PROFILE}}}}` or pass --profile",
-            if known.is_empty() {
-                "(none)".to_string()
-            } else {
-                known.join(", ")
-            }
-        );
+        unknown_client(settings, c);
     }
     let cwd = std::env::current_dir()
         .ok()
@@ -62,23 +52,49 @@ pub(crate) fn run(
         pass_fds,
         facade: false,
     };
-    // A daemon killed a moment ago can still hold its socket while its last thread exits: the
-    // connection is accepted, then reset. Nothing of the client's has been read yet, so the
-    // hello is tried again; by then the socket is gone and a new daemon is started.
+    let from_daemon = match open_session(settings, &kind) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    if pass_fds {
+        return hand_over(settings, from_daemon);
+    }
+    relay(settings, from_daemon)
+}
+
+/// Said on stderr: the client shows it in its server log; the session still opens.
+fn unknown_client(settings: &Settings, c: &str) {
+    let known: Vec<&str> = settings.clients.keys().map(String::as_str).collect();
+    errln!("mcp-broker: client {c:?} has no profile in `clients:`; it gets the `default` profile");
+    errln!(
+        "hint: clients named in the config: {}; add `clients: {{{c}: {{profile: PROFILE}}}}` or pass --profile",
+        if known.is_empty() {
+            "(none)".to_string()
+        } else {
+            known.join(", ")
+        }
+    );
+}
+
+/// The hello, and the daemon's yes. A daemon killed a moment ago can still hold its socket
+/// while its last thread exits: the connection is accepted, then reset. Nothing of the
+/// client's has been read yet, so the hello is tried again; by then the socket is gone and a
+/// new daemon is started.
+fn open_session(
+    settings: &Settings,
+    kind: &HelloKind,
+) -> Result<std::io::BufReader<UnixStream>, ExitCode> {
     let mut pause = std::time::Duration::from_millis(100);
-    let (reply, mut from_daemon) = loop {
-        let stream = match connect_or_start(settings) {
-            Ok(s) => s,
-            Err(e) => {
-                return fail(
-                    &format!("mcp-broker: cannot reach the daemon: {e:#}"),
-                    &[&format!(
-                        "run `mcp-broker daemon` in a terminal to see why it does not start (log: {})",
-                        settings.runtime.log_path().display()
-                    )],
-                );
-            }
-        };
+    let (reply, from_daemon) = loop {
+        let stream = connect_or_start(settings).map_err(|e| {
+            fail(
+                &format!("mcp-broker: cannot reach the daemon: {e:#}"),
+                &[&format!(
+                    "run `mcp-broker daemon` in a terminal to see why it does not start (log: {})",
+                    settings.runtime.log_path().display()
+                )],
+            )
+        })?;
         match handshake(stream, kind.clone()) {
             Ok(r) => break r,
             Err(e) if is_gone(&e) && pause <= HELLO_RETRY_LIMIT => {
@@ -86,27 +102,28 @@ pub(crate) fn run(
                 pause *= 2;
             }
             Err(e) => {
-                return fail(
+                return Err(fail(
                     &format!("mcp-broker: the daemon did not accept the session: {e:#}"),
                     &["restart it with `mcp-broker stop`; the next client start brings it back"],
-                );
+                ));
             }
         }
     };
     if !reply.ok {
         let hints: Vec<&str> = reply.hints.iter().map(String::as_str).collect();
-        return fail(
+        return Err(fail(
             &format!(
                 "mcp-broker: the daemon refused the session: {}",
                 reply.error.as_deref().unwrap_or("no reason given")
             ),
             &hints,
-        );
+        ));
     }
+    Ok(from_daemon)
+}
 
-    if pass_fds {
-        return hand_over(settings, from_daemon);
-    }
+/// Relays bytes both ways until the daemon closes the session.
+fn relay(settings: &Settings, mut from_daemon: std::io::BufReader<UnixStream>) -> ExitCode {
     let Ok(mut to_daemon) = from_daemon.get_ref().try_clone() else {
         return fail("mcp-broker: cannot clone the daemon socket", &[]);
     };
@@ -129,7 +146,6 @@ pub(crate) fn run(
         done.store(true, Ordering::SeqCst);
         let _ = to_daemon.shutdown(Shutdown::Write);
     });
-
     let mut stdout = std::io::stdout().lock();
     loop {
         let chunk = match from_daemon.fill_buf() {

@@ -61,6 +61,15 @@ pub(crate) fn render_status(data: &Value) -> String {
         out.push_str(&format!("warning: {w}\n\n"));
     }
     let ups: Vec<&Value> = data["upstreams"].as_array().into_iter().flatten().collect();
+    out.push_str(&upstream_table(data, &ups));
+    upstream_notes(&mut out, &ups);
+    catalog_notes(&mut out, &data["catalog"]);
+    // Names, errors and findings come from upstreams: never raw control characters.
+    crate::printable(&out)
+}
+
+/// One row per upstream: its state, process, tools, starts and calls.
+fn upstream_table(data: &Value, ups: &[&Value]) -> String {
     let dash = |v: &Value| v.as_u64().map_or("-".to_string(), |n| n.to_string());
     let rows = ups
         .iter()
@@ -80,13 +89,17 @@ pub(crate) fn render_status(data: &Value) -> String {
             ]
         })
         .collect();
-    out.push_str(&table(
+    table(
         &[
             "UPSTREAM", "STATE", "PID", "TOOLS", "STARTS", "FAILURES", "CALLS", "ERRORS", "P50",
         ],
         rows,
-    ));
-    for u in &ups {
+    )
+}
+
+/// Under the table: each upstream's last error (with what it said), sandbox and refused tools.
+fn upstream_notes(out: &mut String, ups: &[&Value]) {
+    for u in ups {
         let name = u["name"].as_str().unwrap_or("");
         if let Some(err) = u["last_error"].as_str() {
             out.push_str(&format!("{name}: last error: {err}\n"));
@@ -118,7 +131,10 @@ pub(crate) fn render_status(data: &Value) -> String {
             open.join(", ")
         ));
     }
-    let c = &data["catalog"];
+}
+
+/// The catalog's pins: what is quarantined, what was found in definitions.
+fn catalog_notes(out: &mut String, c: &Value) {
     if let Some(e) = c["pin_store_error"].as_str() {
         out.push_str(&format!(
             "pins: store unreadable, every tool quarantined: {e}\n"
@@ -142,8 +158,6 @@ pub(crate) fn render_status(data: &Value) -> String {
     if c["quarantined"].as_array().is_some_and(|q| !q.is_empty()) {
         out.push_str("hint: review with `mcp-broker pins list`, approve with `mcp-broker pins approve <upstream>.<tool>`\n");
     }
-    // Names, errors and findings come from upstreams: never raw control characters.
-    crate::printable(&out)
 }
 
 /// A latency in milliseconds as people read it: `0.21 ms`, `35 ms`, `1.2 s`; `-` when none.

@@ -18,119 +18,123 @@ fn label(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// One metric family: its help and type lines, then its samples (`{labels} value`).
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, f64)]) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (labels, v) in samples {
+        let _ = writeln!(out, "{name}{labels} {v}");
+    }
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(0.0)
+}
+
+const UP_HELP: &str = "Whether the daemon answers.";
+
 /// The metrics text of a status report (`None`: no daemon).
 pub(crate) fn render(status: Option<&Value>) -> String {
     let mut out = String::new();
-    let mut family = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        for (labels, v) in samples {
-            let _ = writeln!(out, "{name}{labels} {v}");
-        }
-    };
     let Some(s) = status else {
         family(
+            &mut out,
             "mcp_broker_up",
             "gauge",
-            "Whether the daemon answers.",
+            UP_HELP,
             &[(String::new(), 0.0)],
         );
         return out;
     };
     let d = &s["daemon"];
-    let num = |v: &Value| v.as_f64().unwrap_or(0.0);
-    family(
-        "mcp_broker_up",
-        "gauge",
-        "Whether the daemon answers.",
-        &[(String::new(), 1.0)],
-    );
-    family(
-        "mcp_broker_uptime_seconds",
-        "gauge",
-        "Seconds since the daemon started.",
-        &[(String::new(), num(&d["uptime_ms"]) / 1000.0)],
-    );
-    family(
-        "mcp_broker_sessions",
-        "gauge",
-        "Client sessions open.",
-        &[(String::new(), num(&d["sessions"]))],
-    );
-    family(
-        "mcp_broker_calls_in_flight",
-        "gauge",
-        "Tool calls being served.",
-        &[(String::new(), num(&d["inflight_calls"]))],
-    );
-    let ups: Vec<&Value> = s["upstreams"].as_array().into_iter().flatten().collect();
-    let per = |f: &dyn Fn(&Value) -> f64| -> Vec<(String, f64)> {
-        ups.iter()
-            .map(|u| {
-                (
-                    format!(
-                        "{{upstream=\"{}\"}}",
-                        label(u["name"].as_str().unwrap_or(""))
-                    ),
-                    f(u),
-                )
-            })
-            .collect()
-    };
-    let states: Vec<(String, f64)> = ups
-        .iter()
-        .map(|u| {
-            let state = u["state"].as_str().unwrap_or("");
-            (
-                format!(
-                    "{{upstream=\"{}\",state=\"{}\"}}",
-                    label(u["name"].as_str().unwrap_or("")),
-                    label(state)
-                ),
-                if state == "running" { 1.0 } else { 0.0 },
-            )
-        })
-        .collect();
-    family(
-        "mcp_broker_upstream_up",
-        "gauge",
-        "Whether the upstream runs (its state as a label).",
-        &states,
-    );
-    family(
-        "mcp_broker_upstream_starts_total",
-        "counter",
-        "Starts since the daemon started.",
-        &per(&|u| num(&u["starts"])),
-    );
-    family(
-        "mcp_broker_upstream_failures_total",
-        "counter",
-        "Unexpected exits and failed starts since the daemon started.",
-        &per(&|u| num(&u["failures"])),
-    );
-    family(
-        "mcp_broker_upstream_tools",
-        "gauge",
-        "Tools in the upstream's last list.",
-        &per(&|u| num(&u["tool_count"])),
-    );
-    family(
-        "mcp_broker_upstream_processes",
-        "gauge",
-        "Processes running for the upstream.",
-        &per(&|u| u["pids"].as_array().map_or(0.0, |p| p.len() as f64)),
-    );
+    for (name, help, value) in [
+        ("mcp_broker_up", UP_HELP, 1.0),
+        (
+            "mcp_broker_uptime_seconds",
+            "Seconds since the daemon started.",
+            num(&d["uptime_ms"]) / 1000.0,
+        ),
+        (
+            "mcp_broker_sessions",
+            "Client sessions open.",
+            num(&d["sessions"]),
+        ),
+        (
+            "mcp_broker_calls_in_flight",
+            "Tool calls being served.",
+            num(&d["inflight_calls"]),
+        ),
+    ] {
+        family(&mut out, name, "gauge", help, &[(String::new(), value)]);
+    }
+    upstreams(&mut out, s);
     let quarantined = s["catalog"]["quarantined"]
         .as_array()
         .map_or(0.0, |q| q.len() as f64);
     family(
+        &mut out,
         "mcp_broker_quarantined_tools",
         "gauge",
         "Tools held back until a person approves them.",
         &[(String::new(), quarantined)],
     );
     out
+}
+
+/// The families with one sample per upstream.
+fn upstreams(out: &mut String, s: &Value) {
+    let ups: Vec<&Value> = s["upstreams"].as_array().into_iter().flatten().collect();
+    let name = |u: &Value| label(u["name"].as_str().unwrap_or(""));
+    let states: Vec<(String, f64)> = ups
+        .iter()
+        .map(|u| {
+            let state = u["state"].as_str().unwrap_or("");
+            (
+                format!("{{upstream=\"{}\",state=\"{}\"}}", name(u), label(state)),
+                if state == "running" { 1.0 } else { 0.0 },
+            )
+        })
+        .collect();
+    family(
+        out,
+        "mcp_broker_upstream_up",
+        "gauge",
+        "Whether the upstream runs (its state as a label).",
+        &states,
+    );
+    let families: [(&str, &str, &str, fn(&Value) -> f64); 4] = [
+        (
+            "mcp_broker_upstream_starts_total",
+            "counter",
+            "Starts since the daemon started.",
+            |u| num(&u["starts"]),
+        ),
+        (
+            "mcp_broker_upstream_failures_total",
+            "counter",
+            "Unexpected exits and failed starts since the daemon started.",
+            |u| num(&u["failures"]),
+        ),
+        (
+            "mcp_broker_upstream_tools",
+            "gauge",
+            "Tools in the upstream's last list.",
+            |u| num(&u["tool_count"]),
+        ),
+        (
+            "mcp_broker_upstream_processes",
+            "gauge",
+            "Processes running for the upstream.",
+            |u| u["pids"].as_array().map_or(0.0, |p| p.len() as f64),
+        ),
+    ];
+    for (family_name, kind, help, value) in families {
+        let samples: Vec<(String, f64)> = ups
+            .iter()
+            .map(|u| (format!("{{upstream=\"{}\"}}", name(u)), value(u)))
+            .collect();
+        family(out, family_name, kind, help, &samples);
+    }
 }
 
 pub(crate) fn run(settings: &Settings) -> ExitCode {
