@@ -139,6 +139,10 @@ fn trace_file(root: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
     Ok(path)
 }
 
+/// What `sandbox check` asks the server to do: list, then maybe one call.
+type Call<'a> = Option<(&'a str, serde_json::Value)>;
+
+/// `mcp-broker sandbox check NAME [--call TOOL --args JSON]`.
 pub(crate) fn check(settings: &Settings, name: &str, call: Option<(&str, &str)>) -> ExitCode {
     let call = match call
         .map(|(tool, args)| serde_json::from_str::<serde_json::Value>(args).map(|a| (tool, a)))
@@ -167,30 +171,49 @@ pub(crate) fn check(settings: &Settings, name: &str, call: Option<(&str, &str)>)
             ],
         );
     };
+    match traced_run(settings, name, u, policy, &call) {
+        Ok(run) => say(name, &call, run, policy),
+        Err(code) => code,
+    }
+}
+
+/// What a checked server did: its listing (and call), its stderr, what the tracer saw.
+struct Run {
+    talked: Result<
+        (
+            Vec<serde_json::Value>,
+            Option<Result<serde_json::Value, String>>,
+        ),
+        String,
+    >,
+    stderr: String,
+    traced: String,
+}
+
+/// Starts the server as the daemon would, traced, lists its tools (and makes the call).
+fn traced_run(
+    settings: &Settings,
+    name: &str,
+    u: &mcpb_config::UpstreamSettings,
+    policy: &mcpb_config::sandbox::SandboxPolicy,
+    call: &Call<'_>,
+) -> Result<Run, ExitCode> {
     let root = &settings.runtime.root;
-    if let Err(e) = settings.runtime.ensure() {
-        return fail(
+    settings.runtime.ensure().map_err(|e| {
+        fail(
             &format!("mcp-broker: cannot make {}: {e}", root.display()),
             &[],
-        );
-    }
-    let (exe, args, env, cgroup) = match mcpb_upstream::sandboxed::start_line(
-        u,
-        policy,
-        &settings.broker.env_passthrough,
-        root,
-    ) {
-        Ok(s) => s,
-        Err(e) => return fail(&format!("mcp-broker: {e}"), &[]),
-    };
+        )
+    })?;
+    let (exe, args, env, cgroup) =
+        mcpb_upstream::sandboxed::start_line(u, policy, &settings.broker.env_passthrough, root)
+            .map_err(|e| fail(&format!("mcp-broker: {e}"), &[]))?;
     let (read, write) = mcpb_upstream::sandboxed::grants(u, policy, &env, root);
     let view = serde_json::json!({"read": read, "write": write,
         "network": policy.network == mcpb_config::sandbox::NetworkMode::Host});
     outln!("{name}: {}", crate::commands::render::sandbox_line(&view));
-    let trace = match trace_file(root) {
-        Ok(p) => p,
-        Err(e) => return fail(&format!("mcp-broker: cannot make the trace file: {e}"), &[]),
-    };
+    let trace = trace_file(root)
+        .map_err(|e| fail(&format!("mcp-broker: cannot make the trace file: {e}"), &[]))?;
     let mut cmd = Command::new(exe);
     cmd.args(args)
         .env_clear()
@@ -203,13 +226,10 @@ pub(crate) fn check(settings: &Settings, name: &str, call: Option<(&str, &str)>)
     if let Some(cwd) = &u.cwd {
         cmd.current_dir(cwd);
     }
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = std::fs::remove_file(&trace);
-            return fail(&format!("mcp-broker: cannot start {name}: {e}"), &[]);
-        }
-    };
+    let mut child = cmd.spawn().map_err(|e| {
+        let _ = std::fs::remove_file(&trace);
+        fail(&format!("mcp-broker: cannot start {name}: {e}"), &[])
+    })?;
     // Read while it runs: a server (or the tracer) that fills the pipe would otherwise stall
     // until the listing times out. What a check shows is bounded.
     let reader = child.stderr.take().map(|e| {
@@ -231,9 +251,23 @@ pub(crate) fn check(settings: &Settings, name: &str, call: Option<(&str, &str)>)
     let stderr = reader.and_then(|r| r.join().ok()).unwrap_or_default();
     let traced = std::fs::read(&trace).unwrap_or_default();
     let _ = std::fs::remove_file(&trace);
+    Ok(Run {
+        talked,
+        stderr,
+        traced: String::from_utf8_lossy(&traced).into_owned(),
+    })
+}
+
+/// What the check found: each denial, the listing, the call's answer, and what to grant.
+fn say(
+    name: &str,
+    call: &Call<'_>,
+    run: Run,
+    policy: &mcpb_config::sandbox::SandboxPolicy,
+) -> ExitCode {
     let denied = denials(
-        &stderr,
-        &String::from_utf8_lossy(&traced),
+        &run.stderr,
+        &run.traced,
         policy.network == mcpb_config::sandbox::NetworkMode::None,
     );
     // The server's words may hold what it was given: the CLI redacts like the daemon.
@@ -243,46 +277,47 @@ pub(crate) fn check(settings: &Settings, name: &str, call: Option<(&str, &str)>)
             crate::printable(&mcpb_redact::redact(line))
         );
     }
-    match talked {
-        Ok((tools, called)) => {
-            outln!(
-                "{name}: started in the sandbox and listed {} tool(s)",
-                tools.len()
-            );
-            if let (Some((tool, _)), Some(answer)) = (&call, called) {
-                let said = match answer {
-                    Ok(r) if r["isError"] == true => format!(
-                        "answered with an error: {}",
-                        r["content"][0]["text"].as_str().unwrap_or("")
-                    ),
-                    Ok(_) => "answered".to_string(),
-                    Err(e) => e,
-                };
-                outln!(
-                    "{name}: call {tool}: {}",
-                    crate::printable(&mcpb_redact::redact(&said))
-                );
-            }
-            if !denied.is_empty() {
-                errln!(
-                    "hint: a denial above may be what it needs: grant the path under sandbox.fs.read or .write, or set network: host"
-                );
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail(
-            &format!(
-                "mcp-broker: {name} did not list its tools in the sandbox: {}",
-                mcpb_redact::redact(&e)
-            ),
-            &[
-                "the lines above are what it was refused; grant those paths under sandbox.fs, or set network: host",
+    let (tools, called) = match run.talked {
+        Ok(t) => t,
+        Err(e) => {
+            return fail(
                 &format!(
-                    "`mcp-broker logs {name}` has the rest of what it said, once the daemon ran it"
+                    "mcp-broker: {name} did not list its tools in the sandbox: {}",
+                    mcpb_redact::redact(&e)
                 ),
-            ],
-        ),
+                &[
+                    "the lines above are what it was refused; grant those paths under sandbox.fs, or set network: host",
+                    &format!(
+                        "`mcp-broker logs {name}` has the rest of what it said, once the daemon ran it"
+                    ),
+                ],
+            );
+        }
+    };
+    outln!(
+        "{name}: started in the sandbox and listed {} tool(s)",
+        tools.len()
+    );
+    if let (Some((tool, _)), Some(answer)) = (call, called) {
+        let said = match answer {
+            Ok(r) if r["isError"] == true => format!(
+                "answered with an error: {}",
+                r["content"][0]["text"].as_str().unwrap_or("")
+            ),
+            Ok(_) => "answered".to_string(),
+            Err(e) => e,
+        };
+        outln!(
+            "{name}: call {tool}: {}",
+            crate::printable(&mcpb_redact::redact(&said))
+        );
     }
+    if !denied.is_empty() {
+        errln!(
+            "hint: a denial above may be what it needs: grant the path under sandbox.fs.read or .write, or set network: host"
+        );
+    }
+    ExitCode::SUCCESS
 }
 
 /// Each stdio upstream's sandbox as it would start from this shell (its HOME and PATH, the
