@@ -115,6 +115,102 @@ fn names(set: &BTreeSet<&String>) -> String {
         .join(", ")
 }
 
+/// Per upstream, the tools each side discovers: the table's rows and the JSON's.
+fn compare_tools(ra: &Reach, rb: &Reach, differ: &mut bool) -> (Vec<Vec<String>>, Vec<Value>) {
+    let empty = BTreeSet::new();
+    let ups: BTreeSet<&String> = ra.tools.keys().chain(rb.tools.keys()).collect();
+    let mut rows = Vec::new();
+    let mut report = Vec::new();
+    for up in ups {
+        let (ta, tb) = (
+            ra.tools.get(up).unwrap_or(&empty),
+            rb.tools.get(up).unwrap_or(&empty),
+        );
+        let only_a: BTreeSet<&String> = ta.difference(tb).collect();
+        let only_b: BTreeSet<&String> = tb.difference(ta).collect();
+        *differ |= !only_a.is_empty() || !only_b.is_empty();
+        rows.push(vec![
+            up.clone(),
+            ta.len().to_string(),
+            tb.len().to_string(),
+            ta.intersection(tb).count().to_string(),
+            names(&only_a),
+            names(&only_b),
+        ]);
+        report.push(
+            json!({"upstream": up, "first": ta.len(), "second": tb.len(),
+            "only_in_first": only_a, "only_in_second": only_b}),
+        );
+    }
+    (rows, report)
+}
+
+/// Each upstream's smoke query searched through both profiles: (upstream, query, top of
+/// each).
+fn compare_searches(
+    settings: &Settings,
+    (a, ra): (&str, &Reach),
+    (b, rb): (&str, &Reach),
+    differ: &mut bool,
+) -> Vec<(String, String, Vec<String>, Vec<String>)> {
+    let mut searches = Vec::new();
+    for (name, up) in &settings.upstreams {
+        let Some(query) = up.smoke.as_ref().and_then(|s| s.query.as_deref()) else {
+            continue;
+        };
+        if !ra.tools.contains_key(name) || !rb.tools.contains_key(name) {
+            continue;
+        }
+        let (sa, sb) = (
+            top(settings, a, ra, name, query),
+            top(settings, b, rb, name, query),
+        );
+        *differ |= sa != sb;
+        searches.push((name.clone(), query.to_string(), sa, sb));
+    }
+    searches
+}
+
+/// The comparison as a table and one line per search.
+fn say(
+    a: &str,
+    b: &str,
+    rows: Vec<Vec<String>>,
+    searches: &[(String, String, Vec<String>, Vec<String>)],
+) {
+    let (only_a, only_b) = (format!("ONLY {a}"), format!("ONLY {b}"));
+    out!(
+        "{}",
+        table(&["UPSTREAM", a, b, "BOTH", &only_a, &only_b], rows)
+    );
+    for (up, q, sa, sb) in searches {
+        if sa == sb {
+            outln!("search {up} {q:?}: same top {}", sa.len());
+        } else {
+            outln!(
+                "search {up} {q:?}: {a}: {}; {b}: {}",
+                sa.join(", "),
+                sb.join(", ")
+            );
+        }
+    }
+}
+
+fn verdict(a: &str, b: &str, incomplete: bool, differ: bool) {
+    if incomplete {
+        errln!("mcp-broker: incomplete: an upstream could not be listed (see above)");
+        errln!("hint: `mcp-broker status` shows why; `mcp-broker logs UPSTREAM` its output");
+    } else if differ {
+        errln!("mcp-broker: {a} and {b} do not discover the same tools");
+        errln!(
+            "hint: compare their `upstreams`, `tools_allow`/`tools_deny` and mutating settings with `mcp-broker config show`"
+        );
+    } else {
+        errln!("mcp-broker: {a} and {b} discover the same tools");
+    }
+}
+
+/// `mcp-broker parity A B`.
 pub(crate) fn run(settings: &Settings, args: &ParityArgs) -> ExitCode {
     let (a, b, json_out) = (args.first.as_str(), args.second.as_str(), args.json);
     if a == b {
@@ -140,48 +236,10 @@ pub(crate) fn run(settings: &Settings, args: &ParityArgs) -> ExitCode {
         (Ok(x), Ok(y)) => (x, y),
         (Err(e), _) | (_, Err(e)) => return fail(&format!("mcp-broker: {e}"), &[]),
     };
-    let empty = BTreeSet::new();
-    let ups: BTreeSet<&String> = ra.tools.keys().chain(rb.tools.keys()).collect();
-    let mut rows = Vec::new();
-    let mut report = Vec::new();
     // An upstream one side could not list makes the comparison incomplete: never "the same".
     let mut differ = !ra.unlisted.is_empty() || !rb.unlisted.is_empty();
-    for up in ups {
-        let (ta, tb) = (
-            ra.tools.get(up).unwrap_or(&empty),
-            rb.tools.get(up).unwrap_or(&empty),
-        );
-        let only_a: BTreeSet<&String> = ta.difference(tb).collect();
-        let only_b: BTreeSet<&String> = tb.difference(ta).collect();
-        differ |= !only_a.is_empty() || !only_b.is_empty();
-        rows.push(vec![
-            up.clone(),
-            ta.len().to_string(),
-            tb.len().to_string(),
-            ta.intersection(tb).count().to_string(),
-            names(&only_a),
-            names(&only_b),
-        ]);
-        report.push(
-            json!({"upstream": up, "first": ta.len(), "second": tb.len(),
-            "only_in_first": only_a, "only_in_second": only_b}),
-        );
-    }
-    let mut searches = Vec::new();
-    for (name, up) in &settings.upstreams {
-        let Some(query) = up.smoke.as_ref().and_then(|s| s.query.as_deref()) else {
-            continue;
-        };
-        if !ra.tools.contains_key(name) || !rb.tools.contains_key(name) {
-            continue;
-        }
-        let (sa, sb) = (
-            top(settings, a, &ra, name, query),
-            top(settings, b, &rb, name, query),
-        );
-        differ |= sa != sb;
-        searches.push((name.clone(), query.to_string(), sa, sb));
-    }
+    let (rows, report) = compare_tools(&ra, &rb, &mut differ);
+    let searches = compare_searches(settings, (a, &ra), (b, &rb), &mut differ);
     if json_out {
         let searches: Vec<Value> = searches
             .iter()
@@ -195,42 +253,9 @@ pub(crate) fn run(settings: &Settings, args: &ParityArgs) -> ExitCode {
                 "unlisted": {"first": ra.unlisted, "second": rb.unlisted}})
         );
     } else {
-        out!(
-            "{}",
-            table(
-                &[
-                    "UPSTREAM",
-                    a,
-                    b,
-                    "BOTH",
-                    &format!("ONLY {a}"),
-                    &format!("ONLY {b}")
-                ],
-                rows
-            )
-        );
-        for (up, q, sa, sb) in &searches {
-            if sa == sb {
-                outln!("search {up} {q:?}: same top {}", sa.len());
-            } else {
-                outln!(
-                    "search {up} {q:?}: {a}: {}; {b}: {}",
-                    sa.join(", "),
-                    sb.join(", ")
-                );
-            }
-        }
-        if !ra.unlisted.is_empty() || !rb.unlisted.is_empty() {
-            errln!("mcp-broker: incomplete: an upstream could not be listed (see above)");
-            errln!("hint: `mcp-broker status` shows why; `mcp-broker logs UPSTREAM` its output");
-        } else if differ {
-            errln!("mcp-broker: {a} and {b} do not discover the same tools");
-            errln!(
-                "hint: compare their `upstreams`, `tools_allow`/`tools_deny` and mutating settings with `mcp-broker config show`"
-            );
-        } else {
-            errln!("mcp-broker: {a} and {b} discover the same tools");
-        }
+        say(a, b, rows, &searches);
+        let incomplete = !ra.unlisted.is_empty() || !rb.unlisted.is_empty();
+        verdict(a, b, incomplete, differ);
     }
     if differ {
         ExitCode::from(1)
