@@ -184,122 +184,142 @@ fn confirmed(tool: &str, yes: bool) -> bool {
     matches!(answer.trim(), "y" | "Y" | "yes")
 }
 
-pub(crate) fn approve(
-    settings: &Settings,
-    names: &[String],
-    all: bool,
-    reset: bool,
-    yes: bool,
-    by: &str,
-    expect_hash: Option<&str>,
-) -> ExitCode {
-    let mut pins = open(settings);
-    if let Some(e) = pins.error() {
-        if !reset {
-            return fail(
-                &format!("mcp-broker: the pin store is unreadable: {e}"),
-                &[
-                    "repair the file, or pass --reset to start a new store (the old one is kept beside it)",
-                ],
-            );
-        }
-        let old = settings.runtime.pins_path();
-        let aside = old.with_extension(format!("json.unreadable-{}", mcpb_config::unix_now()));
-        if old.exists()
-            && let Err(e) = std::fs::rename(&old, &aside)
-        {
-            return fail(
-                &format!("mcp-broker: cannot move {} aside: {e}", old.display()),
-                &[],
-            );
-        }
-        if aside.exists() {
-            errln!(
-                "mcp-broker: unreadable pin store moved to {}",
-                aside.display()
-            );
-        }
-        pins.reset();
+/// An unreadable pin store, with --reset: moved aside (kept), a new one begun.
+fn reset_unreadable(settings: &Settings, pins: &mut Pins, reset: bool) -> Result<(), ExitCode> {
+    let Some(e) = pins.error() else {
+        return Ok(());
+    };
+    if !reset {
+        return Err(fail(
+            &format!("mcp-broker: the pin store is unreadable: {e}"),
+            &[
+                "repair the file, or pass --reset to start a new store (the old one is kept beside it)",
+            ],
+        ));
     }
-    if names.is_empty() && !all {
+    let old = settings.runtime.pins_path();
+    let aside = old.with_extension(format!("json.unreadable-{}", mcpb_config::unix_now()));
+    if old.exists()
+        && let Err(e) = std::fs::rename(&old, &aside)
+    {
+        return Err(fail(
+            &format!("mcp-broker: cannot move {} aside: {e}", old.display()),
+            &[],
+        ));
+    }
+    if aside.exists() {
+        errln!(
+            "mcp-broker: unreadable pin store moved to {}",
+            aside.display()
+        );
+    }
+    pins.reset();
+    Ok(())
+}
+
+/// How `pins approve` is to go: which tools, asked how, by whom.
+pub(crate) struct Approval<'a> {
+    pub names: &'a [String],
+    pub all: bool,
+    pub reset: bool,
+    pub yes: bool,
+    pub by: &'a str,
+    pub expect_hash: Option<&'a str>,
+}
+
+/// One quarantined tool shown, then approved, unless its definition changed since it was
+/// shown or a person said no to its findings: `None` when declined.
+fn approve_one(pins: &mut Pins, r: &Row, q: &Quarantine, x: &Approval<'_>) -> Option<()> {
+    let n = name(r);
+    outln!("approving {} ({q})", printable(&n));
+    out!("{}", printable(&diff(pins, r).unwrap_or_default()));
+    for f in &r.findings {
+        outln!("    {}", finding_line(f));
+    }
+    let now = mcpb_catalog::pins::definition_hash(&r.tool);
+    if let Some(want) = x.expect_hash
+        && now.as_deref() != Some(want)
+    {
+        errln!(
+            "mcp-broker: {} changed since it was shown; not approved",
+            printable(&n)
+        );
+        errln!("hint: look at it again (`mcp-broker pins list`), then approve what you see");
+        return None;
+    }
+    if mcpb_catalog::scan::holds(&r.findings) && !confirmed(&printable(&n), x.yes) {
+        return None;
+    }
+    let from = match q {
+        Quarantine::Renamed { from } => Some(from.as_str()),
+        Quarantine::Changed
+        | Quarantine::New
+        | Quarantine::AwaitingApproval
+        | Quarantine::Flagged
+        | Quarantine::StoreUnreadable { .. } => None,
+    };
+    pins.approve(&r.upstream, &r.tool, from, mcpb_config::unix_now());
+    Some(())
+}
+
+/// `mcp-broker pins approve NAME…|--all`.
+pub(crate) fn approve(settings: &Settings, x: &Approval<'_>) -> ExitCode {
+    let mut pins = open(settings);
+    if let Err(code) = reset_unreadable(settings, &mut pins, x.reset) {
+        return code;
+    }
+    if x.names.is_empty() && !x.all {
         return fail(
             "mcp-broker: name the tools to approve, or pass --all",
             &["`mcp-broker pins list` shows what is quarantined"],
         );
     }
     let rows = rows(settings, &mut pins);
-    let (mut approved, mut declined) = (0, 0);
+    let mut declined = 0;
     let mut approved_now = Vec::new();
     for r in &rows {
         let Some(q) = &r.verdict else { continue };
         let n = name(r);
-        if !all && !names.contains(&n) {
+        if !x.all && !x.names.contains(&n) {
             continue;
         }
-        outln!("approving {} ({q})", printable(&n));
-        out!("{}", printable(&diff(&pins, r).unwrap_or_default()));
-        for f in &r.findings {
-            outln!("    {}", finding_line(f));
+        match approve_one(&mut pins, r, q, x) {
+            Some(()) => approved_now.push((n, q.clone())),
+            None => declined += 1,
         }
-        let now = mcpb_catalog::pins::definition_hash(&r.tool);
-        if let Some(want) = expect_hash
-            && now.as_deref() != Some(want)
-        {
-            errln!(
-                "mcp-broker: {} changed since it was shown; not approved",
-                printable(&n)
-            );
-            errln!("hint: look at it again (`mcp-broker pins list`), then approve what you see");
-            declined += 1;
-            continue;
-        }
-        if mcpb_catalog::scan::holds(&r.findings) && !confirmed(&printable(&n), yes) {
-            declined += 1;
-            continue;
-        }
-        let from = match q {
-            Quarantine::Renamed { from } => Some(from.as_str()),
-            Quarantine::Changed
-            | Quarantine::New
-            | Quarantine::AwaitingApproval
-            | Quarantine::Flagged
-            | Quarantine::StoreUnreadable { .. } => None,
-        };
-        pins.approve(&r.upstream, &r.tool, from, mcpb_config::unix_now());
-        approved_now.push((n, q.clone()));
-        approved += 1;
     }
     // Approving what is approved already is done, not an error.
-    for n in names {
+    for n in x.names {
         if rows.iter().any(|r| &name(r) == n && r.verdict.is_none()) {
             errln!("mcp-broker: {} is approved already", printable(n));
         }
     }
-    let unknown: Vec<&String> = names
+    let unknown: Vec<&str> = x
+        .names
         .iter()
         .filter(|n| !rows.iter().any(|r| &name(r) == *n))
+        .map(String::as_str)
         .collect();
     // A reset store is written even when nothing was quarantined: first contact approved it.
-    let dirty = approved > 0 || reset;
+    let dirty = !approved_now.is_empty() || x.reset;
     if dirty && let Err(e) = pins.save() {
         return fail(&format!("mcp-broker: cannot save the pin store: {e}"), &[]);
     }
     for (tool, verdict) in &approved_now {
-        audit_verdict(settings, "pins.approve", tool, verdict, by);
+        audit_verdict(settings, "pins.approve", tool, verdict, x.by);
     }
     if dirty && matches!(admin(settings, AdminCommand::PinsReload), Ok(Some(_))) {
         errln!("mcp-broker: the running daemon picked up the approvals");
     }
-    outln!("{approved} tool(s) approved");
+    outln!("{} tool(s) approved", approved_now.len());
     if declined > 0 {
         return ExitCode::FAILURE;
     }
     if !unknown.is_empty() {
-        let list: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
         return fail(
             &format!(
                 "mcp-broker: not quarantined or not known: {}",
-                list.join(", ")
+                unknown.join(", ")
             ),
             &["names are <upstream>.<tool>; `mcp-broker pins list` shows the cached ones"],
         );
@@ -370,7 +390,17 @@ pub(crate) fn run(s: &Settings, command: PinsCommand) -> ExitCode {
             yes,
             by,
             expect_hash,
-        } => approve(s, &names, all, reset, yes, &by, expect_hash.as_deref()),
+        } => approve(
+            s,
+            &Approval {
+                names: &names,
+                all,
+                reset,
+                yes,
+                by: &by,
+                expect_hash: expect_hash.as_deref(),
+            },
+        ),
         PinsCommand::Reject { names, by } => reject(s, &names, &by),
     }
 }
