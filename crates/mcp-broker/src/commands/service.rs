@@ -60,7 +60,9 @@ fn xml(v: &str) -> String {
         .replace('>', "&gt;")
 }
 
-fn files(settings: &Settings, manager: Manager, home: &Path) -> Result<Files, String> {
+/// The daemon's command line: this binary (or the package's `MCP_BROKER_DAEMON_COMMAND`),
+/// the config file in use, `daemon`.
+fn daemon_command(settings: &Settings) -> Result<(PathBuf, Vec<String>), String> {
     // A package install names how its daemon is started (a wrapper, an interpreter and a
     // script): words split on spaces, the first the program.
     let command: Vec<String> = std::env::var(mcpb_config::env::DAEMON_COMMAND)
@@ -82,12 +84,16 @@ fn files(settings: &Settings, manager: Manager, home: &Path) -> Result<Files, St
         args.extend(["--config".to_string(), p.display().to_string()]);
     }
     args.push("daemon".into());
-    let env = settings.runtime.root.join("service.env");
+    Ok((exe, args))
+}
+
+/// The environment file's text, and each name with whether it had a value here.
+fn env_file(settings: &Settings) -> (String, Vec<(String, bool)>) {
     let mut names = vec!["PATH".to_string(), mcpb_config::env::HOME.into()];
     names.extend(settings.daemon_env_names());
     names.dedup();
     let mut vars = Vec::new();
-    let mut env_text = String::from(
+    let mut text = String::from(
         "# The daemon's environment when it runs as a service: edit the values, then restart it.\n",
     );
     for n in &names {
@@ -98,10 +104,47 @@ fn files(settings: &Settings, manager: Manager, home: &Path) -> Result<Files, St
         };
         vars.push((n.clone(), value.is_some()));
         match value {
-            Some(v) => env_text.push_str(&format!("{n}={}\n", env_value(&v))),
-            None => env_text.push_str(&format!("# {n}= (not set where this was written)\n")),
+            Some(v) => text.push_str(&format!("{n}={}\n", env_value(&v))),
+            None => text.push_str(&format!("# {n}= (not set where this was written)\n")),
         }
     }
+    (text, vars)
+}
+
+fn files(settings: &Settings, manager: Manager, home: &Path) -> Result<Files, String> {
+    let (exe, args) = daemon_command(settings)?;
+    let env = settings.runtime.root.join("service.env");
+    let (env_text, vars) = env_file(settings);
+    let (unit, unit_text, unit_shown) = match manager {
+        Manager::Systemd => {
+            let text = systemd_unit(&exe, &args, &env);
+            (
+                home.join(".config/systemd/user/mcp-broker.service"),
+                text.clone(),
+                text,
+            )
+        }
+        Manager::Launchd => {
+            let (text, shown) = launchd_plist(&exe, &args, &env_text);
+            (
+                home.join("Library/LaunchAgents/dev.mcp-broker.plist"),
+                text,
+                shown,
+            )
+        }
+    };
+    Ok(Files {
+        unit,
+        unit_text,
+        unit_shown,
+        env,
+        env_text,
+        vars,
+    })
+}
+
+/// systemd's user unit: notify type, the environment file, restarts on failure.
+fn systemd_unit(exe: &Path, args: &[String], env: &Path) -> String {
     let quoted: Vec<String> = std::iter::once(exe.display().to_string())
         .chain(args.iter().cloned())
         .map(|a| {
@@ -112,68 +155,52 @@ fn files(settings: &Settings, manager: Manager, home: &Path) -> Result<Files, St
             }
         })
         .collect();
-    Ok(match manager {
-        Manager::Systemd => {
-            let unit_text = format!(
-                "[Unit]\nDescription=mcp-broker: one local daemon in front of all your MCP servers\n\n[Service]\nType=notify\nEnvironment={}={}\nEnvironmentFile=-{}\nExecStart={}\nRestart=on-failure\nRestartSec=2\n\n[Install]\nWantedBy=default.target\n",
-                crate::heap::VAR,
-                crate::heap::tunables(None),
-                env.display(),
-                quoted.join(" ")
-            );
-            Files {
-                unit: home.join(".config/systemd/user/mcp-broker.service"),
-                unit_shown: unit_text.clone(),
-                unit_text,
-                env,
-                env_text,
-                vars,
-            }
-        }
-        Manager::Launchd => {
-            let mut program = format!("    <string>{}</string>\n", xml(&exe.display().to_string()));
-            for a in &args {
-                program.push_str(&format!("    <string>{}</string>\n", xml(a)));
-            }
-            let mut envs = String::new();
-            let mut shown = String::new();
-            for line in env_text.lines().filter(|l| !l.starts_with('#')) {
-                if let Some((k, v)) = line.split_once('=') {
-                    let v = v
-                        .trim_matches('"')
-                        .replace("\\\"", "\"")
-                        .replace("\\\\", "\\");
-                    envs.push_str(&format!(
-                        "    <key>{}</key><string>{}</string>\n",
-                        xml(k),
-                        xml(&v)
-                    ));
-                    shown.push_str(&format!(
-                        "    <key>{}</key><string>{}</string>\n",
-                        xml(k),
-                        if k == mcpb_config::env::HOME {
-                            xml(&v)
-                        } else {
-                            xml("<as set in this shell>")
-                        }
-                    ));
+    format!(
+        "[Unit]\nDescription=mcp-broker: one local daemon in front of all your MCP servers\n\n[Service]\nType=notify\nEnvironment={}={}\nEnvironmentFile=-{}\nExecStart={}\nRestart=on-failure\nRestartSec=2\n\n[Install]\nWantedBy=default.target\n",
+        crate::heap::VAR,
+        crate::heap::tunables(None),
+        env.display(),
+        quoted.join(" ")
+    )
+}
+
+/// launchd's agent plist, and the same as a dry run shows it: the environment's values are
+/// in the plist itself, so they are shown as the environment file's are (not at all).
+fn launchd_plist(exe: &Path, args: &[String], env_text: &str) -> (String, String) {
+    let mut program = format!("    <string>{}</string>\n", xml(&exe.display().to_string()));
+    for a in args {
+        program.push_str(&format!("    <string>{}</string>\n", xml(a)));
+    }
+    let mut envs = String::new();
+    let mut shown = String::new();
+    for line in env_text.lines().filter(|l| !l.starts_with('#')) {
+        if let Some((k, v)) = line.split_once('=') {
+            let v = v
+                .trim_matches('"')
+                .replace("\\\"", "\"")
+                .replace("\\\\", "\\");
+            envs.push_str(&format!(
+                "    <key>{}</key><string>{}</string>\n",
+                xml(k),
+                xml(&v)
+            ));
+            shown.push_str(&format!(
+                "    <key>{}</key><string>{}</string>\n",
+                xml(k),
+                if k == mcpb_config::env::HOME {
+                    xml(&v)
+                } else {
+                    xml("<as set in this shell>")
                 }
-            }
-            let plist = |envs: &str| {
-                format!(
-                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" \"http://www.apple.com/DTDs/PropertyList-1.0.dtd\">\n<plist version=\"1.0\">\n<dict>\n  <key>Label</key><string>dev.mcp-broker</string>\n  <key>ProgramArguments</key>\n  <array>\n{program}  </array>\n  <key>EnvironmentVariables</key>\n  <dict>\n{envs}  </dict>\n  <key>RunAtLoad</key><true/>\n  <key>KeepAlive</key><dict><key>SuccessfulExit</key><false/></dict>\n</dict>\n</plist>\n"
-                )
-            };
-            Files {
-                unit: home.join("Library/LaunchAgents/dev.mcp-broker.plist"),
-                unit_text: plist(&envs),
-                unit_shown: plist(&shown),
-                env,
-                env_text,
-                vars,
-            }
+            ));
         }
-    })
+    }
+    let plist = |envs: &str| {
+        format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" \"http://www.apple.com/DTDs/PropertyList-1.0.dtd\">\n<plist version=\"1.0\">\n<dict>\n  <key>Label</key><string>dev.mcp-broker</string>\n  <key>ProgramArguments</key>\n  <array>\n{program}  </array>\n  <key>EnvironmentVariables</key>\n  <dict>\n{envs}  </dict>\n  <key>RunAtLoad</key><true/>\n  <key>KeepAlive</key><dict><key>SuccessfulExit</key><false/></dict>\n</dict>\n</plist>\n"
+        )
+    };
+    (plist(&envs), plist(&shown))
 }
 
 /// The files for this user, or why they cannot be made.
