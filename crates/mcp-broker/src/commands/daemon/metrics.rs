@@ -81,6 +81,9 @@ pub(crate) fn render(status: Option<&Value>) -> String {
     out
 }
 
+/// A per-upstream family: name, type, help, and the sample of one upstream's status.
+type Family = (&'static str, &'static str, &'static str, fn(&Value) -> f64);
+
 /// The families with one sample per upstream.
 fn upstreams(out: &mut String, s: &Value) {
     let ups: Vec<&Value> = s["upstreams"].as_array().into_iter().flatten().collect();
@@ -102,7 +105,7 @@ fn upstreams(out: &mut String, s: &Value) {
         "Whether the upstream runs (its state as a label).",
         &states,
     );
-    let families: [(&str, &str, &str, fn(&Value) -> f64); 4] = [
+    let families: [Family; 4] = [
         (
             "mcp_broker_upstream_starts_total",
             "counter",
