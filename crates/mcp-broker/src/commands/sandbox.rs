@@ -9,6 +9,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 use mcpb_config::Settings;
 
+use crate::commands::client::import::parity::Called;
 use crate::fail;
 
 /// The most of a checked server's stderr that is read.
@@ -179,13 +180,7 @@ pub(crate) fn check(settings: &Settings, name: &str, call: Option<(&str, &str)>)
 
 /// What a checked server did: its listing (and call), its stderr, what the tracer saw.
 struct Run {
-    talked: Result<
-        (
-            Vec<serde_json::Value>,
-            Option<Result<serde_json::Value, String>>,
-        ),
-        String,
-    >,
+    talked: Result<(Vec<serde_json::Value>, Option<Called>), String>,
     stderr: String,
     traced: String,
 }
