@@ -154,6 +154,63 @@ fn start_of(t: &Target, dir: &Path) -> Result<(Option<String>, String), String> 
     Ok((cwd, command))
 }
 
+/// What becomes of one target: a new upstream (added to `plan`), the same as one there, left
+/// out, or refused with why. `taken`: the names earlier targets became.
+fn fate(
+    t: &Target,
+    (a, dir, o): (&ConfigImportArgs, &Path, &Options<'_>),
+    taken: &mut BTreeSet<String>,
+    plan: &mut Plan,
+) -> Fate {
+    let (renames, base) = (o.rename, o.existing);
+    let name = renames
+        .get(&t.name)
+        .cloned()
+        .unwrap_or_else(|| upstream_name(&t.name));
+    let (cwd, command, bad_start) = match start_of(t, dir) {
+        Ok((cwd, command)) => (cwd, command, None),
+        Err(why) => (None, String::new(), Some(why)),
+    };
+    let server = mcpb_clients::Server {
+        name: t.name.clone(),
+        command: Some(command),
+        args: t.args.clone(),
+        env: t.env.clone().into_iter().collect(),
+        cwd: cwd.clone(),
+        tools_allow: t.tools_allow.iter().map(|n| NameFilter::exact(n)).collect(),
+        ..Default::default()
+    };
+    let rename_hint = || word(&format!("{}=NEW", t.name));
+    if a.skip.contains(&t.name) {
+        Fate::Skipped
+    } else if let Some(why) = bad_start {
+        Fate::Refused(why)
+    } else if !taken.insert(name.clone()) {
+        Fate::Refused(format!(
+            "another target is imported as {name} too; --rename {}",
+            rename_hint()
+        ))
+    } else if let Some(u) = base.get(&name) {
+        if same_as_upstream(&server, cwd.as_deref(), u, o) {
+            Fate::Same(name)
+        } else {
+            Fate::Refused(format!(
+                "upstream {name} exists and starts something else; --rename {}",
+                rename_hint()
+            ))
+        }
+    } else {
+        match plan.as_upstream(o, cwd, &server, &name) {
+            Ok(mut new) => {
+                new.tags = t.tags.clone();
+                plan.upstreams.push(new);
+                Fate::New(name)
+            }
+            Err(why) => Fate::Refused(why),
+        }
+    }
+}
+
 fn plan_targets(
     cfg: &ExecConfig,
     a: &ConfigImportArgs,
@@ -182,51 +239,7 @@ fn plan_targets(
     };
     let mut taken = BTreeSet::new();
     for t in &cfg.targets {
-        let name = renames
-            .get(&t.name)
-            .cloned()
-            .unwrap_or_else(|| upstream_name(&t.name));
-        let (cwd, command, bad_start) = match start_of(t, dir) {
-            Ok((cwd, command)) => (cwd, command, None),
-            Err(why) => (None, String::new(), Some(why)),
-        };
-        let server = mcpb_clients::Server {
-            name: t.name.clone(),
-            command: Some(command),
-            args: t.args.clone(),
-            env: t.env.clone().into_iter().collect(),
-            cwd: cwd.clone(),
-            tools_allow: t.tools_allow.iter().map(|n| NameFilter::exact(n)).collect(),
-            ..Default::default()
-        };
-        let fate = if a.skip.contains(&t.name) {
-            Fate::Skipped
-        } else if let Some(why) = bad_start {
-            Fate::Refused(why)
-        } else if !taken.insert(name.clone()) {
-            Fate::Refused(format!(
-                "another target is imported as {name} too; --rename {}",
-                word(&format!("{}=NEW", t.name))
-            ))
-        } else if let Some(u) = base.upstreams.get(&name) {
-            if same_as_upstream(&server, cwd.as_deref(), u, &o) {
-                Fate::Same(name.clone())
-            } else {
-                Fate::Refused(format!(
-                    "upstream {name} exists and starts something else; --rename {}",
-                    word(&format!("{}=NEW", t.name))
-                ))
-            }
-        } else {
-            match x.plan.as_upstream(&o, cwd, &server, &name) {
-                Ok(mut new) => {
-                    new.tags = t.tags.clone();
-                    x.plan.upstreams.push(new);
-                    Fate::New(name.clone())
-                }
-                Err(why) => Fate::Refused(why),
-            }
-        };
+        let fate = fate(t, (a, dir, &o), &mut taken, &mut x.plan);
         let now = match &fate {
             Fate::New(u) => format!("new upstream {u}"),
             Fate::Same(u) => format!("same as upstream {u}, already there"),
@@ -400,51 +413,58 @@ fn renames(items: &[String]) -> Result<BTreeMap<String, String>, String> {
         .collect()
 }
 
-pub(crate) fn run(settings: &Settings, a: &ConfigImportArgs, explicit: Option<&Path>) -> ExitCode {
+/// The exec broker's file as asked for (the argument, else `MCP_EXEC_CONFIG`), read, with the
+/// flags checked against it: its absolute path and contents.
+fn source_file(
+    a: &ConfigImportArgs,
+) -> Result<(PathBuf, ExecConfig, BTreeMap<String, String>), ExitCode> {
     let Some(file) = a
         .file
         .clone()
         .or_else(|| std::env::var_os(mcpb_config::env::EXEC_CONFIG).map(PathBuf::from))
     else {
-        return fail(
+        return Err(fail(
             "mcp-broker: no exec broker config given",
             &["`mcp-broker config import FILE`, or set MCP_EXEC_CONFIG to its path"],
-        );
+        ));
     };
     let file = std::path::absolute(&file).unwrap_or(file);
-    let dir = file.parent().map(Path::to_path_buf).unwrap_or_default();
-    let cfg = match read(&file) {
-        Ok(c) => c,
-        Err(e) => {
-            return fail(
-                &format!("mcp-broker: {e}"),
-                &[
-                    "its keys: workspace_root, defaults, targets [{name, command, args, cwd, env, tags, tools_allow}]",
-                ],
-            );
-        }
-    };
+    let cfg = read(&file).map_err(|e| {
+        fail(
+            &format!("mcp-broker: {e}"),
+            &[
+                "its keys: workspace_root, defaults, targets [{name, command, args, cwd, env, tags, tools_allow}]",
+            ],
+        )
+    })?;
     if let Err(e) = mcpb_config::resolve::check_name(&a.profile) {
-        return fail(
+        return Err(fail(
             &format!("mcp-broker: --profile {}: {e}", word(&a.profile)),
             &["letters, digits, '-' and '_'"],
-        );
+        ));
     }
-    let renames = match renames(&a.rename) {
-        Ok(r) => r,
-        Err(e) => return fail(&format!("mcp-broker: {e}"), &[]),
-    };
+    let renames = renames(&a.rename).map_err(|e| fail(&format!("mcp-broker: {e}"), &[]))?;
     let names: Vec<&str> = cfg.targets.iter().map(|t| t.name.as_str()).collect();
     if let Some(unknown) = renames
         .keys()
         .chain(&a.skip)
         .find(|n| !names.contains(&n.as_str()))
     {
-        return fail(
+        return Err(fail(
             &format!("mcp-broker: the file has no target named {unknown}"),
             &[&format!("its targets: {}", names.join(", "))],
-        );
+        ));
     }
+    Ok((file, cfg, renames))
+}
+
+/// `mcp-broker config import FILE`: the exec broker's file as a source of the import pipeline.
+pub(crate) fn run(settings: &Settings, a: &ConfigImportArgs, explicit: Option<&Path>) -> ExitCode {
+    let (file, cfg, renames) = match source_file(a) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let dir = file.parent().map(Path::to_path_buf).unwrap_or_default();
     let (config_path, before) = match file_to_edit(explicit) {
         Ok(f) => f,
         Err(code) => return code,
