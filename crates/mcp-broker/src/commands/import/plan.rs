@@ -262,108 +262,14 @@ impl Plan {
                 "it reads its environment from envFile {f}, which the broker does not read; put those values in its env first"
             ));
         }
-        let mut env = Vec::new();
-        for (k, v) in &s.env {
-            // `K=V` pairs are split at the first `=`: a key must be a variable's name.
-            if !is_var(k) {
-                return Err(format!("its env key {k:?} is not a variable name"));
-            }
-            env.push(self.pair(o, name, k, v)?);
-        }
-        // Codex passes these through from its own environment.
-        for var in &s.env_vars {
-            if !is_var(var) {
-                return Err(format!("its env_vars names {var:?}, not a variable"));
-            }
-            if !s.env.iter().any(|(k, _)| k == var) {
-                env.push(format!("{var}=${{{var}}}"));
-                self.variables.push((var.clone(), name.to_string()));
-            }
-        }
-        let mut headers = Vec::new();
-        for (k, v) in &s.headers {
-            headers.push(self.pair(o, name, k, v)?);
-        }
-        for (h, var, prefix) in &s.env_headers {
-            if !is_var(var) {
-                return Err(format!("its header {h} names {var:?}, not a variable"));
-            }
-            headers.push(format!("{h}={prefix}${{{var}}}"));
-            self.variables.push((var.clone(), name.to_string()));
-        }
-        let mut command = Vec::new();
-        if let Some(c) = &s.command {
-            let c = match value(c, o.folder) {
-                Value::Text { text, vars } if vars.is_empty() => text,
-                Value::Text { .. } | Value::Foreign(_) => {
-                    return Err("its command refers to a variable the client fills in".into());
-                }
-            };
-            // `./srv.sh` is the folder's, not wherever the daemon runs.
-            let c = match &cwd {
-                Some(dir) if c.contains('/') && !c.starts_with('/') => {
-                    Path::new(dir).join(&c).display().to_string()
-                }
-                None if c.contains('/') && !c.starts_with('/') => {
-                    return Err(format!(
-                        "its command {} is relative to whichever folder the client starts in; give it an absolute path",
-                        cut(&c)
-                    ));
-                }
-                _ => c,
-            };
-            command.push(c);
-            let mut after_secret_flag = false;
-            for a in &s.args {
-                let a = match value(a, o.folder) {
-                    Value::Text { text, vars } if vars.is_empty() => text,
-                    Value::Text { .. } | Value::Foreign(_) => {
-                        return Err(format!(
-                            "its argument {:?} refers to a variable the client fills in",
-                            cut(a)
-                        ));
-                    }
-                };
-                let flag = a.trim_start_matches('-');
-                let (flag_name, inline) = match flag.split_once('=') {
-                    Some((f, v)) => (f, Some(v)),
-                    None => (flag, None),
-                };
-                let secret_flag = a.starts_with('-') && credential_key(flag_name);
-                if after_secret_flag
-                    || (secret_flag && inline.is_some_and(|v| !v.is_empty()))
-                    || arg_secret(&a)
-                {
-                    return Err(
-                        "its arguments carry a secret, which the broker's config would hold in plain text; pass it through env first".into(),
-                    );
-                }
-                after_secret_flag = secret_flag && inline.is_none();
-                if cwd.is_none()
-                    && (a == "." || a == ".." || a.starts_with("./") || a.starts_with("../"))
-                {
-                    return Err(format!(
-                        "its argument {a} is relative to whichever folder the client starts in; give an absolute path"
-                    ));
-                }
-                command.push(a);
-            }
-        }
+        let env = self.env(o, s, name)?;
+        let headers = self.headers(o, s, name)?;
+        let command = match &s.command {
+            Some(c) => command(o, cwd.as_deref(), c, &s.args)?,
+            None => Vec::new(),
+        };
         let url = match (&s.url, &s.command) {
-            (Some(u), None) => {
-                if !(u.starts_with("http://") || u.starts_with("https://")) {
-                    return Err("its URL is not http(s)".into());
-                }
-                if u.contains("${") {
-                    return Err("its URL refers to a variable the client fills in".into());
-                }
-                if url_secret(u) {
-                    return Err(
-                        "its URL carries a credential, which the broker's config would hold in plain text; use a header".into(),
-                    );
-                }
-                Some(u.clone())
-            }
+            (Some(u), None) => Some(url(u)?),
             _ => None,
         };
         let new = NewUpstream {
@@ -386,6 +292,125 @@ impl Plan {
         crate::commands::upstream::entry(&new)?;
         Ok(new)
     }
+
+    /// The server's environment as `K=V` entries: literal secrets to files, and the
+    /// variables Codex passes through from its own environment.
+    fn env(&mut self, o: &Options<'_>, s: &Server, name: &str) -> Result<Vec<String>, String> {
+        let mut env = Vec::new();
+        for (k, v) in &s.env {
+            // `K=V` pairs are split at the first `=`: a key must be a variable's name.
+            if !is_var(k) {
+                return Err(format!("its env key {k:?} is not a variable name"));
+            }
+            env.push(self.pair(o, name, k, v)?);
+        }
+        for var in &s.env_vars {
+            if !is_var(var) {
+                return Err(format!("its env_vars names {var:?}, not a variable"));
+            }
+            if !s.env.iter().any(|(k, _)| k == var) {
+                env.push(format!("{var}=${{{var}}}"));
+                self.variables.push((var.clone(), name.to_string()));
+            }
+        }
+        Ok(env)
+    }
+
+    /// The server's HTTP headers as `K=V` entries, those taken from variables included.
+    fn headers(&mut self, o: &Options<'_>, s: &Server, name: &str) -> Result<Vec<String>, String> {
+        let mut headers = Vec::new();
+        for (k, v) in &s.headers {
+            headers.push(self.pair(o, name, k, v)?);
+        }
+        for (h, var, prefix) in &s.env_headers {
+            if !is_var(var) {
+                return Err(format!("its header {h} names {var:?}, not a variable"));
+            }
+            headers.push(format!("{h}={prefix}${{{var}}}"));
+            self.variables.push((var.clone(), name.to_string()));
+        }
+        Ok(headers)
+    }
+}
+
+/// The server's command and arguments as the broker will run them: no variable the client
+/// fills in, no secret in an argument, nothing relative to wherever the client starts.
+fn command(
+    o: &Options<'_>,
+    cwd: Option<&str>,
+    c: &str,
+    args: &[String],
+) -> Result<Vec<String>, String> {
+    let c = match value(c, o.folder) {
+        Value::Text { text, vars } if vars.is_empty() => text,
+        Value::Text { .. } | Value::Foreign(_) => {
+            return Err("its command refers to a variable the client fills in".into());
+        }
+    };
+    // `./srv.sh` is the folder's, not wherever the daemon runs.
+    let c = match cwd {
+        Some(dir) if c.contains('/') && !c.starts_with('/') => {
+            Path::new(dir).join(&c).display().to_string()
+        }
+        None if c.contains('/') && !c.starts_with('/') => {
+            return Err(format!(
+                "its command {} is relative to whichever folder the client starts in; give it an absolute path",
+                cut(&c)
+            ));
+        }
+        _ => c,
+    };
+    let mut command = vec![c];
+    let mut after_secret_flag = false;
+    for a in args {
+        let a = match value(a, o.folder) {
+            Value::Text { text, vars } if vars.is_empty() => text,
+            Value::Text { .. } | Value::Foreign(_) => {
+                return Err(format!(
+                    "its argument {:?} refers to a variable the client fills in",
+                    cut(a)
+                ));
+            }
+        };
+        let flag = a.trim_start_matches('-');
+        let (flag_name, inline) = match flag.split_once('=') {
+            Some((f, v)) => (f, Some(v)),
+            None => (flag, None),
+        };
+        let secret_flag = a.starts_with('-') && credential_key(flag_name);
+        if after_secret_flag
+            || (secret_flag && inline.is_some_and(|v| !v.is_empty()))
+            || arg_secret(&a)
+        {
+            return Err(
+                "its arguments carry a secret, which the broker's config would hold in plain text; pass it through env first".into(),
+            );
+        }
+        after_secret_flag = secret_flag && inline.is_none();
+        if cwd.is_none() && (a == "." || a == ".." || a.starts_with("./") || a.starts_with("../")) {
+            return Err(format!(
+                "its argument {a} is relative to whichever folder the client starts in; give an absolute path"
+            ));
+        }
+        command.push(a);
+    }
+    Ok(command)
+}
+
+/// A remote server's URL, when the broker's config may hold it as it is.
+fn url(u: &str) -> Result<String, String> {
+    if !(u.starts_with("http://") || u.starts_with("https://")) {
+        return Err("its URL is not http(s)".into());
+    }
+    if u.contains("${") {
+        return Err("its URL refers to a variable the client fills in".into());
+    }
+    if url_secret(u) {
+        return Err(
+            "its URL carries a credential, which the broker's config would hold in plain text; use a header".into(),
+        );
+    }
+    Ok(u.to_string())
 }
 
 /// A value cut for a message.
@@ -588,48 +613,68 @@ fn decide(
     } else {
         candidates(&base, place)
     };
-    let mut chosen = None;
-    for name in tries {
-        if let Some(u) = o.existing.get(&name) {
-            if same_as_upstream(server, cwd.as_deref(), u, o)
-                && u.project.as_ref().map(|p| p.display().to_string()) == project_of(o, place)
-            {
-                return Fate::Same(name);
-            }
-            continue;
+    let name = match free_name(o, place, server, cwd.as_deref(), tries, taken) {
+        Ok(name) => name,
+        Err(Some(same)) => return Fate::Same(same),
+        Err(None) => {
+            return Fate::Kept(format!(
+                "the name {base} is taken by an upstream that starts something else; --rename {}=NEW moves it under another name",
+                server.name
+            ));
         }
-        if taken.contains_key(&name) {
-            continue;
-        }
-        chosen = Some(name);
-        break;
-    }
-    let Some(name) = chosen else {
-        return Fate::Kept(format!(
-            "the name {base} is taken by an upstream that starts something else; --rename {}=NEW moves it under another name",
-            server.name
-        ));
     };
     match p.as_upstream(o, cwd, server, &name) {
-        Ok(mut u) => {
-            u.project = project_of(o, place);
-            // The user's own servers ran with the user's rights already: their read-only
-            // annotations label their tools. A repository's are believed only on request.
-            u.trust_annotations = o.read_only || place.scope != mcpb_clients::Scope::Project;
-            if u.sandbox
-                && let Some(why) = crate::commands::upstream::blind_spot(&u)
-            {
-                u.sandbox = false;
-                p.notes.push(format!(
-                    "{name}: not sandboxed: {why}\n  hint: keep its data in a folder of its own, then add `sandbox: standard` to upstreams.{name}"
-                ));
-            }
-            taken.insert(name.clone(), p.upstreams.len());
-            p.upstreams.push(u);
+        Ok(u) => {
+            moved(p, o, place, u, &name);
+            taken.insert(name.clone(), p.upstreams.len() - 1);
             Fate::Moved(name)
         }
         Err(why) => Fate::Kept(why),
     }
+}
+
+/// The first of `tries` no upstream has (`Err(Some(name))`: an upstream of that name starts
+/// this very server; `Err(None)`: every name is taken).
+fn free_name(
+    o: &Options<'_>,
+    place: &Place,
+    server: &Server,
+    cwd: Option<&str>,
+    tries: Vec<String>,
+    taken: &BTreeMap<String, usize>,
+) -> Result<String, Option<String>> {
+    for name in tries {
+        if let Some(u) = o.existing.get(&name) {
+            if same_as_upstream(server, cwd, u, o)
+                && u.project.as_ref().map(|p| p.display().to_string()) == project_of(o, place)
+            {
+                return Err(Some(name));
+            }
+            continue;
+        }
+        if !taken.contains_key(&name) {
+            return Ok(name);
+        }
+    }
+    Err(None)
+}
+
+/// A server that moves, as its upstream `name`: its project, whether its annotations are
+/// believed, whether it can run in the sandbox; added to the plan.
+fn moved(p: &mut Plan, o: &Options<'_>, place: &Place, mut u: NewUpstream, name: &str) {
+    u.project = project_of(o, place);
+    // The user's own servers ran with the user's rights already: their read-only
+    // annotations label their tools. A repository's are believed only on request.
+    u.trust_annotations = o.read_only || place.scope != mcpb_clients::Scope::Project;
+    if u.sandbox
+        && let Some(why) = crate::commands::upstream::blind_spot(&u)
+    {
+        u.sandbox = false;
+        p.notes.push(format!(
+            "{name}: not sandboxed: {why}\n  hint: keep its data in a folder of its own, then add `sandbox: standard` to upstreams.{name}"
+        ));
+    }
+    p.upstreams.push(u);
 }
 
 #[cfg(test)]
