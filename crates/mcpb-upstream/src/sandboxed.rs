@@ -420,6 +420,16 @@ pub fn blind_spot(
         })
 }
 
+/// Grants as they are gathered, with what is meant to stay as the policy says.
+struct Gathered {
+    read: Vec<PathBuf>,
+    write: Vec<PathBuf>,
+    /// Writable on purpose even inside a read-only grant: the policy's own and the caches.
+    meant: Vec<PathBuf>,
+    /// Read-only on purpose: the policy's own and the package managers' installations.
+    kept_read_only: Vec<PathBuf>,
+}
+
 /// The grants a server gets: (read, write), each path once, a path listed under the policy's
 /// `read` never writable. The policy's own paths are taken as written (resolved); the ones
 /// taken from its cwd, arguments, environment and PATH are screened (see `Screen`).
@@ -436,18 +446,18 @@ pub fn grants(
     };
     let (home, home_as_written, runtime_root) = places(env, runtime_root);
     let explicit_read = resolved(&policy.read);
-    let mut read = explicit_read.clone();
     let explicit_write = resolved(&policy.write);
-    let mut write = explicit_write.clone();
-    // Writable on purpose even inside a read-only grant: the policy's own and the caches.
-    let mut meant = explicit_write.clone();
-    // Read-only on purpose: the policy's own and the package managers' installations.
-    let mut kept_read_only = explicit_read.clone();
+    let mut g = Gathered {
+        read: explicit_read.clone(),
+        write: explicit_write.clone(),
+        meant: explicit_write,
+        kept_read_only: explicit_read.clone(),
+    };
     // A server writes only its grants and its private home and /tmp: the host's /tmp is not
     // among them.
     let mut planted: Vec<PathBuf> = vec![runtime_root.clone()];
     planted.extend(home.iter().cloned());
-    planted.extend(write.iter().cloned());
+    planted.extend(g.write.iter().cloned());
     planted.extend(settings.cwd.iter().cloned());
     let screen = Screen {
         home: home.as_deref(),
@@ -455,108 +465,157 @@ pub fn grants(
         runtime_root: &runtime_root,
         planted,
     };
-    write.extend(settings.cwd.iter().filter_map(|c| screen.derived(c)));
-    // The environment's values as the server gets them (its secrets resolved, never kept).
-    let values = settings.args.iter().map(String::as_str).chain(
-        settings
-            .env
-            .keys()
-            .filter_map(|k| env.get(k).map(String::as_str)),
-    );
-    let mut named_files = Vec::new();
-    for p in named_paths(values, settings.cwd.as_deref(), home.as_deref()) {
-        // A program or script it runs (`node /srv/index.js`) is read, never rewritten, and
-        // its installation with it.
-        if p.is_file() && is_code(&p) {
-            named_files.push(p.clone());
-            read.extend(
-                screen
-                    .derived(&p)
-                    .or_else(|| screen.readable_file_in_root(&p)),
-            );
-            continue;
-        }
-        match screen.writable(&p) {
-            Grant::Folder(w) | Grant::FileOnly(w) => write.push(w),
-            Grant::None => read.extend(screen.readable_file_in_root(&p)),
-        }
-    }
+    g.write
+        .extend(settings.cwd.iter().filter_map(|c| screen.derived(c)));
+    let named_files = g.named(settings, env, &screen);
     let command = settings.command.clone().unwrap_or_default();
     let program = Path::new(&command)
         .file_name()
         .map(|f| f.to_string_lossy().to_string())
         .unwrap_or_default();
     if let Some(home) = &home {
-        let (rw, ro) = caches(&program);
-        let existing = |list: &'static [&'static str]| {
-            list.iter()
-                .map(|c| home.join(c))
-                .filter(|p| p.exists())
-                .filter_map(|p| screen.derived(&p))
-        };
-        meant.extend(existing(rw));
-        kept_read_only.extend(existing(ro));
-        write.extend(existing(rw));
-        read.extend(existing(ro));
+        g.caches(home, &program, &screen);
     }
-    // Tools the server runs from places the sandbox hides (the home, /tmp, the runtime dir):
-    // their installation is granted read-only (see `install_root`). The command where it is
-    // found, where its links lead, and the interpreter its `#!` names (a venv's script runs a
-    // Python that may live under the home); not for a command where a server may write: its
-    // link or `#!` could name anything.
-    let hidden_places: Vec<PathBuf> = home
-        .iter()
-        .cloned()
-        .chain([PathBuf::from("/tmp"), runtime_root.clone()])
-        .collect();
     let path = env.get("PATH").cloned().unwrap_or_default();
-    let found = which(&command, &path).filter(|f| {
-        let f = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
-        !screen.in_planted(&f) && !write.iter().any(|w| f.starts_with(w))
-    });
-    let mut programs: Vec<PathBuf> = found.iter().cloned().collect();
-    programs.extend(found.as_deref().and_then(|f| std::fs::canonicalize(f).ok()));
-    programs.extend(found.as_deref().and_then(interpreter));
+    let mut programs = g.programs(&command, &path, &screen);
     // A script or program it is given by path (`node ~/srv/index.js`) needs its installation
     // too: the modules beside it.
     programs.extend(named_files);
     programs.extend(shell_programs(&program, &settings.args));
     // A command given by path is found there even where it is not followed (under the home).
     programs.extend(Some(PathBuf::from(&command)).filter(|c| c.is_absolute()));
-    let installed = programs
-        .into_iter()
-        .filter_map(|p| p.parent().map(Path::to_path_buf));
-    for dir in path.split(':').map(PathBuf::from).chain(installed) {
-        let Some(dir) = screen.derived(&dir) else {
-            continue;
-        };
-        if !hidden_places.iter().any(|h| dir.starts_with(h)) || !dir.is_dir() {
-            continue;
+    let hidden_places: Vec<PathBuf> = home
+        .iter()
+        .cloned()
+        .chain([PathBuf::from("/tmp"), runtime_root.clone()])
+        .collect();
+    g.installations(&path, programs, &hidden_places, &screen);
+    g.settle(&explicit_read)
+}
+
+impl Gathered {
+    /// The paths its arguments and environment name: writable where the screen allows, a
+    /// program or script it runs read (the files, for their installations).
+    fn named(
+        &mut self,
+        settings: &UpstreamSettings,
+        env: &BTreeMap<String, String>,
+        screen: &Screen<'_>,
+    ) -> Vec<PathBuf> {
+        // The environment's values as the server gets them (its secrets resolved, never kept).
+        let values = settings.args.iter().map(String::as_str).chain(
+            settings
+                .env
+                .keys()
+                .filter_map(|k| env.get(k).map(String::as_str)),
+        );
+        let mut named_files = Vec::new();
+        for p in named_paths(values, settings.cwd.as_deref(), screen.home) {
+            // A program or script it runs (`node /srv/index.js`) is read, never rewritten,
+            // and its installation with it.
+            if p.is_file() && is_code(&p) {
+                named_files.push(p.clone());
+                self.read.extend(
+                    screen
+                        .derived(&p)
+                        .or_else(|| screen.readable_file_in_root(&p)),
+                );
+                continue;
+            }
+            match screen.writable(&p) {
+                Grant::Folder(w) | Grant::FileOnly(w) => self.write.push(w),
+                Grant::None => self.read.extend(screen.readable_file_in_root(&p)),
+            }
         }
-        let root = install_root(&dir);
-        read.push(screen.derived(&root).unwrap_or(dir));
+        named_files
     }
-    write.retain(|w| !explicit_read.contains(w));
-    // A grant taken from its command line inside one meant read-only (a folder under
-    // `fs.read`, a package manager's installation) stays read-only: grants are bound outer
-    // first, so it would otherwise be writable there. Inside an installation found for its
-    // command (`~/srv/data` beside `~/srv/index.js`) it is the user's to name.
-    write.retain(|w| meant.contains(w) || !kept_read_only.iter().any(|r| w.starts_with(r)));
-    write.sort();
-    write.dedup();
-    read.retain(|r| !write.contains(r));
-    read.sort();
-    read.dedup();
-    // A read-only grant inside another one adds nothing, unless a writable one lies between.
-    let outer = read.clone();
-    read.retain(|r| {
-        !outer.iter().any(|o| {
-            o != r
-                && r.starts_with(o)
-                && !write.iter().any(|w| w.starts_with(o) && r.starts_with(w))
-        })
-    });
-    (read, write)
+
+    /// The package manager's caches of its program, where they exist.
+    fn caches(&mut self, home: &Path, program: &str, screen: &Screen<'_>) {
+        let (rw, ro) = caches(program);
+        let existing = |list: &'static [&'static str]| {
+            list.iter()
+                .map(|c| home.join(c))
+                .filter(|p| p.exists())
+                .filter_map(|p| screen.derived(&p))
+                .collect::<Vec<_>>()
+        };
+        let (rw, ro) = (existing(rw), existing(ro));
+        self.meant.extend(rw.iter().cloned());
+        self.kept_read_only.extend(ro.iter().cloned());
+        self.write.extend(rw);
+        self.read.extend(ro);
+    }
+
+    /// The command where PATH finds it, where its links lead, and the interpreter its `#!`
+    /// names (a venv's script runs a Python that may live under the home); not for a command
+    /// where a server may write: its link or `#!` could name anything.
+    fn programs(&self, command: &str, path: &str, screen: &Screen<'_>) -> Vec<PathBuf> {
+        let found = which(command, path).filter(|f| {
+            let f = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
+            !screen.in_planted(&f) && !self.write.iter().any(|w| f.starts_with(w))
+        });
+        let mut programs: Vec<PathBuf> = found.iter().cloned().collect();
+        programs.extend(found.as_deref().and_then(|f| std::fs::canonicalize(f).ok()));
+        programs.extend(found.as_deref().and_then(interpreter));
+        programs
+    }
+
+    /// Tools the server runs from places the sandbox hides (the home, /tmp, the runtime
+    /// dir): their installation is granted read-only (see `install_root`).
+    fn installations(
+        &mut self,
+        path: &str,
+        programs: Vec<PathBuf>,
+        hidden_places: &[PathBuf],
+        screen: &Screen<'_>,
+    ) {
+        let installed = programs
+            .into_iter()
+            .filter_map(|p| p.parent().map(Path::to_path_buf));
+        for dir in path.split(':').map(PathBuf::from).chain(installed) {
+            let Some(dir) = screen.derived(&dir) else {
+                continue;
+            };
+            if !hidden_places.iter().any(|h| dir.starts_with(h)) || !dir.is_dir() {
+                continue;
+            }
+            let root = install_root(&dir);
+            self.read.push(screen.derived(&root).unwrap_or(dir));
+        }
+    }
+
+    /// (read, write), each path once.
+    fn settle(self, explicit_read: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        let Gathered {
+            mut read,
+            mut write,
+            meant,
+            kept_read_only,
+        } = self;
+        write.retain(|w| !explicit_read.contains(w));
+        // A grant taken from its command line inside one meant read-only (a folder under
+        // `fs.read`, a package manager's installation) stays read-only: grants are bound
+        // outer first, so it would otherwise be writable there. Inside an installation found
+        // for its command (`~/srv/data` beside `~/srv/index.js`) it is the user's to name.
+        write.retain(|w| meant.contains(w) || !kept_read_only.iter().any(|r| w.starts_with(r)));
+        write.sort();
+        write.dedup();
+        read.retain(|r| !write.contains(r));
+        read.sort();
+        read.dedup();
+        // A read-only grant inside another one adds nothing, unless a writable one lies
+        // between.
+        let outer = read.clone();
+        read.retain(|r| {
+            !outer.iter().any(|o| {
+                o != r
+                    && r.starts_with(o)
+                    && !write.iter().any(|w| w.starts_with(o) && r.starts_with(w))
+            })
+        });
+        (read, write)
+    }
 }
 
 /// What the server may not see: the broker's runtime dir, covered whole (its grants are

@@ -38,6 +38,7 @@ mod sandbox;
 mod sandbox_standard;
 mod secrets;
 mod session;
+mod shape;
 mod support;
 mod trust;
 mod uninstall;
