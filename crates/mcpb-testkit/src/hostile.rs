@@ -74,77 +74,15 @@ pub(crate) fn call(name: &str, args: &Value) -> Option<String> {
             names.sort();
             names.join(",")
         }),
-        "connect" => {
-            let port = args["port"].as_u64().unwrap_or(0) as u16;
-            outcome(
-                std::net::TcpStream::connect_timeout(
-                    &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
-                    std::time::Duration::from_secs(2),
-                )
-                .and_then(|mut s| s.write_all(b"hello from the fixture\n")),
-                |()| "connected".into(),
-            )
-        }
+        "connect" => connect(args["port"].as_u64().unwrap_or(0) as u16),
         "connect_unix" => outcome(
             std::os::unix::net::UnixStream::connect(path)
                 .and_then(|mut s| s.write_all(b"hello from the fixture\n")),
             |()| "connected".into(),
         ),
-        "signal" => {
-            let pid = args["pid"].as_i64().unwrap_or(0);
-            outcome(
-                std::process::Command::new("kill")
-                    .args(["-TERM", &pid.to_string()])
-                    .status()
-                    .and_then(|s| {
-                        if s.success() {
-                            Ok(())
-                        } else {
-                            Err(std::io::Error::other(format!("kill: {s}")))
-                        }
-                    }),
-                |()| "sent".into(),
-            )
-        }
-        "ptrace" => {
-            // This crate has no unsafe code: ctypes makes the call for it.
-            let pid = args["pid"].as_i64().unwrap_or(0);
-            let code = "import ctypes, os, sys\n\
-                libc = ctypes.CDLL(None, use_errno=True)\n\
-                if libc.ptrace(16, int(sys.argv[1]), 0, 0) != 0:\n    \
-                sys.exit(os.strerror(ctypes.get_errno()))\n";
-            outcome(
-                std::process::Command::new("python3")
-                    .args(["-c", code, &pid.to_string()])
-                    .output()
-                    .and_then(|o| {
-                        use std::os::unix::process::ExitStatusExt;
-                        match (o.status.code(), o.status.signal()) {
-                            (Some(0), _) => Ok(()),
-                            (_, Some(sig)) => {
-                                Err(std::io::Error::other(format!("killed by signal {sig}")))
-                            }
-                            _ => Err(std::io::Error::other(
-                                String::from_utf8_lossy(&o.stderr).trim().to_string(),
-                            )),
-                        }
-                    }),
-                |()| "attached".into(),
-            )
-        }
-        "syscall" => {
-            let nr = args["nr"].as_i64().unwrap_or(-1);
-            let code = "import ctypes, sys\n\
-                libc = ctypes.CDLL(None, use_errno=True)\n\
-                r = libc.syscall(int(sys.argv[1]), 0, 0, 0, 0)\n\
-                print(ctypes.get_errno() if r < 0 else 'ok')\n";
-            outcome(
-                std::process::Command::new("python3")
-                    .args(["-c", code, &nr.to_string()])
-                    .output(),
-                |o| String::from_utf8_lossy(&o.stdout).trim().to_string(),
-            )
-        }
+        "signal" => signal(args["pid"].as_i64().unwrap_or(0)),
+        "ptrace" => ptrace(args["pid"].as_i64().unwrap_or(0)),
+        "syscall" => syscall(args["nr"].as_i64().unwrap_or(-1)),
         "hog" => {
             let mb = args["mb"].as_u64().unwrap_or(1) as usize;
             let mut held: Vec<Vec<u8>> = Vec::new();
@@ -167,4 +105,72 @@ pub(crate) fn call(name: &str, args: &Value) -> Option<String> {
         ),
         _ => return None,
     })
+}
+
+/// Connects to 127.0.0.1:`port` and says hello.
+fn connect(port: u16) -> String {
+    outcome(
+        std::net::TcpStream::connect_timeout(
+            &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            std::time::Duration::from_secs(2),
+        )
+        .and_then(|mut s| s.write_all(b"hello from the fixture\n")),
+        |()| "connected".into(),
+    )
+}
+
+/// Sends SIGTERM to `pid` with kill(1).
+fn signal(pid: i64) -> String {
+    outcome(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .and_then(|s| {
+                if s.success() {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::other(format!("kill: {s}")))
+                }
+            }),
+        |()| "sent".into(),
+    )
+}
+
+/// PTRACE_ATTACHes to `pid` from a python3 child.
+fn ptrace(pid: i64) -> String {
+    // This crate has no unsafe code: ctypes makes the call for it.
+    let code = "import ctypes, os, sys\n\
+        libc = ctypes.CDLL(None, use_errno=True)\n\
+        if libc.ptrace(16, int(sys.argv[1]), 0, 0) != 0:\n    \
+        sys.exit(os.strerror(ctypes.get_errno()))\n";
+    outcome(
+        std::process::Command::new("python3")
+            .args(["-c", code, &pid.to_string()])
+            .output()
+            .and_then(|o| {
+                use std::os::unix::process::ExitStatusExt;
+                match (o.status.code(), o.status.signal()) {
+                    (Some(0), _) => Ok(()),
+                    (_, Some(sig)) => Err(std::io::Error::other(format!("killed by signal {sig}"))),
+                    _ => Err(std::io::Error::other(
+                        String::from_utf8_lossy(&o.stderr).trim().to_string(),
+                    )),
+                }
+            }),
+        |()| "attached".into(),
+    )
+}
+
+/// Makes system call `nr` with zero arguments from a python3 child; gives its errno or `ok`.
+fn syscall(nr: i64) -> String {
+    let code = "import ctypes, sys\n\
+        libc = ctypes.CDLL(None, use_errno=True)\n\
+        r = libc.syscall(int(sys.argv[1]), 0, 0, 0, 0)\n\
+        print(ctypes.get_errno() if r < 0 else 'ok')\n";
+    outcome(
+        std::process::Command::new("python3")
+            .args(["-c", code, &nr.to_string()])
+            .output(),
+        |o| String::from_utf8_lossy(&o.stdout).trim().to_string(),
+    )
 }

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+mod calls;
+
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Options {
     /// Keep running after stdin closes (a server that ignores EOF).
@@ -116,7 +118,28 @@ fn tool(name: &str, description: &str, read_only: bool, props: Value) -> Value {
 }
 
 fn tools(opts: &Options) -> Vec<Value> {
-    let mut t = vec![
+    let mut t = process_tools();
+    t.extend(wire_tools());
+    t.extend(protocol_tools());
+    t.push(described_tool());
+    t.extend(file_tools(opts));
+    if opts.hostile {
+        t.extend(crate::hostile::tools());
+    }
+    for i in 0..opts.extra_tools {
+        t.push(tool(
+            &format!("extra_{i}"),
+            &format!("Generated tool number {i}."),
+            true,
+            json!({}),
+        ));
+    }
+    t
+}
+
+/// Tools that act on this process: echo, sleep, say what it is, crash, hang, leak, report progress.
+fn process_tools() -> Vec<Value> {
+    vec![
         tool(
             "echo",
             "Return the text.",
@@ -155,6 +178,12 @@ fn tools(opts: &Options) -> Vec<Value> {
             true,
             json!({"count": {"type": "integer"}, "interval_ms": {"type": "integer"}}),
         ),
+    ]
+}
+
+/// Tools that misbehave on the wire: bad lines, huge lines, foreign ids, vendor fields, stalls.
+fn wire_tools() -> Vec<Value> {
+    vec![
         tool(
             "garbage",
             "Write lines (default 1) that are not JSON, then answer.",
@@ -204,6 +233,12 @@ fn tools(opts: &Options) -> Vec<Value> {
             false,
             json!({}),
         ),
+    ]
+}
+
+/// Tools that use the protocol both ways: `_meta`, list changes, requests to the client.
+fn protocol_tools() -> Vec<Value> {
+    vec![
         tool(
             "meta",
             "Answer with the request's _meta as JSON text.",
@@ -234,9 +269,12 @@ fn tools(opts: &Options) -> Vec<Value> {
             true,
             json!({}),
         ),
-    ];
-    // Vendor fields on a definition, to check they reach the client.
-    t.push(json!({
+    ]
+}
+
+/// A definition with every optional field, vendor ones too, to check they reach the client.
+fn described_tool() -> Value {
+    json!({
         "name": "described",
         "title": "Described tool",
         "description": "A tool with every optional field.",
@@ -246,20 +284,7 @@ fn tools(opts: &Options) -> Vec<Value> {
         "icons": [{"src": "data:image/png;base64,AAAA", "mimeType": "image/png"}],
         "_meta": {"vendor/tool": {"k": [1, 2.50, "three"]}},
         "x-unknown-top-level": true,
-    }));
-    t.extend(file_tools(opts));
-    if opts.hostile {
-        t.extend(crate::hostile::tools());
-    }
-    for i in 0..opts.extra_tools {
-        t.push(tool(
-            &format!("extra_{i}"),
-            &format!("Generated tool number {i}."),
-            true,
-            json!({}),
-        ));
-    }
-    t
+    })
 }
 
 fn raw_file_tools(opts: &Options) -> Vec<String> {
@@ -312,6 +337,41 @@ struct Shared {
 }
 
 pub(crate) fn run(opts: Options) {
+    let grandchild = start(&opts);
+    let shared = Arc::new(Shared {
+        out: Arc::new(Mutex::new(std::io::stdout())),
+        waiting: Mutex::new(HashMap::new()),
+        next: Mutex::new(0),
+    });
+    let mut connection = Connection {
+        opts: &opts,
+        shared,
+        served_discover: false,
+        initialized: false,
+        listed: false,
+    };
+    let stdin = std::io::stdin();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        connection.handle(&line);
+    }
+    if opts.ignore_eof {
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+    if let Some(mut g) = grandchild {
+        // Leave it running on purpose: the broker must kill it through the process group.
+        let _ = g.try_wait();
+    }
+}
+
+/// Starts up as the options say: exits when the environment lacks a variable or when asked to,
+/// sleeps a slow start, and gives the grandchild when one was asked for.
+fn start(opts: &Options) -> Option<std::process::Child> {
     if let Some(var) = &opts.require_env
         && std::env::var(var).map_or(true, |v| v.is_empty())
     {
@@ -331,175 +391,89 @@ pub(crate) fn run(opts: Options) {
         eprintln!("fixture: cannot start (exit code {code} on purpose)");
         std::process::exit(code);
     }
-    let mut grandchild = None;
     if opts.grandchild {
-        grandchild = std::process::Command::new("sleep").arg("1000").spawn().ok();
+        return std::process::Command::new("sleep").arg("1000").spawn().ok();
     }
-    let shared = Arc::new(Shared {
-        out: Arc::new(Mutex::new(std::io::stdout())),
-        waiting: Mutex::new(HashMap::new()),
-        next: Mutex::new(0),
-    });
+    None
+}
+
+/// The client on stdio and what it has done so far.
+struct Connection<'a> {
+    opts: &'a Options,
+    shared: Arc<Shared>,
     // A 2026-07-28 server serves one era per connection, as the SDKs do.
-    let mut served_discover = false;
-    let mut initialized = false;
-    let mut listed = false;
-    let stdin = std::io::stdin();
-    for line in stdin.lock().lines() {
-        let Ok(line) = line else { break };
-        if line.trim().is_empty() {
-            continue;
-        }
-        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
-            send(
-                &shared.out,
+    served_discover: bool,
+    initialized: bool,
+    listed: bool,
+}
+
+impl Connection<'_> {
+    fn send(&self, msg: &Value) {
+        send(&self.shared.out, msg);
+    }
+
+    /// Answers one line from the client.
+    fn handle(&mut self, line: &str) {
+        let Ok(msg) = serde_json::from_str::<Value>(line) else {
+            self.send(
                 &json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse error"}}),
             );
-            continue;
+            return;
         };
         let id = msg.get("id").cloned();
         let method = msg
             .get("method")
             .and_then(Value::as_str)
             .map(str::to_string);
+        let opts = self.opts;
         match (method.as_deref(), id) {
             (None, Some(id)) => {
                 let key = id.to_string();
-                if let Some(tx) = shared.waiting.lock().remove(&key) {
+                if let Some(tx) = self.shared.waiting.lock().remove(&key) {
                     let _ = tx.send(msg.clone());
                 }
             }
-            (Some("server/discover"), Some(id)) => {
-                if opts.die_on_discover {
-                    eprintln!("fixture: unknown method server/discover, exiting");
-                    std::process::exit(2);
-                }
-                if opts.modern {
-                    served_discover = true;
-                    send(
-                        &shared.out,
-                        &json!({"jsonrpc": "2.0", "id": id, "result": {
-                        "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
-                        "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}}),
-                    );
-                } else {
-                    send(
-                        &shared.out,
-                        &json!({"jsonrpc": "2.0", "id": id,
-                        "error": {"code": -32601, "message": "method not found"}}),
-                    );
-                }
-            }
-            (Some("initialize"), Some(id)) if served_discover || opts.modern_only => send(
-                &shared.out,
+            (Some("server/discover"), Some(id)) => self.discover(id),
+            (Some("initialize"), Some(id)) if self.served_discover || opts.modern_only => self.send(
                 &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600,
                 "message": "connection is serving the 2026-07-28 protocol; the initialize handshake is not accepted"}}),
             ),
             (Some(m), Some(id))
                 if opts.modern
-                    && !initialized
+                    && !self.initialized
                     && m != "initialize"
                     && msg["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"]
                         != "2026-07-28" =>
             {
-                send(
-                    &shared.out,
-                    &json!({"jsonrpc": "2.0", "id": id,
-                    "error": {"code": -32602, "message": "the 2026-07-28 envelope is missing"}}),
-                );
+                self.send(&json!({"jsonrpc": "2.0", "id": id,
+                    "error": {"code": -32602, "message": "the 2026-07-28 envelope is missing"}}));
             }
-            (Some("initialize"), Some(id)) => {
-                let requested = msg["params"]["protocolVersion"]
-                    .as_str()
-                    .unwrap_or("2025-11-25")
-                    .to_string();
-                let version = opts.revision.clone().unwrap_or(requested);
-                initialized = true;
-                send(
-                    &shared.out,
-                    &json!({"jsonrpc": "2.0", "id": id, "result": {
-                        "protocolVersion": version,
-                        "capabilities": {"tools": {"listChanged": true},
-                            "resources": {"subscribe": true}},
-                        "serverInfo": {"name": opts.name, "version": "1.0.0"},
-                    }}),
-                );
-            }
-            (Some("tools/list"), Some(_)) if opts.hang_relist && listed => {}
-            (Some("tools/list"), Some(id)) => {
-                listed = true;
-                if let Some(path) = &opts.list_log
-                    && let Ok(mut f) = std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(path)
-                {
-                    let _ = writeln!(f, "listed");
-                }
-                // Lines of the tools file this parser cannot read (too deep, say) go out as
-                // written, so the broker meets them as a hostile server would send them.
-                let mut items: Vec<String> = tools(&opts).iter().map(Value::to_string).collect();
-                items.extend(raw_file_tools(&opts));
-                std::thread::sleep(Duration::from_millis(opts.list_delay_ms));
-                send_raw(
-                    &shared.out,
-                    &format!(
-                        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"tools\":[{}]}}}}",
-                        items.join(",")
-                    ),
-                );
-            }
+            (Some("initialize"), Some(id)) => self.initialize(id, &msg),
+            (Some("tools/list"), Some(_)) if opts.hang_relist && self.listed => {}
+            (Some("tools/list"), Some(id)) => self.list_tools(id),
             (Some("tools/call"), Some(id)) if msg["params"]["name"] == "stall" => {
                 // Answer, then never read stdin again: the broker's writes pile up.
-                send(
-                    &shared.out,
-                    &json!({"jsonrpc": "2.0", "id": id, "result": text("stalled")}),
-                );
+                self.send(&json!({"jsonrpc": "2.0", "id": id, "result": text("stalled")}));
                 loop {
                     std::thread::sleep(Duration::from_secs(3600));
                 }
             }
-            (Some("tools/call"), Some(id)) => {
-                let shared = shared.clone();
-                let from_file = file_tools(&opts)
-                    .iter()
-                    .any(|t| t["name"] == msg["params"]["name"]);
-                if from_file {
-                    let args = msg["params"]["arguments"].clone();
-                    send(
-                        &shared.out,
-                        &json!({"jsonrpc": "2.0", "id": id, "result": {
-                            "content": [{"type": "text", "text": args.to_string()}],
-                            "structuredContent": args,
-                        }}),
-                    );
-                    continue;
-                }
-                std::thread::spawn(move || call(&shared, id, &msg["params"]));
-            }
+            (Some("tools/call"), Some(id)) => self.call_tool(id, msg),
             // One resource, and subscriptions said on stderr (the broker's log), so a test sees
             // what the broker passes on.
-            (Some("resources/list"), Some(id)) => send(
-                &shared.out,
+            (Some("resources/list"), Some(id)) => self.send(
                 &json!({"jsonrpc": "2.0", "id": id, "result": {"resources": [
                     {"uri": "fixture://note", "name": "note", "mimeType": "text/plain"}]}}),
             ),
             (Some(m @ ("resources/subscribe" | "resources/unsubscribe")), Some(id)) => {
                 eprintln!("fixture: {} {}", &m[10..], msg["params"]["uri"]);
-                send(
-                    &shared.out,
-                    &json!({"jsonrpc": "2.0", "id": id, "result": {}}),
-                );
+                self.send(&json!({"jsonrpc": "2.0", "id": id, "result": {}}));
             }
-            (Some("ping"), Some(id)) => send(
-                &shared.out,
-                &json!({"jsonrpc": "2.0", "id": id, "result": {}}),
-            ),
-            (Some(_), Some(id)) => send(
-                &shared.out,
-                &json!({"jsonrpc": "2.0", "id": id,
-                "error": {"code": -32601, "message": "method not found"}}),
-            ),
+            (Some("ping"), Some(id)) => {
+                self.send(&json!({"jsonrpc": "2.0", "id": id, "result": {}}))
+            }
+            (Some(_), Some(id)) => self.send(&json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32601, "message": "method not found"}})),
             (Some(m), None) => {
                 if m == "notifications/cancelled" {
                     eprintln!("fixture: cancelled {}", msg["params"]["requestId"]);
@@ -508,14 +482,77 @@ pub(crate) fn run(opts: Options) {
             (None, None) => {}
         }
     }
-    if opts.ignore_eof {
-        loop {
-            std::thread::sleep(Duration::from_secs(3600));
+
+    fn discover(&mut self, id: Value) {
+        if self.opts.die_on_discover {
+            eprintln!("fixture: unknown method server/discover, exiting");
+            std::process::exit(2);
+        }
+        if self.opts.modern {
+            self.served_discover = true;
+            self.send(&json!({"jsonrpc": "2.0", "id": id, "result": {
+            "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+            "resultType": "complete", "ttlMs": 0, "cacheScope": "private"}}));
+        } else {
+            self.send(&json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": -32601, "message": "method not found"}}));
         }
     }
-    if let Some(mut g) = grandchild {
-        // Leave it running on purpose: the broker must kill it through the process group.
-        let _ = g.try_wait();
+
+    fn initialize(&mut self, id: Value, msg: &Value) {
+        let requested = msg["params"]["protocolVersion"]
+            .as_str()
+            .unwrap_or("2025-11-25")
+            .to_string();
+        let version = self.opts.revision.clone().unwrap_or(requested);
+        self.initialized = true;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "result": {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": true},
+                "resources": {"subscribe": true}},
+            "serverInfo": {"name": self.opts.name, "version": "1.0.0"},
+        }}));
+    }
+
+    fn list_tools(&mut self, id: Value) {
+        self.listed = true;
+        if let Some(path) = &self.opts.list_log
+            && let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+        {
+            let _ = writeln!(f, "listed");
+        }
+        // Lines of the tools file this parser cannot read (too deep, say) go out as
+        // written, so the broker meets them as a hostile server would send them.
+        let mut items: Vec<String> = tools(self.opts).iter().map(Value::to_string).collect();
+        items.extend(raw_file_tools(self.opts));
+        std::thread::sleep(Duration::from_millis(self.opts.list_delay_ms));
+        send_raw(
+            &self.shared.out,
+            &format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"tools\":[{}]}}}}",
+                items.join(",")
+            ),
+        );
+    }
+
+    /// Answers a tool from the tools file with its arguments, any other on a thread of its own.
+    fn call_tool(&self, id: Value, msg: Value) {
+        let from_file = file_tools(self.opts)
+            .iter()
+            .any(|t| t["name"] == msg["params"]["name"]);
+        if from_file {
+            let args = msg["params"]["arguments"].clone();
+            self.send(&json!({"jsonrpc": "2.0", "id": id, "result": {
+                "content": [{"type": "text", "text": args.to_string()}],
+                "structuredContent": args,
+            }}));
+            return;
+        }
+        let shared = self.shared.clone();
+        std::thread::spawn(move || calls::call(&shared, id, &msg["params"]));
     }
 }
 
@@ -535,232 +572,4 @@ fn ask_client(shared: &Shared, method: &str, params: Value) -> Option<Value> {
         &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
     );
     rx.recv_timeout(Duration::from_secs(10)).ok()
-}
-
-fn call(shared: &Shared, id: Value, params: &Value) {
-    let out = &shared.out;
-    let args = &params["arguments"];
-    let answer = |result: Value| send(out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
-    if let Some(said) = crate::hostile::call(params["name"].as_str().unwrap_or(""), args) {
-        return answer(text(said));
-    }
-    match params["name"].as_str().unwrap_or("") {
-        "echo" => {
-            let mut r = text(args["text"].as_str().unwrap_or(""));
-            if params["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28" {
-                r["resultType"] = json!("complete");
-            }
-            answer(r)
-        }
-        "sleep" => {
-            std::thread::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(0)));
-            answer(text("slept"));
-        }
-        "pid" => {
-            // Sandboxed, the pids here are the namespace's; the sandbox says the host's, and
-            // the server leads a session of its own there, so its group is its pid.
-            let host: Option<u32> = std::env::var("MCP_BROKER_SANDBOX_PID")
-                .ok()
-                .and_then(|p| p.parse().ok());
-            let pgid = std::fs::read_to_string("/proc/self/stat")
-                .ok()
-                .and_then(|s| {
-                    s.rsplit_once(')')
-                        .and_then(|(_, r)| r.split_whitespace().nth(2).map(str::to_string))
-                });
-            let pid = host.unwrap_or_else(std::process::id);
-            let pgid = host.map(|h| h.to_string()).or(pgid);
-            answer(
-                json!({"content": [{"type": "text", "text": pid.to_string()}],
-                "structuredContent": {"pid": pid, "pgid": pgid}}),
-            );
-        }
-        "env" => {
-            let env: serde_json::Map<String, Value> = std::env::vars()
-                .map(|(k, v)| (k, Value::String(v)))
-                .collect();
-            answer(text(Value::Object(env).to_string()));
-        }
-        "crash" => {
-            eprintln!("fixture: crashing on purpose");
-            std::process::exit(args["code"].as_i64().unwrap_or(3) as i32);
-        }
-        "say_secrets" => {
-            let values: Vec<String> = args["vars"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|v| std::env::var(v.as_str()?).ok())
-                .collect();
-            for v in &values {
-                let half = v
-                    .char_indices()
-                    .nth(v.chars().count() / 2)
-                    .map_or(0, |(i, _)| i);
-                eprintln!("fixture: leak whole {v}");
-                eprintln!("fixture: leak split {}", &v[..half]);
-                eprintln!("{} end", &v[half..]);
-                let inner: String = v
-                    .chars()
-                    .skip(1)
-                    .take(v.chars().count().saturating_sub(2))
-                    .collect();
-                eprintln!("fixture: mid x {inner} y");
-                eprintln!("piece one {}", &v[..half]);
-                eprintln!("piece two {}", &v[half..]);
-                send(
-                    out,
-                    &json!({"jsonrpc": "2.0", "method": "notifications/message",
-                        "params": {"level": "error", "data": format!("log says {v}")}}),
-                );
-            }
-            if args["exit"] == true {
-                std::thread::sleep(Duration::from_millis(100));
-                std::process::exit(3);
-            }
-            if args["meta_result"] == true {
-                answer(json!({"content": [{"type": "text", "text": "fine"}],
-                    "_meta": {"said": values.join(" ")}}));
-            } else if args["as_result"] == true {
-                answer(json!({"content": [{"type": "text",
-                    "text": format!("bad: {}", values.join(" "))}], "isError": true}));
-            } else {
-                // Every character escaped, as some JSON writers do.
-                let escaped: String = values
-                    .join(" ")
-                    .encode_utf16()
-                    .map(|u| format!("\\u{u:04x}"))
-                    .collect();
-                send_raw(
-                    out,
-                    &format!(
-                        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":-32000,\"message\":\"refused: {escaped}\"}}}}"
-                    ),
-                );
-            }
-        }
-        "hang" => loop {
-            std::thread::sleep(Duration::from_secs(3600));
-        },
-        "progress" => {
-            let token = params["_meta"]["progressToken"].clone();
-            let count = args["count"].as_u64().unwrap_or(3);
-            let interval = args["interval_ms"].as_u64().unwrap_or(10);
-            for i in 0..count {
-                if !token.is_null() {
-                    // Integers and a float, so number fidelity shows.
-                    let progress = if i % 2 == 0 {
-                        json!(i)
-                    } else {
-                        json!(i as f64 + 0.5)
-                    };
-                    send(
-                        out,
-                        &json!({"jsonrpc": "2.0", "method": "notifications/progress",
-                        "params": {"progressToken": token, "progress": progress, "total": count, "message": format!("step {i}")}}),
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(interval));
-            }
-            answer(text(format!("{count} steps")));
-        }
-        "big" => answer(text(
-            "b".repeat(args["kib"].as_u64().unwrap_or(1024) as usize * 1024),
-        )),
-        "escape" => {
-            // A grandchild in a session of its own: out of reach of a process-group kill.
-            let out = std::process::Command::new("sh")
-                .args(["-c", "setsid sleep 4321 >/dev/null 2>&1 & echo $!"])
-                .output();
-            let pid = out
-                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-                .unwrap_or_default();
-            answer(text(pid));
-        }
-        "bigstderr" => {
-            let kib = args["kib"].as_u64().unwrap_or(100) as usize;
-            eprintln!("{}", "e".repeat(kib * 1024));
-            eprintln!("fixture: after the long stderr line");
-            answer(text("after bigstderr"));
-        }
-        "garbage" => {
-            for _ in 0..args["lines"].as_u64().unwrap_or(1) {
-                send_raw(out, "this is not json {{{");
-            }
-            answer(text("after garbage"));
-        }
-        "bigline" => {
-            let mib = args["mib"].as_u64().unwrap_or(50) as usize;
-            let payload = "x".repeat(mib * 1024 * 1024);
-            send_raw(
-                out,
-                &format!(
-                    "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{{\"data\":\"{payload}\"}}}}"
-                ),
-            );
-            answer(text("after bigline"));
-        }
-        "foreign" => {
-            send(
-                out,
-                &json!({"jsonrpc": "2.0", "id": 987654321, "result": text("foreign")}),
-            );
-            send(
-                out,
-                &json!({"jsonrpc": "2.0", "id": "not-ours", "result": text("foreign")}),
-            );
-            answer(text("the real answer"));
-            answer(text("a duplicate answer"));
-        }
-        "vendor" => send_raw(
-            out,
-            &format!(
-                "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"v\",\"x-vendor\":{{\"a\":1}},\"_meta\":{{\"k\":\"v\"}}}}],\"structuredContent\":{{\"n\":1.0e3,\"i\":10,\"f\":2.50}},\"_meta\":{{\"vendor/k\":true}},\"x-extra\":[1,2.0,\"3\"]}}}}"
-            ),
-        ),
-        "error" => send(
-            out,
-            &json!({"jsonrpc": "2.0", "id": id,
-            "error": {"code": -32601, "message": "upstream says no", "data": {"why": "fixture"}}}),
-        ),
-        "list_changed" => {
-            let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
-            send(out, &changed);
-            // `times` announcements `every_ms` apart: a storm.
-            let times = params["arguments"]["times"].as_u64().unwrap_or(1);
-            let every =
-                Duration::from_millis(params["arguments"]["every_ms"].as_u64().unwrap_or(0));
-            if times > 1 {
-                let out = out.clone();
-                std::thread::spawn(move || {
-                    for _ in 1..times {
-                        std::thread::sleep(every);
-                        send(&out, &changed);
-                    }
-                });
-            }
-            answer(text("announced"));
-        }
-        "sample" => match ask_client(
-            shared,
-            "sampling/createMessage",
-            json!({
-            "messages": [{"role": "user", "content": {"type": "text", "text": "say hi"}}], "maxTokens": 10}),
-        ) {
-            Some(reply) => answer(text(reply.to_string())),
-            None => answer(text("no reply")),
-        },
-        "meta" => answer(text(params["_meta"].to_string())),
-        "needs_input" => answer(json!({"resultType": "input_required",
-            "inputRequests": {"q": {"method": "elicitation/create", "params": {"message": "which?"}}}})),
-        "roots" => match ask_client(shared, "roots/list", json!({})) {
-            Some(reply) => answer(text(reply.to_string())),
-            None => answer(text("no reply")),
-        },
-        other => send(
-            out,
-            &json!({"jsonrpc": "2.0", "id": id,
-            "error": {"code": -32602, "message": format!("Unknown tool: {other}")}}),
-        ),
-    }
 }
