@@ -123,6 +123,17 @@ struct Tally {
     stalls: usize,
 }
 
+impl Tally {
+    fn add(&mut self, w: &Tally) {
+        self.echoes += w.echoes;
+        self.lost += w.lost;
+        self.misrouted += w.misrouted;
+        self.cancels += w.cancels;
+        self.killed_starts += w.killed_starts;
+        self.stalls += w.stalls;
+    }
+}
+
 /// One worker: rounds of one fault each, interleaved with checked echoes.
 fn worker(env: &Env, tag: usize, rounds: usize) -> anyhow::Result<Tally> {
     let mut t = Tally::default();
@@ -230,64 +241,11 @@ pub(crate) fn run(env: &Env, quick: bool) -> anyhow::Result<()> {
     let (workers, rounds) = if quick { (6, 24) } else { (16, 120) };
     let rss_before = rss_kib(daemon);
     let t = Instant::now();
-    let handles: Vec<_> = (0..workers)
-        .map(|tag| {
-            let env = env.clone();
-            std::thread::spawn(move || worker(&env, tag, rounds))
-        })
-        .collect();
-    let mut total = Tally::default();
-    let mut failures = Vec::new();
-    for h in handles {
-        match h.join() {
-            Ok(Ok(w)) => {
-                total.echoes += w.echoes;
-                total.lost += w.lost;
-                total.misrouted += w.misrouted;
-                total.cancels += w.cancels;
-                total.killed_starts += w.killed_starts;
-                total.stalls += w.stalls;
-            }
-            Ok(Err(e)) => failures.push(format!("{e:#}")),
-            Err(_) => failures.push("a worker panicked".into()),
-        }
-    }
+    let (total, failures) = run_workers(&env, workers, rounds);
     let elapsed = t.elapsed();
     let rss_after = rss_kib(daemon);
-    // Let stop ladders and background restarts settle, then only the shared upstreams remain.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let mut st = status(&env)?;
-    while Instant::now() < deadline {
-        st = status(&env)?;
-        let settled = upstream(&st, "once")["pids"]
-            .as_array()
-            .is_some_and(Vec::is_empty)
-            && upstream(&st, "slow")["session_count"] == 0
-            && children(daemon) <= 2;
-        if settled {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let leaked = children(daemon).saturating_sub(2)
-        + upstream(&st, "once")["pids"].as_array().map_or(0, Vec::len);
-    let active = upstream(&st, "once")["active_call_count"]
-        .as_u64()
-        .unwrap_or(0);
-    // Capacity is back: max_instances (4) per-call calls at once all succeed.
-    let mut probes = Vec::new();
-    for i in 0..4u64 {
-        let env = env.clone();
-        probes.push(std::thread::spawn(move || -> anyhow::Result<bool> {
-            let mut c = Client::open(&env)?;
-            c.call(1, "once.sleep", &format!(r#"{{"ms":{}}}"#, 300 + i))?;
-            let v = c.answer(1)?;
-            Ok(v["result"]["content"][0]["text"] == "slept")
-        }));
-    }
-    let capacity_ok = probes
-        .into_iter()
-        .all(|p| p.join().ok().and_then(Result::ok).unwrap_or(false));
+    let (leaked, active) = settle(&env, daemon)?;
+    let capacity_ok = capacity_back(&env);
     let _ = env.broker(&["stop"]).output()?;
 
     println!();
@@ -324,4 +282,66 @@ pub(crate) fn run(env: &Env, quick: bool) -> anyhow::Result<()> {
         bail!("fault soak: daemon RSS grew from {rss_before} to {rss_after} KiB");
     }
     Ok(())
+}
+
+/// Runs the workers at once; gives their summed tally and what failed.
+fn run_workers(env: &Env, workers: usize, rounds: usize) -> (Tally, Vec<String>) {
+    let handles: Vec<_> = (0..workers)
+        .map(|tag| {
+            let env = env.clone();
+            std::thread::spawn(move || worker(&env, tag, rounds))
+        })
+        .collect();
+    let mut total = Tally::default();
+    let mut failures = Vec::new();
+    for h in handles {
+        match h.join() {
+            Ok(Ok(w)) => total.add(&w),
+            Ok(Err(e)) => failures.push(format!("{e:#}")),
+            Err(_) => failures.push("a worker panicked".into()),
+        }
+    }
+    (total, failures)
+}
+
+/// Waits for stop ladders and background restarts to settle; gives the upstream processes
+/// left beyond the shared ones, and the per-call calls still counted.
+fn settle(env: &Env, daemon: u64) -> anyhow::Result<(usize, u64)> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut st = status(env)?;
+    while Instant::now() < deadline {
+        st = status(env)?;
+        let settled = upstream(&st, "once")["pids"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+            && upstream(&st, "slow")["session_count"] == 0
+            && children(daemon) <= 2;
+        if settled {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let leaked = children(daemon).saturating_sub(2)
+        + upstream(&st, "once")["pids"].as_array().map_or(0, Vec::len);
+    let active = upstream(&st, "once")["active_call_count"]
+        .as_u64()
+        .unwrap_or(0);
+    Ok((leaked, active))
+}
+
+/// Whether capacity is back: max_instances (4) per-call calls at once all succeed.
+fn capacity_back(env: &Env) -> bool {
+    let mut probes = Vec::new();
+    for i in 0..4u64 {
+        let env = env.clone();
+        probes.push(std::thread::spawn(move || -> anyhow::Result<bool> {
+            let mut c = Client::open(&env)?;
+            c.call(1, "once.sleep", &format!(r#"{{"ms":{}}}"#, 300 + i))?;
+            let v = c.answer(1)?;
+            Ok(v["result"]["content"][0]["text"] == "slept")
+        }));
+    }
+    probes
+        .into_iter()
+        .all(|p| p.join().ok().and_then(Result::ok).unwrap_or(false))
 }

@@ -139,66 +139,70 @@ pub(crate) fn run(quick: bool) -> anyhow::Result<()> {
         config,
         std::env::var("PATH").unwrap_or_default(),
     );
-    let result = (|| -> anyhow::Result<()> {
-        let started = env
-            .broker(&["start"])
-            .env("MCPB_BENCH_TOKEN", TOKEN)
-            .output()?;
-        if !started.status.success() {
-            bail!(
-                "daemon did not start: {}",
-                String::from_utf8_lossy(&started.stderr)
-            );
-        }
-        let (n, per) = if quick { (300, 100) } else { (3000, 500) };
-        let mut shim = Peer::spawn(
-            env.broker(&["stdio"]),
-            "example.echo",
-            r#"{"message":"hi"}"#,
-        )?;
-        let mut http = HttpPeer::connect(port).context("HTTP session")?;
-        for _ in 0..100 {
-            shim.call("example.echo", r#"{"message":"hi"}"#)?;
-            http.call()?;
-        }
-        let (mut a, mut b) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        for _ in 0..n {
-            let t = Instant::now();
-            shim.call("example.echo", r#"{"message":"hi"}"#)?;
-            a.push(t.elapsed());
-            let t = Instant::now();
-            http.call()?;
-            b.push(t.elapsed());
-        }
-        a.sort();
-        b.sort();
-        println!("\n## HTTP front against the shim (example.echo, same daemon, loopback)\n");
-        println!("| path | p50 ms | p99 ms | calls/s at 8 | calls/s at 32 |");
-        println!("|---|---|---|---|---|");
-        let shim8 = shim.throughput(per * 8, 8)?;
-        let shim32 = shim.throughput(per * 32, 32)?;
-        let http8 = http_throughput(port, 8, per)?;
-        let http32 = http_throughput(port, 32, per)?;
-        println!(
-            "| shim (stdio, one session, pipelined) | {:.3} | {:.3} | {shim8:.0} | {shim32:.0} |",
-            ms(percentile(&a, 0.5)),
-            ms(percentile(&a, 0.99))
-        );
-        println!(
-            "| HTTP front (a keep-alive session per caller) | {:.3} | {:.3} | {http8:.0} | {http32:.0} |",
-            ms(percentile(&b, 0.5)),
-            ms(percentile(&b, 0.99))
-        );
-        println!(
-            "\nHTTP adds {:.3} ms at p50; throughput ratio HTTP/shim {:.2} at 8, {:.2} at 32",
-            ms(percentile(&b, 0.5)) - ms(percentile(&a, 0.5)),
-            http8 / shim8,
-            http32 / shim32
-        );
-        shim.close();
-        Ok(())
-    })();
+    let result = compare(&env, port, quick);
     let _ = env.broker(&["stop"]).output();
     let _ = std::fs::remove_dir_all(&home);
     result
+}
+
+/// Starts the daemon with its HTTP front on `port`, then prints the same calls made through
+/// the shim and through HTTP side by side.
+fn compare(env: &Env, port: u16, quick: bool) -> anyhow::Result<()> {
+    let started = env
+        .broker(&["start"])
+        .env("MCPB_BENCH_TOKEN", TOKEN)
+        .output()?;
+    if !started.status.success() {
+        bail!(
+            "daemon did not start: {}",
+            String::from_utf8_lossy(&started.stderr)
+        );
+    }
+    let (n, per) = if quick { (300, 100) } else { (3000, 500) };
+    let mut shim = Peer::spawn(
+        env.broker(&["stdio"]),
+        "example.echo",
+        r#"{"message":"hi"}"#,
+    )?;
+    let mut http = HttpPeer::connect(port).context("HTTP session")?;
+    for _ in 0..100 {
+        shim.call("example.echo", r#"{"message":"hi"}"#)?;
+        http.call()?;
+    }
+    let (mut a, mut b) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        let t = Instant::now();
+        shim.call("example.echo", r#"{"message":"hi"}"#)?;
+        a.push(t.elapsed());
+        let t = Instant::now();
+        http.call()?;
+        b.push(t.elapsed());
+    }
+    a.sort();
+    b.sort();
+    println!("\n## HTTP front against the shim (example.echo, same daemon, loopback)\n");
+    println!("| path | p50 ms | p99 ms | calls/s at 8 | calls/s at 32 |");
+    println!("|---|---|---|---|---|");
+    let shim8 = shim.throughput(per * 8, 8)?;
+    let shim32 = shim.throughput(per * 32, 32)?;
+    let http8 = http_throughput(port, 8, per)?;
+    let http32 = http_throughput(port, 32, per)?;
+    println!(
+        "| shim (stdio, one session, pipelined) | {:.3} | {:.3} | {shim8:.0} | {shim32:.0} |",
+        ms(percentile(&a, 0.5)),
+        ms(percentile(&a, 0.99))
+    );
+    println!(
+        "| HTTP front (a keep-alive session per caller) | {:.3} | {:.3} | {http8:.0} | {http32:.0} |",
+        ms(percentile(&b, 0.5)),
+        ms(percentile(&b, 0.99))
+    );
+    println!(
+        "\nHTTP adds {:.3} ms at p50; throughput ratio HTTP/shim {:.2} at 8, {:.2} at 32",
+        ms(percentile(&b, 0.5)) - ms(percentile(&a, 0.5)),
+        http8 / shim8,
+        http32 / shim32
+    );
+    shim.close();
+    Ok(())
 }

@@ -68,34 +68,39 @@ pub(crate) fn run(quick: bool) -> anyhow::Result<()> {
             );
         }
         let v: Value = serde_json::from_slice(&out.stdout)?;
-        let rates = |k: &str| -> Vec<f64> {
-            v[k].as_array()
-                .map(|a| a.iter().filter_map(Value::as_f64).collect())
-                .unwrap_or_default()
-        };
-        let (direct, broker) = (rates("direct"), rates("broker"));
-        let ratios: Vec<f64> = direct.iter().zip(&broker).map(|(d, b)| b / d).collect();
-        println!(
-            "\n## The official Python SDK client, 8 calls in flight ({calls} calls x {rounds} interleaved rounds)\n"
-        );
-        println!("| path | calls/s p50 | range |");
-        println!("|---|---|---|");
-        for (name, r) in [("direct", &direct), ("through the broker", &broker)] {
-            let (lo, hi) = r
-                .iter()
-                .fold((f64::MAX, 0.0f64), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
-            println!("| {name} | {:.0} | {lo:.0}-{hi:.0} |", median(r.clone()));
-        }
-        let (lo, hi) = ratios
-            .iter()
-            .fold((f64::MAX, 0.0f64), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
-        println!(
-            "| ratio, round by round | {:.2}x | {lo:.2}x-{hi:.2}x |",
-            median(ratios.clone())
-        );
+        print_rates(&v, calls, rounds);
         Ok(())
     })();
     let _ = env.broker(&["stop"]).output();
     let _ = std::fs::remove_dir_all(&home);
     result
+}
+
+/// The client's calls per second on each side and their ratio, round by round.
+fn print_rates(v: &Value, calls: usize, rounds: usize) {
+    let rates = |k: &str| -> Vec<f64> {
+        v[k].as_array()
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default()
+    };
+    let (direct, broker) = (rates("direct"), rates("broker"));
+    let ratios: Vec<f64> = direct.iter().zip(&broker).map(|(d, b)| b / d).collect();
+    println!(
+        "\n## The official Python SDK client, 8 calls in flight ({calls} calls x {rounds} interleaved rounds)\n"
+    );
+    println!("| path | calls/s p50 | range |");
+    println!("|---|---|---|");
+    for (name, r) in [("direct", &direct), ("through the broker", &broker)] {
+        let (lo, hi) = r
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
+        println!("| {name} | {:.0} | {lo:.0}-{hi:.0} |", median(r.clone()));
+    }
+    let (lo, hi) = ratios
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
+    println!(
+        "| ratio, round by round | {:.2}x | {lo:.2}x-{hi:.2}x |",
+        median(ratios.clone())
+    );
 }

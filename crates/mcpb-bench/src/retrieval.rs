@@ -180,6 +180,16 @@ pub(crate) fn data_root() -> PathBuf {
 
 pub(crate) fn run() -> anyhow::Result<()> {
     let root = data_root();
+    let (all_tools, all_queries) = quality(&root)?;
+    if all_tools.is_empty() {
+        return Ok(());
+    }
+    speed(&catalog_of(&all_tools, 10_000), &all_queries)?;
+    context(&root)
+}
+
+/// Each data set's recall and MRR per ranking; gives every set's tools and query texts.
+fn quality(root: &Path) -> anyhow::Result<(Vec<ToolDoc>, Vec<String>)> {
     println!("| data set | ranking | R@1 | R@5 | R@10 | MRR |");
     println!("|---|---|---|---|---|---|");
     let mut all_tools = Vec::new();
@@ -192,49 +202,7 @@ pub(crate) fn run() -> anyhow::Result<()> {
             continue;
         }
         let (tools, queries) = load(&dir)?;
-        let mut tuned = Weights::broker();
-        if let Ok(spec) = std::env::var("MCPB_WEIGHTS") {
-            // Exploration only: "name,desc,params,param_text,server,k1,b_name,b_desc[,related,sibling,implied]"
-            let v: Vec<f32> = spec.split(',').filter_map(|x| x.parse().ok()).collect();
-            if let Some(r) = v.get(8) {
-                tuned.related = *r;
-            }
-            if let Some(x) = v.get(9) {
-                tuned.sibling = *x;
-            }
-            if let Some(x) = v.get(10) {
-                tuned.implied = *x;
-            }
-            if v.len() >= 8 {
-                tuned.field = [v[0], v[1], v[2], v[3], v[4]];
-                tuned.k1 = v[5];
-                tuned.b[0] = v[6];
-                tuned.b[1] = v[7];
-            }
-        }
-        tuned.dense = hybrid_dense();
-        let words_only = Weights {
-            dense: 0.0,
-            ..tuned.clone()
-        };
-        let mut rows = vec![
-            ("plain BM25", Weights::plain_bm25()),
-            ("BM25F alone", words_only),
-            ("static embeddings alone", Weights::static_only()),
-            ("hybrid (BM25F + static, 0.6)", tuned.clone()),
-        ];
-        if minilm_ready() {
-            rows.push((
-                "hybrid + MiniLM rerank of the top 30",
-                Weights {
-                    rerank: rerank_weight(),
-                    ..tuned.clone()
-                },
-            ));
-        }
-        let only = std::env::var("MCPB_ROWS").unwrap_or_default();
-        rows.retain(|(label, _)| label.contains(only.as_str()));
-        for (label, weights) in rows {
+        for (label, weights) in rankings() {
             let reranks = weights.rerank > 0.0;
             let t = Instant::now();
             let m = evaluate(&tools, &queries, weights, &format!("{set}/{label}"));
@@ -259,15 +227,69 @@ pub(crate) fn run() -> anyhow::Result<()> {
             took.as_secs_f64() * 1000.0 / n.max(1) as f64
         );
     }
-    if all_tools.is_empty() {
-        return Ok(());
+    Ok((all_tools, all_queries))
+}
+
+/// The rankings compared, each a row (`MCPB_ROWS` keeps those whose label contains it).
+fn rankings() -> Vec<(&'static str, Weights)> {
+    let tuned = tuned_weights();
+    let words_only = Weights {
+        dense: 0.0,
+        ..tuned.clone()
+    };
+    let mut rows = vec![
+        ("plain BM25", Weights::plain_bm25()),
+        ("BM25F alone", words_only),
+        ("static embeddings alone", Weights::static_only()),
+        ("hybrid (BM25F + static, 0.6)", tuned.clone()),
+    ];
+    if minilm_ready() {
+        rows.push((
+            "hybrid + MiniLM rerank of the top 30",
+            Weights {
+                rerank: rerank_weight(),
+                ..tuned.clone()
+            },
+        ));
     }
-    // 10,000 tools: the data sets' tools repeated under new upstream names.
-    let mut catalog = Vec::with_capacity(10_000);
+    let only = std::env::var("MCPB_ROWS").unwrap_or_default();
+    rows.retain(|(label, _)| label.contains(only.as_str()));
+    rows
+}
+
+/// The broker's weights with the hybrid's dense weight, changed by `MCPB_WEIGHTS` to explore.
+fn tuned_weights() -> Weights {
+    let mut tuned = Weights::broker();
+    if let Ok(spec) = std::env::var("MCPB_WEIGHTS") {
+        // Exploration only: "name,desc,params,param_text,server,k1,b_name,b_desc[,related,sibling,implied]"
+        let v: Vec<f32> = spec.split(',').filter_map(|x| x.parse().ok()).collect();
+        if let Some(r) = v.get(8) {
+            tuned.related = *r;
+        }
+        if let Some(x) = v.get(9) {
+            tuned.sibling = *x;
+        }
+        if let Some(x) = v.get(10) {
+            tuned.implied = *x;
+        }
+        if v.len() >= 8 {
+            tuned.field = [v[0], v[1], v[2], v[3], v[4]];
+            tuned.k1 = v[5];
+            tuned.b[0] = v[6];
+            tuned.b[1] = v[7];
+        }
+    }
+    tuned.dense = hybrid_dense();
+    tuned
+}
+
+/// A catalog of `size` tools: the data sets' tools repeated under new upstream names.
+fn catalog_of(tools: &[ToolDoc], size: usize) -> Vec<ToolDoc> {
+    let mut catalog = Vec::with_capacity(size);
     let mut copy = 0;
-    while catalog.len() < 10_000 {
-        for t in &all_tools {
-            if catalog.len() == 10_000 {
+    while catalog.len() < size {
+        for t in tools {
+            if catalog.len() == size {
                 break;
             }
             let mut t = t.clone();
@@ -277,6 +299,11 @@ pub(crate) fn run() -> anyhow::Result<()> {
         }
         copy += 1;
     }
+    catalog
+}
+
+/// Index build time and search latency on the catalog, per ranking.
+fn speed(catalog: &[ToolDoc], queries: &[String]) -> anyhow::Result<()> {
     println!();
     println!(
         "| catalog | ranking | index build (median of 5) | search p50 | search p99 | queries |"
@@ -298,48 +325,62 @@ pub(crate) fn run() -> anyhow::Result<()> {
         .0
     };
     let filled = open_cache();
-    Index::build_cached(&catalog, hybrid.clone(), Some(&filled));
+    Index::build_cached(catalog, hybrid.clone(), Some(&filled));
     filled.save()?;
     for (label, weights, cached) in [
         ("BM25F alone", Weights::broker(), false),
         ("hybrid", hybrid.clone(), false),
         ("hybrid, vectors from the cache file", hybrid, true),
     ] {
-        let mut builds = Vec::new();
-        let mut index = Index::build(&catalog, weights.clone());
-        for _ in 0..5 {
-            let t = Instant::now();
-            index = if cached {
-                Index::build_cached(&catalog, weights.clone(), Some(&open_cache()))
+        let build = |weights: Weights| {
+            if cached {
+                Index::build_cached(catalog, weights, Some(&open_cache()))
             } else {
-                Index::build(&catalog, weights.clone())
-            };
-            builds.push(t.elapsed());
-        }
-        builds.sort();
-        let build = builds[builds.len() / 2];
-        let mut times = Vec::new();
-        for _ in 0..3 {
-            for q in &all_queries {
-                let t = Instant::now();
-                let hits = index.search(q, 10, &|_| true);
-                times.push(t.elapsed());
-                std::hint::black_box(hits);
+                Index::build(catalog, weights)
             }
-        }
-        times.sort();
-        let pct = |p: f64| times[((times.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e6;
-        println!(
-            "| {} tools | {label} | {:.1} ms | {:.0} µs | {:.0} µs | {} |",
-            index.len(),
-            build.as_secs_f64() * 1000.0,
-            pct(0.5),
-            pct(0.99),
-            times.len()
-        );
+        };
+        time_index(catalog, label, weights, build, queries);
     }
     let _ = std::fs::remove_file(&cache_file);
-    context(&root)
+    Ok(())
+}
+
+/// One row of `speed`: the median of five builds, and each query searched three times.
+fn time_index(
+    catalog: &[ToolDoc],
+    label: &str,
+    weights: Weights,
+    build: impl Fn(Weights) -> Index,
+    queries: &[String],
+) {
+    let mut builds = Vec::new();
+    let mut index = Index::build(catalog, weights.clone());
+    for _ in 0..5 {
+        let t = Instant::now();
+        index = build(weights.clone());
+        builds.push(t.elapsed());
+    }
+    builds.sort();
+    let median_build = builds[builds.len() / 2];
+    let mut times = Vec::new();
+    for _ in 0..3 {
+        for q in queries {
+            let t = Instant::now();
+            let hits = index.search(q, 10, &|_| true);
+            times.push(t.elapsed());
+            std::hint::black_box(hits);
+        }
+    }
+    times.sort();
+    let pct = |p: f64| times[((times.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e6;
+    println!(
+        "| {} tools | {label} | {:.1} ms | {:.0} µs | {:.0} µs | {} |",
+        index.len(),
+        median_build.as_secs_f64() * 1000.0,
+        pct(0.5),
+        pct(0.99),
+        times.len()
+    );
 }
 
 /// What the facade saves in a model's context on these catalogs: every tool definition (MCP

@@ -69,37 +69,8 @@ fn real_servers() -> Vec<(String, Value)> {
         .map(|a| format!("http://{a}"))
         .unwrap_or_default();
     let lark = deps.join("lark/node_modules/.bin/lark-mcp");
-    let index = deps.join(
-        "lark/node_modules/@larksuiteoapi/lark-mcp/dist/mcp-tool/tools/en/gen-tools/index.js",
-    );
-    let all = std::process::Command::new("node")
-        .arg("-e")
-        .arg(format!(
-            "console.log(require({:?}).GenTools.map(t => t.name).join(','))",
-            index.display().to_string()
-        ))
-        .env("PATH", &path)
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    let lark_args = |lang: &str| -> Vec<String> {
-        [
-            "mcp",
-            "-a",
-            "cli_bench",
-            "-s",
-            "not-a-secret",
-            "-d",
-            &domain,
-            "-l",
-            lang,
-            "-t",
-            &all,
-        ]
-        .map(String::from)
-        .to_vec()
-    };
+    let all = lark_tool_names(&deps, &path);
+    let lark_args = |lang: &str| lark_args(&domain, lang, &all);
     let servers: Vec<(&str, std::path::PathBuf, Vec<String>)> = vec![
         ("everything", npm.join("mcp-server-everything"), vec![]),
         (
@@ -132,6 +103,43 @@ fn real_servers() -> Vec<(String, Value)> {
     }
     let _ = std::fs::remove_dir_all(&data);
     out
+}
+
+/// The names of all of Lark's tools, comma-separated, as its package lists them.
+fn lark_tool_names(deps: &Path, path: &str) -> String {
+    let index = deps.join(
+        "lark/node_modules/@larksuiteoapi/lark-mcp/dist/mcp-tool/tools/en/gen-tools/index.js",
+    );
+    std::process::Command::new("node")
+        .arg("-e")
+        .arg(format!(
+            "console.log(require({:?}).GenTools.map(t => t.name).join(','))",
+            index.display().to_string()
+        ))
+        .env("PATH", path)
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Lark's server's arguments: a made-up app against `domain`, in `lang`, with the tools named.
+fn lark_args(domain: &str, lang: &str, tools: &str) -> Vec<String> {
+    [
+        "mcp",
+        "-a",
+        "cli_bench",
+        "-s",
+        "not-a-secret",
+        "-d",
+        domain,
+        "-l",
+        lang,
+        "-t",
+        tools,
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// A server's `tools/list` answer, talking to it directly over stdio.

@@ -79,6 +79,16 @@ pub(crate) fn run(quick: bool, with_everything: bool, mode: Mode) -> anyhow::Res
     result
 }
 
+/// How many calls each comparison makes.
+#[derive(Debug, Clone, Copy)]
+struct Counts {
+    rounds: usize,
+    /// Sequential calls per round and side.
+    lat_n: usize,
+    /// Pipelined calls per round, side and concurrency.
+    thr_n: usize,
+}
+
 fn measure(
     env: &Env,
     quick: bool,
@@ -89,7 +99,37 @@ fn measure(
     env.start()?;
     let pid = daemon_pid(env)?;
     let rss_fresh = rss_kib(pid);
+    let targets = targets(env, use_everything, everything_bin, path);
+    let n = if quick {
+        Counts {
+            rounds: 2,
+            lat_n: 200,
+            thr_n: 500,
+        }
+    } else {
+        Counts {
+            rounds: 5,
+            lat_n: 1000,
+            thr_n: 4000,
+        }
+    };
+    println!(
+        "mcp-broker benchmark: {} rounds, {} sequential calls and {} pipelined calls per round and side\n",
+        n.rounds, n.lat_n, n.thr_n
+    );
+    println!("| upstream | metric | direct | via broker | difference |");
+    println!("|---|---|---|---|---|");
+    for t in &targets {
+        compare(env, pid, t, n)?;
+    }
+    shim_start(env, quick)?;
+    memory(env, pid, rss_fresh)?;
+    // Last: a binary without a console stops here, its other rows printed.
+    console_memory(env, pid)
+}
 
+/// The upstreams measured: the broker's own example server, and server-everything when asked.
+fn targets(env: &Env, use_everything: bool, everything_bin: &Path, path: &str) -> Vec<Target> {
     let exe = env.exe().to_path_buf();
     let mut targets = vec![Target {
         label: "example (rmcp)",
@@ -117,100 +157,111 @@ fn measure(
             args: r#"{"message":"benchmark payload"}"#,
         });
     }
+    targets
+}
 
-    let (rounds, lat_n, thr_n) = if quick {
-        (2, 200, 500)
-    } else {
-        (5, 1000, 4000)
-    };
-    println!(
-        "mcp-broker benchmark: {} rounds, {lat_n} sequential calls and {thr_n} pipelined calls per round and side\n",
-        rounds
-    );
-    println!("| upstream | metric | direct | via broker | difference |");
-    println!("|---|---|---|---|---|");
-    for t in &targets {
-        let mut direct = Peer::spawn((t.direct)(), t.direct_tool, t.args)?;
-        let mut brokered = Peer::spawn(env.broker(&["stdio"]), t.brokered_tool, t.args)?;
-        direct.latencies(lat_n / 5)?;
-        brokered.latencies(lat_n / 5)?;
-        let (mut d_lat, mut b_lat) = (Vec::new(), Vec::new());
-        for _ in 0..rounds {
-            d_lat.extend(direct.latencies(lat_n)?);
-            b_lat.extend(brokered.latencies(lat_n)?);
-        }
-        d_lat.sort();
-        b_lat.sort();
-        for (name, p) in [("p50 latency (ms)", 0.5), ("p99 latency (ms)", 0.99)] {
-            let (d, b) = (percentile(&d_lat, p), percentile(&b_lat, p));
-            println!(
-                "| {} | {name} | {} | {} | +{} ms |",
-                t.label,
-                ms(d),
-                ms(b),
-                ms(b.saturating_sub(d))
-            );
-        }
-        let cpu_before = cpu_time(pid);
-        let mut calls = 0usize;
-        for window in [1usize, 8, 32] {
-            let (mut d, mut b) = (Vec::new(), Vec::new());
-            for _ in 0..rounds {
-                d.push(direct.throughput(thr_n, window)?);
-                b.push(brokered.throughput(thr_n, window)?);
-                calls += thr_n;
-            }
-            let (d, b) = (median(d), median(b));
-            println!(
-                "| {} | calls/s at concurrency {window} | {d:.0} | {b:.0} | {:.2}x |",
-                t.label,
-                b / d
-            );
-        }
-        let cpu = cpu_time(pid).saturating_sub(cpu_before);
+/// One upstream called directly and through the broker: latency, throughput, the daemon's CPU
+/// per call, the relay floor and the shim's byte relay.
+fn compare(env: &Env, pid: u64, t: &Target, n: Counts) -> anyhow::Result<()> {
+    let mut direct = Peer::spawn((t.direct)(), t.direct_tool, t.args)?;
+    let mut brokered = Peer::spawn(env.broker(&["stdio"]), t.brokered_tool, t.args)?;
+    direct.latencies(n.lat_n / 5)?;
+    brokered.latencies(n.lat_n / 5)?;
+    let (d_lat, b_lat) = paired_latencies(&mut direct, &mut brokered, n.rounds, n.lat_n)?;
+    for (name, p) in [("p50 latency (ms)", 0.5), ("p99 latency (ms)", 0.99)] {
+        let (d, b) = (percentile(&d_lat, p), percentile(&b_lat, p));
         println!(
-            "| {} | daemon CPU per brokered call (µs) | | {:.1} | |",
-            t.label,
-            cpu.as_secs_f64() * 1e6 / calls as f64
-        );
-        if t.label.starts_with("example") {
-            relay_floor(&mut direct, env.exe(), t, rounds, lat_n, thr_n)?;
-        }
-        // The shim's fallback: bytes relayed through the shim process instead of handed-over fds.
-        let mut relay_cmd = env.broker(&["stdio"]);
-        relay_cmd.env("MCP_BROKER_RELAY", "bytes");
-        let mut relayed = Peer::spawn(relay_cmd, t.brokered_tool, t.args)?;
-        relayed.latencies(lat_n / 5)?;
-        let (mut d_lat, mut r_lat) = (Vec::new(), Vec::new());
-        let (mut d_thr, mut r_thr) = (Vec::new(), Vec::new());
-        for _ in 0..rounds {
-            d_lat.extend(direct.latencies(lat_n)?);
-            r_lat.extend(relayed.latencies(lat_n)?);
-            d_thr.push(direct.throughput(thr_n, 8)?);
-            r_thr.push(relayed.throughput(thr_n, 8)?);
-        }
-        d_lat.sort();
-        r_lat.sort();
-        let (d, r) = (percentile(&d_lat, 0.5), percentile(&r_lat, 0.5));
-        println!(
-            "| {} | p50 latency, shim relaying bytes (ms) | {} | {} | +{} ms |",
+            "| {} | {name} | {} | {} | +{} ms |",
             t.label,
             ms(d),
-            ms(r),
-            ms(r.saturating_sub(d))
+            ms(b),
+            ms(b.saturating_sub(d))
         );
-        let (d, r) = (median(d_thr), median(r_thr));
-        println!(
-            "| {} | calls/s at concurrency 8, shim relaying bytes | {d:.0} | {r:.0} | {:.2}x |",
-            t.label,
-            r / d
-        );
-        relayed.close();
-        direct.close();
-        brokered.close();
     }
+    let cpu_before = cpu_time(pid);
+    let mut calls = 0usize;
+    for window in [1usize, 8, 32] {
+        let (mut d, mut b) = (Vec::new(), Vec::new());
+        for _ in 0..n.rounds {
+            d.push(direct.throughput(n.thr_n, window)?);
+            b.push(brokered.throughput(n.thr_n, window)?);
+            calls += n.thr_n;
+        }
+        let (d, b) = (median(d), median(b));
+        println!(
+            "| {} | calls/s at concurrency {window} | {d:.0} | {b:.0} | {:.2}x |",
+            t.label,
+            b / d
+        );
+    }
+    let cpu = cpu_time(pid).saturating_sub(cpu_before);
+    println!(
+        "| {} | daemon CPU per brokered call (µs) | | {:.1} | |",
+        t.label,
+        cpu.as_secs_f64() * 1e6 / calls as f64
+    );
+    if t.label.starts_with("example") {
+        relay_floor(&mut direct, env.exe(), t, n)?;
+    }
+    shim_relaying_bytes(env, &mut direct, t, n)?;
+    direct.close();
+    brokered.close();
+    Ok(())
+}
 
-    // Shim start to first answer, daemon warm.
+/// `n` sequential calls per round on each side, the sides taking turns; both sorted.
+fn paired_latencies(
+    a: &mut Peer,
+    b: &mut Peer,
+    rounds: usize,
+    n: usize,
+) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
+    let (mut a_lat, mut b_lat) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        a_lat.extend(a.latencies(n)?);
+        b_lat.extend(b.latencies(n)?);
+    }
+    a_lat.sort();
+    b_lat.sort();
+    Ok((a_lat, b_lat))
+}
+
+/// The shim's fallback: bytes relayed through the shim process instead of handed-over fds.
+fn shim_relaying_bytes(env: &Env, direct: &mut Peer, t: &Target, n: Counts) -> anyhow::Result<()> {
+    let mut relay_cmd = env.broker(&["stdio"]);
+    relay_cmd.env("MCP_BROKER_RELAY", "bytes");
+    let mut relayed = Peer::spawn(relay_cmd, t.brokered_tool, t.args)?;
+    relayed.latencies(n.lat_n / 5)?;
+    let (mut d_lat, mut r_lat) = (Vec::new(), Vec::new());
+    let (mut d_thr, mut r_thr) = (Vec::new(), Vec::new());
+    for _ in 0..n.rounds {
+        d_lat.extend(direct.latencies(n.lat_n)?);
+        r_lat.extend(relayed.latencies(n.lat_n)?);
+        d_thr.push(direct.throughput(n.thr_n, 8)?);
+        r_thr.push(relayed.throughput(n.thr_n, 8)?);
+    }
+    d_lat.sort();
+    r_lat.sort();
+    let (d, r) = (percentile(&d_lat, 0.5), percentile(&r_lat, 0.5));
+    println!(
+        "| {} | p50 latency, shim relaying bytes (ms) | {} | {} | +{} ms |",
+        t.label,
+        ms(d),
+        ms(r),
+        ms(r.saturating_sub(d))
+    );
+    let (d, r) = (median(d_thr), median(r_thr));
+    println!(
+        "| {} | calls/s at concurrency 8, shim relaying bytes | {d:.0} | {r:.0} | {:.2}x |",
+        t.label,
+        r / d
+    );
+    relayed.close();
+    Ok(())
+}
+
+/// Shim start to first answer, daemon warm.
+fn shim_start(env: &Env, quick: bool) -> anyhow::Result<()> {
     let runs = if quick { 10 } else { 40 };
     let (mut first_init, mut first_call) = (Vec::new(), Vec::new());
     for _ in 0..runs {
@@ -233,7 +284,11 @@ fn measure(
         ms(percentile(&first_call, 0.5)),
         ms(percentile(&first_call, 0.9))
     );
+    Ok(())
+}
 
+/// The daemon's memory: fresh, idle after the runs, and with 32 sessions open.
+fn memory(env: &Env, pid: u64, rss_fresh: u64) -> anyhow::Result<()> {
     let rss_idle = rss_kib(pid);
     let (idle_anon, idle_file) = rss_split_kib(pid);
     let mut sessions = Vec::new();
@@ -264,7 +319,11 @@ fn measure(
         "| daemon | RSS with 32 sessions open (MiB) | | {:.1} | |",
         rss_32 as f64 / 1024.0
     );
-    // Last: a binary without a console stops here, its other rows printed.
+    Ok(())
+}
+
+/// The daemon's memory before and after the console showed every page, step by step.
+fn console_memory(env: &Env, pid: u64) -> anyhow::Result<()> {
     std::thread::sleep(std::time::Duration::from_millis(500));
     let rss_before_console = rss_kib(pid);
     let (shown, steps) = crate::console::show_every_page(env, pid)?;
@@ -290,14 +349,7 @@ fn measure(
 
 /// The same calls through a process that only copies bytes (`floor.rs`): what any relay costs
 /// here, measured like the daemon above, interleaved with the direct side.
-fn relay_floor(
-    direct: &mut Peer,
-    exe: &Path,
-    t: &Target,
-    rounds: usize,
-    lat_n: usize,
-    thr_n: usize,
-) -> anyhow::Result<()> {
+fn relay_floor(direct: &mut Peer, exe: &Path, t: &Target, n: Counts) -> anyhow::Result<()> {
     let upstream = [exe.display().to_string(), "example-server".to_string()];
     for (kind, what) in crate::floor::KINDS {
         let mut relay = Peer::spawn(
@@ -306,21 +358,15 @@ fn relay_floor(
             t.args,
         )?;
         let pid = u64::from(relay.pid());
-        relay.latencies(lat_n / 5)?;
-        let (mut d_lat, mut r_lat) = (Vec::new(), Vec::new());
-        for _ in 0..rounds {
-            d_lat.extend(direct.latencies(lat_n)?);
-            r_lat.extend(relay.latencies(lat_n)?);
-        }
-        d_lat.sort();
-        r_lat.sort();
+        relay.latencies(n.lat_n / 5)?;
+        let (d_lat, r_lat) = paired_latencies(direct, &mut relay, n.rounds, n.lat_n)?;
         let cpu_before = cpu_time(pid);
         let mut calls = 0usize;
         for window in [1usize, 8, 32] {
-            for _ in 0..rounds {
-                direct.throughput(thr_n, window)?;
-                relay.throughput(thr_n, window)?;
-                calls += thr_n;
+            for _ in 0..n.rounds {
+                direct.throughput(n.thr_n, window)?;
+                relay.throughput(n.thr_n, window)?;
+                calls += n.thr_n;
             }
         }
         let cpu = cpu_time(pid).saturating_sub(cpu_before);

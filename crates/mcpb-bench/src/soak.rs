@@ -117,6 +117,25 @@ fn group_alive(pgid: u64) -> bool {
 
 pub(crate) fn run(env: &Env, quick: bool) -> anyhow::Result<()> {
     let (sessions, calls) = if quick { (10, 100) } else { (100, 1000) };
+    let (total, leaked) = concurrent_sessions(env, sessions, calls)?;
+    // N clients x M shared upstreams run exactly M processes.
+    let (n, m) = if quick { (5, 3) } else { (20, 5) };
+    let processes = processes_for_shared(env, n, m)?;
+    println!("| clients x shared upstreams | {n} x {m} |");
+    println!("| upstream processes running | {processes} |");
+    if total.lost > 0 || total.misrouted > 0 || leaked > 0 || processes != m {
+        bail!(
+            "soak failed: {} lost, {} misrouted, {leaked} leaked, {processes} processes for {m} upstreams",
+            total.lost,
+            total.misrouted
+        );
+    }
+    Ok(())
+}
+
+/// `sessions` sessions of `calls` pipelined calls at once, then the daemon stopped; prints the
+/// tally and gives it with the number of upstream processes left behind.
+fn concurrent_sessions(env: &Env, sessions: usize, calls: usize) -> anyhow::Result<(Tally, usize)> {
     env.start()?;
     let t = Instant::now();
     let handles: Vec<_> = (0..sessions)
@@ -152,9 +171,11 @@ pub(crate) fn run(env: &Env, quick: bool) -> anyhow::Result<()> {
         total.ok as f64 / elapsed.as_secs_f64()
     );
     println!("| upstream processes left after stop | {leaked} |");
+    Ok((total, leaked))
+}
 
-    // N clients x M shared upstreams run exactly M processes.
-    let (n, m) = if quick { (5, 3) } else { (20, 5) };
+/// `n` clients each calling every one of `m` shared upstreams: how many upstream processes run.
+fn processes_for_shared(env: &Env, n: usize, m: usize) -> anyhow::Result<usize> {
     let started = env.with_upstreams(m).broker(&["start"]).output()?;
     if !started.status.success() {
         bail!(
@@ -186,14 +207,5 @@ pub(crate) fn run(env: &Env, quick: bool) -> anyhow::Result<()> {
         let _ = child.wait();
     }
     let _ = env_m.broker(&["stop"]).output()?;
-    println!("| clients x shared upstreams | {n} x {m} |");
-    println!("| upstream processes running | {processes} |");
-    if total.lost > 0 || total.misrouted > 0 || leaked > 0 || processes != m {
-        bail!(
-            "soak failed: {} lost, {} misrouted, {leaked} leaked, {processes} processes for {m} upstreams",
-            total.lost,
-            total.misrouted
-        );
-    }
-    Ok(())
+    Ok(processes)
 }
