@@ -80,19 +80,7 @@ pub fn load_str(
 /// hold) and the file parsed again, until it parses or an error cannot be set aside.
 pub fn parse_raw(text: &str, label: &str) -> Result<RawConfig, ConfigError> {
     if !has_content(text) {
-        return Err(ConfigError::Invalid {
-            file: label.to_string(),
-            issues: vec![ConfigIssue {
-                line: 1,
-                column: 1,
-                path: String::new(),
-                message: "the file is empty (or only comments)".into(),
-                hint: Some(
-                    "start from the commented example: `mcp-broker config init --config FILE`"
-                        .into(),
-                ),
-            }],
-        });
+        return Err(empty_file(label));
     }
     let mut issues: Vec<ConfigIssue> = Vec::new();
     let mut current = text.to_string();
@@ -109,36 +97,10 @@ pub fn parse_raw(text: &str, label: &str) -> Result<RawConfig, ConfigError> {
             .nth(usize::try_from(issue.line).unwrap_or(0).saturating_sub(1))
             .is_some_and(|l| !l.starts_with([' ', '\t', '-']));
         if issue.message.starts_with("missing field") && at_top {
-            let field = issue.message.split('`').nth(1).unwrap_or_default();
-            // Its own wrong value was set aside: that error says it already.
-            if issues.iter().any(|i| i.path == field) {
-                break;
-            }
-            issues.push(ConfigIssue {
-                line: 1,
-                column: 1,
-                path: String::new(),
-                hint: Some(if field == "schema_version" {
-                    "a config file starts with `schema_version: 1`".into()
-                } else {
-                    format!("add `{field}:` at the top level")
-                }),
-                ..issue
-            });
+            issues.extend(missing_at_top(issue, &issues));
             break;
         }
-        let repeated = issues
-            .iter()
-            .any(|i| i.line == issue.line && i.message == issue.message);
-        // What setting entries aside caused, not the user: an alias whose anchor went with an
-        // entry, or a field missing because its own wrong value was set aside.
-        let caused = !issues.is_empty()
-            && (issue.message.contains("anchor")
-                || issues.iter().any(|i| {
-                    issue.message.starts_with("missing field")
-                        && issue.message.contains(&format!("`{}`", i.path))
-                }));
-        if repeated || caused || !has_content(&current) {
+        if not_the_users(&issue, &issues) || !has_content(&current) {
             break;
         }
         // A mapping whose only entries were set aside is empty now: its error is ours, not the
@@ -169,6 +131,60 @@ pub fn parse_raw(text: &str, label: &str) -> Result<RawConfig, ConfigError> {
         file: label.to_string(),
         issues,
     })
+}
+
+/// The error for a file with nothing but comments and blank lines.
+fn empty_file(label: &str) -> ConfigError {
+    ConfigError::Invalid {
+        file: label.to_string(),
+        issues: vec![ConfigIssue {
+            line: 1,
+            column: 1,
+            path: String::new(),
+            message: "the file is empty (or only comments)".into(),
+            hint: Some(
+                "start from the commented example: `mcp-broker config init --config FILE`".into(),
+            ),
+        }],
+    }
+}
+
+/// The issue for a field missing at the top level, said at the file's start; `None` when its
+/// own wrong value was set aside (that error says it already).
+fn missing_at_top(issue: ConfigIssue, issues: &[ConfigIssue]) -> Option<ConfigIssue> {
+    let field = issue.message.split('`').nth(1).unwrap_or_default();
+    if issues.iter().any(|i| i.path == field) {
+        return None;
+    }
+    let hint = Some(if field == "schema_version" {
+        "a config file starts with `schema_version: 1`".into()
+    } else {
+        format!("add `{field}:` at the top level")
+    });
+    Some(ConfigIssue {
+        line: 1,
+        column: 1,
+        path: String::new(),
+        hint,
+        ..issue
+    })
+}
+
+/// Whether `issue` repeats one already said or was caused by setting entries aside, not by
+/// the user.
+fn not_the_users(issue: &ConfigIssue, issues: &[ConfigIssue]) -> bool {
+    let repeated = issues
+        .iter()
+        .any(|i| i.line == issue.line && i.message == issue.message);
+    // An alias whose anchor went with an entry, or a field missing because its own wrong value
+    // was set aside.
+    let caused = !issues.is_empty()
+        && (issue.message.contains("anchor")
+            || issues.iter().any(|i| {
+                issue.message.starts_with("missing field")
+                    && issue.message.contains(&format!("`{}`", i.path))
+            }));
+    repeated || caused
 }
 
 fn content_line(l: &str) -> bool {
