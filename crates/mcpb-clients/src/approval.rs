@@ -58,42 +58,7 @@ impl Approvals {
             ..Approvals::default()
         };
         match client {
-            Client::ClaudeCode => {
-                let claude = read_json(&home.join(".claude.json")).unwrap_or_default();
-                let project = claude
-                    .get("projects")
-                    .and_then(|p| p.get(folder))
-                    .cloned()
-                    .unwrap_or_default();
-                // A project's servers start only in a folder whose trust dialog was accepted
-                // (there or in an enclosing folder).
-                a.trusted = Path::new(folder).ancestors().any(|d| {
-                    claude
-                        .get("projects")
-                        .and_then(|p| p.get(d.to_string_lossy().as_ref()))
-                        .and_then(|p| p.get("hasTrustDialogAccepted"))
-                        == Some(&Value::Bool(true))
-                });
-                let root = project_root(cwd);
-                let mut files = vec![home.join(".claude/settings.json")];
-                for dir in [root, cwd] {
-                    files.push(dir.join(".claude/settings.json"));
-                    files.push(dir.join(".claude/settings.local.json"));
-                }
-                files.dedup();
-                let settings: Vec<Value> = files
-                    .iter()
-                    .filter_map(|p| read_json(p))
-                    .chain([project.clone()])
-                    .collect();
-                a.off_here = names(project.get("disabledMcpServers"));
-                for s in &settings {
-                    a.approved.extend(names(s.get("enabledMcpjsonServers")));
-                    a.rejected.extend(names(s.get("disabledMcpjsonServers")));
-                    a.all_approved |=
-                        s.get("enableAllProjectMcpServers") == Some(&Value::Bool(true));
-                }
-            }
+            Client::ClaudeCode => a.read_claude_code(home, cwd, folder),
             Client::Codex => {
                 let text =
                     std::fs::read_to_string(home.join(".codex/config.toml")).unwrap_or_default();
@@ -106,34 +71,74 @@ impl Approvals {
                     .to_path_buf();
                 a.trusted = codex_trusts(&doc, &holder, cwd);
             }
-            Client::Gemini => {
-                let user = read_json(&home.join(".gemini/settings.json")).unwrap_or_default();
-                a.trusted = gemini_trusts(home, cwd, &user);
-                if let Some(Value::Object(m)) =
-                    read_json(&home.join(".gemini/mcp-server-enablement.json"))
-                {
-                    a.off = m
-                        .iter()
-                        .filter(|(_, v)| v.get("enabled") == Some(&Value::Bool(false)))
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                }
-                let mut all = vec![user];
-                if a.trusted && cwd != home {
-                    all.extend(read_json(&cwd.join(".gemini/settings.json")));
-                }
-                for s in &all {
-                    let mcp = s.get("mcp");
-                    if let Some(list) = mcp.and_then(|m| m.get("allowed")) {
-                        a.allowed = Some(names(Some(list)));
-                    }
-                    a.excluded
-                        .extend(names(mcp.and_then(|m| m.get("excluded"))));
-                }
-            }
+            Client::Gemini => a.read_gemini(home, cwd),
             Client::ClaudeDesktop | Client::Cursor | Client::Vscode | Client::Agy => {}
         }
         a
+    }
+
+    /// Claude Code's trust of `folder`, and the project servers its settings approve, reject
+    /// or switch off.
+    fn read_claude_code(&mut self, home: &Path, cwd: &Path, folder: &str) {
+        let claude = read_json(&home.join(".claude.json")).unwrap_or_default();
+        let project = claude
+            .get("projects")
+            .and_then(|p| p.get(folder))
+            .cloned()
+            .unwrap_or_default();
+        // A project's servers start only in a folder whose trust dialog was accepted
+        // (there or in an enclosing folder).
+        self.trusted = Path::new(folder).ancestors().any(|d| {
+            claude
+                .get("projects")
+                .and_then(|p| p.get(d.to_string_lossy().as_ref()))
+                .and_then(|p| p.get("hasTrustDialogAccepted"))
+                == Some(&Value::Bool(true))
+        });
+        let root = project_root(cwd);
+        let mut files = vec![home.join(".claude/settings.json")];
+        for dir in [root, cwd] {
+            files.push(dir.join(".claude/settings.json"));
+            files.push(dir.join(".claude/settings.local.json"));
+        }
+        files.dedup();
+        let settings: Vec<Value> = files
+            .iter()
+            .filter_map(|p| read_json(p))
+            .chain([project.clone()])
+            .collect();
+        self.off_here = names(project.get("disabledMcpServers"));
+        for s in &settings {
+            self.approved.extend(names(s.get("enabledMcpjsonServers")));
+            self.rejected.extend(names(s.get("disabledMcpjsonServers")));
+            self.all_approved |= s.get("enableAllProjectMcpServers") == Some(&Value::Bool(true));
+        }
+    }
+
+    /// Gemini CLI's trust of `cwd`, the servers switched off, and its allowed and excluded lists.
+    fn read_gemini(&mut self, home: &Path, cwd: &Path) {
+        let user = read_json(&home.join(".gemini/settings.json")).unwrap_or_default();
+        self.trusted = gemini_trusts(home, cwd, &user);
+        if let Some(Value::Object(m)) = read_json(&home.join(".gemini/mcp-server-enablement.json"))
+        {
+            self.off = m
+                .iter()
+                .filter(|(_, v)| v.get("enabled") == Some(&Value::Bool(false)))
+                .map(|(k, _)| k.clone())
+                .collect();
+        }
+        let mut all = vec![user];
+        if self.trusted && cwd != home {
+            all.extend(read_json(&cwd.join(".gemini/settings.json")));
+        }
+        for s in &all {
+            let mcp = s.get("mcp");
+            if let Some(list) = mcp.and_then(|m| m.get("allowed")) {
+                self.allowed = Some(names(Some(list)));
+            }
+            self.excluded
+                .extend(names(mcp.and_then(|m| m.get("excluded"))));
+        }
     }
 
     /// The person named this folder's project servers on the command line.

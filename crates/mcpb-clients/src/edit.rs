@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use jsonc_parser::ParseOptions;
-use jsonc_parser::cst::{CstInputValue, CstRootNode};
+use jsonc_parser::cst::{CstInputValue, CstObject, CstRootNode};
 use serde_json::{Value, json};
 use sha2::Digest;
 
@@ -92,155 +92,186 @@ pub fn render(
     existing: Option<&str>,
     entry: &Entry,
 ) -> Result<String, ClientsError> {
-    let value = entry_value(client, entry);
     match client.format() {
-        Format::Json { key, .. } => {
-            let text = existing.filter(|t| !t.trim().is_empty()).unwrap_or("{}\n");
-            let root = CstRootNode::parse(text, &json_options())
-                .map_err(|e| broken_json(path, &e, text))?;
-            if root.value().is_some() && root.object_value().is_none() {
-                return Err(ClientsError::Shape {
-                    path: path.to_path_buf(),
-                    what: "the top level is not an object".into(),
-                });
-            }
-            let top = root.object_value_or_set();
-            if let Some(prop) = top.get(key)
-                && prop.object_value().is_none()
-            {
-                return Err(ClientsError::Shape {
-                    path: path.to_path_buf(),
-                    what: format!("`{key}` is not an object; fix it by hand first"),
-                });
-            }
-            let servers = top.object_value_or_set(key);
-            // An entry that runs the broker under another key is the one to update: a second
-            // would show every tool twice.
-            let held = jsonc_parser::parse_to_serde_value(&servers.to_string(), &json_options())
-                .ok()
-                .flatten()
-                .and_then(|v: Value| v.as_object().cloned())
-                .unwrap_or_default();
-            let name = crate::client::broker_key(&held).unwrap_or_else(|| ENTRY_NAME.to_string());
-            match servers.get(&name) {
-                // The user's own keys on the entry (env, disabled, ...) stay; ours are set.
-                Some(prop) if prop.object_value().is_some() => {
-                    if let (Some(obj), Value::Object(fields)) = (prop.object_value(), &value) {
-                        for (k, v) in fields {
-                            match obj.get(k) {
-                                Some(existing) => existing.set_value(to_cst(v)),
-                                None => {
-                                    obj.append(k, to_cst(v));
-                                }
-                            }
+        Format::Json { key, .. } => render_json(client, key, path, existing, entry),
+        Format::Toml => render_toml(path, existing, entry),
+    }
+}
+
+/// `render` for a JSON file whose servers are under `key`.
+fn render_json(
+    client: Client,
+    key: &str,
+    path: &Path,
+    existing: Option<&str>,
+    entry: &Entry,
+) -> Result<String, ClientsError> {
+    let value = entry_value(client, entry);
+    let text = existing.filter(|t| !t.trim().is_empty()).unwrap_or("{}\n");
+    let root =
+        CstRootNode::parse(text, &json_options()).map_err(|e| broken_json(path, &e, text))?;
+    if root.value().is_some() && root.object_value().is_none() {
+        return Err(ClientsError::Shape {
+            path: path.to_path_buf(),
+            what: "the top level is not an object".into(),
+        });
+    }
+    let top = root.object_value_or_set();
+    if let Some(prop) = top.get(key)
+        && prop.object_value().is_none()
+    {
+        return Err(ClientsError::Shape {
+            path: path.to_path_buf(),
+            what: format!("`{key}` is not an object; fix it by hand first"),
+        });
+    }
+    set_json_entry(&top.object_value_or_set(key), &value);
+    // The profile says which servers the client may start: the list is set whole.
+    if matches!(client, Client::Gemini | Client::Agy)
+        && let Some(list) = &entry.allowed_servers
+    {
+        set_allowed(&top, list);
+    }
+    // Gemini CLI starts only the servers its `mcp.allowed` names, when the user keeps
+    // such a list: the broker's entry joins it, or it would never start.
+    if client == Client::Gemini {
+        join_allowed(&top);
+    }
+    let mut out = root.to_string();
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// Sets the broker's entry among a JSON file's servers to `value`.
+fn set_json_entry(servers: &CstObject, value: &Value) {
+    // An entry that runs the broker under another key is the one to update: a second
+    // would show every tool twice.
+    let held = jsonc_parser::parse_to_serde_value(&servers.to_string(), &json_options())
+        .ok()
+        .flatten()
+        .and_then(|v: Value| v.as_object().cloned())
+        .unwrap_or_default();
+    let name = crate::client::broker_key(&held).unwrap_or_else(|| ENTRY_NAME.to_string());
+    match servers.get(&name) {
+        // The user's own keys on the entry (env, disabled, ...) stay; ours are set.
+        Some(prop) if prop.object_value().is_some() => {
+            if let (Some(obj), Value::Object(fields)) = (prop.object_value(), value) {
+                for (k, v) in fields {
+                    match obj.get(k) {
+                        Some(existing) => existing.set_value(to_cst(v)),
+                        None => {
+                            obj.append(k, to_cst(v));
                         }
                     }
                 }
-                Some(prop) => prop.set_value(to_cst(&value)),
-                None => {
-                    servers.append(ENTRY_NAME, to_cst(&value));
-                }
             }
-            // The profile says which servers the client may start: the list is set whole.
-            if matches!(client, Client::Gemini | Client::Agy)
-                && let Some(list) = &entry.allowed_servers
-            {
-                let mut names: Vec<CstInputValue> = list
-                    .iter()
-                    .filter(|n| n.as_str() != ENTRY_NAME)
-                    .map(|n| CstInputValue::String(n.clone()))
-                    .collect();
-                names.push(CstInputValue::String(ENTRY_NAME.to_string()));
-                let mcp = top.object_value_or_set("mcp");
-                match mcp.get("allowed") {
-                    Some(p) => p.set_value(CstInputValue::Array(names)),
-                    None => {
-                        mcp.append("allowed", CstInputValue::Array(names));
-                    }
-                }
-            }
-            // Gemini CLI starts only the servers its `mcp.allowed` names, when the user keeps
-            // such a list: the broker's entry joins it, or it would never start.
-            if client == Client::Gemini
-                && let Some(allowed) = top
-                    .get("mcp")
-                    .and_then(|m| m.object_value())
-                    .and_then(|m| m.get("allowed"))
-                    .and_then(|a| a.array_value())
-            {
-                let listed =
-                    jsonc_parser::parse_to_serde_value(&allowed.to_string(), &json_options())
-                        .ok()
-                        .flatten()
-                        .and_then(|v: Value| v.as_array().cloned())
-                        .unwrap_or_default();
-                if !listed.iter().any(|v| v == ENTRY_NAME) {
-                    allowed.append(CstInputValue::String(ENTRY_NAME.to_string()));
-                }
-            }
-            let mut out = root.to_string();
-            if !out.ends_with('\n') {
-                out.push('\n');
-            }
-            Ok(out)
         }
-        Format::Toml => {
-            let text = existing.unwrap_or("");
-            let mut doc: toml_edit::DocumentMut =
-                text.parse().map_err(|e| broken_toml(path, &e, text))?;
-            let item = doc.entry("mcp_servers").or_insert_with(|| {
-                let mut t = toml_edit::Table::new();
-                t.set_implicit(true);
-                toml_edit::Item::Table(t)
-            });
-            // `mcp_servers = { … }` is valid TOML Codex reads: it becomes a table, whose
-            // entries can take the broker's as a table of its own.
-            if let Some(inline) = item.as_inline_table().cloned() {
-                let mut t = inline.into_table();
-                t.set_implicit(true);
-                *item = toml_edit::Item::Table(t);
+        Some(prop) => prop.set_value(to_cst(value)),
+        None => {
+            servers.append(ENTRY_NAME, to_cst(value));
+        }
+    }
+}
+
+/// Sets `mcp.allowed` to the profile's servers and the broker's entry.
+fn set_allowed(top: &CstObject, list: &[String]) {
+    let mut names: Vec<CstInputValue> = list
+        .iter()
+        .filter(|n| n.as_str() != ENTRY_NAME)
+        .map(|n| CstInputValue::String(n.clone()))
+        .collect();
+    names.push(CstInputValue::String(ENTRY_NAME.to_string()));
+    let mcp = top.object_value_or_set("mcp");
+    match mcp.get("allowed") {
+        Some(p) => p.set_value(CstInputValue::Array(names)),
+        None => {
+            mcp.append("allowed", CstInputValue::Array(names));
+        }
+    }
+}
+
+/// Adds the broker's entry to `mcp.allowed` when the file has such a list without it.
+fn join_allowed(top: &CstObject) {
+    let Some(allowed) = top
+        .get("mcp")
+        .and_then(|m| m.object_value())
+        .and_then(|m| m.get("allowed"))
+        .and_then(|a| a.array_value())
+    else {
+        return;
+    };
+    let listed = jsonc_parser::parse_to_serde_value(&allowed.to_string(), &json_options())
+        .ok()
+        .flatten()
+        .and_then(|v: Value| v.as_array().cloned())
+        .unwrap_or_default();
+    if !listed.iter().any(|v| v == ENTRY_NAME) {
+        allowed.append(CstInputValue::String(ENTRY_NAME.to_string()));
+    }
+}
+
+/// `render` for Codex's TOML file.
+fn render_toml(path: &Path, existing: Option<&str>, entry: &Entry) -> Result<String, ClientsError> {
+    let text = existing.unwrap_or("");
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| broken_toml(path, &e, text))?;
+    let item = doc.entry("mcp_servers").or_insert_with(|| {
+        let mut t = toml_edit::Table::new();
+        t.set_implicit(true);
+        toml_edit::Item::Table(t)
+    });
+    // `mcp_servers = { … }` is valid TOML Codex reads: it becomes a table, whose
+    // entries can take the broker's as a table of its own.
+    if let Some(inline) = item.as_inline_table().cloned() {
+        let mut t = inline.into_table();
+        t.set_implicit(true);
+        *item = toml_edit::Item::Table(t);
+    }
+    let servers = item.as_table_mut().ok_or_else(|| ClientsError::Shape {
+        path: path.to_path_buf(),
+        what: "mcp_servers is not a table".into(),
+    })?;
+    set_toml_entry(servers, entry);
+    Ok(doc.to_string())
+}
+
+/// Sets the broker's entry among a TOML file's servers.
+fn set_toml_entry(servers: &mut toml_edit::Table, entry: &Entry) {
+    let name = crate::client::broker_key(
+        toml_to_json(&toml_edit::Item::Table(servers.clone()))
+            .as_object()
+            .unwrap_or(&serde_json::Map::new()),
+    )
+    .unwrap_or_else(|| ENTRY_NAME.to_string());
+    let mut args = toml_edit::Array::new();
+    for a in &entry.args {
+        args.push(a.as_str());
+    }
+    // An entry there already keeps the user's own keys (env, timeouts, comments).
+    let mut env = toml_edit::InlineTable::new();
+    for (k, v) in &entry.env {
+        env.insert(k, v.as_str().into());
+    }
+    match servers
+        .get_mut(&name)
+        .and_then(toml_edit::Item::as_table_like_mut)
+    {
+        Some(t) => {
+            t.insert("command", toml_edit::value(entry.command.as_str()));
+            t.insert("args", toml_edit::value(args));
+            if !entry.env.is_empty() {
+                t.insert("env", toml_edit::value(env));
             }
-            let servers = item.as_table_mut().ok_or_else(|| ClientsError::Shape {
-                path: path.to_path_buf(),
-                what: "mcp_servers is not a table".into(),
-            })?;
-            let name = crate::client::broker_key(
-                toml_to_json(&toml_edit::Item::Table(servers.clone()))
-                    .as_object()
-                    .unwrap_or(&serde_json::Map::new()),
-            )
-            .unwrap_or_else(|| ENTRY_NAME.to_string());
-            let mut args = toml_edit::Array::new();
-            for a in &entry.args {
-                args.push(a.as_str());
+        }
+        None => {
+            let mut table = toml_edit::Table::new();
+            table["command"] = toml_edit::value(entry.command.as_str());
+            table["args"] = toml_edit::value(args);
+            if !entry.env.is_empty() {
+                table["env"] = toml_edit::value(env);
             }
-            // An entry there already keeps the user's own keys (env, timeouts, comments).
-            let mut env = toml_edit::InlineTable::new();
-            for (k, v) in &entry.env {
-                env.insert(k, v.as_str().into());
-            }
-            match servers
-                .get_mut(&name)
-                .and_then(toml_edit::Item::as_table_like_mut)
-            {
-                Some(t) => {
-                    t.insert("command", toml_edit::value(entry.command.as_str()));
-                    t.insert("args", toml_edit::value(args));
-                    if !entry.env.is_empty() {
-                        t.insert("env", toml_edit::value(env));
-                    }
-                }
-                None => {
-                    let mut table = toml_edit::Table::new();
-                    table["command"] = toml_edit::value(entry.command.as_str());
-                    table["args"] = toml_edit::value(args);
-                    if !entry.env.is_empty() {
-                        table["env"] = toml_edit::value(env);
-                    }
-                    servers.insert(ENTRY_NAME, toml_edit::Item::Table(table));
-                }
-            }
-            Ok(doc.to_string())
+            servers.insert(ENTRY_NAME, toml_edit::Item::Table(table));
         }
     }
 }

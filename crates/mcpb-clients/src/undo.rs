@@ -64,15 +64,31 @@ pub fn undo(
 ) -> Result<String, ClientsError> {
     let parse = |t: &str| crate::edit::parsed(client, path, t).map(Option::unwrap_or_default);
     let (b, w, c) = (parse(before)?, parse(written)?, parse(current)?);
-    let mut list = Vec::new();
-    changes(&b, &w, &mut Vec::new(), &mut list);
     let servers_key = match client.format() {
         Format::Json { key, .. } => key,
         Format::Toml => "mcp_servers",
     };
+    let todo = to_take_back(path, servers_key, &b, &w, &c)?;
+    match client.format() {
+        Format::Json { .. } => take_back_json(path, current, &todo),
+        Format::Toml => take_back_toml(path, before, current, &todo),
+    }
+}
+
+/// The changes from `b` to `w` that `c` still holds as the broker wrote them; an error for
+/// one changed again since.
+fn to_take_back(
+    path: &Path,
+    servers_key: &str,
+    b: &Value,
+    w: &Value,
+    c: &Value,
+) -> Result<Vec<Change>, ClientsError> {
+    let mut list = Vec::new();
+    changes(b, w, &mut Vec::new(), &mut list);
     let mut todo = Vec::new();
     while let Some(ch) = list.pop() {
-        let now = get(&c, &ch.path);
+        let now = get(c, &ch.path);
         if now == ch.before.as_ref() {
             continue;
         }
@@ -107,78 +123,95 @@ pub fn undo(
         }
         todo.push(ch);
     }
-    match client.format() {
-        Format::Json { .. } => {
-            let root = CstRootNode::parse(current, &jsonc_parser::ParseOptions::default())
-                .map_err(|e| crate::edit::broken_json(path, &e, current))?;
-            for ch in &todo {
-                let Some((last, parents)) = ch.path.split_last() else {
-                    continue;
-                };
-                // A parent the client removed since comes back to hold what was there.
-                let mut obj = root.object_value_or_set();
-                for k in parents {
-                    obj = obj.object_value_or_set(k);
-                }
-                match (&ch.before, obj.get(last)) {
-                    (Some(v), Some(prop)) => prop.set_value(crate::edit::to_cst(v)),
-                    (Some(v), None) => {
-                        obj.append(last, crate::edit::to_cst(v));
-                    }
-                    (None, Some(prop)) => prop.remove(),
-                    (None, None) => {}
-                }
-            }
-            Ok(root.to_string())
+    Ok(todo)
+}
+
+/// The JSON file's `current` text with each change's `before` set back.
+fn take_back_json(path: &Path, current: &str, todo: &[Change]) -> Result<String, ClientsError> {
+    let root = CstRootNode::parse(current, &jsonc_parser::ParseOptions::default())
+        .map_err(|e| crate::edit::broken_json(path, &e, current))?;
+    for ch in todo {
+        let Some((last, parents)) = ch.path.split_last() else {
+            continue;
+        };
+        // A parent the client removed since comes back to hold what was there.
+        let mut obj = root.object_value_or_set();
+        for k in parents {
+            obj = obj.object_value_or_set(k);
         }
-        Format::Toml => {
-            let mut doc: toml_edit::DocumentMut = current
-                .parse()
-                .map_err(|e| crate::edit::broken_toml(path, &e, current))?;
-            let old: toml_edit::DocumentMut = before
-                .parse()
-                .map_err(|e| crate::edit::broken_toml(path, &e, before))?;
-            for ch in &todo {
-                let Some((last, parents)) = ch.path.split_last() else {
-                    continue;
-                };
-                let mut table: &mut dyn toml_edit::TableLike = doc.as_table_mut();
-                for k in parents {
-                    // A table the client removed since comes back to hold what was there.
-                    if table
-                        .get(k)
-                        .and_then(toml_edit::Item::as_table_like)
-                        .is_none()
-                    {
-                        let mut t = toml_edit::Table::new();
-                        t.set_implicit(true);
-                        table.insert(k, toml_edit::Item::Table(t));
-                    }
-                    let Some(next) = table
-                        .get_mut(k)
-                        .and_then(toml_edit::Item::as_table_like_mut)
-                    else {
-                        return Err(ClientsError::Shape {
-                            path: path.to_path_buf(),
-                            what: format!("{k} is not a table, so it cannot be taken back"),
-                        });
-                    };
-                    table = next;
-                }
-                let was = parents
-                    .iter()
-                    .try_fold(old.as_item(), |i, k| i.get(k.as_str()))
-                    .and_then(|i| i.get(last.as_str()));
-                match was {
-                    Some(item) => {
-                        table.insert(last, item.clone());
-                    }
-                    None => {
-                        table.remove(last);
-                    }
-                }
+        match (&ch.before, obj.get(last)) {
+            (Some(v), Some(prop)) => prop.set_value(crate::edit::to_cst(v)),
+            (Some(v), None) => {
+                obj.append(last, crate::edit::to_cst(v));
             }
-            Ok(doc.to_string())
+            (None, Some(prop)) => prop.remove(),
+            (None, None) => {}
         }
     }
+    Ok(root.to_string())
+}
+
+/// The TOML file's `current` text with each changed item put back as `before` had it.
+fn take_back_toml(
+    path: &Path,
+    before: &str,
+    current: &str,
+    todo: &[Change],
+) -> Result<String, ClientsError> {
+    let mut doc: toml_edit::DocumentMut = current
+        .parse()
+        .map_err(|e| crate::edit::broken_toml(path, &e, current))?;
+    let old: toml_edit::DocumentMut = before
+        .parse()
+        .map_err(|e| crate::edit::broken_toml(path, &e, before))?;
+    for ch in todo {
+        let Some((last, parents)) = ch.path.split_last() else {
+            continue;
+        };
+        let table = toml_parent(path, doc.as_table_mut(), parents)?;
+        let was = parents
+            .iter()
+            .try_fold(old.as_item(), |i, k| i.get(k.as_str()))
+            .and_then(|i| i.get(last.as_str()));
+        match was {
+            Some(item) => {
+                table.insert(last, item.clone());
+            }
+            None => {
+                table.remove(last);
+            }
+        }
+    }
+    Ok(doc.to_string())
+}
+
+/// The table at `parents` below `table`, made again where the client removed one since.
+fn toml_parent<'a>(
+    path: &Path,
+    mut table: &'a mut dyn toml_edit::TableLike,
+    parents: &[String],
+) -> Result<&'a mut dyn toml_edit::TableLike, ClientsError> {
+    for k in parents {
+        // A table the client removed since comes back to hold what was there.
+        if table
+            .get(k)
+            .and_then(toml_edit::Item::as_table_like)
+            .is_none()
+        {
+            let mut t = toml_edit::Table::new();
+            t.set_implicit(true);
+            table.insert(k, toml_edit::Item::Table(t));
+        }
+        let Some(next) = table
+            .get_mut(k)
+            .and_then(toml_edit::Item::as_table_like_mut)
+        else {
+            return Err(ClientsError::Shape {
+                path: path.to_path_buf(),
+                what: format!("{k} is not a table, so it cannot be taken back"),
+            });
+        };
+        table = next;
+    }
+    Ok(table)
 }
