@@ -113,17 +113,10 @@ pub(crate) async fn handle(
             }
         }
         AdminCommand::Measure => {
-            let name = profile.unwrap_or("default");
-            let Some(p) = broker.profile(name) else {
-                return HelloReply::refuse(
-                    format!("unknown profile '{name}'"),
-                    vec![format!(
-                        "known profiles: {}",
-                        broker.config().profile_names()
-                    )],
-                );
-            };
-            reply.data = Some(measure(broker, p).await);
+            match measure_profile(broker, profile.unwrap_or("default")).await {
+                Ok(data) => reply.data = Some(data),
+                Err(refused) => return *refused,
+            }
         }
         AdminCommand::Stop => {
             tracing::info!("stop requested over the admin socket");
@@ -147,17 +140,47 @@ pub(crate) async fn handle(
                 _ => mcpb_console::UpstreamAction::Restart,
             };
             let name = about.upstream.unwrap_or_default();
-            let outcome = crate::console::upstream_action(broker, name, action).await;
-            if !outcome.ok {
-                let mut lines = outcome.text.lines();
-                let first = lines.next().unwrap_or_default().to_string();
-                let hints = lines
-                    .map(|l| l.trim_start_matches("hint: ").to_string())
-                    .collect();
-                return HelloReply::refuse(first, hints);
+            match upstream_action(broker, name, action).await {
+                Ok(data) => reply.data = Some(data),
+                Err(refused) => return *refused,
             }
-            reply.data = Some(serde_json::json!({ "said": outcome.text }));
         }
     }
     reply
+}
+
+/// `measure` of the profile `name`, or the refusal naming the known profiles.
+async fn measure_profile(
+    broker: &Arc<Broker>,
+    name: &str,
+) -> Result<serde_json::Value, Box<HelloReply>> {
+    let Some(p) = broker.profile(name) else {
+        return Err(Box::new(HelloReply::refuse(
+            format!("unknown profile '{name}'"),
+            vec![format!(
+                "known profiles: {}",
+                broker.config().profile_names()
+            )],
+        )));
+    };
+    Ok(measure(broker, p).await)
+}
+
+/// Starts, stops or restarts the upstream `name` as the console would; what it said, or the
+/// refusal with its hints.
+async fn upstream_action(
+    broker: &Arc<Broker>,
+    name: &str,
+    action: mcpb_console::UpstreamAction,
+) -> Result<serde_json::Value, Box<HelloReply>> {
+    let outcome = crate::console::upstream_action(broker, name, action).await;
+    if !outcome.ok {
+        let mut lines = outcome.text.lines();
+        let first = lines.next().unwrap_or_default().to_string();
+        let hints = lines
+            .map(|l| l.trim_start_matches("hint: ").to_string())
+            .collect();
+        return Err(Box::new(HelloReply::refuse(first, hints)));
+    }
+    Ok(serde_json::json!({ "said": outcome.text }))
 }

@@ -39,48 +39,89 @@ pub(crate) struct Handler {
     pub(crate) limits: ConnectionLimits,
 }
 
-async fn refuse(frames: &mut FrameReader<BufReader<UnixStream>>, reply: HelloReply) {
+async fn refuse(frames: &mut Frames, reply: HelloReply) {
     let _ = frames.get_mut().write_all(&reply.to_line()).await;
+}
+
+type Frames = FrameReader<BufReader<UnixStream>>;
+
+/// The connection's hello line, or `None` when it closed or was refused (a line that is not a
+/// hello, or another broker protocol).
+async fn read_hello(frames: &mut Frames) -> Option<Hello> {
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, frames.next_frame()).await {
+        Ok(Ok(Some(line))) => serde_json::from_slice::<Hello>(line).map_err(|e| e.to_string()),
+        Ok(Ok(None)) => return None,
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no hello line within 10 s".to_string()),
+    };
+    let hello = match hello {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::warn!(error = %e, "connection closed: bad hello");
+            let reply = HelloReply::refuse(
+                format!(
+                    "this is the mcp-broker daemon socket; the first line was not a hello ({e})"
+                ),
+                vec!["MCP clients connect through `mcp-broker stdio`, not to the socket".into()],
+            );
+            refuse(frames, reply).await;
+            return None;
+        }
+    };
+    if hello.mcp_broker != BROKER_PROTOCOL_VERSION {
+        let reply = HelloReply::refuse(
+            format!(
+                "broker protocol mismatch: client speaks {}, daemon {} (version {})",
+                hello.mcp_broker,
+                BROKER_PROTOCOL_VERSION,
+                env!("CARGO_PKG_VERSION")
+            ),
+            vec!["restart the daemon with the same binary: `mcp-broker stop`, then retry".into()],
+        );
+        refuse(frames, reply).await;
+        return None;
+    }
+    Some(hello)
+}
+
+/// Says the session is accepted for `profile`, then takes over the client's stdio (the shim's
+/// descriptors with `pass_fds`, else the socket itself); `None` when the client is gone.
+async fn accept_session(mut frames: Frames, profile: &str, pass_fds: bool) -> Option<SessionIo> {
+    let reply = HelloReply {
+        ok: true,
+        profile: Some(profile.to_string()),
+        daemon_pid: std::process::id(),
+        daemon_version: env!("CARGO_PKG_VERSION").to_string(),
+        ..HelloReply::default()
+    };
+    if frames.get_mut().write_all(&reply.to_line()).await.is_err() {
+        return None;
+    }
+    let io = if pass_fds {
+        take_over_stdio(frames.into_inner().into_inner()).await
+    } else {
+        let (r, w) = tokio::io::split(frames.into_inner());
+        Ok(SessionIo {
+            reader: Box::pin(r),
+            writer: Box::pin(w),
+            control: None,
+        })
+    };
+    match io {
+        Ok(io) => Some(io),
+        Err(e) => {
+            tracing::warn!(error = %e, "session closed: cannot take over the client's stdio");
+            None
+        }
+    }
 }
 
 impl Handler {
     pub(crate) async fn serve(mut self, stream: UnixStream, hello_permit: OwnedSemaphorePermit) {
         let mut frames = FrameReader::new(BufReader::with_capacity(64 * 1024, stream), HELLO_LIMIT);
-        let hello = match tokio::time::timeout(HELLO_TIMEOUT, frames.next_frame()).await {
-            Ok(Ok(Some(line))) => serde_json::from_slice::<Hello>(line).map_err(|e| e.to_string()),
-            Ok(Ok(None)) => return,
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("no hello line within 10 s".to_string()),
+        let Some(hello) = read_hello(&mut frames).await else {
+            return;
         };
-        let hello = match hello {
-            Ok(h) => h,
-            Err(e) => {
-                tracing::warn!(error = %e, "connection closed: bad hello");
-                let reply = HelloReply::refuse(
-                    format!(
-                        "this is the mcp-broker daemon socket; the first line was not a hello ({e})"
-                    ),
-                    vec![
-                        "MCP clients connect through `mcp-broker stdio`, not to the socket".into(),
-                    ],
-                );
-                return refuse(&mut frames, reply).await;
-            }
-        };
-        if hello.mcp_broker != BROKER_PROTOCOL_VERSION {
-            let reply = HelloReply::refuse(
-                format!(
-                    "broker protocol mismatch: client speaks {}, daemon {} (version {})",
-                    hello.mcp_broker,
-                    BROKER_PROTOCOL_VERSION,
-                    env!("CARGO_PKG_VERSION")
-                ),
-                vec![
-                    "restart the daemon with the same binary: `mcp-broker stop`, then retry".into(),
-                ],
-            );
-            return refuse(&mut frames, reply).await;
-        }
         drop(hello_permit);
         let pool = match hello.kind {
             HelloKind::Admin { .. } => &self.limits.admin,
@@ -126,48 +167,11 @@ impl Handler {
                         return refuse(&mut frames, *reply).await;
                     }
                 };
-                // A slot among `max_clients` before the session is accepted; over the limit the
-                // client waits a bounded time, then hears why it was refused.
-                self.broker.waiting_sessions.fetch_add(1, Ordering::SeqCst);
-                let slot = tokio::select! {
-                    s = tokio::time::timeout(SLOT_WAIT, self.broker.session_slots.clone().acquire_owned()) => s,
-                    _ = until_set(&mut self.shutdown) => {
-                        self.broker.waiting_sessions.fetch_sub(1, Ordering::SeqCst);
-                        return;
-                    }
-                };
-                self.broker.waiting_sessions.fetch_sub(1, Ordering::SeqCst);
-                let _slot = match slot {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(_)) => return,
-                    Err(_) => return refuse(&mut frames, self.no_slot()).await,
-                };
-                let reply = HelloReply {
-                    ok: true,
-                    profile: Some(profile.name.clone()),
-                    daemon_pid: std::process::id(),
-                    daemon_version: env!("CARGO_PKG_VERSION").to_string(),
-                    ..HelloReply::default()
-                };
-                if frames.get_mut().write_all(&reply.to_line()).await.is_err() {
+                let Some(_slot) = self.client_slot(&mut frames).await else {
                     return;
-                }
-                let io = if pass_fds {
-                    take_over_stdio(frames.into_inner().into_inner()).await
-                } else {
-                    let (r, w) = tokio::io::split(frames.into_inner());
-                    Ok(SessionIo {
-                        reader: Box::pin(r),
-                        writer: Box::pin(w),
-                        control: None,
-                    })
                 };
-                let io = match io {
-                    Ok(io) => io,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "session closed: cannot take over the client's stdio");
-                        return;
-                    }
+                let Some(io) = accept_session(frames, &profile.name, pass_fds).await else {
+                    return;
                 };
                 let broker = self.broker.clone();
                 broker.sessions.fetch_add(1, Ordering::SeqCst);
@@ -178,6 +182,28 @@ impl Handler {
                 session.run(io, &mut self.shutdown).await;
                 broker.sessions.fetch_sub(1, Ordering::SeqCst);
                 tracing::info!(profile = %session.profile_name(), "session closed");
+            }
+        }
+    }
+
+    /// A slot among `max_clients` before the session is accepted; over the limit the client
+    /// waits a bounded time, then hears why it was refused. `None` when refused or shutting down.
+    async fn client_slot(&mut self, frames: &mut Frames) -> Option<OwnedSemaphorePermit> {
+        self.broker.waiting_sessions.fetch_add(1, Ordering::SeqCst);
+        let slot = tokio::select! {
+            s = tokio::time::timeout(SLOT_WAIT, self.broker.session_slots.clone().acquire_owned()) => s,
+            _ = until_set(&mut self.shutdown) => {
+                self.broker.waiting_sessions.fetch_sub(1, Ordering::SeqCst);
+                return None;
+            }
+        };
+        self.broker.waiting_sessions.fetch_sub(1, Ordering::SeqCst);
+        match slot {
+            Ok(Ok(s)) => Some(s),
+            Ok(Err(_)) => None,
+            Err(_) => {
+                refuse(frames, self.no_slot()).await;
+                None
             }
         }
     }

@@ -11,9 +11,11 @@
 use std::fs::{self, File};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::sync::Arc;
 
 use mcpb_config::Settings;
+use mcpb_config::layout::RuntimeLayout;
 use tokio::net::UnixListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{Notify, Semaphore, watch};
@@ -87,66 +89,83 @@ pub async fn run_with(settings: Settings, warning: Option<String>) -> Result<(),
     Ok(())
 }
 
+/// Makes the runtime dir and takes its lock: one daemon per runtime dir.
+fn take_lock(layout: &RuntimeLayout) -> Result<File, DaemonError> {
+    layout.ensure().map_err(|e| DaemonError::Runtime {
+        path: layout.root.clone(),
+        source: e,
+    })?;
+    let lock_path = layout.lock_path();
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| DaemonError::Runtime {
+            path: lock_path.clone(),
+            source: e,
+        })?;
+    if lock.try_lock().is_err() {
+        return Err(DaemonError::AlreadyRunning {
+            root: layout.root.clone(),
+        });
+    }
+    Ok(lock)
+}
+
+/// Kills the process groups a daemon that died left behind, and adopts orphans from now on.
+fn reap_previous(layout: &RuntimeLayout) {
+    // We hold the lock: every group in the ledger was left by a daemon that died.
+    let reaped =
+        mcpb_upstream::Ledger::new(mcpb_upstream::ledger_dir(&layout.state_dir())).reap(false);
+    let killed: usize = reaped.iter().map(|r| r.killed).sum();
+    if killed > 0 {
+        tracing::warn!(
+            groups = reaped.len(),
+            processes = killed,
+            "killed processes left by a previous daemon"
+        );
+    }
+    // Processes that leave their upstream's group (setsid) become ours, not init's, so they
+    // can be reaped as they exit and stopped with the daemon.
+    mcpb_upstream::adopt_orphans();
+}
+
+/// Binds the daemon socket, owner-only, in place of a stale one; gives it and its inode.
+fn bind_socket(socket_path: &Path) -> Result<(UnixListener, u64), DaemonError> {
+    let len = socket_path.as_os_str().len();
+    if len > 107 {
+        return Err(DaemonError::SocketPathTooLong {
+            path: socket_path.to_path_buf(),
+            len,
+        });
+    }
+    // We hold the lock, so any socket file here was left by a daemon that died.
+    if socket_path.exists() {
+        tracing::info!(path = %socket_path.display(), "replacing a stale socket");
+        let _ = fs::remove_file(socket_path);
+    }
+    let socket = UnixListener::bind(socket_path).map_err(|e| DaemonError::Bind {
+        path: socket_path.to_path_buf(),
+        source: e,
+    })?;
+    let _ = fs::set_permissions(socket_path, fs::Permissions::from_mode(0o600));
+    let socket_ino =
+        fs::symlink_metadata(socket_path).map_or(0, |m| std::os::unix::fs::MetadataExt::ino(&m));
+    Ok((socket, socket_ino))
+}
+
 impl Listener {
     /// Takes the lock, clears what a dead daemon left (process groups, socket), binds.
     fn bind(settings: Settings) -> Result<Self, DaemonError> {
         let layout = settings.runtime.clone();
-        layout.ensure().map_err(|e| DaemonError::Runtime {
-            path: layout.root.clone(),
-            source: e,
-        })?;
-        let lock_path = layout.lock_path();
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| DaemonError::Runtime {
-                path: lock_path.clone(),
-                source: e,
-            })?;
-        if lock.try_lock().is_err() {
-            return Err(DaemonError::AlreadyRunning {
-                root: layout.root.clone(),
-            });
-        }
-        // We hold the lock: every group in the ledger was left by a daemon that died.
-        let reaped =
-            mcpb_upstream::Ledger::new(mcpb_upstream::ledger_dir(&layout.state_dir())).reap(false);
-        let killed: usize = reaped.iter().map(|r| r.killed).sum();
-        if killed > 0 {
-            tracing::warn!(
-                groups = reaped.len(),
-                processes = killed,
-                "killed processes left by a previous daemon"
-            );
-        }
-        // Processes that leave their upstream's group (setsid) become ours, not init's, so they
-        // can be reaped as they exit and stopped with the daemon.
-        mcpb_upstream::adopt_orphans();
+        let lock = take_lock(&layout)?;
+        reap_previous(&layout);
         let pid_path = layout.pid_path();
         let _ = File::create(&pid_path).and_then(|mut f| writeln!(f, "{}", std::process::id()));
 
         let socket_path = layout.socket_path();
-        let len = socket_path.as_os_str().len();
-        if len > 107 {
-            return Err(DaemonError::SocketPathTooLong {
-                path: socket_path,
-                len,
-            });
-        }
-        // We hold the lock, so any socket file here was left by a daemon that died.
-        if socket_path.exists() {
-            tracing::info!(path = %socket_path.display(), "replacing a stale socket");
-            let _ = fs::remove_file(&socket_path);
-        }
-        let socket = UnixListener::bind(&socket_path).map_err(|e| DaemonError::Bind {
-            path: socket_path.clone(),
-            source: e,
-        })?;
-        let _ = fs::set_permissions(&socket_path, fs::Permissions::from_mode(0o600));
-        let socket_ino = fs::symlink_metadata(&socket_path)
-            .map_or(0, |m| std::os::unix::fs::MetadataExt::ino(&m));
+        let (socket, socket_ino) = bind_socket(&socket_path)?;
         let signals = Signals {
             term: signal(SignalKind::terminate()).map_err(DaemonError::Signals)?,
             int: signal(SignalKind::interrupt()).map_err(DaemonError::Signals)?,

@@ -2,10 +2,11 @@
 //! settings did not change keep running (same processes), changed and removed ones are stopped
 //! once their in-flight calls are done, and every session hears that the tool list may differ.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mcpb_config::ResolveContext;
+use mcpb_config::{ResolveContext, Settings};
 use mcpb_upstream::Upstream;
 use serde::Serialize;
 
@@ -40,6 +41,7 @@ pub(crate) fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
         ));
     }
     let mut report = ReloadReport {
+        need_restart: need_restart(&current.settings, &next),
         missing_env: next
             .daemon_env_names()
             .into_iter()
@@ -47,7 +49,33 @@ pub(crate) fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
             .collect(),
         ..ReloadReport::default()
     };
-    let (was, now) = (&current.settings.broker, &next.broker);
+    let (upstreams, retire) = carry_over(broker, &current, &next, &mut report);
+    let pins_changed = next.pins != current.settings.pins;
+    let mode = next.pins;
+    broker.swap_config(Generation::new(next, upstreams));
+    crate::console::reloaded(broker);
+    if pins_changed {
+        broker.known.set_mode(mode);
+        for up in broker.config().upstreams.keys() {
+            broker.registry.list_changed(up);
+        }
+    }
+    for old in retire {
+        retire_later(broker, old);
+    }
+    broker.registry.all_lists_changed();
+    *broker.config_warning.lock() = None;
+    if let Err(e) = mcpb_config::last_good::remember_file(&broker.config().settings) {
+        tracing::warn!(error = %e, "cannot keep a copy of the config file under state/");
+    }
+    tracing::info!(?report, "configuration reloaded");
+    Ok(report)
+}
+
+/// The settings that changed but are read once, when the daemon starts.
+fn need_restart(current: &Settings, next: &Settings) -> Vec<String> {
+    let (was, now) = (&current.broker, &next.broker);
+    let mut keys = Vec::new();
     // Settings read once, when the daemon starts (the upstream context, the connection pools,
     // the log and the drain take their copies then).
     macro_rules! read_at_start {
@@ -67,14 +95,25 @@ pub(crate) fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
         audit => "broker.audit",
     ] {
         if changed {
-            report.need_restart.push(key.to_string());
+            keys.push(key.to_string());
         }
     }
     // The HTTP front binds and resolves its tokens once, at start.
-    if current.settings.http != next.http {
-        report.need_restart.push("http".to_string());
+    if current.http != next.http {
+        keys.push("http".to_string());
     }
-    let mut upstreams = std::collections::BTreeMap::new();
+    keys
+}
+
+/// The next generation's upstreams: an unchanged one keeps running, a changed or new one is
+/// made anew; gives them with the old ones to retire, each said in `report`.
+fn carry_over(
+    broker: &Broker,
+    current: &Generation,
+    next: &Settings,
+    report: &mut ReloadReport,
+) -> (BTreeMap<String, Arc<Upstream>>, Vec<Arc<Upstream>>) {
+    let mut upstreams = BTreeMap::new();
     let mut retire: Vec<Arc<Upstream>> = Vec::new();
     for (name, settings) in &next.upstreams {
         match current.upstreams.get(name) {
@@ -102,33 +141,19 @@ pub(crate) fn reload(broker: &Arc<Broker>) -> Result<ReloadReport, String> {
             retire.push(old.clone());
         }
     }
-    let pins_changed = next.pins != current.settings.pins;
-    let mode = next.pins;
-    broker.swap_config(Generation::new(next, upstreams));
-    crate::console::reloaded(broker);
-    if pins_changed {
-        broker.known.set_mode(mode);
-        for up in broker.config().upstreams.keys() {
-            broker.registry.list_changed(up);
+    (upstreams, retire)
+}
+
+/// Stops a retired upstream once its calls are done, or after `RETIRE_GRACE` anyway.
+fn retire_later(broker: &Arc<Broker>, old: Arc<Upstream>) {
+    broker.retired.lock().push(old.clone());
+    let broker = broker.clone();
+    tokio::spawn(async move {
+        let deadline = Instant::now() + RETIRE_GRACE;
+        while old.busy() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-    }
-    for old in retire {
-        broker.retired.lock().push(old.clone());
-        let broker = broker.clone();
-        tokio::spawn(async move {
-            let deadline = Instant::now() + RETIRE_GRACE;
-            while old.busy() && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            old.stop().await;
-            broker.retired.lock().retain(|u| !Arc::ptr_eq(u, &old));
-        });
-    }
-    broker.registry.all_lists_changed();
-    *broker.config_warning.lock() = None;
-    if let Err(e) = mcpb_config::last_good::remember_file(&broker.config().settings) {
-        tracing::warn!(error = %e, "cannot keep a copy of the config file under state/");
-    }
-    tracing::info!(?report, "configuration reloaded");
-    Ok(report)
+        old.stop().await;
+        broker.retired.lock().retain(|u| !Arc::ptr_eq(u, &old));
+    });
 }

@@ -390,33 +390,9 @@ async fn post(
             "this token has all its requests in flight; wait for one",
         );
     };
-    let collect = Limited::new(req.into_body(), front.max_body).collect();
-    let body = match tokio::time::timeout(BODY_TIMEOUT, collect).await {
-        Err(_) => {
-            return refuse(
-                StatusCode::REQUEST_TIMEOUT,
-                "the body did not arrive in time",
-            );
-        }
-        // The session reads one message per line: a pretty-printed body's line breaks go. In
-        // valid JSON a raw CR or LF can only be whitespace between tokens (inside a string it
-        // must be escaped), so a space in its place changes nothing else.
-        Ok(Ok(b)) => {
-            let mut body = b.to_bytes().to_vec();
-            for c in body.iter_mut().filter(|c| matches!(**c, b'\n' | b'\r')) {
-                *c = b' ';
-            }
-            Bytes::from(body)
-        }
-        Ok(Err(_)) => {
-            return refuse(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &format!(
-                    "the body is over broker.max_frame_bytes ({} bytes)",
-                    front.max_body
-                ),
-            );
-        }
+    let body = match read_body(front, req).await {
+        Ok(b) => b,
+        Err(r) => return *r,
     };
     let Ok(msg) = Incoming::parse(&body) else {
         let err = mcpb_protocol::message::error_line(
@@ -435,26 +411,9 @@ async fn post(
             "initialize must be a request (with an id)",
         );
     }
-    let (sid, bridge, one_shot) = match (session, initialize) {
-        (Some(sid), _) => match find(front, token, &sid) {
-            Some(b) => (sid, b, false),
-            None => {
-                return refuse(
-                    StatusCode::NOT_FOUND,
-                    "unknown or ended session; initialize a new one",
-                );
-            }
-        },
-        (None, true) => match open_session(front, token, true) {
-            Ok((sid, b)) => (sid, b, false),
-            Err(r) => return *r,
-        },
-        // A request without a session: stateless (2026-07-28), served by a session of its own.
-        (None, false) if is_request => match open_session(front, token, false) {
-            Ok((sid, b)) => (sid, b, true),
-            Err(r) => return *r,
-        },
-        (None, false) => return refuse(StatusCode::BAD_REQUEST, "Mcp-Session-Id is missing"),
+    let (sid, bridge, one_shot) = match session_for(front, token, session, initialize, is_request) {
+        Ok(found) => found,
+        Err(r) => return *r,
     };
     // A one-shot session ends with its request, even when the client goes away mid-way and
     // this future is dropped.
@@ -464,17 +423,17 @@ async fn post(
         && let Some(id) = id.clone()
     {
         // A stream that stays open counts as one of the token's sessions for its whole life.
-        let Ok(seat) = front.gate.tokens[token]
+        return match front.gate.tokens[token]
             .sessions
             .clone()
             .try_acquire_owned()
-        else {
-            return refuse(
+        {
+            Ok(seat) => listen(bridge, id, body, (one_shot_guard, seat)),
+            Err(_) => refuse(
                 StatusCode::TOO_MANY_REQUESTS,
                 "this token has all its sessions open; close one (DELETE) or wait",
-            );
+            ),
         };
-        return listen(bridge, id, body, (one_shot_guard, seat));
     }
     let _one_shot = one_shot_guard;
     if msg.method() == "notifications/cancelled"
@@ -483,27 +442,95 @@ async fn post(
     {
         bridge.cancelled(request_id.get());
     }
-    let answer = match (is_request, id) {
-        (true, Some(id)) => bridge.request(&id, &body).await,
-        _ => {
-            return if bridge.send(&body).await {
-                reply(StatusCode::ACCEPTED, "text/plain", Bytes::new())
-            } else {
-                refuse(StatusCode::NOT_FOUND, "the session has ended")
-            };
-        }
+    let id = match (is_request, id) {
+        (true, Some(id)) => id,
+        _ => return pass_on(&bridge, &body).await,
     };
-    let Some(answer) = answer else {
-        return refuse(
+    answer(&bridge, &id, &body, initialize.then_some(sid.as_str())).await
+}
+
+/// Hands a notification or response to the session: accepted, or the session has ended.
+async fn pass_on(bridge: &Bridge, body: &[u8]) -> Reply {
+    if bridge.send(body).await {
+        reply(StatusCode::ACCEPTED, "text/plain", Bytes::new())
+    } else {
+        refuse(StatusCode::NOT_FOUND, "the session has ended")
+    }
+}
+
+/// The session's answer to the request `id` (naming the session when it is new), or why
+/// there is none.
+async fn answer(bridge: &Bridge, id: &str, body: &[u8], new_session: Option<&str>) -> Reply {
+    match bridge.request(id, body).await {
+        Some(answer) => {
+            let mut r = reply(StatusCode::OK, "application/json", answer);
+            if let Some(Ok(v)) = new_session.map(HeaderValue::from_str) {
+                r.headers_mut().insert(SESSION_HEADER, v);
+            }
+            r
+        }
+        None => refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             "the session ended before answering",
-        );
-    };
-    let mut r = reply(StatusCode::OK, "application/json", answer);
-    if initialize && let Ok(v) = HeaderValue::from_str(&sid) {
-        r.headers_mut().insert(SESSION_HEADER, v);
+        ),
     }
-    r
+}
+
+/// The request's body, read within `BODY_TIMEOUT` and `max_body`, on one line.
+async fn read_body(front: &Front, req: Request<Body>) -> Result<Bytes, Box<Reply>> {
+    let collect = Limited::new(req.into_body(), front.max_body).collect();
+    match tokio::time::timeout(BODY_TIMEOUT, collect).await {
+        Err(_) => Err(Box::new(refuse(
+            StatusCode::REQUEST_TIMEOUT,
+            "the body did not arrive in time",
+        ))),
+        // The session reads one message per line: a pretty-printed body's line breaks go. In
+        // valid JSON a raw CR or LF can only be whitespace between tokens (inside a string it
+        // must be escaped), so a space in its place changes nothing else.
+        Ok(Ok(b)) => {
+            let mut body = b.to_bytes().to_vec();
+            for c in body.iter_mut().filter(|c| matches!(**c, b'\n' | b'\r')) {
+                *c = b' ';
+            }
+            Ok(Bytes::from(body))
+        }
+        Ok(Err(_)) => Err(Box::new(refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "the body is over broker.max_frame_bytes ({} bytes)",
+                front.max_body
+            ),
+        ))),
+    }
+}
+
+/// The session a message goes to: the one its header names, a new one for `initialize`, or a
+/// one-shot one for a request without a session (the flag).
+fn session_for(
+    front: &Arc<Front>,
+    token: usize,
+    session: Option<String>,
+    initialize: bool,
+    is_request: bool,
+) -> Result<(String, Arc<Bridge>, bool), Box<Reply>> {
+    match (session, initialize) {
+        (Some(sid), _) => match find(front, token, &sid) {
+            Some(b) => Ok((sid, b, false)),
+            None => Err(Box::new(refuse(
+                StatusCode::NOT_FOUND,
+                "unknown or ended session; initialize a new one",
+            ))),
+        },
+        (None, true) => open_session(front, token, true).map(|(sid, b)| (sid, b, false)),
+        // A request without a session: stateless (2026-07-28), served by a session of its own.
+        (None, false) if is_request => {
+            open_session(front, token, false).map(|(sid, b)| (sid, b, true))
+        }
+        (None, false) => Err(Box::new(refuse(
+            StatusCode::BAD_REQUEST,
+            "Mcp-Session-Id is missing",
+        ))),
+    }
 }
 
 /// A stateless client's `subscriptions/listen`: the answer is an SSE stream of what the

@@ -182,6 +182,32 @@ impl Session {
         mut control: Option<OwnedReadHalf>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Ended {
+        let (out, outbox, link) = self.open_link();
+        let writer = tokio::spawn(write_loop(write, outbox, out.clone()));
+        let mut tasks = JoinSet::new();
+        let (mut ended, linger) = self
+            .read_input(&mut frames, &out, &link, &mut tasks, &mut control, shutdown)
+            .await;
+        // Input ended: answer what is still running, then close our side.
+        if finish_running(&mut tasks, &out, shutdown).await {
+            ended = Ended::Shutdown;
+        }
+        self.close_link(link);
+        if out.abandoned.load(std::sync::atomic::Ordering::SeqCst) {
+            writer.abort();
+        } else {
+            out.close();
+            let _ = writer.await;
+        }
+        if linger {
+            discard_some_input(frames).await;
+        }
+        ended
+    }
+
+    /// The client's queue of answers (and what the writer drains it from), and the session's
+    /// link, registered with the broker.
+    fn open_link(&mut self) -> (Outbox, mpsc::Receiver<Vec<u8>>, Arc<SessionLink>) {
         let config = self.broker.config();
         let limits = &config.settings.broker;
         let (out, outbox) = ClientQueue::new(
@@ -196,11 +222,21 @@ impl Session {
         ));
         self.broker.registry.add(link.clone());
         self.link = Some(link.clone());
+        (out, outbox, link)
+    }
+
+    /// Reads and handles the client's messages until its input ends, it stops reading, or the
+    /// daemon shuts down; gives why, and whether to discard some input before closing.
+    async fn read_input(
+        &mut self,
+        frames: &mut FrameReader<BufReader<Reader>>,
+        out: &Outbox,
+        link: &SessionLink,
+        tasks: &mut JoinSet<()>,
+        control: &mut Option<OwnedReadHalf>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> (Ended, bool) {
         let gone = out.gone.clone();
-        let writer = tokio::spawn(write_loop(write, outbox, out.clone()));
-        let mut tasks = JoinSet::new();
-        let mut linger = false;
-        let mut ended = Ended::InputClosed;
         loop {
             // Backpressure: a client that does not read its answers, or has many requests
             // running, is not read from until that changes, so it cannot make the daemon hold
@@ -209,52 +245,43 @@ impl Session {
             tokio::select! {
                 _ = out.until_room(), if !out.has_room() => {}
                 frame = frames.next_frame(), if accepting => match frame {
-                    Ok(Some(frame)) => self.handle(frame, &out, &mut tasks).await,
-                    Ok(None) => break,
+                    Ok(Some(frame)) => self.handle(frame, out, tasks).await,
+                    Ok(None) => return (Ended::InputClosed, false),
                     Err(FrameError::TooLarge { limit }) => {
                         tracing::warn!(limit, "client frame over the limit; closing the session");
                         let msg = format!("frame exceeds the {limit}-byte limit; closing the connection");
                         out.push(error_line(None, RpcCode::ParseError, &msg)).await;
                         tasks.abort_all();
-                        linger = true;
-                        ended = Ended::Fault(msg);
-                        break;
+                        return (Ended::Fault(msg), true);
                     }
                     Err(FrameError::Io(e)) => {
                         tracing::debug!(error = %e, "client read failed");
-                        ended = Ended::Fault(format!("reading from the client failed: {e}"));
-                        break;
+                        return (Ended::Fault(format!("reading from the client failed: {e}")), false);
                     }
                 },
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
                 _ = gone.notified() => {
                     // The client cannot receive answers any more: withdraw its calls upstream.
                     tasks.abort_all();
-                    ended = Ended::Fault("the client stopped reading its answers".into());
-                    break;
+                    return (Ended::Fault("the client stopped reading its answers".into()), false);
                 }
-                _ = closed(&mut control), if control.is_some() => {
+                _ = closed(control), if control.is_some() => {
                     tasks.abort_all();
-                    break;
+                    return (Ended::InputClosed, false);
                 }
                 _ = until_set(shutdown) => {
                     tasks.abort_all();
-                    ended = Ended::Shutdown;
                     if let Some(end) = link.end_listen() {
                         out.push(end).await;
                     }
-                    break;
+                    return (Ended::Shutdown, false);
                 }
             }
         }
-        // Input ended: answer what is still running, then close our side.
-        loop {
-            tokio::select! {
-                next = tasks.join_next() => if next.is_none() { break },
-                _ = gone.notified() => { tasks.abort_all(); break }
-                _ = until_set(shutdown) => { tasks.abort_all(); ended = Ended::Shutdown; break }
-            }
-        }
+    }
+
+    /// Takes the session out of the broker: its registration, subscriptions and link.
+    fn close_link(&mut self, link: Arc<SessionLink>) {
         self.broker.registry.remove(link.session_id());
         let orphaned = self.broker.subscriptions.drop_session(link.session_id());
         self.broker.unsubscribe_orphans(link.session_id(), orphaned);
@@ -262,30 +289,6 @@ impl Session {
         self.broker.release_session(link.session_id());
         self.link = None;
         drop(link);
-        if out.abandoned.load(std::sync::atomic::Ordering::SeqCst) {
-            writer.abort();
-        } else {
-            out.close();
-            let _ = writer.await;
-        }
-        if linger {
-            // Closing with unread input makes the kernel report a reset instead of a clean end
-            // of stream. Discard a little more input so a client that overshot slightly sees
-            // the error and then EOF; a client that keeps sending gets the reset.
-            let mut rest = frames.into_inner();
-            let mut scratch = vec![0u8; 64 * 1024];
-            let mut budget = LINGER_BYTES;
-            let _ = tokio::time::timeout(LINGER, async {
-                while let Ok(n) = tokio::io::AsyncReadExt::read(&mut rest, &mut scratch).await {
-                    if n == 0 || n >= budget {
-                        break;
-                    }
-                    budget -= n;
-                }
-            })
-            .await;
-        }
-        ended
     }
 
     async fn handle(&mut self, frame: &[u8], out: &Outbox, tasks: &mut JoinSet<()>) {
@@ -322,6 +325,20 @@ impl Session {
             }
         }
         let Some(id) = msg.id else { return };
+        if let Some(line) = self.answer(&msg, id, out, tasks).await {
+            out.push(line).await;
+        }
+    }
+
+    /// The answer to a request, or `None` when it is answered later (a call spawned, a stream
+    /// held open) or not at all.
+    async fn answer(
+        &mut self,
+        msg: &Incoming<'_>,
+        id: &RawValue,
+        out: &Outbox,
+        tasks: &mut JoinSet<()>,
+    ) -> Option<Vec<u8>> {
         // A 2026-07-28 client may open with its subscription stream (over HTTP, the stream is
         // the POST's answer): the request's own `_meta` says which era it speaks.
         if !self.initialized && msg.method() == "subscriptions/listen" {
@@ -340,14 +357,12 @@ impl Session {
                 match &self.link {
                     // The request stays open; its answer comes when the stream ends.
                     Some(link) => link.listen(id, wants_tools),
-                    None => return,
+                    None => return None,
                 }
             }
             "ping" => json_line(id, &serde_json::json!({})),
             "logging/setLevel" => {
-                let Some(link) = self.link.clone() else {
-                    return;
-                };
+                let link = self.link.clone()?;
                 let view = self.broker.view(self.profile.clone(), link.session_id());
                 match view.set_log_level(msg.params, &link).await {
                     Ok(v) => json_line(id, &v),
@@ -365,14 +380,14 @@ impl Session {
                         BrokerRpcError::Overloaded("mcp-broker is shutting down".into())
                             .to_line(Some(id))
                     } else {
-                        self.spawn_request(&msg, method, id, out, tasks);
-                        return;
+                        self.spawn_request(msg, method, id, out, tasks);
+                        return None;
                     }
                 }
                 None => BrokerRpcError::MethodNotFound(other.to_string()).to_line(Some(id)),
             },
         };
-        out.push(line).await;
+        Some(line)
     }
 
     /// Picks up the session's profile from the current configuration (it may have been
@@ -472,6 +487,41 @@ impl Session {
             handle.abort();
         }
     }
+}
+
+/// Waits for the requests still running to be answered; all are dropped when the client stops
+/// reading or the daemon shuts down (then `true`).
+async fn finish_running(
+    tasks: &mut JoinSet<()>,
+    out: &Outbox,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool {
+    loop {
+        tokio::select! {
+            next = tasks.join_next() => if next.is_none() { return false },
+            _ = out.gone.notified() => { tasks.abort_all(); return false }
+            _ = until_set(shutdown) => { tasks.abort_all(); return true }
+        }
+    }
+}
+
+/// Reads and drops a little more of the client's input, for a bounded time.
+async fn discard_some_input(frames: FrameReader<BufReader<Reader>>) {
+    // Closing with unread input makes the kernel report a reset instead of a clean end
+    // of stream. Discard a little more input so a client that overshot slightly sees
+    // the error and then EOF; a client that keeps sending gets the reset.
+    let mut rest = frames.into_inner();
+    let mut scratch = vec![0u8; 64 * 1024];
+    let mut budget = LINGER_BYTES;
+    let _ = tokio::time::timeout(LINGER, async {
+        while let Ok(n) = tokio::io::AsyncReadExt::read(&mut rest, &mut scratch).await {
+            if n == 0 || n >= budget {
+                break;
+            }
+            budget -= n;
+        }
+    })
+    .await;
 }
 
 async fn write_loop(write: Writer, mut outbox: mpsc::Receiver<Vec<u8>>, queue: Outbox) {

@@ -503,65 +503,12 @@ impl ProfileView {
         took: std::time::Duration,
         answer: &Result<Reply, BrokerRpcError>,
     ) {
-        /// Only `isError` of a result is read; the rest is skipped unparsed.
-        #[derive(serde::Deserialize)]
-        struct Flag {
-            #[serde(default, rename = "isError")]
-            is_error: bool,
-        }
-        /// What a failed tool said: its first text block.
-        #[derive(serde::Deserialize)]
-        struct Said {
-            #[serde(default)]
-            content: Vec<Block>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Block {
-            #[serde(default)]
-            text: Option<String>,
-        }
         #[derive(serde::Deserialize)]
         struct Args<'a> {
             #[serde(borrow, default)]
             arguments: Option<&'a RawValue>,
         }
-        // The text of an error stays out of the audit log unless argument values go there (it
-        // may repeat them), but `status`, `top` and the console show it (`detail`).
-        let mut detail = None;
-        let (outcome, error, bytes) = match answer {
-            Ok(Reply::Result(r)) => {
-                let failed = serde_json::from_str::<Flag>(r.get()).is_ok_and(|f| f.is_error);
-                let outcome = if failed {
-                    detail = serde_json::from_str::<Said>(r.get())
-                        .ok()
-                        .and_then(|s| s.content.into_iter().find_map(|b| b.text));
-                    Outcome::ToolError
-                } else {
-                    Outcome::Ok
-                };
-                let error = detail
-                    .clone()
-                    .filter(|_| self.shared.calls.wants_arguments());
-                (outcome, error, r.get().len())
-            }
-            // An upstream's own message may repeat the arguments (`password 'x' rejected`): it
-            // is kept only where argument values are, else its code stands for it.
-            Ok(Reply::Error(e)) => {
-                let v = serde_json::from_str::<Value>(e.get()).ok();
-                let said = v.as_ref().and_then(|v| v.get("message")?.as_str());
-                let code = v
-                    .as_ref()
-                    .and_then(|v| v.get("code")?.as_i64())
-                    .unwrap_or(0);
-                detail = said.map(|m| format!("error {code}: {m}"));
-                let msg = match said {
-                    Some(m) if self.shared.calls.wants_arguments() => m.to_string(),
-                    _ => format!("the upstream answered error {code}"),
-                };
-                (Outcome::Error, Some(msg), e.get().len())
-            }
-            Err(e) => (Outcome::Error, Some(e.to_string()), 0),
-        };
+        let judged = Judged::of(answer, self.shared.calls.wants_arguments());
         let args = if self.shared.calls.wants_arguments() {
             serde_json::from_str::<Args>(params.get())
                 .ok()
@@ -571,10 +518,10 @@ impl ProfileView {
             None
         };
         self.shared.calls.record(&CallRecord {
-            outcome,
-            error: error.map(audit_error),
-            detail: detail.map(audit_error),
-            result_bytes: bytes,
+            outcome: judged.outcome,
+            error: judged.error.map(audit_error),
+            detail: judged.detail.map(audit_error),
+            result_bytes: judged.bytes,
             arguments: args,
             ..self.call_record(tool.upstream.name(), &tool.exposed, via, took)
         });
@@ -638,6 +585,82 @@ impl Drop for Unanswered<'_> {
                 self.started.elapsed(),
             )
         });
+    }
+}
+
+/// How a call went, as the audit log says it.
+struct Judged {
+    outcome: Outcome,
+    /// The error for the audit log.
+    error: Option<String>,
+    /// The error for `status`, `top` and the console.
+    detail: Option<String>,
+    /// The answer's size.
+    bytes: usize,
+}
+
+impl Judged {
+    /// Judges a call's answer; an error's own text goes into `error` only when the audit log
+    /// keeps argument values (`wants_arguments`).
+    fn of(answer: &Result<Reply, BrokerRpcError>, wants_arguments: bool) -> Judged {
+        /// Only `isError` of a result is read; the rest is skipped unparsed.
+        #[derive(serde::Deserialize)]
+        struct Flag {
+            #[serde(default, rename = "isError")]
+            is_error: bool,
+        }
+        /// What a failed tool said: its first text block.
+        #[derive(serde::Deserialize)]
+        struct Said {
+            #[serde(default)]
+            content: Vec<Block>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Block {
+            #[serde(default)]
+            text: Option<String>,
+        }
+        // The text of an error stays out of the audit log unless argument values go there (it
+        // may repeat them), but `status`, `top` and the console show it (`detail`).
+        let mut detail = None;
+        let (outcome, error, bytes) = match answer {
+            Ok(Reply::Result(r)) => {
+                let failed = serde_json::from_str::<Flag>(r.get()).is_ok_and(|f| f.is_error);
+                let outcome = if failed {
+                    detail = serde_json::from_str::<Said>(r.get())
+                        .ok()
+                        .and_then(|s| s.content.into_iter().find_map(|b| b.text));
+                    Outcome::ToolError
+                } else {
+                    Outcome::Ok
+                };
+                let error = detail.clone().filter(|_| wants_arguments);
+                (outcome, error, r.get().len())
+            }
+            // An upstream's own message may repeat the arguments (`password 'x' rejected`): it
+            // is kept only where argument values are, else its code stands for it.
+            Ok(Reply::Error(e)) => {
+                let v = serde_json::from_str::<Value>(e.get()).ok();
+                let said = v.as_ref().and_then(|v| v.get("message")?.as_str());
+                let code = v
+                    .as_ref()
+                    .and_then(|v| v.get("code")?.as_i64())
+                    .unwrap_or(0);
+                detail = said.map(|m| format!("error {code}: {m}"));
+                let msg = match said {
+                    Some(m) if wants_arguments => m.to_string(),
+                    _ => format!("the upstream answered error {code}"),
+                };
+                (Outcome::Error, Some(msg), e.get().len())
+            }
+            Err(e) => (Outcome::Error, Some(e.to_string()), 0),
+        };
+        Judged {
+            outcome,
+            error,
+            detail,
+            bytes,
+        }
     }
 }
 

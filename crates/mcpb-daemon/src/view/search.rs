@@ -53,6 +53,43 @@ impl SearchCache {
             mcpb_catalog::minilm::DIM,
         )
     }
+
+    /// Builds an index of `docs` with the vector caches in `dir`, which then keep the vectors
+    /// of `lists` only (and of configured upstreams).
+    fn build(
+        &self,
+        docs: &[mcpb_catalog::ToolDoc],
+        weights: mcpb_catalog::Weights,
+        dir: &std::path::Path,
+        lists: &[UpstreamList],
+        configured: &[String],
+    ) -> mcpb_catalog::Index {
+        let cache = (weights.dense > 0.0).then(|| self.vectors(dir));
+        #[cfg(feature = "semantic-minilm")]
+        let deep = (weights.rerank > 0.0).then(|| self.deep(dir));
+        let index = mcpb_catalog::Index::build_cached(docs, weights, cache.as_deref());
+        #[cfg_attr(not(feature = "semantic-minilm"), allow(unused_mut))]
+        let mut kept: Vec<&mcpb_catalog::VectorCache> = cache.as_deref().into_iter().collect();
+        #[cfg(feature = "semantic-minilm")]
+        kept.extend(deep.as_deref());
+        claim_lists(&kept, lists, configured);
+        // The index holds the static vectors it uses; the file keeps them for the next
+        // build. (The transformer's cache is read at search time: it stays.)
+        if let Some(cache) = &cache {
+            cache.release();
+            released(cache);
+        }
+        #[cfg(feature = "semantic-minilm")]
+        let index = match deep {
+            Some(deep) => {
+                let mut index = index;
+                index.keep_deep_vectors_in(deep);
+                index
+            }
+            None => index,
+        };
+        index
+    }
 }
 
 /// The cache kept in `cell`, read from `path` the first time.
@@ -269,6 +306,22 @@ impl ProfileView {
         self.shared.known.worker.run(f).await
     }
 
+    /// Each upstream's whole known list, with its name and server text.
+    fn upstream_lists(&self) -> Vec<UpstreamList> {
+        self.upstreams()
+            .iter()
+            .filter_map(|up| {
+                let entry = self.shared.known.cached(up.name())?;
+                let settings = up.settings();
+                Some((
+                    settings.name.clone(),
+                    server_text(settings),
+                    entry.list.tools.clone(),
+                ))
+            })
+            .collect()
+    }
+
     pub(crate) async fn search_index(&self) -> Arc<ProfileIndex> {
         // Every list known first (this may start an upstream never listed, waited for within
         // `first_list_wait_ms`), then the generation they make; a search on an unchanged
@@ -294,18 +347,7 @@ impl ProfileView {
             return ix;
         }
         let tools = self.visible(&ups, entries);
-        let docs: Vec<mcpb_catalog::ToolDoc> = tools
-            .iter()
-            .map(|t| {
-                let up = t.upstream.settings();
-                mcpb_catalog::ToolDoc::from_definition(
-                    &t.exposed,
-                    &up.name,
-                    &server_text(up),
-                    &t.definition().to_value(),
-                )
-            })
-            .collect();
+        let docs = search_docs(&tools);
         let weights = self.search_weights();
         let searches = self.shared.searches.clone();
         let dir = self.generation.settings.runtime.catalog_dir();
@@ -313,19 +355,7 @@ impl ProfileView {
         // description in the configuration) are dropped after the build.
         // Vectors of upstreams the configuration no longer has are dropped.
         let configured: Vec<String> = self.generation.upstreams.keys().cloned().collect();
-        let lists: Vec<UpstreamList> = self
-            .upstreams()
-            .iter()
-            .filter_map(|up| {
-                let entry = self.shared.known.cached(up.name())?;
-                let settings = up.settings();
-                Some((
-                    settings.name.clone(),
-                    server_text(settings),
-                    entry.list.tools.clone(),
-                ))
-            })
-            .collect();
+        let lists = self.upstream_lists();
         // The slow part, one at a time (searches of a stale index wait for the build under way
         // instead of queueing their own); the lists above were gathered before, so a slow
         // upstream never holds the others' searches.
@@ -341,34 +371,7 @@ impl ProfileView {
             .shared
             .known
             .worker
-            .run(move || {
-                let cache = (weights.dense > 0.0).then(|| searches.vectors(&dir));
-                #[cfg(feature = "semantic-minilm")]
-                let deep = (weights.rerank > 0.0).then(|| searches.deep(&dir));
-                let index = mcpb_catalog::Index::build_cached(&docs, weights, cache.as_deref());
-                #[cfg_attr(not(feature = "semantic-minilm"), allow(unused_mut))]
-                let mut kept: Vec<&mcpb_catalog::VectorCache> =
-                    cache.as_deref().into_iter().collect();
-                #[cfg(feature = "semantic-minilm")]
-                kept.extend(deep.as_deref());
-                claim_lists(&kept, &lists, &configured);
-                // The index holds the static vectors it uses; the file keeps them for the next
-                // build. (The transformer's cache is read at search time: it stays.)
-                if let Some(cache) = &cache {
-                    cache.release();
-                    released(cache);
-                }
-                #[cfg(feature = "semantic-minilm")]
-                let index = match deep {
-                    Some(deep) => {
-                        let mut index = index;
-                        index.keep_deep_vectors_in(deep);
-                        index
-                    }
-                    None => index,
-                };
-                index
-            })
+            .run(move || searches.build(&docs, weights, &dir, &lists, &configured))
             .await;
         let index = match built {
             Some(index) => index,
@@ -387,4 +390,20 @@ impl ProfileView {
             .insert(slot, built.clone());
         built
     }
+}
+
+/// What the catalog indexes of each visible tool: its exposed name, upstream and definition.
+fn search_docs(tools: &[VisibleTool]) -> Vec<mcpb_catalog::ToolDoc> {
+    tools
+        .iter()
+        .map(|t| {
+            let up = t.upstream.settings();
+            mcpb_catalog::ToolDoc::from_definition(
+                &t.exposed,
+                &up.name,
+                &server_text(up),
+                &t.definition().to_value(),
+            )
+        })
+        .collect()
 }
