@@ -267,22 +267,7 @@ impl Pins {
             return match mode {
                 PinMode::Tofu => {
                     let entry = file.upstreams.entry(upstream.to_string()).or_default();
-                    let changed = true;
-                    let verdicts = tools
-                        .iter()
-                        .enumerate()
-                        .map(|(i, tool)| {
-                            if is_flagged(i) {
-                                return Some(Quarantine::Flagged);
-                            }
-                            let Some(pin) = pin_of(tool, now_unix, false) else {
-                                return Some(Quarantine::Changed);
-                            };
-                            entry.insert(tool.name().to_string(), pin);
-                            None
-                        })
-                        .collect();
-                    (verdicts, changed)
+                    (trust_first_list(entry, tools, is_flagged, now_unix), true)
                 }
                 PinMode::RequireApproval => {
                     (vec![Some(Quarantine::AwaitingApproval); tools.len()], false)
@@ -297,43 +282,7 @@ impl Pins {
         let verdicts = tools
             .iter()
             .enumerate()
-            .map(|(i, tool)| {
-                let name = tool.name();
-                // Parsed one at a time: a list of thousands is never held parsed. What does not
-                // parse matches no pin.
-                let Ok(value) = tool.parsed() else {
-                    return Some(Quarantine::Changed);
-                };
-                let (whole, body) = definition_hashes(&value);
-                let (whole, body) = (PinHash::new(&whole), PinHash::new(&body));
-                if let Some(pin) = pinned.get_mut(name)
-                    && pin.legacy
-                    && pin.hash == legacy_hash(&value)
-                    && let Some(upgraded) = pin_of(tool, pin.approved_at_unix, pin.explicit)
-                {
-                    // Approved under version 1 and unchanged in what it covered.
-                    *pin = upgraded;
-                    changed = true;
-                }
-                match pinned.get(name) {
-                    Some(pin) if pin.hash == whole && is_flagged(i) && !pin.explicit => {
-                        Some(Quarantine::Flagged)
-                    }
-                    Some(pin) if pin.hash == whole => None,
-                    Some(_) => Some(Quarantine::Changed),
-                    None if is_flagged(i) => Some(Quarantine::Flagged),
-                    None => Some(
-                        pinned
-                            .iter()
-                            .find(|(old, pin)| {
-                                pin.body_hash == body && !present.contains(old.as_str())
-                            })
-                            .map_or(Quarantine::New, |(old, _)| Quarantine::Renamed {
-                                from: old.clone(),
-                            }),
-                    ),
-                }
-            })
+            .map(|(i, tool)| judge_tool(pinned, &present, tool, is_flagged(i), &mut changed))
             .collect();
         (verdicts, changed)
     }
@@ -477,6 +426,71 @@ pub fn diff(old: &Value, new: &Value) -> String {
         out.push_str(change.value());
     }
     out
+}
+
+/// A first list trusted on first use: each tool pinned, unless flagged or unparsable.
+fn trust_first_list(
+    entry: &mut BTreeMap<String, Pin>,
+    tools: &[Tool],
+    is_flagged: impl Fn(usize) -> bool,
+    now_unix: u64,
+) -> Vec<Verdict> {
+    tools
+        .iter()
+        .enumerate()
+        .map(|(i, tool)| {
+            if is_flagged(i) {
+                return Some(Quarantine::Flagged);
+            }
+            let Some(pin) = pin_of(tool, now_unix, false) else {
+                return Some(Quarantine::Changed);
+            };
+            entry.insert(tool.name().to_string(), pin);
+            None
+        })
+        .collect()
+}
+
+/// One tool of a later list against the upstream's pins (`present`: the list's names); a
+/// version-1 pin it still matches is upgraded (then `changed`).
+fn judge_tool(
+    pinned: &mut BTreeMap<String, Pin>,
+    present: &std::collections::HashSet<&str>,
+    tool: &Tool,
+    flagged: bool,
+    changed: &mut bool,
+) -> Verdict {
+    let name = tool.name();
+    // Parsed one at a time: a list of thousands is never held parsed. What does not
+    // parse matches no pin.
+    let Ok(value) = tool.parsed() else {
+        return Some(Quarantine::Changed);
+    };
+    let (whole, body) = definition_hashes(&value);
+    let (whole, body) = (PinHash::new(&whole), PinHash::new(&body));
+    if let Some(pin) = pinned.get_mut(name)
+        && pin.legacy
+        && pin.hash == legacy_hash(&value)
+        && let Some(upgraded) = pin_of(tool, pin.approved_at_unix, pin.explicit)
+    {
+        // Approved under version 1 and unchanged in what it covered.
+        *pin = upgraded;
+        *changed = true;
+    }
+    match pinned.get(name) {
+        Some(pin) if pin.hash == whole && flagged && !pin.explicit => Some(Quarantine::Flagged),
+        Some(pin) if pin.hash == whole => None,
+        Some(_) => Some(Quarantine::Changed),
+        None if flagged => Some(Quarantine::Flagged),
+        None => Some(
+            pinned
+                .iter()
+                .find(|(old, pin)| pin.body_hash == body && !present.contains(old.as_str()))
+                .map_or(Quarantine::New, |(old, _)| Quarantine::Renamed {
+                    from: old.clone(),
+                }),
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -193,14 +193,17 @@ fn tokenize(text: &str, analyze: bool) -> Vec<String> {
     }
 }
 
-impl Index {
-    pub fn build(docs: &[ToolDoc], weights: Weights) -> Self {
-        Self::build_cached(docs, weights, None)
-    }
+/// Each document's terms by field: the dictionary, the postings, the field lengths and their
+/// averages.
+struct Terms {
+    lengths: Vec<[u32; FIELDS]>,
+    avg: [f32; FIELDS],
+    dict: Dict,
+    postings: Vec<Vec<(u32, [u16; FIELDS])>>,
+}
 
-    /// `build`, with the static embeddings taken from `cache` where it has them (and the ones
-    /// it lacks added to it).
-    pub fn build_cached(docs: &[ToolDoc], weights: Weights, cache: Option<&VectorCache>) -> Self {
+impl Terms {
+    fn of(docs: &[ToolDoc], weights: &Weights) -> Terms {
         let mut lengths = Vec::with_capacity(docs.len());
         let mut dict = Dict::with_capacity_and_hasher(docs.len(), BuildHasherDefault::default());
         let mut postings: Vec<Vec<(u32, [u16; FIELDS])>> = Vec::new();
@@ -259,6 +262,29 @@ impl Index {
         postings.shrink_to_fit();
         let n = docs.len().max(1) as f64;
         let avg = std::array::from_fn(|f| ((totals[f] / n) as f32).max(1.0));
+        Terms {
+            lengths,
+            avg,
+            dict,
+            postings,
+        }
+    }
+}
+
+impl Index {
+    pub fn build(docs: &[ToolDoc], weights: Weights) -> Self {
+        Self::build_cached(docs, weights, None)
+    }
+
+    /// `build`, with the static embeddings taken from `cache` where it has them (and the ones
+    /// it lacks added to it).
+    pub fn build_cached(docs: &[ToolDoc], weights: Weights, cache: Option<&VectorCache>) -> Self {
+        let Terms {
+            lengths,
+            avg,
+            dict,
+            postings,
+        } = Terms::of(docs, &weights);
         let mut servers: HashMap<&str, u32> = HashMap::new();
         let mut server_docs: Vec<Vec<u32>> = Vec::new();
         #[cfg(feature = "semantic-minilm")]
