@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::artifacts::ArtifactStore;
-use crate::projection::{Projection, cut_chars, project};
+use crate::projection::{Outcome, Projection, cut_chars, project};
 
 /// Characters of a stored result shown in its preview.
 const PREVIEW_CHARS: usize = 2000;
@@ -78,6 +78,17 @@ pub fn apply_projection(result: &mut Value, p: &Projection) {
         }
         outcomes.push(outcome);
     }
+    let notes = projection_notes(p, &outcomes, cut_any);
+    if !notes.is_empty()
+        && let Some(items) = result.get_mut("content").and_then(Value::as_array_mut)
+    {
+        items.push(note(notes.join("; ")));
+    }
+}
+
+/// What a projection did that the model should know: nothing to project, paths that matched
+/// nowhere, array items and text cut.
+fn projection_notes(p: &Projection, outcomes: &[Outcome], cut_any: bool) -> Vec<String> {
     let mut notes = Vec::new();
     if outcomes.is_empty() && (!p.paths.is_empty() || p.max_array_items.is_some()) {
         notes.push(
@@ -108,11 +119,7 @@ pub fn apply_projection(result: &mut Value, p: &Projection) {
             p.max_chars.unwrap_or(0)
         ));
     }
-    if !notes.is_empty()
-        && let Some(items) = result.get_mut("content").and_then(Value::as_array_mut)
-    {
-        items.push(note(notes.join("; ")));
-    }
+    notes
 }
 
 /// What the model would read of a result, as one text: text items as they are, other items as
