@@ -87,29 +87,8 @@ fn run() -> Result<ExitCode, String> {
     })));
     let ctx = Context::full(&rt).map_err(|e| e.to_string())?;
     ctx.with(|ctx| -> Result<ExitCode, String> {
-        let next = Rc::new(Cell::new(0u64));
-        let send = Function::new(ctx.clone(), move |method: String, params: String| -> u64 {
-            next.set(next.get() + 1);
-            let id = next.get();
-            let method = serde_json::Value::String(method);
-            let line = format!("{{\"id\":{id},\"method\":{method},\"params\":{params}}}\n");
-            // A failed write shows as the channel closing when the answer is read.
-            let _ = writer.borrow_mut().write_all(line.as_bytes());
-            id
-        })
-        .map_err(|e| e.to_string())?;
-        let print = Function::new(ctx.clone(), |fd: i32, text: String| {
-            if fd == 2 {
-                eprintln!("{text}");
-            } else {
-                println!("{text}");
-            }
-        })
-        .map_err(|e| e.to_string())?;
+        install_host(&ctx, writer)?;
         let g = ctx.globals();
-        g.set("__send", send).map_err(|e| e.to_string())?;
-        g.set("__print", print).map_err(|e| e.to_string())?;
-        ctx.eval::<(), _>(PRELUDE).map_err(|e| e.to_string())?;
         let deliver: Function = g.get("__deliver").map_err(|e| e.to_string())?;
         let waiting: Function = g.get("__waiting").map_err(|e| e.to_string())?;
         let closed: Function = g.get("__closed").map_err(|e| e.to_string())?;
@@ -140,21 +119,7 @@ fn run() -> Result<ExitCode, String> {
                 Ok(0) | Err(_) => {
                     let _ = closed.call::<_, ()>(("the broker channel closed",));
                 }
-                Ok(_) => {
-                    let id = serde_json::from_str::<serde_json::Value>(&line)
-                        .ok()
-                        .map(|v| v.get("id").and_then(serde_json::Value::as_u64));
-                    let text = line.trim_end().to_string();
-                    match id {
-                        Some(Some(id)) => {
-                            let _ = deliver.call::<_, ()>((id, text));
-                        }
-                        Some(None) => {
-                            let _ = deliver.call::<_, ()>((rquickjs::Null, text));
-                        }
-                        None => {}
-                    }
-                }
+                Ok(_) => deliver_line(&deliver, &line),
             }
         }
         match promise.state() {
@@ -169,6 +134,52 @@ fn run() -> Result<ExitCode, String> {
             }
         }
     })
+}
+
+/// The host functions the prelude builds on (`__send` writes a request on the SDK channel,
+/// `__print` writes to stdout or stderr), then the prelude itself.
+fn install_host(ctx: &Ctx<'_>, writer: Rc<RefCell<std::fs::File>>) -> Result<(), String> {
+    let next = Rc::new(Cell::new(0u64));
+    let send = Function::new(ctx.clone(), move |method: String, params: String| -> u64 {
+        next.set(next.get() + 1);
+        let id = next.get();
+        let method = serde_json::Value::String(method);
+        let line = format!("{{\"id\":{id},\"method\":{method},\"params\":{params}}}\n");
+        // A failed write shows as the channel closing when the answer is read.
+        let _ = writer.borrow_mut().write_all(line.as_bytes());
+        id
+    })
+    .map_err(|e| e.to_string())?;
+    let print = Function::new(ctx.clone(), |fd: i32, text: String| {
+        if fd == 2 {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    let g = ctx.globals();
+    g.set("__send", send).map_err(|e| e.to_string())?;
+    g.set("__print", print).map_err(|e| e.to_string())?;
+    ctx.eval::<(), _>(PRELUDE).map_err(|e| e.to_string())
+}
+
+/// Hands one line from the broker to the prelude: an answer by its id, a notice without one;
+/// a line that is not JSON is dropped.
+fn deliver_line(deliver: &Function<'_>, line: &str) {
+    let id = serde_json::from_str::<serde_json::Value>(line)
+        .ok()
+        .map(|v| v.get("id").and_then(serde_json::Value::as_u64));
+    let text = line.trim_end().to_string();
+    match id {
+        Some(Some(id)) => {
+            let _ = deliver.call::<_, ()>((id, text));
+        }
+        Some(None) => {
+            let _ = deliver.call::<_, ()>((rquickjs::Null, text));
+        }
+        None => {}
+    }
 }
 
 /// argv of a JavaScript run: the runtime built into this binary, run in process inside the
