@@ -226,7 +226,6 @@ fn param(query: &str, key: &str) -> String {
         .unwrap_or_default()
 }
 
-/// The access checks, then the route.
 /// Moves the connection to the main pool once a request has shown the key or a session's path;
 /// a refusal when the main pool is full.
 fn admitted<B: Backend>(console: &Console<B>, conn: &crate::pool::Conn) -> Option<Reply> {
@@ -239,69 +238,19 @@ fn admitted<B: Backend>(console: &Console<B>, conn: &crate::pool::Conn) -> Optio
     })
 }
 
+/// The access checks, then the route.
 async fn guarded<B: Backend>(
     console: &Arc<Console<B>>,
     conn: &crate::pool::Conn,
     req: Request<Incoming>,
 ) -> Reply {
-    // A checked header sent twice, or not readable as text, is refused rather than half-read.
-    for name in [
-        header::HOST,
-        header::ORIGIN,
-        header::HeaderName::from_static("sec-fetch-site"),
-    ] {
-        let values: Vec<_> = req.headers().get_all(&name).iter().collect();
-        if values.len() > 1 || values.iter().any(|v| v.to_str().is_err()) {
-            return refused(
-                StatusCode::BAD_REQUEST,
-                &format!("the {name} header is sent more than once or is not text"),
-                "send it once",
-            );
-        }
+    if let Some(refusal) = unclear_headers(&req).or_else(|| misplaced(console, &req)) {
+        return refusal;
     }
-    let site = header::HeaderName::from_static("sec-fetch-site");
-    let host = header_of(&req, &header::HOST);
-    // A request in absolute form names its host in the target too: both must be ours.
-    let target = req.uri().authority().map(|a| a.as_str());
     let login = req.uri().path() == "/login";
-    // Only actions are refused for coming from another site. A page is opened from anywhere
-    // (a terminal, the forwarding page `console` writes, which a browser counts as another
-    // site, and every redirect after it); reading one needs the key or the session's path,
-    // and another site's script cannot read what it answers.
-    let fetch_site = if req.method() == Method::GET {
-        None
-    } else {
-        header_of(&req, &site)
-    };
-    let placed = console
-        .access
-        .place(host, header_of(&req, &header::ORIGIN), fetch_site)
-        .and_then(|()| match target {
-            Some(t) if Some(t) != host => Err(Denied::Forbidden(format!(
-                "the request names {t:?} but is sent to {host:?}"
-            ))),
-            _ => Ok(()),
-        });
-    if let Err(Denied::Forbidden(why)) = placed {
-        return refused(
-            StatusCode::FORBIDDEN,
-            &why,
-            "open the console from the address `mcp-broker console` prints",
-        );
-    }
     let query = req.uri().query().unwrap_or("").to_string();
     if login && req.method() == Method::GET {
-        if !console.access.key_ok(&param(&query, "key")) {
-            return refused(
-                StatusCode::UNAUTHORIZED,
-                "this link's key is not this console's",
-                "run `mcp-broker console` for the current link (each console start has its own)",
-            );
-        }
-        if let Some(full) = admitted(console, conn) {
-            return full;
-        }
-        return see_other(&format!("{}servers", console.access.home()));
+        return log_in(console, conn, &query);
     }
     // Browsers ask for an icon whatever the page says; a 404 would be a console error.
     if req.uri().path() == "/favicon.ico" {
@@ -318,33 +267,7 @@ async fn guarded<B: Backend>(
         return full;
     }
     if req.method() == Method::POST {
-        let path = page;
-        let form = match read_form(req).await {
-            Ok(f) => f,
-            Err(r) => return r,
-        };
-        if !console
-            .access
-            .csrf_ok(Some(param(&form, CSRF_FIELD).as_str()))
-        {
-            return refused(
-                StatusCode::FORBIDDEN,
-                "the action carries no valid form token",
-                "reload the page and try again",
-            );
-        }
-        // Carried out apart from the request: a browser that goes away does not cut an
-        // action off half-way (a restart stopped and never started).
-        let (console, form) = (console.clone(), form.clone());
-        return tokio::spawn(async move { act(&console, &path, &form).await })
-            .await
-            .unwrap_or_else(|_| {
-                refused(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "the action failed inside the daemon",
-                    "`mcp-broker logs` shows why",
-                )
-            });
+        return post(console, page, req).await;
     }
     if req.method() != Method::GET {
         return refused(
@@ -354,6 +277,110 @@ async fn guarded<B: Backend>(
         );
     }
     show(console, &page, &query).await
+}
+
+/// A refusal for a checked header sent twice, or not readable as text: it is refused rather
+/// than half-read.
+fn unclear_headers(req: &Request<Incoming>) -> Option<Reply> {
+    for name in [
+        header::HOST,
+        header::ORIGIN,
+        header::HeaderName::from_static("sec-fetch-site"),
+    ] {
+        let values: Vec<_> = req.headers().get_all(&name).iter().collect();
+        if values.len() > 1 || values.iter().any(|v| v.to_str().is_err()) {
+            return Some(refused(
+                StatusCode::BAD_REQUEST,
+                &format!("the {name} header is sent more than once or is not text"),
+                "send it once",
+            ));
+        }
+    }
+    None
+}
+
+/// A refusal for a request sent to another host than the console's, or an action from
+/// another site.
+fn misplaced<B: Backend>(console: &Console<B>, req: &Request<Incoming>) -> Option<Reply> {
+    let site = header::HeaderName::from_static("sec-fetch-site");
+    let host = header_of(req, &header::HOST);
+    // A request in absolute form names its host in the target too: both must be ours.
+    let target = req.uri().authority().map(|a| a.as_str());
+    // Only actions are refused for coming from another site. A page is opened from anywhere
+    // (a terminal, the forwarding page `console` writes, which a browser counts as another
+    // site, and every redirect after it); reading one needs the key or the session's path,
+    // and another site's script cannot read what it answers.
+    let fetch_site = if req.method() == Method::GET {
+        None
+    } else {
+        header_of(req, &site)
+    };
+    let placed = console
+        .access
+        .place(host, header_of(req, &header::ORIGIN), fetch_site)
+        .and_then(|()| match target {
+            Some(t) if Some(t) != host => Err(Denied::Forbidden(format!(
+                "the request names {t:?} but is sent to {host:?}"
+            ))),
+            _ => Ok(()),
+        });
+    if let Err(Denied::Forbidden(why)) = placed {
+        return Some(refused(
+            StatusCode::FORBIDDEN,
+            &why,
+            "open the console from the address `mcp-broker console` prints",
+        ));
+    }
+    None
+}
+
+/// `GET /login?key=...`: with this console's key, on to the servers page.
+fn log_in<B: Backend>(console: &Console<B>, conn: &crate::pool::Conn, query: &str) -> Reply {
+    if !console.access.key_ok(&param(query, "key")) {
+        return refused(
+            StatusCode::UNAUTHORIZED,
+            "this link's key is not this console's",
+            "run `mcp-broker console` for the current link (each console start has its own)",
+        );
+    }
+    if let Some(full) = admitted(console, conn) {
+        return full;
+    }
+    see_other(&format!("{}servers", console.access.home()))
+}
+
+/// An action posted from `path`'s form, its token checked.
+async fn post<B: Backend>(
+    console: &Arc<Console<B>>,
+    path: String,
+    req: Request<Incoming>,
+) -> Reply {
+    let form = match read_form(req).await {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
+    if !console
+        .access
+        .csrf_ok(Some(param(&form, CSRF_FIELD).as_str()))
+    {
+        return refused(
+            StatusCode::FORBIDDEN,
+            "the action carries no valid form token",
+            "reload the page and try again",
+        );
+    }
+    // Carried out apart from the request: a browser that goes away does not cut an
+    // action off half-way (a restart stopped and never started).
+    let (console, form) = (console.clone(), form.clone());
+    tokio::spawn(async move { act(&console, &path, &form).await })
+        .await
+        .unwrap_or_else(|_| {
+            refused(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the action failed inside the daemon",
+                "`mcp-broker logs` shows why",
+            )
+        })
 }
 
 async fn read_form(req: Request<Incoming>) -> Result<String, Reply> {
