@@ -17,20 +17,15 @@ const MEASURE_SESSION: u64 = u64::MAX;
 /// them) and what the profile exposes instead. Starts upstreams whose lists are unknown.
 async fn measure(broker: &Arc<Broker>, profile: mcpb_config::ProfileSettings) -> serde_json::Value {
     let view = broker.view(Arc::new(profile), MEASURE_SESSION);
-    let mut upstreams = Vec::new();
-    for up in view.upstreams() {
-        match up.tools(MEASURE_SESSION).await {
-            Ok(tools) => {
-                broker
-                    .known
-                    .observe(up.name(), &tools, &crate::known::listing_key(up.settings()));
-                upstreams.push(serde_json::json!({"name": up.name(), "tools": *tools}));
-            }
-            Err(e) => {
-                upstreams.push(serde_json::json!({"name": up.name(), "error": e.to_string()}))
-            }
-        }
-    }
+    let upstreams: Vec<serde_json::Value> = view
+        .raw_lists()
+        .await
+        .into_iter()
+        .map(|(name, got)| match got {
+            Ok(tools) => serde_json::json!({"name": name, "tools": *tools}),
+            Err(e) => serde_json::json!({"name": name, "error": e}),
+        })
+        .collect();
     let exposed = view
         .list(
             View::choose(view.profile(), false),
@@ -53,9 +48,7 @@ async fn measure(broker: &Arc<Broker>, profile: mcpb_config::ProfileSettings) ->
                 "name": t.exposed, "mutating": t.mutating})
         })
         .collect();
-    for up in view.upstreams() {
-        up.release_session(MEASURE_SESSION).await;
-    }
+    view.release_session().await;
     serde_json::json!({"profile": view.profile().name, "upstreams": upstreams, "exposed": exposed,
         "reachable": reachable})
 }

@@ -205,7 +205,7 @@ impl mcpb_console::Backend for ConsoleBackend {
             view.tools().await
         } else {
             let index = view.search_index().await;
-            crate::tools::search_tools::ranked(&view, &index, query, SEARCH_ROWS, None)
+            crate::tools::search_tools::ranked(view.handles().1, &index, query, SEARCH_ROWS, None)
                 .await
                 .into_iter()
                 .filter_map(|i| index.tools.get(i).cloned())

@@ -240,6 +240,33 @@ fn the_daemons_view_and_broker_tools_never_reach_back_into_the_broker() {
     }
 }
 
+/// The gate is a type: a broker tool gets narrow handles (`Gate`, `Catalog`, `Servers`) and
+/// never the view itself or an upstream, whose `call` would skip pins, policy and the audit.
+/// Only `Ctx::new` (tools/mod.rs) sees the view, to make the handles.
+#[test]
+fn broker_tools_hold_handles_never_the_view_or_an_upstream() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mcpb-daemon/src/tools");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !name.ends_with(".rs") || name == "mod.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for word in [
+            "ProfileView",
+            "Arc<Upstream>",
+            "mcpb_upstream::Upstream",
+            ".upstream()",
+        ] {
+            assert!(!text.contains(word), "tools/{name} names {word}");
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} tool files found");
+}
+
 #[test]
 fn paths_are_read_from_groups_and_nested_groups_too() {
     let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();

@@ -136,7 +136,7 @@ impl Session {
     /// union of their own capabilities). An upstream never started yet may offer anything, so
     /// it counts as offering everything; what it turns out not to have lists as nothing.
     fn capabilities(&self) -> Value {
-        let ups = self.broker.view(self.profile.clone(), 0).upstreams();
+        let ups = self.broker.view(self.profile.clone(), 0).servers();
         let known: Vec<Option<Value>> = ups.iter().map(|u| u.capabilities()).collect();
         let offers = |key: &str, flag: Option<&str>| {
             known.iter().any(|c| match c {

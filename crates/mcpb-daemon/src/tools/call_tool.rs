@@ -85,8 +85,8 @@ fn forwarded(
 }
 
 async fn call(ctx: &Ctx<'_>, args: Args) -> Result<Answer, BrokerRpcError> {
-    let view = ctx.view;
-    let tool = match view
+    let tool = match ctx
+        .gate
         .resolve_for_call(&args.name, crate::calls::Via::Facade)
         .await
     {
@@ -98,7 +98,8 @@ async fn call(ctx: &Ctx<'_>, args: Args) -> Result<Answer, BrokerRpcError> {
     };
     let params = forwarded(tool.tool_name(), args.arguments.as_deref(), ctx.meta)
         .map_err(|e| BrokerRpcError::Internal(e.to_string()))?;
-    let reply = view
+    let reply = ctx
+        .gate
         .call(&tool, &params, ctx.link.clone(), crate::calls::Via::Facade)
         .await?;
     let Reply::Result(result) = reply else {

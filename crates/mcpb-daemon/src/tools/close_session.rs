@@ -25,12 +25,7 @@ impl BrokerTool for CloseSession {
 
 impl Apply for CloseSession {
     async fn apply(ctx: Ctx<'_>, _args: Args) -> Result<Answer, BrokerRpcError> {
-        let mut released = Vec::new();
-        for up in ctx.view.upstreams() {
-            if up.release_session(ctx.view.session()).await {
-                released.push(up.name().to_string());
-            }
-        }
+        let released = ctx.servers.release_session().await;
         done(tool_result(json!({"released": released})))
     }
 }

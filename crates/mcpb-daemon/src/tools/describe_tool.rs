@@ -51,7 +51,6 @@ impl Apply for DescribeTool {
 }
 
 async fn describe(ctx: &Ctx<'_>, args: Args) -> Value {
-    let view = ctx.view;
     let names = args.into_names();
     if names.is_empty() {
         return tool_error("give name or names");
@@ -59,7 +58,7 @@ async fn describe(ctx: &Ctx<'_>, args: Args) -> Value {
     let mut tools = Vec::new();
     let mut unknown = Vec::new();
     for name in &names {
-        match view.resolve(name, false).await {
+        match ctx.gate.resolve(name, false).await {
             Ok(tool) => {
                 let mut def = tool.exposed_definition();
                 if let Some(obj) = def.as_object_mut() {
@@ -70,7 +69,7 @@ async fn describe(ctx: &Ctx<'_>, args: Args) -> Value {
             }
             Err(BrokerRpcError::UnknownTool(_)) => unknown.push(json!({
                 "name": name,
-                "did_you_mean": view.suggest(name).await,
+                "did_you_mean": ctx.catalog.suggest(name).await,
             })),
             Err(e) => unknown.push(json!({"name": name, "error": e.to_string()})),
         }

@@ -38,9 +38,9 @@ impl BrokerTool for ListServers {
 
 impl Apply for ListServers {
     async fn apply(ctx: Ctx<'_>, _args: Args) -> Result<Answer, BrokerRpcError> {
-        let view = ctx.view;
-        let servers: Vec<Value> = view
-            .upstreams()
+        let servers: Vec<Value> = ctx
+            .servers
+            .list()
             .iter()
             .map(|up| {
                 let s = up.settings();
@@ -48,7 +48,7 @@ impl Apply for ListServers {
                     "name": s.name,
                     "description": s.description,
                     "tags": s.tags,
-                    "tools": view.known_count(up),
+                    "tools": ctx.servers.known_count(up),
                     "state": up.status().state,
                 })
             })

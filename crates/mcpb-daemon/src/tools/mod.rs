@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::view::ProfileView;
+use crate::view::{Catalog, Gate, ProfileView, Servers};
 
 pub mod names;
 mod registry;
@@ -122,11 +122,15 @@ pub(crate) enum Answer {
     Upstream(Reply),
 }
 
-/// What a broker tool may use: the profile's view as the one gate to visible tools (resolve,
-/// call, search, the upstreams' states), the code-execution service, the artifact store, the
-/// profile's settings and limits, and the calling session. Nothing else of the daemon.
+/// What a broker tool may use: narrow handles to the profile's view (`gate`: resolve and
+/// call visible tools; `catalog`: search, content, suggestions; `servers`: their state and the
+/// session's hold on them), the code-execution service, the artifact store, the profile's
+/// settings and limits, and the calling session. Never the view itself or an upstream.
 pub(crate) struct Ctx<'a> {
-    pub(crate) view: &'a ProfileView,
+    pub(crate) gate: Gate<'a>,
+    pub(crate) catalog: Catalog<'a>,
+    pub(crate) servers: Servers<'a>,
+    profile: &'a ProfileSettings,
     pub(crate) exec: Arc<crate::exec::Exec>,
     pub(crate) artifacts: mcpb_facade::ArtifactStore,
     pub(crate) link: Arc<dyn ClientLink>,
@@ -141,8 +145,12 @@ impl<'a> Ctx<'a> {
         meta: Option<&'a RawValue>,
     ) -> Self {
         let (exec, artifacts) = view.tool_services();
+        let (gate, catalog, servers) = view.handles();
         Self {
-            view,
+            gate,
+            catalog,
+            servers,
+            profile: view.profile(),
             exec,
             artifacts,
             link,
@@ -151,7 +159,7 @@ impl<'a> Ctx<'a> {
     }
 
     pub(crate) fn profile(&self) -> &ProfileSettings {
-        self.view.profile()
+        self.profile
     }
 
     pub(crate) fn naming(&self) -> Naming {
@@ -206,7 +214,7 @@ impl<'a> Ctx<'a> {
     /// "Unknown tool" as a broker tool answers it: with the closest visible names, or a
     /// pointer to search when there are none.
     pub(crate) async fn unknown_tool(&self, name: &str) -> Value {
-        let near = self.view.suggest(name).await;
+        let near = self.catalog.suggest(name).await;
         if near.is_empty() {
             let search = names::SEARCH_TOOLS.under(self.naming());
             tool_error(format!(

@@ -108,7 +108,7 @@ impl ToolHost for ViewHost<'_, '_> {
             }
             let tool = match self
                 .ctx
-                .view
+                .gate
                 .resolve_for_call(name, crate::calls::Via::Exec)
                 .await
             {
@@ -133,7 +133,7 @@ impl ToolHost for ViewHost<'_, '_> {
             };
             match self
                 .ctx
-                .view
+                .gate
                 .call(
                     &tool,
                     &params,

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Answer, Apply, BrokerTool, Ctx, Naming, done, tool_error, tool_result};
-use crate::view::{ProfileView, Source};
+use crate::view::{Catalog, Source};
 
 /// Results when the caller gives no limit.
 pub const DEFAULT_LIMIT: usize = 8;
@@ -83,8 +83,10 @@ impl BrokerTool for SearchTools {
 impl Apply for SearchTools {
     async fn apply(ctx: Ctx<'_>, args: Args) -> Result<Answer, BrokerRpcError> {
         done(match args.kind.unwrap_or_default() {
-            Kind::Tool => search(ctx.view, &args).await,
-            kind @ (Kind::Resource | Kind::Prompt) => search_content(ctx.view, &args, kind).await,
+            Kind::Tool => search(ctx.catalog, &args).await,
+            kind @ (Kind::Resource | Kind::Prompt) => {
+                search_content(ctx.catalog, &args, kind).await
+            }
         })
     }
 }
@@ -104,7 +106,7 @@ pub(crate) fn one_line(description: &str) -> String {
 /// Resources or prompts ranked like tools: the same index, built for this one search from the
 /// profile's lists (they are short next to tool lists): a running upstream's own, else the
 /// last one known, so a search starts only an upstream that never listed them.
-async fn search_content(view: &ProfileView, args: &Args, kind: Kind) -> Value {
+async fn search_content(view: Catalog<'_>, args: &Args, kind: Kind) -> Value {
     let items = match kind {
         Kind::Resource => view.all_resources(Source::Known).await,
         Kind::Tool | Kind::Prompt => view.all_prompts(Source::Known).await,
@@ -183,7 +185,7 @@ async fn search_content(view: &ProfileView, args: &Args, kind: Kind) -> Value {
 /// The index's best `limit` tools for `query` (of `server` only, when given), best first: the
 /// order `broker.search_tools` answers in, and the console's Tools page shows.
 pub(crate) async fn ranked(
-    view: &ProfileView,
+    view: Catalog<'_>,
     index: &std::sync::Arc<crate::view::ProfileIndex>,
     query: &str,
     limit: usize,
@@ -216,12 +218,12 @@ pub(crate) async fn ranked(
     }
 }
 
-async fn search(view: &ProfileView, args: &Args) -> Value {
+async fn search(view: Catalog<'_>, args: &Args) -> Value {
     let query = args.query();
     let limit = args.limit();
     let server = args.server.as_deref().filter(|s| !s.is_empty());
     let known: Vec<String> = view
-        .upstreams()
+        .servers()
         .iter()
         .map(|u| u.name().to_string())
         .collect();

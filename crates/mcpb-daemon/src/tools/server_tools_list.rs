@@ -54,9 +54,9 @@ impl Apply for ServerToolsList {
 }
 
 async fn list(ctx: &Ctx<'_>, args: &Args) -> Value {
-    let view = ctx.view;
+    let view = ctx.catalog;
     let known: Vec<String> = view
-        .upstreams()
+        .servers()
         .iter()
         .map(|u| u.name().to_string())
         .collect();

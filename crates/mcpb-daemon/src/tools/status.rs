@@ -24,9 +24,9 @@ impl BrokerTool for Status {
 
 impl Apply for Status {
     async fn apply(ctx: Ctx<'_>, _args: Args) -> Result<Answer, BrokerRpcError> {
-        let view = ctx.view;
+        let view = ctx.servers;
         let servers: Vec<Value> = view
-            .upstreams()
+            .list()
             .iter()
             .map(|up| {
                 let st = up.status();
@@ -71,7 +71,7 @@ impl Apply for Status {
 /// request goes through again. The second value: whether it needs a person now. Local (stdio)
 /// upstreams have none.
 fn auth_of(
-    upstream: &mcpb_upstream::Upstream,
+    upstream: &crate::view::Shown,
     runtime: &mcpb_config::RuntimeLayout,
 ) -> Option<(Value, bool)> {
     let up = upstream.settings();

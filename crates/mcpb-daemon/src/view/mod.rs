@@ -30,14 +30,18 @@ fn audit_error(mut error: String) -> String {
 
 mod content;
 mod first_list;
+mod handles;
 mod sandbox_hint;
 mod search;
+mod shown;
 mod tool;
 
 pub(crate) use content::{ResourceOwners, Source};
 pub(crate) use first_list::ListFetches;
 
+pub(crate) use handles::{Catalog, Gate, Servers};
 pub(crate) use search::{ProfileIndex, SearchCache};
+pub(crate) use shown::Shown;
 pub(crate) use tool::VisibleTool;
 
 /// A `tools/list` result: the broker tools' definitions, then each visible tool's under its
@@ -153,10 +157,6 @@ impl ProfileView {
         &self.profile
     }
 
-    pub(crate) fn session(&self) -> u64 {
-        self.session
-    }
-
     /// What a broker tool uses beside the view (tools/mod.rs `Ctx`): the code-execution
     /// service and this generation's artifact store.
     pub(crate) fn tool_services(&self) -> (Arc<crate::exec::Exec>, mcpb_facade::ArtifactStore) {
@@ -198,8 +198,9 @@ impl ProfileView {
     }
 
     /// The profile's upstreams that are enabled, in the profile's order: a project's only in
-    /// a session started in its folder (or one that names no folder).
-    pub(crate) fn upstreams(&self) -> Vec<Arc<Upstream>> {
+    /// a session started in its folder (or one that names no folder). The view's own: outside
+    /// it a server is a `Shown`.
+    pub(in crate::view) fn upstreams(&self) -> Vec<Arc<Upstream>> {
         self.profile
             .upstreams
             .iter()
@@ -211,6 +212,45 @@ impl ProfileView {
             })
             .cloned()
             .collect()
+    }
+
+    /// The servers the profile shows (see `upstreams`), as the rest of the daemon may hold them.
+    pub(crate) fn servers(&self) -> Vec<Shown> {
+        self.upstreams().into_iter().map(Shown::new).collect()
+    }
+
+    /// This view's session let go of by each of its servers (its per-session instances stop):
+    /// the names of those that had one.
+    pub(crate) async fn release_session(&self) -> Vec<String> {
+        let mut released = Vec::new();
+        for up in self.upstreams() {
+            if up.release_session(self.session).await {
+                released.push(up.name().to_string());
+            }
+        }
+        released
+    }
+
+    /// Each server's own list, as a client that loads it directly sees it (admin `measure`
+    /// compares it with the view's), learnt as any listing is; started for this view's
+    /// session where needed, and let go of after.
+    pub(crate) async fn raw_lists(
+        &self,
+    ) -> Vec<(String, Result<Arc<Vec<mcpb_protocol::Tool>>, String>)> {
+        let mut lists = Vec::new();
+        for up in self.upstreams() {
+            let got = up.tools(self.session).await.map_err(|e| e.to_string());
+            if let Ok(tools) = &got {
+                self.shared.known.observe(
+                    up.name(),
+                    tools,
+                    &crate::known::listing_key(up.settings()),
+                );
+            }
+            lists.push((up.name().to_string(), got));
+        }
+        self.release_session().await;
+        lists
     }
 
     /// The profile's upstreams whose last start failed, with the error: what a listing or a
@@ -292,9 +332,9 @@ impl ProfileView {
     }
 
     /// The visible tools of one upstream from what is known, without starting it.
-    pub(crate) fn known_count(&self, up: &Arc<Upstream>) -> Option<usize> {
+    pub(crate) fn known_count(&self, up: &Shown) -> Option<usize> {
         let entry = self.shared.known.cached(up.name())?;
-        Some(VisibleTool::all_of(&self.profile, up, &entry).len())
+        Some(VisibleTool::all_of(&self.profile, up.upstream(), &entry).len())
     }
 
     /// What `tools/list` shows: the broker tools plus pinned tools when compact (which starts
@@ -490,6 +530,7 @@ impl ProfileView {
             meta: &meta,
         };
         tool.upstream
+            .upstream()
             .call(self.session, outgoing, &opts)
             .await
             .map_err(rpc_error)

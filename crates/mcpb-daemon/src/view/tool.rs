@@ -1,6 +1,7 @@
 //! One tool as a profile sees it: where it lives (upstream, known list, index) and the name the
 //! profile exposes it under.
 
+use crate::view::Shown;
 use std::sync::Arc;
 
 use mcpb_config::{ProfileSettings, UpstreamSettings};
@@ -12,7 +13,8 @@ use crate::known::Entry;
 
 #[derive(Clone)]
 pub(crate) struct VisibleTool {
-    pub(crate) upstream: Arc<Upstream>,
+    /// Its server, as a broker tool may hold it.
+    pub(crate) upstream: Shown,
     pub(crate) entry: Arc<Entry>,
     pub(crate) index: usize,
     pub(crate) exposed: String,
@@ -77,7 +79,7 @@ impl VisibleTool {
     fn new(upstream: &Arc<Upstream>, entry: &Arc<Entry>, index: usize, exposed: String) -> Self {
         let mutating = !mcpb_policy::is_read_only(upstream.settings(), &entry.tools()[index]);
         Self {
-            upstream: upstream.clone(),
+            upstream: Shown::new(upstream.clone()),
             entry: entry.clone(),
             index,
             exposed,

@@ -136,7 +136,7 @@ async fn known_lists_answer_without_starting_anything() {
             .unwrap()
             .mutating
     );
-    assert_eq!(v.known_count(&v.upstreams()[0]), Some(2));
+    assert_eq!(v.known_count(&v.servers()[0]), Some(2));
     for up in v.upstreams() {
         assert!(up.status().pids.is_empty(), "nothing was started");
     }
@@ -345,7 +345,7 @@ async fn an_upstreams_tool_filter_applies_on_every_path() {
         hits.iter()
             .all(|h| ix.tools[h.doc].exposed != "db.drop_table")
     );
-    assert_eq!(v.known_count(&v.upstreams()[0]), Some(1));
+    assert_eq!(v.known_count(&v.servers()[0]), Some(1));
 }
 
 #[test]
