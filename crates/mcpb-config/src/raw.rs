@@ -191,6 +191,41 @@ pub enum Transport {
     Sse,
 }
 
+/// What callers ask of a transport, answered here once for every kind: nobody else matches on
+/// it.
+impl Transport {
+    /// A process of ours, started with a command: what is sandboxed, counted against the
+    /// process caps, probed for its protocol era, and given an environment.
+    pub fn is_local_process(self) -> bool {
+        match self {
+            Transport::Stdio => true,
+            Transport::StreamableHttp | Transport::Sse => false,
+        }
+    }
+
+    /// A server reached over HTTP: what takes headers, OAuth and a URL.
+    pub fn is_remote(self) -> bool {
+        !self.is_local_process()
+    }
+
+    /// Legacy SSE: a stream opened first, which names where messages are posted.
+    pub fn posts_to_a_named_endpoint(self) -> bool {
+        match self {
+            Transport::Sse => true,
+            Transport::Stdio | Transport::StreamableHttp => false,
+        }
+    }
+
+    /// The config's own word for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::StreamableHttp => "streamable_http",
+            Transport::Sse => "sse",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Lifecycle {

@@ -422,7 +422,7 @@ impl Http {
         // Legacy SSE: the stream must be open, and name its POST endpoint, before anything is sent.
         let mut post_url = None;
         let mut reader = None;
-        if launch.settings.transport == mcpb_config::Transport::Sse {
+        if launch.settings.transport.posts_to_a_named_endpoint() {
             let (endpoint, task) =
                 open_legacy_stream(&remote, launch.settings.startup_timeout).await?;
             post_url = Some(endpoint);

@@ -325,7 +325,7 @@ pub(crate) fn sandbox_grants(s: &Settings, only: Option<&[String]>) -> Vec<Strin
     let only: Option<std::collections::HashSet<&str>> =
         only.map(|o| o.iter().map(String::as_str).collect());
     for (name, u) in &s.upstreams {
-        if u.transport != mcpb_config::Transport::Stdio
+        if !u.transport.is_local_process()
             || only.as_ref().is_some_and(|o| !o.contains(name.as_str()))
         {
             continue;

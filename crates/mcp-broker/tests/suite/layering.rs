@@ -267,6 +267,45 @@ fn broker_tools_hold_handles_never_the_view_or_an_upstream() {
     assert!(checked >= 10, "only {checked} tool files found");
 }
 
+/// A transport answers for itself: what callers ask of its kind (a local process? remote?
+/// a named endpoint?) is a method of `mcpb_config::Transport`, the one place that matches on
+/// it; no other crate's sources name its variants (tests may).
+#[test]
+fn transport_kinds_are_matched_only_where_they_are_defined() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut named = Vec::new();
+    for entry in std::fs::read_dir(crates).unwrap() {
+        let dir = entry.unwrap().path();
+        if dir.ends_with("mcpb-config") || !dir.join("src").is_dir() {
+            continue;
+        }
+        let mut files = Vec::new();
+        rust_files(&dir.join("src"), &mut files);
+        for f in files {
+            let name = f.file_name().unwrap().to_string_lossy().to_string();
+            if name.ends_with("_tests.rs") || name == "tests.rs" {
+                continue;
+            }
+            let text = std::fs::read_to_string(&f).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap();
+            for v in [
+                "Transport::Stdio",
+                "Transport::StreamableHttp",
+                "Transport::Sse",
+            ] {
+                if code.contains(v) {
+                    named.push(format!("{}: {v}", f.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        named.is_empty(),
+        "ask the transport instead:\n{}",
+        named.join("\n")
+    );
+}
+
 #[test]
 fn paths_are_read_from_groups_and_nested_groups_too() {
     let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();

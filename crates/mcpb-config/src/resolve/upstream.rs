@@ -27,7 +27,7 @@ impl Resolver<'_> {
         let env = self.templates(n, "env", &raw.env);
         let headers = self.templates(n, "headers", &raw.headers);
         let oauth = raw.oauth.as_ref().map(|o| self.oauth(name, o));
-        if oauth.is_some() && raw.transport == Transport::Stdio {
+        if oauth.is_some() && raw.transport.is_local_process() {
             self.issue(
                 name,
                 format!("upstreams.{n}.oauth"),
@@ -115,9 +115,9 @@ impl Resolver<'_> {
             (Transport::Stdio, Some(_), Some(_)) => self.issue(name, format!("upstreams.{n}.url"),
                 "a stdio upstream takes no url".into(), None),
             (Transport::StreamableHttp | Transport::Sse, _, None) => self.issue(name, format!("upstreams.{n}.url"),
-                format!("transport {} needs a url", transport_name(raw.transport)), Some("e.g. url: http://127.0.0.1:8931/mcp")),
+                format!("transport {} needs a url", raw.transport.name()), Some("e.g. url: http://127.0.0.1:8931/mcp")),
             (Transport::StreamableHttp | Transport::Sse, Some(_), _) => self.issue(name, format!("upstreams.{n}.command"),
-                format!("transport {} takes no command (the server runs elsewhere)", transport_name(raw.transport)), None),
+                format!("transport {} takes no command (the server runs elsewhere)", raw.transport.name()), None),
             (Transport::StreamableHttp | Transport::Sse, None, Some(url)) => {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
                     self.issue(name, format!("upstreams.{n}.url"), format!("'{url}' is not an http:// or https:// url"), None);
@@ -146,7 +146,7 @@ impl Resolver<'_> {
         broker: &BrokerSettings,
     ) -> Option<SandboxPolicy> {
         let n = name.value.as_str();
-        let sandbox = if raw.transport == Transport::Stdio {
+        let sandbox = if raw.transport.is_local_process() {
             let home = self.ctx.home.clone();
             let expand = |p: &str| expand_home(&self.placeholders(p), home.as_deref());
             SandboxPolicy::resolve(raw.sandbox.as_ref(), broker.upstream_sandbox, &expand)
@@ -182,13 +182,5 @@ impl Resolver<'_> {
             );
         }
         sandbox
-    }
-}
-
-fn transport_name(t: Transport) -> &'static str {
-    match t {
-        Transport::Stdio => "stdio",
-        Transport::StreamableHttp => "streamable_http",
-        Transport::Sse => "sse",
     }
 }

@@ -75,7 +75,7 @@ fn auth_of(
     runtime: &mcpb_config::RuntimeLayout,
 ) -> Option<(Value, bool)> {
     let up = upstream.settings();
-    if up.transport == mcpb_config::Transport::Stdio {
+    if up.transport.is_local_process() {
         return None;
     }
     let store = mcpb_oauth::FileStore::for_upstream(&runtime.state_dir(), &up.name);

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use mcpb_config::unix_now;
 use parking_lot::Mutex;
 
-use mcpb_config::{Lifecycle, Transport, UpstreamSettings};
+use mcpb_config::{Lifecycle, UpstreamSettings};
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -132,7 +132,7 @@ impl Upstream {
             rejected_tools: Vec::new(),
             stderr_tail: Vec::new(),
             sandbox: None,
-            sandboxed: (settings.transport == Transport::Stdio)
+            sandboxed: (settings.transport.is_local_process())
                 .then_some(settings.sandbox.is_some()),
         };
         let instances = Arc::new(Semaphore::new(settings.max_instances));
@@ -282,7 +282,7 @@ impl Upstream {
     /// Capacity for one more process: this upstream's `max_instances` and the daemon's
     /// `max_processes`. Over either cap the request fails at once.
     fn reserve_process(&self) -> Result<Vec<OwnedSemaphorePermit>, UpstreamError> {
-        let remote = self.settings.transport != Transport::Stdio;
+        let remote = self.settings.transport.is_remote();
         let own =
             self.instances
                 .clone()
@@ -366,7 +366,7 @@ impl Upstream {
         let mut deadline = Instant::now() + self.settings.startup_timeout;
         let known = self.state.lock().probe;
         let probe =
-            !known.handshake_only && !known.skip && self.settings.transport == Transport::Stdio;
+            !known.handshake_only && !known.skip && self.settings.transport.is_local_process();
         let inst = self.spawn_instance(permits).await?;
         let mut starting = Starting::new(self, inst);
         let modern = if probe {
@@ -466,7 +466,7 @@ impl Upstream {
     /// How this upstream is reached, from its settings: its process, or its HTTP endpoint.
     async fn transport(&self) -> Result<Box<dyn crate::transport::Transport>, UpstreamError> {
         let lookup = |k: &str| std::env::var(k).ok();
-        if self.settings.transport == Transport::Stdio {
+        if self.settings.transport.is_local_process() {
             let env = child_env(
                 &self.settings,
                 &self.ctx.passthrough,

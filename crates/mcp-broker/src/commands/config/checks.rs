@@ -5,8 +5,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use mcpb_config::Settings;
 use mcpb_config::template::{Part, Template};
-use mcpb_config::{Settings, Transport};
 
 /// One thing that will fail: what, where, and the hint that fixes it.
 pub(crate) struct Finding {
@@ -104,7 +104,7 @@ pub(crate) fn run_time(settings: &Settings, daemon_env: Option<&[String]>) -> Ve
             }
             _ => cmd.to_string(),
         };
-        if up.transport == Transport::Stdio
+        if up.transport.is_local_process()
             && let Some(cmd) = &up.command
             && !runnable(&in_cwd(cmd), &path)
         {

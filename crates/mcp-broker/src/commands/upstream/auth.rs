@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use mcpb_config::{OAuthGrant, Settings, Transport, UpstreamSettings};
+use mcpb_config::{OAuthGrant, Settings, UpstreamSettings};
 use mcpb_oauth::{FileStore, LoginOptions};
 
 use crate::cli::AuthCommand;
@@ -15,7 +15,7 @@ fn remote<'a>(settings: &'a Settings, name: &str) -> Result<&'a UpstreamSettings
         let known: Vec<&str> = settings
             .upstreams
             .values()
-            .filter(|u| u.transport != Transport::Stdio)
+            .filter(|u| u.transport.is_remote())
             .map(|u| u.name.as_str())
             .collect();
         let hint = format!("remote upstreams here: {}", known.join(", "));
@@ -24,7 +24,7 @@ fn remote<'a>(settings: &'a Settings, name: &str) -> Result<&'a UpstreamSettings
             &[&hint],
         ));
     };
-    if up.transport == Transport::Stdio {
+    if up.transport.is_local_process() {
         return Err(fail(
             &format!("mcp-broker: {name} is a local process; only remote upstreams sign in"),
             &["a local server's credentials go in its env: with ${ENV} references"],
@@ -111,7 +111,7 @@ pub(crate) fn status(settings: &Settings, json: bool) -> ExitCode {
     let rows: Vec<(String, bool, bool)> = settings
         .upstreams
         .values()
-        .filter(|u| u.transport != Transport::Stdio)
+        .filter(|u| u.transport.is_remote())
         .map(|u| {
             let static_auth = u
                 .headers

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use mcpb_config::{ConfigSource, ResolveContext, Settings, Transport};
+use mcpb_config::{ConfigSource, ResolveContext, Settings};
 use mcpb_protocol::AdminCommand;
 
 use crate::cli::{AddArgs, UpstreamCommand};
@@ -431,11 +431,7 @@ pub(crate) fn list(settings: &Settings, json: bool) -> ExitCode {
                         .flatten()
                         .map(|l| l.tools.len() as u64)
                 });
-            let transport = match u.transport {
-                Transport::Stdio => "stdio",
-                Transport::StreamableHttp => "streamable_http",
-                Transport::Sse => "sse",
-            };
+            let transport = u.transport.name();
             let lifecycle = serde_json::to_value(u.lifecycle).unwrap_or_default();
             serde_json::json!({"name": u.name, "transport": transport,
                 "lifecycle": lifecycle, "state": state, "tools": tools})
