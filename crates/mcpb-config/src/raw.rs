@@ -70,54 +70,54 @@ pub struct RawRuntime {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawBroker {
-    /// Most client sessions served at once; further connections wait. Default 256.
+    /// Most client sessions served at once; further connections wait.
     #[serde(default)]
     pub max_clients: Option<u32>,
     /// How long a tool call may go without an answer or a progress notification, in
-    /// milliseconds; progress restarts it. Default 60000.
+    /// milliseconds; progress restarts it.
     #[serde(default)]
     pub call_timeout_ms: Option<crate::duration::Millis>,
-    /// Hard limit for one tool call whatever progress it reports. Default 600000.
+    /// Hard limit for one tool call whatever progress it reports.
     #[serde(default)]
     pub max_call_ms: Option<crate::duration::Millis>,
-    /// Default time an upstream may take to start and answer its handshake. Default 30000.
+    /// How long an upstream may take to start and answer its handshake (each may set its own).
     #[serde(default)]
     pub startup_timeout_ms: Option<crate::duration::Millis>,
-    /// How long shutdown waits for in-flight calls before cancelling them. Default 5000.
+    /// How long shutdown waits for in-flight calls before cancelling them.
     #[serde(default)]
     pub shutdown_grace_ms: Option<crate::duration::Millis>,
     /// How long a raw `tools/list` waits for upstreams whose tools the catalog does not know
     /// yet (never listed, or their command changed) before it answers with what is known; the
-    /// rest follow as `notifications/tools/list_changed`. Default 3000.
+    /// rest follow as `notifications/tools/list_changed`.
     #[serde(default)]
     pub first_list_wait_ms: Option<crate::duration::Millis>,
     /// A client whose answers cannot be delivered for this long (it stopped reading) is
-    /// disconnected. Default 10000.
+    /// disconnected.
     #[serde(default)]
     pub client_write_timeout_ms: Option<crate::duration::Millis>,
-    /// Largest single JSON-RPC frame accepted from a client or an upstream. Default 16 MiB.
+    /// Largest single JSON-RPC frame accepted from a client or an upstream.
     #[serde(default)]
     pub max_frame_bytes: Option<u64>,
     /// Largest tool list one upstream may send, all pages together; a larger list is refused
-    /// and the upstream reported as failed. Default 4 MiB.
+    /// and the upstream reported as failed.
     #[serde(default)]
     pub max_tool_list_bytes: Option<u64>,
     /// Most tools one upstream's list may hold; a longer list is refused and the upstream
-    /// reported as failed. Default 5000.
+    /// reported as failed.
     #[serde(default)]
     pub max_tools_per_list: Option<u32>,
     /// Bytes of answers queued for one client that is slow to read them; past this the session
-    /// waits (and is disconnected after client_write_timeout_ms). Default 32 MiB.
+    /// waits (and is disconnected after client_write_timeout_ms).
     #[serde(default)]
     pub max_outbound_bytes: Option<u64>,
     /// `_meta` keys of a client's request forwarded to upstreams besides those MCP defines
-    /// (`progressToken`). Default none: a client's other `_meta` keys stay with the broker.
+    /// (`progressToken`); a client's other `_meta` keys stay with the broker.
     #[serde(default)]
     pub forward_meta_keys: Vec<String>,
-    /// Size at which logs/daemon.log is rotated (daemon.log.1 .. .3 kept). Default 10 MiB.
+    /// Size at which logs/daemon.log is rotated (daemon.log.1 .. .3 kept).
     #[serde(default)]
     pub log_max_bytes: Option<u64>,
-    /// Upstream processes running at once, all upstreams together. Default 128.
+    /// Upstream processes running at once, all upstreams together.
     #[serde(default)]
     pub max_processes: Option<u32>,
     /// Extra variables passed from the daemon's environment to every upstream, beside the
@@ -125,10 +125,9 @@ pub struct RawBroker {
     #[serde(default)]
     pub env_passthrough: Vec<String>,
     /// How long a stored oversized result (artifact) stays readable, in milliseconds.
-    /// Default 3600000 (one hour).
     #[serde(default)]
     pub artifact_ttl_ms: Option<crate::duration::Millis>,
-    /// Disk space all artifacts may take together; the oldest go first. Default 268435456.
+    /// Disk space all artifacts may take together; the oldest go first.
     #[serde(default)]
     pub artifact_max_bytes: Option<u64>,
     /// Code execution for every profile: ceilings, the Python interpreter.
@@ -174,10 +173,10 @@ pub enum SearchModel {
 #[serde(deny_unknown_fields)]
 pub struct RawAudit {
     /// Write a JSON line per tool call (time, session, client, profile, tool, duration,
-    /// outcome, result size). Default true.
+    /// outcome, result size).
     #[serde(default)]
     pub enabled: Option<bool>,
-    /// Also write each call's argument values (they may hold personal data). Default false.
+    /// Also write each call's argument values (they may hold personal data).
     #[serde(default)]
     pub arguments: Option<bool>,
 }
