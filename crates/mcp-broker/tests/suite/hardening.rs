@@ -267,7 +267,15 @@ fn sessions_over_max_clients_are_refused_after_a_bounded_wait_and_admin_commands
             s
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(500));
+    // The queue is full once most of them wait for the slot (the rest are over the headroom).
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            home.status()["daemon"]["waiting_sessions"]
+                .as_u64()
+                .is_some_and(|n| n >= 60)
+        }),
+        "the sessions never queued"
+    );
     let t = Instant::now();
     let status = home.run(&["status", "--json"]);
     assert!(

@@ -404,7 +404,11 @@ fn a_second_sigterm_stops_at_once_and_kills_the_upstreams() {
     let pid = rustix::process::Pid::from_raw(daemon.id() as i32).unwrap();
     let t = std::time::Instant::now();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    // The first signal is being handled once the daemon took its socket away.
+    assert!(super::support::wait_until(
+        std::time::Duration::from_secs(10),
+        || !home.socket().exists()
+    ));
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
     let status = super::support::wait_timeout(&mut daemon, std::time::Duration::from_secs(10))
         .expect("daemon exits");
