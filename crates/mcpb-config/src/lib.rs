@@ -28,12 +28,12 @@ pub use exec::{BrokerExec, ExecLimits, Language, Limits, ProfileExec};
 pub use layout::RuntimeLayout;
 pub use load::{EMBEDDED_DEFAULT, EXAMPLE, load, load_str, locate};
 pub use raw::{
-    Lifecycle, NameStyle, OAuthGrant, PinModeSetting, SearchModel, Transport, Vocabulary,
+    Lifecycle, NameStyle, OAuthGrant, PinModeSetting, SearchModel, StartMode, Transport, Vocabulary,
 };
 pub use resolve::ResolveContext;
 pub use settings::{
-    AuditSettings, BrokerSettings, ConfigSource, NameFilter, ProfileSettings, Settings,
-    SmokeSettings, ToolFilter, UpstreamSettings,
+    AuditSettings, BrokerSettings, ConfigSource, DEFAULT_IDLE_TIMEOUT, NameFilter, ProfileSettings,
+    Settings, SmokeSettings, ToolFilter, UpstreamSettings,
 };
 pub use template::Template;
 

@@ -239,6 +239,20 @@ pub enum Lifecycle {
     Disabled,
 }
 
+/// When a local server's process starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StartMode {
+    /// On its first call, resource read, prompt or subscription: a listing, a search or a
+    /// describe answers from the catalog without it. A shared one stops again after
+    /// `idle_timeout_ms` without use (10 minutes unless set) once no open session has used it.
+    #[default]
+    OnFirstUse,
+    /// With the daemon, and kept running (no idle stop unless `idle_timeout_ms` is set): for a
+    /// server that must run all the time (one that watches something, or is slow to start).
+    Eager,
+}
+
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawUpstream {
@@ -268,7 +282,12 @@ pub struct RawUpstream {
     pub headers: BTreeMap<Located<String>, Located<String>>,
     #[serde(default)]
     pub lifecycle: Lifecycle,
-    /// Stop a shared or per-session instance after this long without calls.
+    /// When its process starts: `on_first_use` (default) or `eager`.
+    #[serde(default)]
+    pub start: StartMode,
+    /// Stop a shared or per-session instance after this long without calls (and, for a shared
+    /// one, once no open session has used it). A shared local server that starts on first use
+    /// stops after 10 minutes unless this is set.
     #[serde(default)]
     pub idle_timeout_ms: Option<crate::duration::Millis>,
     /// Processes of this upstream running at once (per_session, per_call). Default 16.

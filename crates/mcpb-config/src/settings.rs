@@ -172,6 +172,12 @@ impl Default for AuditSettings {
     }
 }
 
+/// How long a shared local server that starts on first use runs without calls before it is
+/// stopped. Long enough that a model working through a task (turns seconds to minutes apart)
+/// never waits on a restart; short enough that servers used once in a morning give their
+/// memory back by lunch. A restart costs one cold start (1-3 s for a package runner).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
 impl Default for BrokerSettings {
     fn default() -> Self {
         Self {
@@ -214,6 +220,7 @@ pub struct UpstreamSettings {
     pub url: Option<String>,
     pub headers: BTreeMap<String, Template>,
     pub lifecycle: Lifecycle,
+    pub start: crate::raw::StartMode,
     #[serde(serialize_with = "as_opt_ms", rename = "idle_timeout_ms")]
     pub idle_timeout: Option<Duration>,
     pub max_instances: usize,

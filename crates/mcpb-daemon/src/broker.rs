@@ -215,6 +215,7 @@ impl Broker {
         // is killed at once), then what the session had running.
         self.fetches.close_session(session);
         for up in self.all_upstreams() {
+            up.forget_session(session);
             if up.settings().lifecycle == Lifecycle::PerSession {
                 tokio::spawn(async move { up.release_session(session).await });
             }

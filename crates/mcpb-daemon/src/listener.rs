@@ -81,6 +81,7 @@ pub async fn run_with(settings: Settings, warning: Option<String>) -> Result<(),
     let mut listener = Listener::bind(settings)?;
     *listener.broker.config_warning.lock() = warning;
     let heartbeat = tokio::spawn(heartbeat(listener.broker.clone()));
+    start_eager(&listener.broker);
     listener.accept().await;
     let now = listener.drain().await;
     listener.stop(now).await;
@@ -361,6 +362,22 @@ impl Listener {
     }
 }
 
+/// Upstreams that start `eager` are started with the daemon, each on its own task; the others
+/// wait for their first use.
+fn start_eager(broker: &Arc<Broker>) {
+    for up in broker.config().upstreams.values() {
+        let s = up.settings();
+        if s.start == mcpb_config::StartMode::Eager && s.enabled() {
+            let up = up.clone();
+            tokio::spawn(async move {
+                if let Err(e) = up.tools(0).await {
+                    tracing::warn!(upstream = up.name(), error = %e, "eager start failed");
+                }
+            });
+        }
+    }
+}
+
 /// A one-second heartbeat stops idle upstreams and reaps adopted orphans. It also keeps the
 /// timer wheel's next wake-up close, so the call timeouts registered on every request never have
 /// to wake the event loop through its eventfd.
@@ -370,7 +387,7 @@ async fn heartbeat(broker: Arc<Broker>) {
     loop {
         tick.tick().await;
         for up in broker.config().upstreams.values() {
-            up.stop_idle().await;
+            up.stop_idle(broker.subscriptions.any_for(up.name())).await;
         }
         beats = beats.wrapping_add(1);
         if beats.is_multiple_of(10) {

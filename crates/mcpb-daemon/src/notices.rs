@@ -45,6 +45,11 @@ impl Subscriptions {
 
     /// Forgets a session that ended; returns the (upstream, URI) it was the last subscriber
     /// of, which the upstream is to be told about.
+    /// Whether any session is subscribed to a resource of `upstream`.
+    pub(crate) fn any_for(&self, upstream: &str) -> bool {
+        self.0.lock().keys().any(|(u, _)| u == upstream)
+    }
+
     pub(crate) fn drop_session(&self, session: u64) -> Vec<(String, String)> {
         let mut map = self.0.lock();
         let mut last = Vec::new();

@@ -36,6 +36,9 @@ pub(crate) struct State {
     pub(crate) refreshing: bool,
     /// When the last refresh was due to start (see `listing::REFRESH_SPACING`).
     pub(crate) last_refresh: Option<std::time::Instant>,
+    /// Open sessions that called it (or read from it): a shared instance is not stopped for
+    /// idleness while one of them is open.
+    pub(crate) users: std::collections::HashSet<u64>,
     pub(crate) status: UpstreamStatus,
 }
 

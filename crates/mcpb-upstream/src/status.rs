@@ -50,6 +50,10 @@ pub struct UpstreamStatus {
     /// for a remote one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandboxed: Option<bool>,
+    /// Why a stopped server is not running: it starts on first use, or it was stopped after
+    /// being idle (and starts again on its next call).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_because: Option<String>,
 }
 
 /// A sandboxed server's grants, for `status`.

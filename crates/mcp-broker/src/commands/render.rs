@@ -78,7 +78,7 @@ fn upstream_table(data: &Value, ups: &[&Value]) -> String {
             let calls = &data["calls"]["upstreams"][name];
             vec![
                 name.to_string(),
-                u["state"].as_str().unwrap_or("").to_string(),
+                state_of(u),
                 dash(&u["pid"]),
                 dash(&u["tool_count"]),
                 dash(&u["starts"]),
@@ -95,6 +95,20 @@ fn upstream_table(data: &Value, ups: &[&Value]) -> String {
         ],
         rows,
     )
+}
+
+/// An upstream's state, with why a stopped one is not running: it starts on first use, or it
+/// was stopped after being idle (`status --json` has the whole reason).
+fn state_of(u: &Value) -> String {
+    let state = u["state"].as_str().unwrap_or("");
+    if state != "stopped" {
+        return state.to_string();
+    }
+    match u["stopped_because"].as_str() {
+        Some(why) if why.starts_with("starts on first use") => "not started (on use)".into(),
+        Some(why) if why.starts_with("idle") => "stopped (idle)".into(),
+        Some(_) | None => state.to_string(),
+    }
 }
 
 /// Under the table: each upstream's last error (with what it said), sandbox and refused tools.

@@ -45,9 +45,10 @@ fn status_never_starts_an_upstream() {
     assert_eq!(s["upstreams"][0]["name"], "example");
     assert_eq!(s["upstreams"][0]["state"], "stopped");
     assert!(s["upstreams"][0]["pid"].is_null());
+    assert_eq!(s["upstreams"][0]["stopped_because"], "starts on first use");
     let text = String::from_utf8(home.run(&["status"]).stdout).unwrap();
     assert!(
-        text.contains("example") && text.contains("stopped"),
+        text.contains("example") && text.contains("not started (on use)"),
         "{text}"
     );
     assert_eq!(home.status()["upstreams"][0]["state"], "stopped");

@@ -65,10 +65,9 @@ fn a_known_list_answers_at_once_after_a_restart_and_changed_settings_are_waited_
         "the listing waited {took:?}"
     );
     assert!(has(&names, "a.echo") && has(&names, "b.echo"), "{names:?}");
-    // Shared upstreams are started behind the answer, so the first call finds them up.
-    assert!(wait_until(Duration::from_secs(10), || {
-        upstream_status(&home, "a")["state"] == "running"
-    }));
+    // Nothing is started behind the answer: the first call starts its own server.
+    assert_ne!(upstream_status(&home, "a")["state"], "running");
+    assert_ne!(upstream_status(&home, "b")["state"], "running");
     assert_eq!(
         text(&second.call("a.echo", json!({"text": "hi"}))),
         "hi",
@@ -154,9 +153,10 @@ fn a_known_list_that_the_server_no_longer_sends_is_corrected_by_a_list_change() 
     // The server drops a tool (a new or changed one would be held for review instead).
     write_tools(&file, &[beta]);
     let mut second = session(&home);
-    // The known list answers (the server is started behind it)...
+    // The known list answers (the server is not started for it)...
     assert!(has(&second.tool_names(), "fx.alpha"));
-    // ...and the list it sends now is announced.
+    // ...its first call starts it, and the list it sends now is announced.
+    second.call("fx.beta", json!({}));
     wait_for_list_changed(&mut second);
     let names = second.tool_names();
     assert!(

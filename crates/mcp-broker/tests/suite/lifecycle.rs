@@ -112,11 +112,14 @@ fn an_idle_shared_instance_is_stopped_and_started_again_on_the_next_call() {
     let home = Home::with_config(&config(&[("lazy", ", idle_timeout_ms: 800")], ""));
     let mut shim = session(&home);
     let p1 = pid_of(&shim.call("lazy.pid", json!({})));
+    // Stopped for idleness once no open session has used it.
+    drop(shim);
     assert!(
-        wait_until(Duration::from_secs(5), || !group_alive(p1)),
+        wait_until(Duration::from_secs(10), || !group_alive(p1)),
         "idle instance not stopped"
     );
     assert_eq!(upstream_status(&home, "lazy")["state"], "stopped");
+    let mut shim = session(&home);
     let p2 = pid_of(&shim.call("lazy.pid", json!({})));
     assert_ne!(p1, p2);
     assert_eq!(

@@ -28,6 +28,7 @@ mod layering;
 mod licence;
 mod lifecycle;
 mod measure_clients;
+mod on_first_use;
 mod operations;
 mod projects;
 mod real_clients;

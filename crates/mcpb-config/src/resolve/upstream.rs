@@ -6,7 +6,7 @@ use super::{Resolver, check_name};
 use crate::duration::Millis;
 use crate::layout::expand_home;
 use crate::located::Located;
-use crate::raw::{Lifecycle, RawUpstream, Transport};
+use crate::raw::{Lifecycle, RawUpstream, StartMode, Transport};
 use crate::sandbox::SandboxPolicy;
 use crate::settings::{BrokerSettings, NameFilter, SmokeSettings, ToolFilter, UpstreamSettings};
 
@@ -55,7 +55,13 @@ impl Resolver<'_> {
             url: raw.url.as_deref().map(|u| self.placeholders(u)),
             headers,
             lifecycle: raw.lifecycle,
-            idle_timeout: raw.idle_timeout_ms.map(ms),
+            start: raw.start,
+            idle_timeout: raw.idle_timeout_ms.map(ms).or_else(|| {
+                let lazy_shared = raw.start == StartMode::OnFirstUse
+                    && raw.lifecycle == Lifecycle::Shared
+                    && raw.transport.is_local_process();
+                lazy_shared.then_some(crate::settings::DEFAULT_IDLE_TIMEOUT)
+            }),
             max_instances: raw.max_instances.map_or(16, |n| n.max(1) as usize),
             max_concurrency: raw.max_concurrency.map(|n| n.max(1) as usize),
             queue_timeout: raw.queue_timeout_ms.map_or(Duration::from_millis(5000), ms),

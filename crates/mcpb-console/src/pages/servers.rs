@@ -35,7 +35,7 @@ pub(crate) fn render(status: &Value, csrf: &str) -> Markup {
                     @let c = &calls[name];
                     tr id={ "server-" (name) } class={ "state-" (text(up, "state")) } {
                         td.name { (name) }
-                        td.state { (text(up, "state")) }
+                        td.state title=[up["stopped_because"].as_str()] { (state_of(up)) }
                         td { (text(up, "lifecycle")) }
                         td { (sandbox(up)) }
                         td { (processes(up)) }
@@ -71,6 +71,20 @@ pub(crate) fn render(status: &Value, csrf: &str) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// The state, with why a stopped server is not running (it starts on first use, or was idle).
+fn state_of(up: &Value) -> String {
+    let state = text(up, "state");
+    if state != "stopped" {
+        return state.to_string();
+    }
+    match up["stopped_because"].as_str() {
+        Some(why) if why.starts_with("starts on first use") => "not started: starts on use".into(),
+        Some(why) if why.starts_with("idle") => "stopped: idle".into(),
+        Some(why) => format!("{state}: {why}"),
+        None => state.to_string(),
     }
 }
 

@@ -1,6 +1,6 @@
 //! A raw `tools/list` that never makes a client wait on what the catalog already knows: an
 //! upstream whose last list was fetched under today's settings answers from that list at once
-//! (a shared one is started behind the answer); the others are started together and waited for
+//! and is not started (one that starts `eager` is started behind the answer); the others are started together and waited for
 //! up to `broker.first_list_wait_ms`; whatever arrives later, or differs from what was
 //! answered, is announced with `notifications/tools/list_changed`. A client's own request
 //! timeout (often 10 s for a whole start-up) never has to cover forty cold starts.
@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use mcpb_config::Lifecycle;
+use mcpb_config::{Lifecycle, StartMode};
 use mcpb_upstream::Upstream;
 use parking_lot::Mutex;
 use tokio::sync::watch;
@@ -150,7 +150,12 @@ impl ProfileView {
                 self.shared.known.cached(up.name())
             };
             if let Some(known) = known {
-                if listing && up.settings().lifecycle == Lifecycle::Shared {
+                // A server that starts on first use stays stopped: its known list is the
+                // answer, and its first call starts it (and checks its list against the pins).
+                if listing
+                    && up.settings().lifecycle == Lifecycle::Shared
+                    && up.settings().start == StartMode::Eager
+                {
                     behind.push(up.clone());
                 }
                 entries[i] = Some(known);
@@ -308,7 +313,7 @@ impl ProfileView {
             .warm(up.name(), &listing_key(up.settings()))
     }
 
-    /// Starts shared upstreams whose known lists answered, once the answer is on its way, each
+    /// Starts eager shared upstreams whose known lists answered, once the answer is on its way, each
     /// on its own turn of the event loop (each start forks there: forty at once would hold up
     /// the answer and the client's next requests). A list that differs from the known one is
     /// announced by `fetch_entry`.

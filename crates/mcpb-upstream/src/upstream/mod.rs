@@ -134,6 +134,9 @@ impl Upstream {
             sandbox: None,
             sandboxed: (settings.transport.is_local_process())
                 .then_some(settings.sandbox.is_some()),
+            stopped_because: (settings.start == mcpb_config::StartMode::OnFirstUse
+                && settings.lifecycle == Lifecycle::Shared)
+                .then(|| "starts on first use".to_string()),
         };
         let instances = Arc::new(Semaphore::new(settings.max_instances));
         let concurrency = settings
@@ -154,6 +157,7 @@ impl Upstream {
                 retrying: false,
                 refreshing: false,
                 last_refresh: None,
+                users: std::collections::HashSet::new(),
                 status,
             }),
             shared_gate: StartGate::default(),
@@ -322,6 +326,7 @@ impl Upstream {
             if s.state != UpstreamState::Running {
                 s.state = UpstreamState::Starting;
             }
+            s.stopped_because = None;
         });
         // Cleared before the handshake lists the tools, not after: a change announced while
         // that listing was answered must leave the list stale.
@@ -334,6 +339,7 @@ impl Upstream {
                 state.health.succeeded();
                 let s = &mut state.status;
                 s.state = UpstreamState::Running;
+                s.stopped_because = None;
                 s.failfast_until_unix = None;
                 // A stale error would blame a server that works now.
                 s.last_error = None;
@@ -658,6 +664,7 @@ impl Upstream {
         // Counted from admission to answer, whatever the lifecycle: `status` shows the calls
         // in flight on every upstream, a shared one's included.
         let _active = self.begin_call();
+        self.state.lock().users.insert(session);
         match self.settings.lifecycle {
             Lifecycle::PerCall => {
                 let inst = PerCallInstance::new(self, self.start().await?);

@@ -16,7 +16,11 @@ impl Upstream {
         // The gate stays registered until its start is over: a caller dropped while waiting
         // here leaves everything in place for the next release, and a new call of the session
         // meanwhile waits on the same gate instead of starting a second instance.
-        let gate = self.state.lock().session_gates.get(&session).cloned();
+        let gate = {
+            let mut state = self.state.lock();
+            state.users.remove(&session);
+            state.session_gates.get(&session).cloned()
+        };
         let Some(gate) = gate else {
             return false;
         };
@@ -35,9 +39,16 @@ impl Upstream {
         }
     }
 
+    /// A session ended: it no longer holds a shared instance up (see `stop_idle`).
+    pub fn forget_session(&self, session: u64) {
+        self.state.lock().users.remove(&session);
+    }
+
     /// Stops instances that had no request for `idle_timeout`; the next call starts one again.
-    /// A slot whose start is under way is left alone.
-    pub async fn stop_idle(&self) {
+    /// A shared instance stays while a call is in flight, an open session has used it, or
+    /// `held` (a client's subscription to one of its resources); a slot whose start is under
+    /// way is left alone.
+    pub async fn stop_idle(&self, held: bool) {
         let Some(limit) = self.settings.idle_timeout else {
             return;
         };
@@ -45,7 +56,11 @@ impl Upstream {
         let mut stopping = Vec::new();
         {
             let mut state = self.state.lock();
-            if self.shared_gate.try_lock().is_ok() && state.shared.as_ref().is_some_and(idle) {
+            let unused = !held && state.users.is_empty();
+            if unused
+                && self.shared_gate.try_lock().is_ok()
+                && state.shared.as_ref().is_some_and(idle)
+            {
                 stopping.extend(state.shared.take());
             }
             let sessions: Vec<u64> = state
@@ -68,9 +83,14 @@ impl Upstream {
             tracing::info!(upstream = %self.settings.name, pid = inst.pid(), "stopping idle upstream");
             inst.stop().await;
             if self.settings.lifecycle == Lifecycle::Shared {
+                let why = format!(
+                    "idle for {}s with no session using it; starts again on its next call",
+                    limit.as_secs()
+                );
                 self.set_status(|s| {
                     s.state = UpstreamState::Stopped;
                     s.pid = None;
+                    s.stopped_because = Some(why);
                 });
             }
         }

@@ -1,0 +1,133 @@
+//! Idle servers cost nothing: with the catalog warm, a listing starts no server; a call starts
+//! only its own; a shared server stops after its idle time once no open session has used it;
+//! `start: eager` keeps the old way (started with the daemon, never stopped for idleness).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::support::{Home, fixture, session, upstream_status, wait_until};
+
+fn config(idle_ms: u64, eager: &str) -> String {
+    let fx = fixture();
+    let mut y = String::from(
+        "schema_version: 1\nbroker: {call_timeout_ms: 5000, startup_timeout_ms: 20000, shutdown_grace_ms: 1000}\nupstreams:\n",
+    );
+    for name in ["one", "two", "three"] {
+        y.push_str(&format!(
+            "  {name}: {{command: \"{}\", trust_annotations: true, idle_timeout_ms: {idle_ms}}}\n",
+            fx.display()
+        ));
+    }
+    if !eager.is_empty() {
+        y.push_str(&format!(
+            "  {eager}: {{command: \"{}\", trust_annotations: true, start: eager}}\n",
+            fx.display()
+        ));
+    }
+    y.push_str("profiles:\n  default: {allow_mutating_upstreams: true}\n");
+    y
+}
+
+fn running(home: &Home, name: &str) -> bool {
+    upstream_status(home, name)["state"] == "running"
+}
+
+fn pids(status: &Value) -> usize {
+    status["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["pids"].as_array().map_or(0, Vec::len))
+        .sum()
+}
+
+/// A first listing on a cold catalog starts the servers to learn their tools; the daemon is
+/// then stopped, so the next one starts over a warm catalog.
+fn warm(home: &Home) -> usize {
+    let mut shim = session(home);
+    let names = shim.tool_names();
+    drop(shim);
+    assert!(home.run(&["stop"]).status.success());
+    names.len()
+}
+
+#[test]
+fn a_listing_over_a_warm_catalog_starts_nothing_and_a_call_starts_only_its_server() {
+    let home = Home::with_config(&config(60_000, ""));
+    let known = warm(&home);
+    assert!(known >= 3, "{known} tools");
+    let mut shim = session(&home);
+    assert_eq!(
+        shim.tool_names().len(),
+        known,
+        "a listing answered from the catalog"
+    );
+    let status = home.status();
+    assert_eq!(pids(&status), 0, "a listing started a server: {status}");
+    let one = upstream_status(&home, "one");
+    assert_eq!(one["state"], "stopped", "{one}");
+    assert_eq!(one["stopped_because"], "starts on first use", "{one}");
+    // The CLI's search answers from the catalog too.
+    let out = home.run(&["tools", "search", "echo"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(pids(&home.status()), 0, "a search started a server");
+
+    let r = shim.call("one.echo", json!({"text": "hi"}));
+    assert!(r["result"].is_object(), "{r}");
+    assert!(running(&home, "one"));
+    assert!(!running(&home, "two") && !running(&home, "three"));
+    let text = String::from_utf8_lossy(&home.run(&["status"]).stdout).to_string();
+    assert!(text.contains("not started (on use)"), "{text}");
+}
+
+#[test]
+fn an_idle_server_stops_once_no_open_session_has_used_it() {
+    let home = Home::with_config(&config(1_000, ""));
+    warm(&home);
+    let mut shim = session(&home);
+    shim.call("one.echo", json!({"text": "hi"}));
+    assert!(running(&home, "one"));
+    // Idle past its time, but a session that used it is open: it stays. Watched for three
+    // idle times, each heartbeat of the daemon's a chance to stop it.
+    let stopped_early = wait_until(Duration::from_secs(3), || !running(&home, "one"));
+    assert!(
+        !stopped_early,
+        "stopped while a session that used it was open"
+    );
+    drop(shim);
+    assert!(
+        wait_until(Duration::from_secs(20), || !running(&home, "one")),
+        "never stopped after its session closed"
+    );
+    let one = upstream_status(&home, "one");
+    assert!(
+        one["stopped_because"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("idle")),
+        "{one}"
+    );
+    assert!(one["pids"].as_array().is_none_or(Vec::is_empty), "{one}");
+    // Its next call starts it again.
+    let mut shim = session(&home);
+    let r = shim.call("one.echo", json!({"text": "again"}));
+    assert!(r["result"].is_object(), "{r}");
+    assert!(running(&home, "one"));
+}
+
+#[test]
+fn an_eager_server_starts_with_the_daemon() {
+    let home = Home::with_config(&config(60_000, "always"));
+    warm(&home);
+    let _shim = session(&home);
+    assert!(
+        wait_until(Duration::from_secs(20), || running(&home, "always")),
+        "the eager server did not start"
+    );
+    assert!(!running(&home, "one"));
+    assert!(upstream_status(&home, "always")["stopped_because"].is_null());
+}
