@@ -210,12 +210,19 @@ impl Broker {
         }
     }
 
-    pub(crate) fn release_session(&self, session: u64) {
+    /// A session ended. `check`: it was one of the broker's own checks (`client import`'s parity
+    /// calls), and the shared servers nobody else uses stop now rather than after their idle
+    /// time: a check teaches the catalog and leaves nothing running.
+    pub(crate) fn release_session(&self, session: u64, check: bool) {
         // A listing's start of the session's own instance stops first (a half-started process
         // is killed at once), then what the session had running.
         self.fetches.close_session(session);
         for up in self.all_upstreams() {
             up.forget_session(session);
+            if check {
+                let up = up.clone();
+                tokio::spawn(async move { up.stop_after_check().await });
+            }
             if up.settings().lifecycle == Lifecycle::PerSession {
                 tokio::spawn(async move { up.release_session(session).await });
             }

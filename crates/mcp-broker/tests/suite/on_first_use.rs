@@ -131,3 +131,25 @@ fn an_eager_server_starts_with_the_daemon() {
     assert!(!running(&home, "one"));
     assert!(upstream_status(&home, "always")["stopped_because"].is_null());
 }
+
+#[test]
+fn a_check_teaches_the_catalog_and_leaves_nothing_running() {
+    let home = Home::with_config(&config(60_000, ""));
+    // A cold catalog: `measure` starts each server for its list, then stops what it started.
+    assert!(home.run(&["start"]).status.success());
+    let out = home.run(&["measure", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || pids(&home.status()) == 0),
+        "a check left servers running: {}",
+        home.status()
+    );
+    // The first session then lists every tool from the catalog, with nothing started.
+    let mut shim = session(&home);
+    assert!(shim.tool_names().len() >= 3);
+    assert_eq!(pids(&home.status()), 0);
+}

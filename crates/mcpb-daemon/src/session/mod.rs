@@ -286,7 +286,8 @@ impl Session {
         let orphaned = self.broker.subscriptions.drop_session(link.session_id());
         self.broker.unsubscribe_orphans(link.session_id(), orphaned);
         link.close();
-        self.broker.release_session(link.session_id());
+        let check = self.client.as_deref() == Some(mcpb_protocol::CHECK_CLIENT);
+        self.broker.release_session(link.session_id(), check);
         self.link = None;
         drop(link);
     }

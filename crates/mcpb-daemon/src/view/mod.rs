@@ -238,7 +238,11 @@ impl ProfileView {
         &self,
     ) -> Vec<(String, Result<Arc<Vec<mcpb_protocol::Tool>>, String>)> {
         let mut lists = Vec::new();
+        let mut started = Vec::new();
         for up in self.upstreams() {
+            if up.status().state != mcpb_upstream::UpstreamState::Running {
+                started.push(up.clone());
+            }
             let got = up.tools(self.session).await.map_err(|e| e.to_string());
             if let Ok(tools) = &got {
                 self.shared.known.observe(
@@ -250,6 +254,10 @@ impl ProfileView {
             lists.push((up.name().to_string(), got));
         }
         self.release_session().await;
+        // What the lists taught the catalog stays; the servers started only for them stop.
+        for up in started {
+            up.stop_after_check().await;
+        }
         lists
     }
 

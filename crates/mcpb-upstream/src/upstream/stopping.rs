@@ -39,6 +39,36 @@ impl Upstream {
         }
     }
 
+    /// The shared instance a check started for itself (a listing to compare or measure), when
+    /// no session has used it since and no call holds it: stopped, so a check leaves nothing
+    /// running. An eager server keeps running.
+    pub async fn stop_after_check(&self) {
+        if self.settings.lifecycle != Lifecycle::Shared
+            || self.settings.start == mcpb_config::StartMode::Eager
+        {
+            return;
+        }
+        let inst = {
+            let mut state = self.state.lock();
+            let quiet = state
+                .shared
+                .as_ref()
+                .is_some_and(|i| i.idle_for().is_some());
+            if !quiet || !state.users.is_empty() || self.shared_gate.try_lock().is_err() {
+                return;
+            }
+            state.shared.take()
+        };
+        if let Some(inst) = inst {
+            inst.stop().await;
+            self.set_status(|s| {
+                s.state = UpstreamState::Stopped;
+                s.pid = None;
+                s.stopped_because = Some("starts on first use (stopped after a check)".into());
+            });
+        }
+    }
+
     /// A session ended: it no longer holds a shared instance up (see `stop_idle`).
     pub fn forget_session(&self, session: u64) {
         self.state.lock().users.remove(&session);
