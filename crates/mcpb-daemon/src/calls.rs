@@ -84,6 +84,76 @@ pub(crate) struct CallRecord<'a> {
     pub(crate) arguments: Option<serde_json::Value>,
 }
 
+impl CallRecord<'_> {
+    /// The record as one JSON line (no newline), written by hand: it is written for every
+    /// call, and serde's serializer spent a tenth of the daemon's instructions per call on it
+    /// (`mcpb-bench`, docs/benchmarks.md). The same text as the derived `Serialize` (a test
+    /// compares them).
+    pub(crate) fn to_line(&self) -> String {
+        let mut out = String::with_capacity(256 + self.error.as_ref().map_or(0, String::len));
+        out.push_str("{\"ts\":");
+        push_str(&mut out, &self.ts);
+        out.push_str(",\"session\":");
+        out.push_str(itoa::Buffer::new().format(self.session));
+        if let Some(client) = self.client {
+            out.push_str(",\"client\":");
+            push_str(&mut out, client);
+        }
+        out.push_str(",\"profile\":");
+        push_str(&mut out, self.profile);
+        out.push_str(",\"upstream\":");
+        push_str(&mut out, self.upstream);
+        out.push_str(",\"tool\":");
+        push_str(&mut out, self.tool);
+        out.push_str(match self.via {
+            Via::Raw => ",\"via\":\"raw\"",
+            Via::Facade => ",\"via\":\"facade\"",
+            Via::Exec => ",\"via\":\"exec\"",
+        });
+        out.push_str(",\"ms\":");
+        push_json(&mut out, &self.ms);
+        out.push_str(match self.outcome {
+            Outcome::Ok => ",\"outcome\":\"ok\"",
+            Outcome::ToolError => ",\"outcome\":\"tool_error\"",
+            Outcome::Error => ",\"outcome\":\"error\"",
+            Outcome::Abandoned => ",\"outcome\":\"abandoned\"",
+        });
+        if let Some(error) = &self.error {
+            out.push_str(",\"error\":");
+            push_str(&mut out, error);
+        }
+        out.push_str(",\"result_bytes\":");
+        out.push_str(itoa::Buffer::new().format(self.result_bytes));
+        if let Some(arguments) = &self.arguments {
+            out.push_str(",\"arguments\":");
+            push_json(&mut out, arguments);
+        }
+        out.push('}');
+        out
+    }
+}
+
+/// A string as JSON: copied when nothing in it needs an escape, else through serde.
+fn push_str(out: &mut String, s: &str) {
+    if s.bytes()
+        .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b != 0x7f)
+    {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        push_json(out, s);
+    }
+}
+
+fn push_json(out: &mut String, v: &(impl Serialize + ?Sized)) {
+    if let Ok(text) = serde_json::to_string(v) {
+        out.push_str(&text);
+    } else {
+        out.push_str("null");
+    }
+}
+
 /// Calls of one upstream since the daemon started.
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct UpstreamCalls {
@@ -330,10 +400,13 @@ impl Calls {
 
     pub(crate) fn record(&self, rec: &CallRecord<'_>) {
         let live = self.live.get().filter(|l| l.receiver_count() > 0);
-        let mut line = (self.audit.is_some() || live.is_some())
-            .then(|| serde_json::to_string(rec).ok())
-            .flatten()
-            .map(|l| mcpb_redact::redact_own_json(&l).into_owned().into_bytes());
+        let mut line = (self.audit.is_some() || live.is_some()).then(|| {
+            let l = rec.to_line();
+            match mcpb_redact::redact_own_json(&l) {
+                std::borrow::Cow::Borrowed(_) => l.into_bytes(),
+                std::borrow::Cow::Owned(redacted) => redacted.into_bytes(),
+            }
+        });
         if let (Some(live), Some(l)) = (live, line.as_ref()) {
             let _ = live.send(Arc::from(String::from_utf8_lossy(l)));
         }
@@ -541,6 +614,27 @@ mod tests {
             result_bytes: 10,
             arguments: None,
         }
+    }
+
+    #[test]
+    fn the_hand_written_line_is_the_derived_serialisation() {
+        let mut r = rec("u\"p", 1.25, Outcome::ToolError);
+        r.client = Some("cl\u{1}ient\\");
+        r.tool = "t\u{e9}\u{2028}";
+        r.error = Some("bad \"x\"\n".into());
+        r.arguments = Some(serde_json::json!({"a": [1, 2.5, "\u{7f}"]}));
+        for (via, outcome) in [
+            (Via::Raw, Outcome::Ok),
+            (Via::Facade, Outcome::Error),
+            (Via::Exec, Outcome::Abandoned),
+            (Via::Raw, Outcome::ToolError),
+        ] {
+            r.via = via;
+            r.outcome = outcome;
+            assert_eq!(r.to_line(), serde_json::to_string(&r).unwrap());
+        }
+        let plain = rec("a", 0.001, Outcome::Ok);
+        assert_eq!(plain.to_line(), serde_json::to_string(&plain).unwrap());
     }
 
     #[test]

@@ -66,11 +66,13 @@ pub(crate) async fn call(
         },
     };
     match reply {
-        Reply::Result(r) if mcpb_protocol::era::needs_input(&r) => BrokerRpcError::Internal(
-            "the upstream asked for more input (2026-07-28 input_required), which mcp-broker cannot relay yet".into(),
-        )
-        .to_line(Some(id)),
-        Reply::Result(r) => response_line(id, &era.adapt_result(r)),
+        Reply::Result(r) => match era.adapt_call_result(r) {
+            Ok(r) => mcpb_protocol::message::response_line_text(id, &r),
+            Err(_) => BrokerRpcError::Internal(
+                "the upstream asked for more input (2026-07-28 input_required), which mcp-broker cannot relay yet".into(),
+            )
+            .to_line(Some(id)),
+        },
         Reply::Error(e) => raw_error_line(id, &e),
     }
 }

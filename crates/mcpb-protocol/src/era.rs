@@ -41,12 +41,33 @@ impl Era {
     /// `resultType`; a handshake-era client has no such field. Everything else stays byte for
     /// byte as the upstream wrote it.
     pub fn adapt_result(self, result: Box<RawValue>) -> Box<RawValue> {
-        let kind = rewrite::member(&result, "resultType").map(RawValue::get);
+        let kind = ResultKind::of(&result);
+        self.adapt_kind(result, kind)
+    }
+
+    /// `adapt_result` of a call's answer, as the text to write out, or `Err` with the answer
+    /// when it asks the client for more input first (`needs_input`): `resultType` read once
+    /// for both, and a result rebuilt without it is not parsed again.
+    pub fn adapt_call_result(self, result: Box<RawValue>) -> Result<String, Box<RawValue>> {
+        let rebuilt = match (self, ResultKind::of(&result)) {
+            (_, ResultKind::InputRequired) => return Err(result),
+            (Era::Stateless, ResultKind::Absent) => {
+                rewrite::with_members_text(&result, &[("resultType", "\"complete\"")])
+            }
+            (Era::Handshake, ResultKind::Complete) => {
+                rewrite::without_members_text(&result, &["resultType"])
+            }
+            _ => return Ok(String::from(Box::<str>::from(result))),
+        };
+        Ok(rebuilt.unwrap_or_else(|_| String::from(Box::<str>::from(result))))
+    }
+
+    fn adapt_kind(self, result: Box<RawValue>, kind: ResultKind) -> Box<RawValue> {
         match (self, kind) {
-            (Era::Stateless, None) => {
+            (Era::Stateless, ResultKind::Absent) => {
                 rewrite::with_members(&result, &[("resultType", "\"complete\"")]).unwrap_or(result)
             }
-            (Era::Handshake, Some("\"complete\"")) => {
+            (Era::Handshake, ResultKind::Complete) => {
                 rewrite::without_members(&result, &["resultType"]).unwrap_or(result)
             }
             _ => result,
@@ -82,22 +103,51 @@ impl Era {
 
 /// A stateless upstream's multi-round-trip answer: it needs the client to supply input first.
 pub fn needs_input(result: &RawValue) -> bool {
-    rewrite::member(result, "resultType").is_some_and(|t| t.get() == "\"input_required\"")
+    ResultKind::of(result) == ResultKind::InputRequired
 }
 
-/// The broker's own envelope towards a stateless upstream, as `_meta` members (raw JSON).
-pub fn broker_envelope() -> [(&'static str, String); 3] {
-    [
-        (PROTOCOL_VERSION_KEY, format!("\"{STATELESS_REVISION}\"")),
-        (
-            CLIENT_INFO_KEY,
-            format!(
-                "{{\"name\":\"mcp-broker\",\"version\":\"{}\"}}",
-                env!("CARGO_PKG_VERSION")
-            ),
-        ),
-        (CLIENT_CAPABILITIES_KEY, "{}".to_string()),
-    ]
+/// A result's `resultType`, as far as the eras tell results apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ResultKind {
+    Absent,
+    Complete,
+    InputRequired,
+    Other,
+}
+
+impl ResultKind {
+    fn of(result: &RawValue) -> Self {
+        match rewrite::member(result, "resultType").map(RawValue::get) {
+            None => ResultKind::Absent,
+            Some("\"complete\"") => ResultKind::Complete,
+            Some("\"input_required\"") => ResultKind::InputRequired,
+            Some(_) => ResultKind::Other,
+        }
+    }
+}
+
+/// The broker's own envelope towards a stateless upstream, as `_meta` members (raw JSON),
+/// written once.
+pub fn broker_envelope() -> &'static [(&'static str, &'static str); 3] {
+    static ENVELOPE: std::sync::LazyLock<[(&'static str, &'static str); 3]> =
+        std::sync::LazyLock::new(|| {
+            let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+            [
+                (
+                    PROTOCOL_VERSION_KEY,
+                    leak(format!("\"{STATELESS_REVISION}\"")),
+                ),
+                (
+                    CLIENT_INFO_KEY,
+                    leak(format!(
+                        "{{\"name\":\"mcp-broker\",\"version\":\"{}\"}}",
+                        env!("CARGO_PKG_VERSION")
+                    )),
+                ),
+                (CLIENT_CAPABILITIES_KEY, "{}"),
+            ]
+        });
+    &ENVELOPE
 }
 
 /// `_meta` members as one JSON object text.
@@ -158,9 +208,7 @@ mod tests {
         let mut expected = serde_json::json!({"tools": [{"name": "a"}]});
         Era::Stateless.complete_listing(&mut expected);
         assert_eq!(v, expected);
-        let env = broker_envelope();
-        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let text = meta_object(&pairs);
+        let text = meta_object(broker_envelope());
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v[PROTOCOL_VERSION_KEY], "2026-07-28");
         assert_eq!(v[CLIENT_INFO_KEY]["name"], "mcp-broker");

@@ -121,12 +121,21 @@ pub fn raw_error_line(id: &RawValue, error: &RawValue) -> Vec<u8> {
     envelope(id, b",\"error\":", error)
 }
 
+/// `response_line` with a result the caller wrote as JSON text and vouches for.
+pub fn response_line_text(id: &RawValue, result: &str) -> Vec<u8> {
+    envelope_text(id, b",\"result\":", result)
+}
+
 fn envelope(id: &RawValue, member: &[u8], payload: &RawValue) -> Vec<u8> {
-    let mut out = Vec::with_capacity(40 + id.get().len() + payload.get().len());
+    envelope_text(id, member, payload.get())
+}
+
+fn envelope_text(id: &RawValue, member: &[u8], payload: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(40 + id.get().len() + payload.len());
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     out.extend_from_slice(id.get().as_bytes());
     out.extend_from_slice(member);
-    out.extend_from_slice(payload.get().as_bytes());
+    out.extend_from_slice(payload.as_bytes());
     out.extend_from_slice(b"}\n");
     out
 }
@@ -162,31 +171,46 @@ fn error_frame(id: Option<&RawValue>, error: serde_json::Value) -> Vec<u8> {
 
 /// A request frame with a numeric id the broker chose and params given as raw JSON.
 pub fn request_line(id: u64, method: &str, params: Option<&RawValue>) -> Vec<u8> {
-    request_line_with_id(&id.to_string(), method, params)
+    request_line_text(&id.to_string(), method, params.map(RawValue::get))
 }
 
 /// A request frame with an id given as raw JSON text (for ids the broker makes up for clients).
 pub fn request_line_with_id(id: &str, method: &str, params: Option<&RawValue>) -> Vec<u8> {
-    let method = serde_json::Value::from(method).to_string();
-    let mut out = Vec::with_capacity(64 + params.map_or(0, |p| p.get().len()));
+    request_line_text(id, method, params.map(RawValue::get))
+}
+
+/// A request frame whose params are JSON text the caller built and vouches for (a forwarded
+/// call's params, rewritten member by member from a parsed object).
+pub fn request_line_text(id: &str, method: &str, params: Option<&str>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + method.len() + params.map_or(0, str::len));
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     out.extend_from_slice(id.as_bytes());
     out.extend_from_slice(b",\"method\":");
-    out.extend_from_slice(method.as_bytes());
+    push_string(&mut out, method);
     if let Some(params) = params {
         out.extend_from_slice(b",\"params\":");
-        out.extend_from_slice(params.get().as_bytes());
+        out.extend_from_slice(params.as_bytes());
     }
     out.extend_from_slice(b"}\n");
     out
 }
 
+/// A string as JSON text; a method name needs no escapes and is copied as it is.
+fn push_string(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        out.extend_from_slice(serde_json::Value::from(s).to_string().as_bytes());
+    }
+}
+
 /// A notification frame with params given as raw JSON.
 pub fn notification_line(method: &str, params: Option<&RawValue>) -> Vec<u8> {
-    let method = serde_json::Value::from(method).to_string();
-    let mut out = Vec::with_capacity(48 + params.map_or(0, |p| p.get().len()));
+    let mut out = Vec::with_capacity(48 + method.len() + params.map_or(0, |p| p.get().len()));
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":");
-    out.extend_from_slice(method.as_bytes());
+    push_string(&mut out, method);
     if let Some(params) = params {
         out.extend_from_slice(b",\"params\":");
         out.extend_from_slice(params.get().as_bytes());

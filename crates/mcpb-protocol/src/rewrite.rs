@@ -2,19 +2,125 @@
 //! member byte for byte. Used for the tool name and progress token of forwarded calls.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::fmt;
 
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-type Members<'a> = BTreeMap<Cow<'a, str>, &'a RawValue>;
+// Every call passes through these on its way in and out (the call's params, the answer's
+// `resultType`, `isError`, `_meta`), so they read the object once, keep its members in a
+// vector in the order written, borrow keys that need no unescaping and never check a text they
+// built themselves: a `BTreeMap<String, _>` and a second parse of the result were most of the
+// broker's own work per call (`mcpb-bench`, docs/benchmarks.md).
+
+/// A member's name: borrowed from the text unless it had escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> de::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// An object's members in the order written. A name written twice keeps both; `get` answers
+/// with the last, as a JSON object read into a map would.
+struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de> de::Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(4));
+                while let Some(Key(k)) = map.next_key()? {
+                    out.push((k, map.next_value::<&'de RawValue>()?));
+                }
+                Ok(Members(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl<'a> Members<'a> {
+    fn get(&self, key: &str) -> Option<&'a RawValue> {
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+}
 
 fn members(obj: &RawValue) -> Result<Members<'_>, serde_json::Error> {
     serde_json::from_str(obj.get())
 }
 
-fn build(members: &Members<'_>, set: &[(&str, &str)]) -> Result<Box<RawValue>, serde_json::Error> {
-    let mut out =
-        String::with_capacity(64 + members.values().map(|v| v.get().len() + 16).sum::<usize>());
+/// Finds one member while reading the object; every other value is skipped unparsed.
+struct Seek<'k>(&'k str);
+
+impl<'de> DeserializeSeed<'de> for Seek<'_> {
+    type Value = Option<&'de RawValue>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Seek<'_> {
+    type Value = Option<&'de RawValue>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(Key(k)) = map.next_key()? {
+            if k == self.0 {
+                found = Some(map.next_value::<&'de RawValue>()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// A member name as JSON text; the names the broker meets need no escapes and are copied.
+fn push_key(out: &mut String, key: &str) -> Result<(), serde_json::Error> {
+    if key.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(key);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::to_string(key)?);
+    }
+    Ok(())
+}
+
+/// The object of `members` with `set` first: valid JSON by construction (names written by
+/// `push_key`, values as read), so it is not parsed again.
+fn build_text(members: &Members<'_>, set: &[(&str, &str)]) -> Result<String, serde_json::Error> {
+    let size = |k: &str, v: &str| k.len() + v.len() + 4;
+    let mut out = String::with_capacity(
+        2 + members
+            .0
+            .iter()
+            .map(|(k, v)| size(k, v.get()))
+            .sum::<usize>()
+            + set.iter().map(|(k, v)| size(k, v)).sum::<usize>(),
+    );
     out.push('{');
     let mut first = true;
     let mut push = |out: &mut String, key: &str, value: &str| -> Result<(), serde_json::Error> {
@@ -22,7 +128,7 @@ fn build(members: &Members<'_>, set: &[(&str, &str)]) -> Result<Box<RawValue>, s
             out.push(',');
         }
         first = false;
-        out.push_str(&serde_json::to_string(key)?);
+        push_key(out, key)?;
         out.push(':');
         out.push_str(value);
         Ok(())
@@ -30,25 +136,43 @@ fn build(members: &Members<'_>, set: &[(&str, &str)]) -> Result<Box<RawValue>, s
     for (key, value) in set {
         push(&mut out, key, value)?;
     }
-    for (key, value) in members {
+    for (key, value) in &members.0 {
         if !set.iter().any(|(k, _)| k == key) {
             push(&mut out, key, value.get())?;
         }
     }
     out.push('}');
-    RawValue::from_string(out)
+    Ok(out)
+}
+
+fn build(members: &Members<'_>, set: &[(&str, &str)]) -> Result<Box<RawValue>, serde_json::Error> {
+    RawValue::from_string(build_text(members, set)?)
 }
 
 /// `obj` without the given members; everything else byte for byte.
 pub fn without_members(obj: &RawValue, drop: &[&str]) -> Result<Box<RawValue>, serde_json::Error> {
-    let mut m = members(obj)?;
-    m.retain(|k, _| !drop.contains(&k.as_ref()));
-    build(&m, &[])
+    RawValue::from_string(without_members_text(obj, drop)?)
 }
 
-/// The raw value of one member of a JSON object, if present.
+/// `without_members` as text, for a caller that only writes it out.
+pub fn without_members_text(obj: &RawValue, drop: &[&str]) -> Result<String, serde_json::Error> {
+    let mut m = members(obj)?;
+    m.0.retain(|(k, _)| !drop.contains(&k.as_ref()));
+    build_text(&m, &[])
+}
+
+/// `with_members` as text, for a caller that only writes it out.
+pub fn with_members_text(
+    obj: &RawValue,
+    set: &[(&str, &str)],
+) -> Result<String, serde_json::Error> {
+    build_text(&members(obj)?, set)
+}
+
+/// The raw value of one member of a JSON object, if present (the last, if written twice).
 pub fn member<'a>(obj: &'a RawValue, key: &str) -> Option<&'a RawValue> {
-    members(obj).ok()?.get(key).copied()
+    let mut de = serde_json::Deserializer::from_str(obj.get());
+    Seek(key).deserialize(&mut de).ok().flatten()
 }
 
 /// `obj` with the given members set to the given raw JSON values.
@@ -74,42 +198,46 @@ pub const ENVELOPE_KEYS: &[&str] = &[
 ];
 
 /// Forwarded `tools/call` params: `name` replaced, `_meta.progressToken` (when the client sent
-/// one) replaced by `token`. Of the client's other `_meta` keys only those in `forward` travel
+/// one) replaced by `token()` (made only then). Of the client's other `_meta` keys only those in `forward` travel
 /// on (never its envelope): a client's `_meta` can carry anything, credentials included, and an
 /// upstream gets what MCP defines for it plus what the operator chose. Returns the new params
 /// and the client's own token.
 pub fn rewrite_call(
     params: &RawValue,
     name: &str,
-    token: &str,
+    token: impl FnOnce() -> String,
     envelope: &[(&str, &str)],
     forward: &[String],
-) -> Result<(Box<RawValue>, Option<Box<RawValue>>), serde_json::Error> {
+) -> Result<(String, Option<Box<RawValue>>), serde_json::Error> {
     let m = members(params)?;
-    let name_json = serde_json::to_string(name)?;
-    let Some(meta) = m.get("_meta").copied() else {
+    let mut name_json = String::with_capacity(name.len() + 2);
+    push_key(&mut name_json, name)?;
+    let Some(meta) = m.get("_meta") else {
         if envelope.is_empty() {
-            return Ok((build(&m, &[("name", &name_json)])?, None));
+            return Ok((build_text(&m, &[("name", &name_json)])?, None));
         }
-        let meta = build(&Members::new(), envelope)?;
+        let meta = build_text(&Members(Vec::new()), envelope)?;
         return Ok((
-            build(&m, &[("name", &name_json), ("_meta", meta.get())])?,
+            build_text(&m, &[("name", &name_json), ("_meta", &meta)])?,
             None,
         ));
     };
     let mut meta_members = members(meta)?;
-    meta_members.retain(|k, _| {
+    meta_members.0.retain(|(k, _)| {
         k == "progressToken"
             || (!ENVELOPE_KEYS.contains(&k.as_ref()) && forward.iter().any(|f| f == k))
     });
-    let client_token = meta_members.get("progressToken").map(|t| (*t).to_owned());
-    let token_json = serde_json::to_string(token)?;
+    let client_token = meta_members.get("progressToken").map(ToOwned::to_owned);
+    let token_json = match client_token {
+        Some(_) => serde_json::to_string(&token())?,
+        None => String::new(),
+    };
     let mut set: Vec<(&str, &str)> = envelope.to_vec();
     if client_token.is_some() {
         set.push(("progressToken", &token_json));
     }
-    let new_meta = build(&meta_members, &set)?;
-    let out = build(&m, &[("name", &name_json), ("_meta", new_meta.get())])?;
+    let new_meta = build_text(&meta_members, &set)?;
+    let out = build_text(&m, &[("name", &name_json), ("_meta", &new_meta)])?;
     Ok((out, client_token))
 }
 
@@ -122,11 +250,26 @@ mod tests {
     }
 
     #[test]
+    fn a_name_written_twice_answers_with_the_last_and_escaped_names_stay_escaped() {
+        let o = raw(r#"{"a":1,"b\u0022q":{"x":[1,2]},"a":2}"#);
+        assert_eq!(member(&o, "a").unwrap().get(), "2");
+        assert_eq!(member(&o, "b\"q").unwrap().get(), r#"{"x":[1,2]}"#);
+        assert!(member(&o, "c").is_none());
+        assert!(member(&raw("[1]"), "a").is_none());
+        let out = with_members(&o, &[("c", "true")]).unwrap();
+        let v: serde_json::Value = serde_json::from_str(out.get()).unwrap();
+        assert_eq!(v["b\"q"]["x"][1], 2);
+        assert_eq!(v["c"], true);
+        let out = without_members(&o, &["a"]).unwrap();
+        assert_eq!(out.get(), r#"{"b\"q":{"x":[1,2]}}"#);
+    }
+
+    #[test]
     fn renames_and_keeps_the_rest_verbatim() {
         let p = raw(r#"{"name":"ex.echo","arguments":{"n":1.50,"s":"\u00e9"},"x":[1e3]}"#);
-        let (out, token) = rewrite_call(&p, "echo", "mcpb-1", &[], &[]).unwrap();
+        let (out, token) = rewrite_call(&p, "echo", || "mcpb-1".into(), &[], &[]).unwrap();
         assert_eq!(
-            out.get(),
+            out,
             r#"{"name":"echo","arguments":{"n":1.50,"s":"\u00e9"},"x":[1e3]}"#
         );
         assert!(token.is_none());
@@ -136,17 +279,17 @@ mod tests {
     fn puts_the_brokers_own_envelope_in_for_a_modern_upstream() {
         let p = raw(r#"{"name":"a.b","arguments":{}}"#);
         let env = [("io.modelcontextprotocol/protocolVersion", r#""2026-07-28""#)];
-        let (out, _) = rewrite_call(&p, "b", "mcpb-1", &env, &[]).unwrap();
+        let (out, _) = rewrite_call(&p, "b", || "mcpb-1".into(), &env, &[]).unwrap();
         assert_eq!(
-            out.get(),
+            out,
             r#"{"name":"b","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"arguments":{}}"#
         );
         let p = raw(
             r#"{"name":"a.b","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":5}}"#,
         );
-        let (out, token) = rewrite_call(&p, "b", "mcpb-2", &env, &[]).unwrap();
+        let (out, token) = rewrite_call(&p, "b", || "mcpb-2".into(), &env, &[]).unwrap();
         assert_eq!(
-            out.get(),
+            out,
             r#"{"name":"b","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":"mcpb-2"}}"#
         );
         assert_eq!(token.unwrap().get(), "5");
@@ -158,24 +301,21 @@ mod tests {
             r#"{"name":"a.b","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c"},"vendor/k":1}}"#,
         );
         let forward = ["vendor/k".to_string()];
-        let (out, token) = rewrite_call(&p, "b", "mcpb-3", &[], &forward).unwrap();
-        assert_eq!(out.get(), r#"{"name":"b","_meta":{"vendor/k":1}}"#);
+        let (out, token) = rewrite_call(&p, "b", || "mcpb-3".into(), &[], &forward).unwrap();
+        assert_eq!(out, r#"{"name":"b","_meta":{"vendor/k":1}}"#);
         assert!(token.is_none());
-        let (out, _) = rewrite_call(&p, "b", "mcpb-3", &[], &[]).unwrap();
-        assert_eq!(
-            out.get(),
-            r#"{"name":"b","_meta":{}}"#,
-            "not on the allowlist"
-        );
+        let (out, _) = rewrite_call(&p, "b", || "mcpb-3".into(), &[], &[]).unwrap();
+        assert_eq!(out, r#"{"name":"b","_meta":{}}"#, "not on the allowlist");
     }
 
     #[test]
     fn swaps_the_progress_token_and_returns_the_clients() {
         let p =
             raw(r#"{"name":"a.b","_meta":{"progressToken":7,"other":{"k":1.0}},"arguments":{}}"#);
-        let (out, token) = rewrite_call(&p, "b", "mcpb-42", &[], &["other".into()]).unwrap();
+        let (out, token) =
+            rewrite_call(&p, "b", || "mcpb-42".into(), &[], &["other".into()]).unwrap();
         assert_eq!(
-            out.get(),
+            out,
             r#"{"name":"b","_meta":{"progressToken":"mcpb-42","other":{"k":1.0}},"arguments":{}}"#
         );
         assert_eq!(token.unwrap().get(), "7");

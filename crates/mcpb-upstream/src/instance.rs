@@ -282,9 +282,8 @@ impl Instance {
         id: u64,
         outgoing: Outgoing<'_>,
     ) -> Result<(Vec<u8>, Option<Box<RawValue>>), UpstreamError> {
-        let env = mcpb_protocol::era::broker_envelope();
         let mut env_pairs: Vec<(&str, &str)> = if self.era() == Era::Stateless {
-            env.iter().map(|(k, v)| (*k, v.as_str())).collect()
+            mcpb_protocol::era::broker_envelope().to_vec()
         } else {
             Vec::new()
         };
@@ -307,11 +306,10 @@ impl Instance {
             }
             Outgoing::ToolCall { tool, params, meta } => {
                 env_pairs.extend_from_slice(meta);
-                let token = format!("{TOKEN_PREFIX}{id}");
                 let (params, client_token) = mcpb_protocol::rewrite::rewrite_call(
                     params,
                     tool,
-                    &token,
+                    || format!("{TOKEN_PREFIX}{id}"),
                     &env_pairs,
                     &self.forward_meta,
                 )
@@ -319,7 +317,11 @@ impl Instance {
                     upstream: self.name.clone(),
                     reason: format!("cannot forward the call: {e}"),
                 })?;
-                (request_line(id, "tools/call", Some(&params)), client_token)
+                let id = id.to_string();
+                (
+                    mcpb_protocol::message::request_line_text(&id, "tools/call", Some(&params)),
+                    client_token,
+                )
             }
         };
         Ok((line, client_token))
@@ -412,9 +414,10 @@ impl Instance {
     /// does; `Some(false)` when it refused or did not understand, and the handshake of earlier
     /// revisions may follow on this process; `None` when it did not answer in time.
     pub(crate) async fn discover(&self, timeout: Duration) -> Result<Option<bool>, UpstreamError> {
-        let env = mcpb_protocol::era::broker_envelope();
-        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let meta = format!("{{\"_meta\":{}}}", mcpb_protocol::era::meta_object(&pairs));
+        let meta = format!(
+            "{{\"_meta\":{}}}",
+            mcpb_protocol::era::meta_object(mcpb_protocol::era::broker_envelope())
+        );
         let Ok(params) = RawValue::from_string(meta) else {
             return Ok(Some(false));
         };
