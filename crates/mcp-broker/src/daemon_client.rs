@@ -25,6 +25,21 @@ pub(crate) fn handshake(
     stream: UnixStream,
     kind: HelloKind,
 ) -> anyhow::Result<(HelloReply, BufReader<UnixStream>)> {
+    handshake_within(stream, kind, HELLO_WAIT)
+}
+
+/// How long a hello's answer may take: the daemon answers at once, but for a command that
+/// starts servers.
+const HELLO_WAIT: Duration = Duration::from_secs(15);
+/// `measure` starts every server whose list is unknown and waits for it (each within its own
+/// start-up timeout, all at once): dozens of servers on a small machine take minutes.
+const MEASURE_WAIT: Duration = Duration::from_secs(600);
+
+fn handshake_within(
+    stream: UnixStream,
+    kind: HelloKind,
+    wait: Duration,
+) -> anyhow::Result<(HelloReply, BufReader<UnixStream>)> {
     let hello = Hello {
         mcp_broker: BROKER_PROTOCOL_VERSION,
         kind,
@@ -37,7 +52,7 @@ pub(crate) fn handshake(
     // A daemon that refuses the connection says why and closes without reading: the hello's
     // write can fail with its reason already waiting to be read.
     let written = w.write_all(&hello.to_line());
-    stream.set_read_timeout(Some(Duration::from_secs(15)))?;
+    stream.set_read_timeout(Some(wait))?;
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
     let read = reader.read_line(&mut line);
@@ -91,13 +106,19 @@ fn admin_on(
         Err(e) if is_absent(&e) => return Ok(None),
         Err(e) => return Err(e).context("cannot connect to the daemon"),
     };
-    let (reply, _) = handshake(
+    let wait = if command == AdminCommand::Measure {
+        MEASURE_WAIT
+    } else {
+        HELLO_WAIT
+    };
+    let (reply, _) = handshake_within(
         stream,
         HelloKind::Admin {
             command: command.as_str().to_string(),
             profile: profile.map(str::to_string),
             upstream: upstream.map(str::to_string),
         },
+        wait,
     )?;
     Ok(Some(reply))
 }

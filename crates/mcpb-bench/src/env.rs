@@ -82,26 +82,9 @@ impl Env {
     /// Sends one request on a new session (`extra`: more `stdio` arguments, `--profile P`)
     /// and returns its answer.
     pub(crate) fn ask(&self, extra: &[&str], method: &str, params: &str) -> anyhow::Result<Value> {
-        let (mut child, mut stdin, mut out) = open_session_with(self, extra)?;
-        writeln!(
-            stdin,
-            r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{params}}}"#
-        )?;
-        stdin.flush()?;
-        let mut line = String::new();
-        let answer = loop {
-            line.clear();
-            if out.read_line(&mut line)? == 0 {
-                bail!("the session ended before answering {method}");
-            }
-            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if v["id"] == 1 {
-                break v;
-            }
-        };
-        drop(stdin);
-        let _ = child.wait();
-        Ok(answer)
+        let mut args = vec!["stdio"];
+        args.extend_from_slice(extra);
+        ask_with(self.broker(&args), method, params)
     }
 
     pub(crate) fn broker(&self, args: &[&str]) -> Command {
@@ -198,8 +181,12 @@ pub(crate) fn open_session(env: &Env) -> anyhow::Result<Session> {
 pub(crate) fn open_session_with(env: &Env, extra: &[&str]) -> anyhow::Result<Session> {
     let mut args = vec!["stdio"];
     args.extend_from_slice(extra);
-    let mut child = env
-        .broker(&args)
+    open_with(env.broker(&args))
+}
+
+/// A session on `cmd` (a shim's command line) with its `initialize` sent.
+pub(crate) fn open_with(mut cmd: Command) -> anyhow::Result<Session> {
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -211,6 +198,30 @@ pub(crate) fn open_session_with(env: &Env, extra: &[&str]) -> anyhow::Result<Ses
         r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"soak","version":"1"}}}}}}"#
     )?;
     Ok((child, stdin, stdout))
+}
+
+/// Sends one request on a new session of `cmd` (a shim's command line) and returns its answer.
+pub(crate) fn ask_with(cmd: Command, method: &str, params: &str) -> anyhow::Result<Value> {
+    let (mut child, mut stdin, mut out) = open_with(cmd)?;
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{params}}}"#
+    )?;
+    stdin.flush()?;
+    let mut line = String::new();
+    let answer = loop {
+        line.clear();
+        if out.read_line(&mut line)? == 0 {
+            bail!("the session ended before answering {method}");
+        }
+        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        if v["id"] == 1 {
+            break v;
+        }
+    };
+    drop(stdin);
+    let _ = child.wait();
+    Ok(answer)
 }
 
 #[cfg(test)]

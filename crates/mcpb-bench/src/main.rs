@@ -15,7 +15,10 @@
 //! client's first raw listing in front of 10 to 100 slow-starting upstreams, cold and warm
 //! catalog), `--sessions` (call latency with 1, 32 and 256 sessions calling at once),
 //! `--python-sdk` (throughput through the official Python SDK client, direct and brokered),
-//! `--redact` (the secret registry with secrets of 128 KiB to 1 MiB).
+//! `--redact` (the secret registry with secrets of 128 KiB to 1 MiB), `--scale` (41 real
+//! upstreams on a warm catalog: first listing, the daemon tree's processes and memory before
+//! and after a call and after the idle time; a ten-server `client import --apply`'s first
+//! session; needs `scripts/install-test-deps`).
 //! `MCPB_BENCH_CHARTS=DIR` also draws the scaling results (`--many`, `--first-list`,
 //! `--sessions`) as SVG charts in DIR.
 #![forbid(unsafe_code)]
@@ -35,6 +38,7 @@ mod py_sdk;
 mod redact;
 mod retrieval;
 mod sandbox;
+mod scale;
 mod scan;
 mod scenario;
 mod sessions;
@@ -67,6 +71,9 @@ fn main() -> anyhow::Result<()> {
     }
     if args.iter().any(|a| a == "--python-sdk") {
         return py_sdk::run(quick);
+    }
+    if args.iter().any(|a| a == "--scale") {
+        return scale::run(quick);
     }
     if args.iter().any(|a| a == "--sandbox") {
         return sandbox::run(quick);

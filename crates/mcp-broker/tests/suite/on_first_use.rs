@@ -153,3 +153,84 @@ fn a_check_teaches_the_catalog_and_leaves_nothing_running() {
     assert!(shim.tool_names().len() >= 3);
     assert_eq!(pids(&home.status()), 0);
 }
+
+#[test]
+fn after_an_import_of_ten_servers_the_first_session_knows_every_tool_with_nothing_started() {
+    let home = Home::with_config(&super::support::fixture_config(&[("fx", "")], ""));
+    let user = home.root().join("user");
+    let file = user.join(".cursor/mcp.json");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let fx = fixture();
+    let servers: serde_json::Map<String, Value> = (0..10)
+        .map(|i| {
+            let name = format!("s{i}");
+            (
+                name.clone(),
+                json!({"command": fx, "args": ["--name", name]}),
+            )
+        })
+        .collect();
+    std::fs::write(&file, json!({ "mcpServers": servers }).to_string()).unwrap();
+    let import = |extra: &[&str]| {
+        let mut args = vec!["client", "import", "--client", "cursor"];
+        args.extend_from_slice(extra);
+        let out = home.cmd(&args).env("HOME", &user).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    import(&[]);
+    import(&["--apply"]);
+    // The import's parity check started every server through the daemon: the catalog kept
+    // their lists and the servers were stopped once the check's session ended.
+    assert!(
+        wait_until(Duration::from_secs(30), || pids(&home.status()) == 0),
+        "the import's check left servers running: {}",
+        home.status()
+    );
+    // The client's first session, started as the entry the import wrote says.
+    let entry: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let (_, broker) = entry["mcpServers"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    let args: Vec<&str> = broker["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args.first(), Some(&"stdio"), "{entry}");
+    let mut shim = home.shim(&args[1..]);
+    shim.initialize("2025-11-25");
+    assert!(!shim.tool_names().is_empty());
+    let profile = args
+        .iter()
+        .position(|a| *a == "--profile")
+        .map(|i| args[i + 1])
+        .unwrap_or("default");
+    let found = home.run(&[
+        "tools",
+        "search",
+        "echo",
+        "--limit",
+        "50",
+        "--json",
+        "--profile",
+        profile,
+    ]);
+    let found = String::from_utf8_lossy(&found.stdout);
+    for i in 0..10 {
+        assert!(found.contains(&format!("s{i}")), "s{i} unknown: {found}");
+    }
+    assert_eq!(
+        pids(&home.status()),
+        0,
+        "the first session started a server"
+    );
+}

@@ -61,12 +61,23 @@ impl Upstream {
         };
         if let Some(inst) = inst {
             inst.stop().await;
+            self.forget_announced_change();
             self.set_status(|s| {
                 s.state = UpstreamState::Stopped;
                 s.pid = None;
                 s.stopped_because = Some("starts on first use (stopped after a check)".into());
             });
         }
+    }
+
+    /// A change the stopped process announced is not the next one's: kept, it would make the
+    /// next listing start the server to refresh a list the catalog answers (a server that
+    /// announces a change as it starts, as the reference `everything` does, would never stay
+    /// stopped). The next start lists anew, and a call's start compares that list with the
+    /// catalog and the pins before the call runs.
+    fn forget_announced_change(&self) {
+        self.tools_stale
+            .store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// A session ended: it no longer holds a shared instance up (see `stop_idle`).
@@ -113,6 +124,7 @@ impl Upstream {
             tracing::info!(upstream = %self.settings.name, pid = inst.pid(), "stopping idle upstream");
             inst.stop().await;
             if self.settings.lifecycle == Lifecycle::Shared {
+                self.forget_announced_change();
                 let why = format!(
                     "idle for {}s with no session using it; starts again on its next call",
                     limit.as_secs()
