@@ -12,7 +12,12 @@ C ?= claude-code
 	config-init config-validate config-render config-backup config-rollback tools-count \
 	profile-validation facade-smoke discovery-parity context-reduction import-context \
 	client-render client-apply client-rollback client-import uninstall \
-	systemd-install systemd-uninstall systemd-status
+	systemd-install systemd-uninstall systemd-status systemd-load systemd-unload \
+	release-version-check precommit hooks-install profile-snippet codex-deferred-acceptance
+
+# Per-client variants: facade-smoke-<client> and profile-validation-<client> take the profile
+# `client import` made for that client (named after it).
+CLIENTS := claude-desktop claude-code codex gemini cursor vscode agy
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -42,6 +47,15 @@ release-smoke: ## the packages built from the release binary, run in clean homes
 
 mutation: ## the whole mutation set and its score
 	scripts/mutation
+
+release-version-check: ## Cargo version, binary, formula, packages, CHANGELOG and tag agree
+	scripts/release-version-check
+
+precommit: ## what the pre-commit hook runs: fmt, clippy, the secret scan of staged files
+	scripts/precommit
+
+hooks-install: ## install the pre-commit hook (.git/hooks/pre-commit runs scripts/precommit)
+	scripts/hooks-install
 
 broker-start: build ## start the daemon
 	$(BROKER) start
@@ -85,6 +99,18 @@ profile-validation: build ## each upstream of a profile started and probed (P=pr
 facade-smoke: build ## the calls to paste into a live client session to accept profile P
 	$(BROKER) profile acceptance $(P)
 
+$(addprefix facade-smoke-,$(CLIENTS)): facade-smoke-%: build
+	$(BROKER) profile acceptance $*
+
+$(addprefix profile-validation-,$(CLIENTS)): profile-validation-%: build
+	$(BROKER) profile validate $*
+
+codex-deferred-acceptance: build ## the calls to paste into Codex (its tools load deferred) for profile codex
+	$(BROKER) profile acceptance codex --client codex
+
+profile-snippet: build ## the broker's entry for any other JSON-config MCP client (P=profile)
+	$(BROKER) profile snippet $(P)
+
 discovery-parity: build ## a client's tools directly and through the broker (C=client)
 	$(BROKER) client parity --client $(C)
 
@@ -117,3 +143,9 @@ systemd-uninstall: build ## stop and remove the service, as a dry run
 
 systemd-status: build ## whether the unit is installed and current
 	$(BROKER) service status
+
+systemd-load: build ## the service manager runs the installed unit now
+	$(BROKER) service load
+
+systemd-unload: build ## the service manager stops it; the unit stays installed
+	$(BROKER) service unload

@@ -330,6 +330,12 @@ pub(crate) enum ServiceCommand {
     },
     /// Whether the unit is installed and current.
     Status,
+    /// Have the service manager read the installed unit and run the daemon now (systemd:
+    /// daemon-reload and start; launchd: load -w).
+    Load,
+    /// Have the service manager stop the daemon and let go of the unit, which stays
+    /// installed (systemd: stop; launchd: unload -w).
+    Unload,
 }
 
 #[derive(Debug, Subcommand)]
@@ -531,6 +537,24 @@ pub(crate) enum ProfileCommand {
         /// The broker's server entry name in the client (what `client apply` writes).
         #[arg(long, default_value = "mcp-broker")]
         server: String,
+    },
+    /// The broker's entry for an MCP client not among those `client` knows, as JSON to paste
+    /// into its config file: `{"mcpServers": {"mcp-broker": {...}}}` starting the profile.
+    Snippet {
+        /// The profile the client is to see.
+        profile: String,
+        /// The key the client's file keeps its servers under.
+        #[arg(long, default_value = "mcpServers")]
+        key: String,
+        /// The entry's name in the client.
+        #[arg(long, default_value = "mcp-broker")]
+        server: String,
+        /// A client name for the shim (`--client`), matched against `clients` in the config.
+        #[arg(long)]
+        client: Option<String>,
+        /// Say `"type": "stdio"` in the entry (clients such as VS Code want it).
+        #[arg(long)]
+        typed: bool,
     },
 }
 

@@ -475,6 +475,61 @@ pub(crate) fn status(settings: &Settings, manager: Manager) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// `service load` (`true`) or `service unload`: the installed unit handed to the manager, or
+/// taken back from it; the unit file stays either way.
+pub(crate) fn load(settings: &Settings, manager: Manager, load: bool) -> ExitCode {
+    let f = match prepare(settings, manager) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    if !f.unit.exists() {
+        return fail(
+            &format!("mcp-broker: {} is not installed", f.unit.display()),
+            &[&format!(
+                "`mcp-broker service install {} --apply` writes it",
+                manager.flag()
+            )],
+        );
+    }
+    if let Some(why) = manager_missing(manager) {
+        return fail(
+            &format!("mcp-broker: no service manager answers: {why}"),
+            &["run the daemon yourself meanwhile: `mcp-broker start`"],
+        );
+    }
+    let unit = f.unit.display().to_string();
+    let steps: Vec<(&str, Vec<&str>)> = match (manager, load) {
+        (Manager::Systemd, true) => vec![
+            ("systemctl", vec!["--user", "daemon-reload"]),
+            ("systemctl", vec!["--user", "start", "mcp-broker"]),
+        ],
+        (Manager::Systemd, false) => vec![("systemctl", vec!["--user", "stop", "mcp-broker"])],
+        (Manager::Launchd, true) => vec![("launchctl", vec!["load", "-w", &unit])],
+        (Manager::Launchd, false) => vec![("launchctl", vec!["unload", "-w", &unit])],
+    };
+    if load {
+        // The daemon this shell may have started holds the socket the service's would take.
+        let _ = crate::daemon_client::admin(settings, mcpb_protocol::AdminCommand::Stop);
+    }
+    for (program, args) in &steps {
+        if let Err(e) = manage(program, args) {
+            return fail(
+                &format!("mcp-broker: `{program} {}` failed: {e}", args.join(" ")),
+                &["`mcp-broker service status` shows how it stands"],
+            );
+        }
+    }
+    outln!(
+        "{}",
+        if load {
+            "the service manager runs the daemon"
+        } else {
+            "the service manager stopped the daemon; the unit stays installed"
+        }
+    );
+    ExitCode::SUCCESS
+}
+
 /// `mcp-broker service …`.
 pub(crate) fn run(s: &Settings, command: ServiceCommand, manager: Option<&str>) -> ExitCode {
     let m = Manager::parse(manager);
@@ -482,5 +537,7 @@ pub(crate) fn run(s: &Settings, command: ServiceCommand, manager: Option<&str>) 
         ServiceCommand::Install { apply, no_start } => install(s, m, apply, !no_start),
         ServiceCommand::Uninstall { apply } => uninstall(s, m, apply),
         ServiceCommand::Status => status(s, m),
+        ServiceCommand::Load => load(s, m, true),
+        ServiceCommand::Unload => load(s, m, false),
     }
 }

@@ -268,7 +268,61 @@ pub(crate) fn run(command: ProfileCommand, config: Option<&std::path::Path>) -> 
         } => with_settings(config, |s| {
             acceptance::acceptance(s, &profile, client.as_deref(), &server)
         }),
+        ProfileCommand::Snippet {
+            profile,
+            key,
+            server,
+            client,
+            typed,
+        } => with_settings(config, |s| {
+            snippet(s, config, &profile, &key, &server, client.as_deref(), typed)
+        }),
     }
+}
+
+/// `profile snippet`: the entry `client apply` would write, for a client it does not know.
+fn snippet(
+    settings: &Settings,
+    config: Option<&std::path::Path>,
+    profile: &str,
+    key: &str,
+    server: &str,
+    client: Option<&str>,
+    typed: bool,
+) -> ExitCode {
+    if !settings.profiles.contains_key(profile) {
+        let known: Vec<&str> = settings.profiles.keys().map(String::as_str).collect();
+        return fail(
+            &format!("mcp-broker: no profile named {profile}"),
+            &[&format!("the config has: {}", known.join(", "))],
+        );
+    }
+    let exe = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .unwrap_or_else(|_| std::path::PathBuf::from("mcp-broker"));
+    let mut args = vec!["stdio".to_string()];
+    if let Some(c) = client {
+        args.extend(["--client".to_string(), c.to_string()]);
+    }
+    args.extend(["--profile".to_string(), profile.to_string()]);
+    let mut entry = serde_json::json!({"command": exe, "args": args});
+    if typed {
+        entry["type"] = "stdio".into();
+    }
+    let env = crate::commands::client::files::entry_env(config);
+    if !env.is_empty() {
+        entry["env"] = env
+            .into_iter()
+            .map(|(k, v)| (k, serde_json::Value::String(v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+    }
+    let doc = serde_json::json!({ key: { server: entry } });
+    outln!(
+        "{}",
+        serde_json::to_string_pretty(&doc).unwrap_or_else(|_| doc.to_string())
+    );
+    ExitCode::SUCCESS
 }
 
 #[cfg(test)]
