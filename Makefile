@@ -13,7 +13,8 @@ C ?= claude-code
 	profile-validation facade-smoke discovery-parity context-reduction import-context \
 	client-render client-apply client-rollback client-import uninstall \
 	systemd-install systemd-uninstall systemd-status systemd-load systemd-unload \
-	release-version-check precommit hooks-install profile-snippet codex-deferred-acceptance
+	release-version-check precommit hooks-install profile-snippet codex-deferred-acceptance \
+	container-image container-smoke
 
 # Per-client variants: facade-smoke-<client> and profile-validation-<client> take the profile
 # `client import` made for that client (named after it).
@@ -44,6 +45,12 @@ release-gate: ## fmt, clippy, tests, coverage, mutation, release smoke, in order
 
 release-smoke: ## the packages built from the release binary, run in clean homes
 	scripts/release-smoke
+
+container-image: ## the image mcp-broker:local, from local files only (FROM scratch; podman or docker)
+	scripts/container-image
+
+container-smoke: ## that image serving the Python SDK client on stdio and over the HTTP front
+	scripts/container-smoke
 
 mutation: ## the whole mutation set and its score
 	scripts/mutation
