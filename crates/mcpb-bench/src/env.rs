@@ -102,6 +102,49 @@ impl Env {
     }
 }
 
+/// Processes under `root` (not counting it), by walking /proc's parent links.
+pub(crate) fn descendants(root: u64) -> Vec<u64> {
+    let mut parent_of = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u64>().ok()) else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            if f.first() == Some(&"Z") {
+                continue;
+            }
+            if let Some(ppid) = f.get(1).and_then(|p| p.parse::<u64>().ok()) {
+                parent_of.push((pid, ppid));
+            }
+        }
+    }
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(parent_of.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// The process's proportional set size (its share of the pages it shares), from
+/// /proc/PID/smaps_rollup: what a process adds to the machine's memory, shared pages split.
+pub(crate) fn pss_kib(pid: u64) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Pss:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
 pub(crate) fn rss_kib(pid: u64) -> u64 {
     status_kib(pid, "VmRSS:")
 }

@@ -1,7 +1,8 @@
 //! `mcpb-bench --sandbox`: what the sandbox costs a stdio upstream. Each call to a `per_call`
 //! upstream starts a process, so its latency holds a start: the built-in example server with
 //! and without `sandbox: standard`, calls interleaved so both see the same machine; then the
-//! call latency through a shared (already started) instance of each.
+//! call latency through a shared (already started) instance of each; then what the sandbox
+//! keeps running beside each sandboxed server (processes and their PSS).
 
 use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
@@ -110,6 +111,64 @@ pub(crate) fn run(quick: bool) -> anyhow::Result<()> {
         Ok(())
     })();
     let _ = env.broker(&["stop"]).output();
+    let helpers = result.and_then(|()| helpers(&env, quick));
+    let _ = env.broker(&["stop"]).output();
     let _ = std::fs::remove_dir_all(&home);
-    result
+    helpers
+}
+
+/// What the sandbox itself keeps running per sandboxed server: `n` shared example servers
+/// with `sandbox: standard`, each started by a call; every process under the daemon that is
+/// not a server is the sandbox's (its helper, the holder of its namespaces, their init).
+fn helpers(env: &Env, quick: bool) -> anyhow::Result<()> {
+    let n = if quick { 3 } else { 10 };
+    let example = "command: \"{broker.exe}\", args: [example-server], trust_annotations: true";
+    let mut yaml = String::from("schema_version: 1\nupstreams:\n");
+    for i in 0..n {
+        yaml.push_str(&format!("  b{i}: {{{example}, sandbox: standard}}\n"));
+    }
+    yaml.push_str("profiles:\n  default: {allow_mutating_upstreams: true}\n");
+    let env = env.with_config("helpers.yaml", &yaml);
+    env.start()?;
+    let (mut child, mut stdin, mut out) = open_session(&env)?;
+    let mut line = String::new();
+    out.read_line(&mut line)?;
+    for i in 0..n {
+        call(&mut stdin, &mut out, 10 + i as u64, &format!("b{i}.echo"))?;
+    }
+    let daemon = crate::env::daemon_pid(&env)?;
+    let (mut servers, mut sandbox) = (Vec::new(), Vec::new());
+    for pid in crate::env::descendants(daemon) {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if args.get(1) == Some(&&b"example-server"[..]) {
+            servers.push(pid);
+        } else {
+            sandbox.push(pid);
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    let mib =
+        |pids: &[u64], f: fn(u64) -> u64| pids.iter().map(|p| f(*p)).sum::<u64>() as f64 / 1024.0;
+    let per = |x: f64| x / servers.len().max(1) as f64;
+    println!(
+        "\n## What the sandbox keeps running ({} sandboxed example servers, shared, each called once)\n",
+        servers.len()
+    );
+    println!("| | processes | PSS (MiB) | RSS (MiB) | per server: processes | PSS (MiB) |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (what, pids) in [("the sandbox's own", &sandbox), ("the servers", &servers)] {
+        let (pss, rss) = (
+            mib(pids, crate::env::pss_kib),
+            mib(pids, crate::env::rss_kib),
+        );
+        println!(
+            "| {what} | {} | {pss:.1} | {rss:.1} | {:.1} | {:.2} |",
+            pids.len(),
+            per(pids.len() as f64),
+            per(pss)
+        );
+    }
+    Ok(())
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::env::{Env, daemon_pid, rss_kib};
+use crate::env::{Env, daemon_pid, descendants, rss_kib};
 
 const COPIES: usize = 5;
 /// The idle time the bench gives its servers, so that "gone after idle" is seen in seconds.
@@ -71,36 +71,6 @@ fn reference(d: &Deps, files: &Path) -> Vec<(String, PathBuf, Vec<String>)> {
 fn quoted(args: &[String]) -> String {
     let a: Vec<String> = args.iter().map(|a| format!("\"{a}\"")).collect();
     format!("[{}]", a.join(", "))
-}
-
-/// Processes under `root` (not counting it), by walking /proc's parent links.
-fn descendants(root: u64) -> Vec<u64> {
-    let mut parent_of = Vec::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for e in dir.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u64>().ok()) else {
-                continue;
-            };
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            if f.first() == Some(&"Z") {
-                continue;
-            }
-            if let Some(ppid) = f.get(1).and_then(|p| p.parse::<u64>().ok()) {
-                parent_of.push((pid, ppid));
-            }
-        }
-    }
-    let mut found = vec![root];
-    let mut i = 0;
-    while i < found.len() {
-        let p = found[i];
-        found.extend(parent_of.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
-        i += 1;
-    }
-    found.remove(0);
-    found
 }
 
 /// (processes under the daemon, RSS of the daemon and all of them in MB).
