@@ -8,6 +8,7 @@ mod console;
 mod content;
 mod context;
 mod daemon;
+mod docs;
 mod exec_abuse;
 mod exec_config;
 mod exec_escape;
