@@ -228,9 +228,10 @@ fn after_an_import_of_ten_servers_the_first_session_knows_every_tool_with_nothin
     for i in 0..10 {
         assert!(found.contains(&format!("s{i}")), "s{i} unknown: {found}");
     }
+    let status = home.status();
     assert_eq!(
-        pids(&home.status()),
+        pids(&status),
         0,
-        "the first session started a server"
+        "the first session started a server: {status}"
     );
 }
