@@ -80,7 +80,12 @@ fn every_call_is_audited_with_who_and_how_it_ended_without_argument_values() {
 
 #[test]
 fn a_cancelled_call_and_one_whose_client_went_away_are_audited_as_abandoned() {
-    let home = Home::with_config(&fixture_config(&[("fx", "")], ""));
+    // The calls must still be running when the cancel and the disconnect come: on a loaded
+    // machine, seeing a call in flight through `status` can take longer than the suite's
+    // usual 2 s call timeout, and a call that timed out is audited as the error it is.
+    let yaml = fixture_config(&[("fx", "")], "")
+        .replace("call_timeout_ms: 2000", "call_timeout_ms: 60000");
+    let home = Home::with_config(&yaml);
     let mut shim = session(&home);
     let sleep = json!({"name": "fx.sleep", "arguments": {"ms": 30000}});
     let in_flight = |n: i64| {
