@@ -119,7 +119,7 @@ pub(crate) fn run(quick: bool) -> anyhow::Result<()> {
 
 /// What the sandbox itself keeps running per sandboxed server: `n` shared example servers
 /// with `sandbox: standard`, each started by a call; every process under the daemon that is
-/// not a server is the sandbox's (its helper, the holder of its namespaces, their init).
+/// not a server is the sandbox's (its helper).
 fn helpers(env: &Env, quick: bool) -> anyhow::Result<()> {
     let n = if quick { 3 } else { 10 };
     let example = "command: \"{broker.exe}\", args: [example-server], trust_annotations: true";

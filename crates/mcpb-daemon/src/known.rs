@@ -63,7 +63,7 @@ type Staged = (Arc<Vec<Tool>>, String);
 /// references unresolved), its sandbox and its sign-in. A list fetched under another key may not
 /// be the one the upstream would send now; view settings (filters, descriptions, timeouts) are
 /// applied to a list, not part of it.
-pub(crate) fn listing_key(s: &mcpb_config::UpstreamSettings) -> String {
+pub fn listing_key(s: &mcpb_config::UpstreamSettings) -> String {
     let launch = serde_json::json!({
         "transport": s.transport,
         "command": s.command,

@@ -57,4 +57,5 @@ mod usage;
 mod view;
 
 pub use error::DaemonError;
+pub use known::listing_key;
 pub use listener::{run, run_with};

@@ -94,15 +94,28 @@ impl Holder<'_> {
                 })?;
             report.applied(Layer::Cgroup);
         }
-        let pid = child.as_raw_pid();
+        self.maps.write(&child.as_raw_pid().to_string())
+    }
+}
+
+impl IdMaps {
+    /// Writes the maps of `process` (a pid, or `self`). A process in a user namespace it
+    /// has just made may write its own, as long as each maps the host id it has (that is
+    /// the server's case: the daemon's ids); anything else needs its parent to write them.
+    pub(crate) fn write(&self, process: &str) -> Result<(), SandboxError> {
         let map = |file: &str, text: String| {
-            std::fs::write(format!("/proc/{pid}/{file}"), text)
+            std::fs::write(format!("/proc/{process}/{file}"), text)
                 .map_err(|e| SandboxError::at(Layer::IdMap, format!("{file}: {e}")))
         };
-        let m = &self.maps;
         map("setgroups", "deny".into())?;
-        map("uid_map", format!("{} {} 1\n", m.inside_uid, m.host_uid))?;
-        map("gid_map", format!("{} {} 1\n", m.inside_gid, m.host_gid))
+        map(
+            "uid_map",
+            format!("{} {} 1\n", self.inside_uid, self.host_uid),
+        )?;
+        map(
+            "gid_map",
+            format!("{} {} 1\n", self.inside_gid, self.host_gid),
+        )
     }
 }
 

@@ -9,7 +9,9 @@
 //! applied ends the run as `Refused` naming the layer: nothing ever runs with fewer layers than
 //! asked. Process tree: helper → holder (unshares, gets its id maps from the helper) → init
 //! (PID 1 of the new PID namespace: mounts, copies the workspace in and out) → the program.
-//! When init exits the kernel kills everything left in the namespace.
+//! When init exits the kernel kills everything left in the namespace. A sandboxed server
+//! (`__sandbox-server`) needs less: its helper enters the namespaces itself and its one fork
+//! becomes the server (see `server.rs`).
 //!
 //! A jail is started before its run is known, so that a run can take over one that is ready
 //! (the interpreter started and confined): init waits on fd 5 for the run's workspace, and the

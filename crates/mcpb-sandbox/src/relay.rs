@@ -5,8 +5,8 @@
 
 use std::io::IoSliceMut;
 use std::mem::MaybeUninit;
-use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SocketFlags, SocketType,
@@ -154,6 +154,15 @@ extern "C" fn relay(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::
 pub(crate) fn reap(
     child: rustix::process::Pid,
 ) -> rustix::io::Result<Option<(rustix::process::Pid, rustix::process::WaitStatus)>> {
+    reap_with(child, &RELAY_TO)
+}
+
+/// Waits for `child` to end, clears `target` (so its pid, soon free, is signalled no more),
+/// then reaps it.
+fn reap_with(
+    child: rustix::process::Pid,
+    target: &AtomicI32,
+) -> rustix::io::Result<Option<(rustix::process::Pid, rustix::process::WaitStatus)>> {
     loop {
         match rustix::process::waitid(
             rustix::process::WaitId::Pid(child),
@@ -164,6 +173,128 @@ pub(crate) fn reap(
             Ok(_) => break,
         }
     }
-    RELAY_TO.store(0, Ordering::Relaxed);
+    target.store(0, Ordering::Relaxed);
     rustix::process::waitpid(Some(child), rustix::process::WaitOptions::empty())
+}
+
+/// The server, when it is PID 1 of its namespace (a server without a tracer): its host pid
+/// and an fd of its `/proc/<pid>/status`, opened by the helper from the host's /proc.
+static FIRST: AtomicI32 = AtomicI32::new(0);
+static FIRST_STATUS: AtomicI32 = AtomicI32::new(-1);
+/// A TERM was passed on as KILL (the server had no handler for it): its end is told as the
+/// TERM's, the way it would have ended outside the sandbox.
+static TERM_AS_KILL: AtomicBool = AtomicBool::new(false);
+
+/// In the helper: relays every SIGTERM to `first`, the server, PID 1 of its namespace. The
+/// kernel delivers to a namespace's PID 1 only the signals it has a handler for (and KILL):
+/// a server that left TERM at its default action would never see the stop ladder's TERM, so
+/// it gets what the default action would have done, KILL. Its `/proc` status says which.
+pub(crate) fn relay_term_to_first(first: i32, status: &OwnedFd) -> Result<(), SandboxError> {
+    FIRST_STATUS.store(status.as_raw_fd(), Ordering::Relaxed);
+    FIRST.store(first, Ordering::Relaxed);
+    // SAFETY: as in `relay_term`; `to_first` only reads atomics and a stack buffer, calls
+    // pread(2) and kill(2), and saves and restores errno, all async-signal-safe.
+    let rc = unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = to_first as *const () as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut())
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(SandboxError::at(
+            Layer::Supervise,
+            std::io::Error::last_os_error(),
+        ))
+    }
+}
+
+extern "C" fn to_first(_: libc::c_int) {
+    let first = FIRST.load(Ordering::Relaxed);
+    if first <= 0 {
+        return;
+    }
+    // /proc/<pid>/status is about 1.5 KiB; the mask sits in its first half.
+    let mut buf = [0u8; 4096];
+    // SAFETY: the buffer is this frame's and its length is passed; pread(2) on a possibly
+    // closed fd fails cleanly. __errno_location and kill(2) as in `relay`.
+    unsafe {
+        let errno = libc::__errno_location();
+        let saved = *errno;
+        let fd = FIRST_STATUS.load(Ordering::Relaxed);
+        let n = libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), 0);
+        let read = usize::try_from(n).ok().and_then(|n| buf.get(..n));
+        // Unknown (the status could not be read): TERM, and the ladder's KILL follows.
+        let sig = if read.and_then(|s| catches(s, libc::SIGTERM)) == Some(false) {
+            TERM_AS_KILL.store(true, Ordering::Relaxed);
+            libc::SIGKILL
+        } else {
+            libc::SIGTERM
+        };
+        libc::kill(first, sig);
+        *errno = saved;
+    }
+}
+
+/// Whether a `/proc/<pid>/status` text says the process has a handler for `sig` (its
+/// `SigCgt` mask, hex, signal n at bit n-1). Allocates nothing: it runs in a signal handler.
+pub(crate) fn catches(status: &[u8], sig: i32) -> Option<bool> {
+    const FIELD: &[u8] = b"\nSigCgt:";
+    let at = status.windows(FIELD.len()).position(|w| w == FIELD)? + FIELD.len();
+    let rest = status.get(at..)?;
+    let start = rest.iter().position(|b| !b.is_ascii_whitespace())?;
+    let rest = rest.get(start..)?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    let bit = u32::try_from(sig.checked_sub(1)?).ok()?;
+    let index = digits.checked_sub(1 + usize::try_from(bit / 4).ok()?)?;
+    let nibble = char::from(*rest.get(index)?).to_digit(16)?;
+    Some(nibble & (1 << (bit % 4)) != 0)
+}
+
+/// A server's exit told by the helper: killed by a KILL that stood for a TERM it had no
+/// handler for is told as killed by TERM.
+pub(crate) fn told_signal(sig: i32) -> i32 {
+    if sig == libc::SIGKILL && TERM_AS_KILL.load(Ordering::Relaxed) {
+        libc::SIGTERM
+    } else {
+        sig
+    }
+}
+
+/// Waits for the server (PID 1 of its namespace) and reaps it; the relay stops first.
+pub(crate) fn reap_first(
+    child: rustix::process::Pid,
+) -> rustix::io::Result<Option<(rustix::process::Pid, rustix::process::WaitStatus)>> {
+    let status = reap_with(child, &FIRST);
+    FIRST_STATUS.store(-1, Ordering::Relaxed);
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::catches;
+
+    const STATUS: &[u8] =
+        b"Name:\tnode\nSigQ:\t0/1\nSigIgn:\t0000000000001000\nSigCgt:\t0000000188004a02\nCapInh:\t0\n";
+
+    #[test]
+    fn the_caught_mask_is_read_bit_by_signal() {
+        // 0x...4a02: bits 1, 9, 11 and 14: SIGINT, SIGUSR1, SIGUSR2 and SIGTERM.
+        assert_eq!(catches(STATUS, libc::SIGINT), Some(true));
+        assert_eq!(catches(STATUS, libc::SIGUSR1), Some(true));
+        assert_eq!(catches(STATUS, libc::SIGTERM), Some(true));
+        assert_eq!(catches(STATUS, libc::SIGHUP), Some(false));
+        assert_eq!(catches(STATUS, libc::SIGPIPE), Some(false));
+        assert_eq!(catches(STATUS, 32), Some(true));
+        assert_eq!(catches(STATUS, 64), Some(false));
+        assert_eq!(
+            catches(b"Name:\tsh\nSigCgt:\t0000000000000000\n", libc::SIGTERM),
+            Some(false)
+        );
+        assert_eq!(catches(b"Name:\tsh\n", libc::SIGTERM), None);
+        assert_eq!(catches(STATUS, 65), None);
+        assert_eq!(catches(STATUS, 0), None);
+    }
 }

@@ -1,8 +1,11 @@
 //! The server mode: one stdio MCP server run for as long as the broker keeps it, under a
-//! [`ServerSpec`]. Same tree as a code run (helper → holder in new namespaces → init, PID 1 →
-//! the server), but the server keeps the helper's stdin, stdout, stderr and environment, sees
-//! the host's root read-only with its grants, and is exec'd as the daemon's own user. A layer
-//! that cannot be applied is said on stderr, naming the layer, and the server never starts.
+//! [`ServerSpec`]. One process of the sandbox's own beside it (`alone`): the helper enters the
+//! new namespaces itself and its fork, PID 1 of the new PID namespace, becomes the server. A
+//! check's tracer keeps a code run's tree (helper → holder in new namespaces → init, PID 1,
+//! the tracer → the server). The server keeps the helper's stdin, stdout, stderr and
+//! environment, sees the host's root read-only with its grants, and is exec'd as the daemon's
+//! own user. A layer that cannot be applied is said on stderr, naming the layer, and the
+//! server never starts.
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -11,6 +14,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use rustix::process::{Pid, Signal, WaitOptions};
+use rustix::thread::UnshareFlags;
 
 use crate::launch::{self, Handshake, Holder, IdMaps};
 use crate::relay;
@@ -69,14 +73,12 @@ fn parse() -> Result<(ServerSpec, Vec<OsString>), SandboxError> {
 fn run(report: &Report) -> Result<i32, SandboxError> {
     let (spec, argv) = parse()?;
     relay::note_daemon();
+    if !spec.trace {
+        return alone(&spec, &argv, report);
+    }
     let launch = Holder {
         cgroup: spec.cgroup.as_ref(),
-        maps: IdMaps {
-            inside_uid: inside_uid(spec.host_uid),
-            host_uid: spec.host_uid,
-            inside_gid: inside_uid(spec.host_gid),
-            host_gid: spec.host_gid,
-        },
+        maps: ids(&spec),
         refused: 125,
     };
     let child = launch.start(
@@ -95,10 +97,103 @@ fn exit_code(status: Option<(Pid, rustix::process::WaitStatus)>) -> i32 {
     match status {
         Some((_, s)) => s
             .exit_status()
-            .or_else(|| s.terminating_signal().map(|sig| 128 + sig))
+            .or_else(|| {
+                s.terminating_signal()
+                    .map(|sig| 128 + relay::told_signal(sig))
+            })
             .unwrap_or(125),
         None => 125,
     }
+}
+
+/// The whole sandbox of a server in this one process: it moves itself into the server's
+/// cgroup, makes the user namespace and writes its own id maps (it maps only the ids it has,
+/// which needs nobody outside), then the mount namespace and the rest; its one fork is PID 1
+/// of the new PID namespace and becomes the server. Nothing else runs beside the server: when
+/// it ends, the kernel ends what it left. A check's tracer keeps the tree of `holder`.
+fn alone(spec: &ServerSpec, argv: &[OsString], report: &Report) -> Result<i32, SandboxError> {
+    let daemon = rustix::process::getppid();
+    if let Some(c) = spec.cgroup.as_ref() {
+        crate::cgroup::RunCgroup::open(c.dir.clone(), c.v2)
+            .enter(rustix::process::getpid().as_raw_pid())
+            .map_err(|e| SandboxError::at(Layer::Cgroup, format!("{}: {e}", c.dir.display())))?;
+        report.applied(Layer::Cgroup);
+    }
+    launch::unshare(UnshareFlags::NEWUSER, Layer::UserNamespace)?;
+    report.applied(Layer::UserNamespace);
+    ids(spec).write("self")?;
+    // The daemon's death signal survives the new namespace; asked again all the same, and
+    // a daemon gone already means nobody wants this server.
+    rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).map_err(sup)?;
+    if rustix::process::getppid() != daemon {
+        return Ok(125);
+    }
+    launch::unshare(UnshareFlags::NEWNS, Layer::MountNamespace)?;
+    report.applied(Layer::MountNamespace);
+    let opened = Opened::open(spec)?;
+    launch::enter_the_rest(spec.network, report)?;
+    let (wait, told) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(sup)?;
+    let Some(child) = fork(Layer::PidNamespace)? else {
+        drop(told);
+        let Err(e) = first(spec, opened, argv, report, wait);
+        refuse(report, e);
+        std::process::exit(125);
+    };
+    drop((wait, opened));
+    let kill = |e: SandboxError| {
+        let _ = rustix::process::kill_process(child, Signal::KILL);
+        let _ = rustix::process::waitpid(Some(child), WaitOptions::empty());
+        e
+    };
+    // Opened now, from the host's /proc: the server's root replaces this process's too.
+    let status = rustix::fs::open(
+        format!("/proc/{}/status", child.as_raw_pid()),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(|e| kill(sup(e)))?;
+    relay::relay_term_to_first(child.as_raw_pid(), &status).map_err(kill)?;
+    rustix::io::write(&told, child.as_raw_pid().to_string().as_bytes())
+        .map_err(|e| kill(sup(e)))?;
+    drop(told);
+    let code = exit_code(relay::reap_first(child).map_err(sup)?);
+    drop(status);
+    Ok(code)
+}
+
+fn ids(spec: &ServerSpec) -> IdMaps {
+    IdMaps {
+        inside_uid: inside_uid(spec.host_uid),
+        host_uid: spec.host_uid,
+        inside_gid: inside_uid(spec.host_gid),
+        host_gid: spec.host_gid,
+    }
+}
+
+/// The server before its exec, PID 1 of its namespace: it dies with the helper, learns its
+/// host pid from it (end of file: the helper is gone), builds its view of the files, and
+/// becomes the server. The host's fds are closed once bound: nothing of them reaches it.
+fn first(
+    spec: &ServerSpec,
+    opened: Opened,
+    argv: &[OsString],
+    report: &Report,
+    wait: OwnedFd,
+) -> Result<std::convert::Infallible, SandboxError> {
+    rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).map_err(sup)?;
+    let mut answer = [0u8; 16];
+    let n = rustix::io::read(&wait, &mut answer).map_err(sup)?;
+    let host_pid = std::str::from_utf8(answer.get(..n).unwrap_or_default())
+        .ok()
+        .and_then(|t| t.parse::<u32>().ok());
+    drop(wait);
+    if host_pid.is_none() {
+        std::process::exit(125);
+    }
+    build(spec, &opened)?;
+    drop(opened);
+    rustix::system::sethostname(b"sandbox").map_err(|e| SandboxError::at(Layer::Hostname, e))?;
+    exec(spec, argv, report, host_pid)
 }
 
 /// In new user and mount namespaces (and PID, IPC, UTS, network), forks the init and waits.

@@ -173,8 +173,36 @@ pub(crate) fn check(settings: &Settings, name: &str, call: Option<(&str, &str)>)
         );
     };
     match traced_run(settings, name, u, policy, &call) {
-        Ok(run) => say(name, &call, run, policy),
+        Ok(run) => {
+            if let Ok((tools, _)) = &run.talked {
+                teach(settings, u, tools);
+            }
+            say(name, &call, run, policy)
+        }
         Err(code) => code,
+    }
+}
+
+/// The list a check saw goes into the catalog under the settings the server ran with, as the
+/// daemon's own start would write it: a first session then lists it without starting it.
+fn teach(settings: &Settings, u: &mcpb_config::UpstreamSettings, tools: &[serde_json::Value]) {
+    let tools: Vec<mcpb_protocol::Tool> = tools
+        .iter()
+        .filter_map(|t| mcpb_protocol::Tool::from_value(t).ok())
+        .collect();
+    let mut list =
+        mcpb_catalog::CachedList::new(&u.name, std::sync::Arc::new(tools), mcpb_config::unix_now());
+    list.config = Some(mcpb_daemon::listing_key(u));
+    let store = mcpb_catalog::ListStore::new(settings.runtime.catalog_dir());
+    let known = store.load(&u.name).ok().flatten();
+    if known.is_some_and(|k| k.hash == list.hash && k.config == list.config) {
+        return;
+    }
+    if let Err(e) = store.save(&list) {
+        errln!(
+            "mcp-broker: {}'s list was not kept in the catalog: {e}",
+            u.name
+        );
     }
 }
 

@@ -280,8 +280,8 @@ fn a_hostile_server_is_denied_what_it_was_not_granted_and_leaves_nothing_behind(
         Path::new(&format!("/proc/{daemon}")).exists(),
         "the daemon lives"
     );
-    // ptrace of the daemon's pid and of the server's own init: the seccomp filter kills the
-    // caller (SIGSYS); nothing traces the daemon.
+    // ptrace of the daemon's pid and of pid 1 (the server itself, its namespace's init): the
+    // seccomp filter kills the caller (SIGSYS); nothing traces the daemon.
     for pid in [daemon, 1] {
         let r = said(&mut s, "fx.ptrace", json!({"pid": pid}));
         assert_eq!(r, "denied: killed by signal 31", "ptrace {pid}");
@@ -538,7 +538,7 @@ fn a_sandboxed_server_gets_the_stop_ladders_term_and_names_its_host_pid() {
     let fx = fixture();
     let (home, world) = homes(|w| {
         format!(
-            "schema_version: 1\nupstreams:\n  fx: {{command: \"{fx}\", trust_annotations: true, sandbox: standard}}\n  trapper: {{command: sh, args: [-c, \"trap 'echo term > {out}/got; exit 0' TERM; exec 3<&0; {fx} --ignore-eof <&3 & wait\"], trust_annotations: true, sandbox: {{fs: {{read: [\"{bin}\"], write: [\"{out}\"]}}}}}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
+            "schema_version: 1\nupstreams:\n  fx: {{command: \"{fx}\", trust_annotations: true, sandbox: standard}}\n  deaf: {{command: \"{fx}\", args: [--ignore-eof], trust_annotations: true, sandbox: standard}}\n  trapper: {{command: sh, args: [-c, \"trap 'echo term > {out}/got; exit 0' TERM; exec 3<&0; {fx} --ignore-eof <&3 & wait\"], trust_annotations: true, sandbox: {{fs: {{read: [\"{bin}\"], write: [\"{out}\"]}}}}}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
             fx = fx.display(),
             // The fixture runs from the script, not as the command: a checkout under /tmp
             // (hidden by the private /tmp) is granted by hand.
@@ -550,16 +550,24 @@ fn a_sandboxed_server_gets_the_stop_ladders_term_and_names_its_host_pid() {
     std::fs::create_dir_all(w.join("out")).unwrap();
     let mut s = session(&home, w, None);
     assert_eq!(said(&mut s, "trapper.echo", json!({"text": "x"})), "x");
+    assert_eq!(said(&mut s, "deaf.echo", json!({"text": "y"})), "y");
     let pid = s.call("fx.pid", json!({}))["result"]["structuredContent"]["pid"]
         .as_u64()
         .unwrap();
-    // The host's /proc knows it by that pid, as pid 2 of its own namespace (its init is 1).
+    // The host's /proc knows it by that pid, as pid 1 of its own namespace (nothing of the
+    // sandbox runs beside it), and its parent is the sandbox's one helper, the daemon's child.
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let nspid = status.lines().find(|l| l.starts_with("NSpid:")).unwrap();
     assert!(
-        nspid.split_whitespace().skip(1).collect::<Vec<_>>() == [pid.to_string().as_str(), "2"],
+        nspid.split_whitespace().skip(1).collect::<Vec<_>>() == [pid.to_string().as_str(), "1"],
         "{nspid}"
     );
+    let parent = |p: u64| -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        after.split(' ').nth(1).unwrap().parse().unwrap()
+    };
+    assert_eq!(parent(parent(pid)), home.daemon_pid().unwrap() as u64);
     drop(s);
     assert!(home.run(&["stop"]).status.success());
     assert_eq!(
@@ -570,6 +578,17 @@ fn a_sandboxed_server_gets_the_stop_ladders_term_and_names_its_host_pid() {
     assert!(
         !Path::new(&format!("/proc/{pid}")).exists(),
         "pid {pid} outlived the stop"
+    );
+    // A server with no handler for TERM (PID 1 of a namespace ignores what it does not
+    // handle) ends on the ladder's TERM all the same, told as a TERM's end, not the KILL's.
+    let log = home.log();
+    let ended: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("upstream process ended") && l.contains("deaf"))
+        .collect();
+    assert!(
+        ended.len() == 1 && ended[0].contains("exit code 143"),
+        "{ended:?}"
     );
 }
 
@@ -590,7 +609,7 @@ fn sandbox_check_says_what_the_kernel_refused_the_server() {
             fx = fx.display()
         );
         format!(
-            "schema_version: 1\nupstreams:\n  peek: {{command: sh, args: [-c, \"{script}\"], sandbox: {{network: none, fs: {{read: [\"{bin}\"]}}}}}}\nprofiles:\n  default: {{}}\n",
+            "schema_version: 1\nupstreams:\n  peek: {{command: sh, args: [-c, \"{script}\"], sandbox: {{network: none, fs: {{read: [\"{bin}\"]}}}}}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
             bin = fx.parent().unwrap().display(),
         )
     });
@@ -632,4 +651,12 @@ fn sandbox_check_says_what_the_kernel_refused_the_server() {
         "unchanged"
     );
     assert!(listener.accept().is_err(), "the listener saw a connection");
+    // The check taught the catalog: a first session lists the server's tools with nothing
+    // started.
+    let mut shim = session(&home, w, None);
+    let names = shim.tool_names();
+    assert!(names.iter().any(|n| n == "peek.echo"), "{names:?}");
+    let peek = super::support::upstream_status(&home, "peek");
+    assert!(peek["pids"].as_array().is_none_or(Vec::is_empty), "{peek}");
+    assert_ne!(peek["state"], "running", "{peek}");
 }
