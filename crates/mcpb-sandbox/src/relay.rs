@@ -104,13 +104,21 @@ pub(crate) fn note_daemon() {
 pub(crate) fn relay_term(to: i32, only_from: Option<i32>) -> Result<(), SandboxError> {
     RELAY_TO.store(to, Ordering::Relaxed);
     ONLY_FROM.store(only_from.unwrap_or(0), Ordering::Relaxed);
+    // `relay` only reads atomics, calls kill(2) and saves and restores errno, all
+    // async-signal-safe.
+    on_term(relay as *const () as libc::sighandler_t, libc::SA_SIGINFO)
+}
+
+/// Installs `handler` for SIGTERM; SA_RESTART keeps the waits and reads it interrupts going.
+/// The handler must be async-signal-safe and match `flags` (SA_SIGINFO or not).
+fn on_term(handler: libc::sighandler_t, flags: libc::c_int) -> Result<(), SandboxError> {
     // SAFETY: a zeroed sigaction is a valid value (no handler, empty flags) that is then
-    // filled in; `relay` only reads atomics, calls kill(2) and saves and restores errno, all
-    // async-signal-safe; SA_RESTART keeps the waits and reads it interrupts going.
+    // filled in; the callers pass a handler of the signature `flags` says, that only makes
+    // async-signal-safe calls.
     let rc = unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = relay as *const () as libc::sighandler_t;
-        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        action.sa_sigaction = handler;
+        action.sa_flags = flags | libc::SA_RESTART;
         libc::sigemptyset(&mut action.sa_mask);
         libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut())
     };
@@ -192,23 +200,9 @@ static TERM_AS_KILL: AtomicBool = AtomicBool::new(false);
 pub(crate) fn relay_term_to_first(first: i32, status: &OwnedFd) -> Result<(), SandboxError> {
     FIRST_STATUS.store(status.as_raw_fd(), Ordering::Relaxed);
     FIRST.store(first, Ordering::Relaxed);
-    // SAFETY: as in `relay_term`; `to_first` only reads atomics and a stack buffer, calls
-    // pread(2) and kill(2), and saves and restores errno, all async-signal-safe.
-    let rc = unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = to_first as *const () as libc::sighandler_t;
-        action.sa_flags = libc::SA_RESTART;
-        libc::sigemptyset(&mut action.sa_mask);
-        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut())
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(SandboxError::at(
-            Layer::Supervise,
-            std::io::Error::last_os_error(),
-        ))
-    }
+    // `to_first` only reads atomics and a stack buffer, calls pread(2) and kill(2), and
+    // saves and restores errno, all async-signal-safe.
+    on_term(to_first as *const () as libc::sighandler_t, 0)
 }
 
 extern "C" fn to_first(_: libc::c_int) {
