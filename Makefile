@@ -14,7 +14,7 @@ C ?= claude-code
 	client-render client-apply client-rollback client-import uninstall \
 	systemd-install systemd-uninstall systemd-status systemd-load systemd-unload \
 	release-version-check precommit hooks-install profile-snippet codex-deferred-acceptance \
-	container-image container-smoke
+	codex-app-policy container-image container-smoke
 
 # Per-client variants: facade-smoke-<client> and profile-validation-<client> take the profile
 # `client import` made for that client (named after it).
@@ -114,6 +114,9 @@ $(addprefix profile-validation-,$(CLIENTS)): profile-validation-%: build
 
 codex-deferred-acceptance: build ## the calls to paste into Codex (its tools load deferred) for profile codex
 	$(BROKER) profile acceptance codex --client codex
+
+codex-app-policy: build ## Codex's hosted apps; ALLOW=app,app/tool limits them (a dry run; APPLY=1 writes, after a backup)
+	$(BROKER) client codex-apps $(if $(ALLOW),--allow $(ALLOW)) $(if $(APPLY),--apply)
 
 profile-snippet: build ## the broker's entry for any other JSON-config MCP client (P=profile)
 	$(BROKER) profile snippet $(P)

@@ -214,6 +214,20 @@ pub(crate) enum ClientCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Codex's hosted apps (its `codex_apps` connectors, cached under
+    /// $CODEX_HOME/cache/codex_apps_tools): each app and how many of its tools the model is
+    /// shown. With --allow, Codex's config.toml gets `[apps]` tables that show only those apps
+    /// (or single tools, APP/TOOL): a dry run (a diff and the counts) unless --apply, which
+    /// writes it after a backup (`client rollback --client codex` takes it back).
+    CodexApps {
+        /// Apps to keep (an id or a name from the list, or APP/TOOL); comma-separated or
+        /// repeated.
+        #[arg(long, value_delimiter = ',')]
+        allow: Vec<String>,
+        /// Write the change (after a backup).
+        #[arg(long)]
+        apply: bool,
+    },
     /// For each client (or one): its file, and whether the broker's entry is there.
     Status {
         /// Only this client.

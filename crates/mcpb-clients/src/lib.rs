@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod approval;
+pub mod apps;
 mod backup;
 mod client;
 mod edit;

@@ -158,3 +158,138 @@ fn a_remote_server_counts_on_both_sides_and_one_url_is_one_upstream() {
     drop(http);
     let _ = home.run(&["stop"]);
 }
+
+/// Codex's cache of its hosted apps' tools, as Codex 0.171.0 writes it: `apps` of (id, name,
+/// tool count), each tool with its app and annotations.
+fn codex_apps_cache(home: &Home, apps: &[(&str, &str, usize)]) {
+    let mut tools = Vec::new();
+    for (id, name, n) in apps {
+        let ns = name.to_lowercase().replace(' ', "_");
+        for i in 0..*n {
+            let tool = format!("{ns}_op{i}");
+            tools.push(serde_json::json!({
+                "server_name": "codex_apps", "supports_parallel_tool_calls": false,
+                "server_origin": null, "tool_name": tool, "tool_namespace": format!("codex_apps__{ns}"),
+                "namespace_description": name, "connector_id": id, "connector_name": name,
+                "plugin_display_names": [],
+                "tool": {"name": tool, "title": tool,
+                    "description": format!("Operation {i} of {name}."),
+                    "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+                    "annotations": {"readOnlyHint": i % 2 == 0, "destructiveHint": i % 5 == 0, "openWorldHint": true}},
+            }));
+        }
+    }
+    let dir = home.root().join(".codex/cache/codex_apps_tools");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cache = serde_json::json!({"discovery_scope": [], "schema_version": 4, "tools": tools});
+    std::fs::write(
+        dir.join("a7319872fc994a9f726692e5f3905a33db8696a4.json"),
+        cache.to_string(),
+    )
+    .unwrap();
+}
+
+fn row(measured: &str, what: &str) -> (u64, u64) {
+    let v: serde_json::Value = serde_json::from_str(measured).unwrap();
+    let rows = v["clients"][0]["rows"].as_array().unwrap();
+    let r = rows.iter().find(|r| r["what"] == what).unwrap();
+    (r["before"].as_u64().unwrap(), r["after"].as_u64().unwrap())
+}
+
+/// The design's Codex table: 195 hosted app tools cached, an allowlist of one app and some
+/// tools of another keeps 39; with the client's own servers moved behind the broker's entry,
+/// `measure --client codex` counts both sides. The allowlist is a dry run until --apply, is
+/// backed up, and rolls back.
+#[test]
+fn codexs_hosted_apps_are_limited_to_an_allowlist_and_measured_before_and_after() {
+    let home = Home::with_config("schema_version: 1\nprofiles:\n  default: {}\n");
+    let fx = fixture().display().to_string();
+    let codex = home.root().join(".codex");
+    std::fs::create_dir_all(&codex).unwrap();
+    let config = codex.join("config.toml");
+    std::fs::write(
+        &config,
+        format!("model = \"gpt-5\"\n\n[mcp_servers.alpha]\ncommand = \"{fx}\"\nargs = [\"--tools\", \"20\"]\n"),
+    )
+    .unwrap();
+    codex_apps_cache(
+        &home,
+        &[
+            ("connector_gh", "GitHub", 40),
+            ("connector_drive", "Google Drive", 30),
+            ("connector_mail", "Gmail", 35),
+            ("connector_slack", "Slack", 30),
+            ("connector_linear", "Linear", 25),
+            ("connector_notion", "Notion", 35),
+        ],
+    );
+    for args in [
+        &["client", "import", "--client", "codex", "--compact"][..],
+        &[
+            "client",
+            "import",
+            "--client",
+            "codex",
+            "--compact",
+            "--apply",
+        ],
+    ] {
+        let (ok, _, said) = run(&home, args);
+        assert!(ok, "{said}");
+    }
+    let (ok, listed, said) = run(&home, &["client", "codex-apps"]);
+    assert!(ok, "{said}");
+    assert!(
+        listed.contains("connector_linear\tLinear\t25\t25"),
+        "{listed}"
+    );
+
+    let mut allow = String::from("linear");
+    for i in 0..14 {
+        allow.push_str(&format!(",Notion/notion_op{i}"));
+    }
+    let imported = std::fs::read_to_string(&config).unwrap();
+    let (ok, dry, said) = run(&home, &["client", "codex-apps", "--allow", &allow]);
+    assert!(ok, "{said}");
+    assert!(dry.contains("+[apps._default]\n+enabled = false"), "{dry}");
+    assert!(
+        dry.contains("hosted app tools shown: 195 of 195 now, 39 after"),
+        "{dry}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        imported,
+        "a dry run wrote"
+    );
+    let (ok, _, said) = run(
+        &home,
+        &["client", "codex-apps", "--allow", &allow, "--apply"],
+    );
+    assert!(ok, "{said}");
+    let written = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        written.starts_with(&imported),
+        "the rest of the file moved:\n{written}"
+    );
+
+    let (ok, measured, said) = run(&home, &["measure", "--client", "codex", "--json"]);
+    assert!(ok, "{said}");
+    assert_eq!(
+        row(&measured, "hosted codex_apps tool definitions"),
+        (195, 39)
+    );
+    // Before: alpha's own tools, as the import's backup kept the file; after: the entry's.
+    let (mcp_before, mcp_after) = row(&measured, "MCP tool definitions");
+    assert!(mcp_before > 20 && mcp_after < mcp_before, "{measured}");
+    let all = row(&measured, "always-loaded definitions in all");
+    assert_eq!(all, (195 + mcp_before, 39 + mcp_after), "{measured}");
+
+    let (ok, _, said) = run(&home, &["client", "rollback", "--client", "codex"]);
+    assert!(ok, "{said}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), imported);
+    let (_, listed, _) = run(&home, &["client", "codex-apps"]);
+    assert!(
+        listed.contains("connector_notion\tNotion\t35\t35"),
+        "{listed}"
+    );
+}

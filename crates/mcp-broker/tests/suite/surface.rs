@@ -74,6 +74,7 @@ fn every_make_target_resolves_to_the_brokers_own_command_or_a_script() {
         "facade-smoke",
         "discovery-parity",
         "codex-deferred-acceptance",
+        "codex-app-policy",
         "profile-snippet",
         "systemd-install",
         "systemd-load",

@@ -269,7 +269,12 @@ pub(crate) fn apply(settings: &Settings, t: &Target<'_>) -> ExitCode {
         );
     }
     let backups = Backups::new(&settings.runtime.backups_dir(), r.client, &r.path);
-    let backup = match back_up(&backups, &r, before.as_deref().map(str::as_bytes), &after) {
+    let backup = match back_up(
+        &backups,
+        &r.path,
+        before.as_deref().map(str::as_bytes),
+        &after,
+    ) {
         Ok(b) => b,
         Err(code) => return code,
     };
@@ -308,13 +313,13 @@ pub(crate) fn apply(settings: &Settings, t: &Target<'_>) -> ExitCode {
 /// Keeps the client file's `before` bytes, which `after` is about to replace.
 pub(crate) fn back_up(
     backups: &Backups,
-    r: &Resolved,
+    path: &Path,
     before: Option<&[u8]>,
     after: &str,
 ) -> Result<mcpb_clients::Backup, ExitCode> {
     backups
         .take(
-            &r.path,
+            path,
             before,
             &mcpb_clients::sha256(after.as_bytes()),
             mcpb_config::unix_now(),

@@ -1,6 +1,7 @@
-//! `mcp-broker client …`: a client's entry rendered, applied and rolled back (`files`), and
-//! whole clients moved onto the broker (`import`).
+//! `mcp-broker client …`: a client's entry rendered, applied and rolled back (`files`),
+//! whole clients moved onto the broker (`import`), and Codex's hosted apps limited (`apps`).
 
+pub(crate) mod apps;
 pub(crate) mod files;
 pub(crate) mod import;
 
@@ -32,5 +33,6 @@ pub(crate) fn run(
         } => files::status(s, client.as_deref(), *project, *json),
         ClientCommand::Import(args) => import::import(s, args, config),
         ClientCommand::Parity { client, json } => import::parity::run(s, client, *json),
+        ClientCommand::CodexApps { allow, apply } => apps::run(s, allow, *apply),
     }
 }

@@ -3,7 +3,8 @@
 //! backup kept them (the current files when none was taken), each server started as the
 //! client starts it and listed. After: the broker's entry (its profile's exposed list) plus the
 //! servers the client still starts itself. Codex's cached hosted `codex_apps` tools count on
-//! both sides when present: the broker does not change them, but they are always loaded.
+//! both sides when present, each side as its config.toml's `[apps]` tables show them (see
+//! `client codex-apps`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -13,6 +14,7 @@ use mcpb_config::Settings;
 use mcpb_protocol::AdminCommand;
 use serde_json::{Value, json};
 
+use crate::commands::client::apps;
 use crate::commands::client::import::parity::list_definitions;
 use crate::commands::measure::{Size, reduction, size};
 use crate::daemon_client::{admin_about, connect_or_start_for_cli};
@@ -37,16 +39,28 @@ fn started(place: &Place, text: &str) -> Vec<Server> {
         .collect()
 }
 
-/// The newest backup's text of `path`, if the broker ever took one (`Some("")` when the file
-/// did not exist then).
+/// The text of `path` before the client moved onto the broker: its newest backup without the
+/// broker's entry (a later edit of the broker's, such as Codex's apps allowlist, was backed up
+/// with the entry in), else its newest; `None` when the broker never took one (`Some("")`
+/// when the file did not exist then).
 fn newest_backup(settings: &Settings, client: Client, path: &Path) -> Option<String> {
     let b = Backups::new(&settings.runtime.backups_dir(), client, path);
-    let newest = b.list().pop()?;
-    Some(
-        b.bytes(&newest.name)
-            .map(|x| String::from_utf8_lossy(&x).into_owned())
-            .unwrap_or_default(),
-    )
+    let texts: Vec<String> = b
+        .list()
+        .iter()
+        .map(|k| {
+            b.bytes(&k.name)
+                .map(|x| String::from_utf8_lossy(&x).into_owned())
+                .unwrap_or_default()
+        })
+        .collect();
+    let without_entry = texts.iter().rev().find(|t| {
+        mcpb_clients::current_entry(client, path, t)
+            .ok()
+            .flatten()
+            .is_none()
+    });
+    without_entry.or(texts.last()).cloned()
 }
 
 /// What the daemon lists for each upstream of the measured profile, by upstream name: how a
@@ -107,29 +121,23 @@ fn list_into(side: &mut Side, servers: &[(String, Server)], settings: &Settings,
     }
 }
 
-/// Codex's cache of the hosted apps' tools (`$CODEX_HOME/cache/codex_apps_tools/*.json`), the
-/// newest file's definitions.
-fn codex_apps(codex_home: &Path) -> Vec<Value> {
-    let Ok(dir) = std::fs::read_dir(codex_home.join("cache/codex_apps_tools")) else {
-        return Vec::new();
+/// Codex's cached hosted-app tools its config.toml shows the model, before (the newest
+/// backup's config) and now; an apps allowlist (`client codex-apps`) shows on the after side.
+fn codex_apps(settings: &Settings, home: &Path, cwd: &Path) -> (Vec<Value>, Vec<Value>) {
+    let tools = mcpb_clients::apps::cached_tools(&apps::codex_home(home));
+    if tools.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let path = Client::Codex.config_path(mcpb_clients::Scope::User, home, cwd);
+    let now = std::fs::read_to_string(&path).unwrap_or_default();
+    let then = newest_backup(settings, Client::Codex, &path).unwrap_or_else(|| now.clone());
+    let defs = |config: &str| {
+        apps::shown(config, &tools)
+            .into_iter()
+            .map(|t| t.definition)
+            .collect()
     };
-    let newest = dir
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok());
-    let Some(v) = newest
-        .and_then(|e| std::fs::read(e.path()).ok())
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-    else {
-        return Vec::new();
-    };
-    // Each entry holds the MCP definition under `tool`, beside Codex's own bookkeeping.
-    v["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|t| t.get("tool").cloned().unwrap_or_else(|| t.clone()))
-        .collect()
+    (defs(&then), defs(&now))
 }
 
 /// The profile's exposed list, and each of its upstreams' own lists, from the daemon.
@@ -224,7 +232,12 @@ fn measure_one(
             after_servers.push((format!("{} ({})", s.name, place.label()), s));
         }
     }
-    if before_servers.is_empty() && !has_entry {
+    let (apps_before, apps_after) = if client == Client::Codex {
+        codex_apps(settings, home, cwd)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    if before_servers.is_empty() && !has_entry && apps_before.is_empty() {
         return Ok(None);
     }
     let profile = has_entry.then(|| {
@@ -264,14 +277,8 @@ fn measure_one(
             "no backup of the client's files was found: before is their current state".into(),
         );
     }
-    if client == Client::Codex {
-        let codex_home = std::env::var_os("CODEX_HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| home.join(".codex"));
-        let apps = codex_apps(&codex_home);
-        before.apps.clone_from(&apps);
-        after.apps = apps;
-    }
+    before.apps = apps_before;
+    after.apps = apps_after;
     Ok(Some(Measured {
         profile,
         before,
@@ -416,25 +423,4 @@ pub(crate) fn run(settings: &Settings, client: Option<&str>, json: bool) -> Exit
         }
     }
     ExitCode::SUCCESS
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn codex_apps_definitions_are_read_from_its_newest_cache_file() {
-        let home = tempfile::tempdir().unwrap();
-        let dir = home.path().join("cache/codex_apps_tools");
-        std::fs::create_dir_all(&dir).unwrap();
-        assert!(codex_apps(home.path()).is_empty());
-        let cache = json!({"schema_version": 1, "tools": [
-            {"server_name": "codex_apps", "tool_name": "a", "tool": {"name": "a", "inputSchema": {}}},
-            {"server_name": "codex_apps", "tool_name": "b", "tool": {"name": "b", "inputSchema": {}}},
-        ]});
-        std::fs::write(dir.join("0123.json"), cache.to_string()).unwrap();
-        let tools = codex_apps(home.path());
-        assert_eq!(tools.len(), 2);
-        assert_eq!(tools[1], json!({"name": "b", "inputSchema": {}}));
-    }
 }
