@@ -90,3 +90,41 @@ fn the_printed_calls_are_the_probes_in_each_clients_names_and_each_one_works() {
     }
     assert_eq!(eb[4]["data"]["result"], "accepted", "{eb:?}");
 }
+
+/// A probe whose call `profile validate` refuses (a tool that may change something, without
+/// `smoke.allow_mutating`) is never printed as a call, only why; the same probe allowed to
+/// change something is printed, and a tool the config says is read-only is too.
+#[test]
+fn a_call_validate_refuses_is_never_printed() {
+    let fx = fixture().display().to_string();
+    let probe =
+        "smoke: {query: \"echo some text\", tool: echo, arguments: {text: accepted}, call: true";
+    let home = Home::with_config(&format!(
+        "schema_version: 1\nupstreams:\n  wild: {{command: \"{fx}\", {probe}}}}}\n  allowed: {{command: \"{fx}\", {probe}, allow_mutating: true}}}}\n  listed: {{command: \"{fx}\", read_only_tools: [echo], {probe}}}}}\nprofiles:\n  codex: {{compact_tools_enabled: true, broker_tool_name_style: underscore, allow_mutating_upstreams: true}}\n"
+    ));
+    let validated = home.run(&["profile", "validate", "codex"]);
+    let table = String::from_utf8_lossy(&validated.stdout).to_string();
+    assert!(!validated.status.success(), "{table}");
+    let refused: Vec<&str> = table.lines().filter(|l| l.contains("not called")).collect();
+    assert!(
+        refused.len() == 1 && refused[0].starts_with("wild"),
+        "{table}"
+    );
+    let out = home.run(&["profile", "acceptance", "codex", "--client", "codex"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let called: Vec<Value> = calls(&text)
+        .into_iter()
+        .filter(|(name, _)| name.ends_with("call_tool"))
+        .map(|(_, args)| args["name"].clone())
+        .collect();
+    assert_eq!(
+        called,
+        [json!("allowed_echo"), json!("listed_echo")],
+        "{text}"
+    );
+    assert!(
+        text.contains("# wild: wild_echo is not called: it may change something"),
+        "{text}"
+    );
+}

@@ -1,7 +1,9 @@
 //! `mcp-broker profile acceptance P`: the calls a person pastes into a live Codex or Claude
 //! Code session to accept profile P by hand, built from the upstreams' smoke probes and
 //! written in the names that client shows its model (`mcp__mcp_broker__broker_search_tools`).
-//! Nothing is started and no model is called: this only writes text.
+//! No model is called. A probe that calls its tool without `allow_mutating` is asked of the
+//! daemon first (describe, as `profile validate` asks it; over a warm catalog it starts no
+//! server): a call validate refuses is never printed, only why.
 
 use std::process::ExitCode;
 
@@ -71,7 +73,12 @@ fn exposed(p: &ProfileSettings, upstream: &str, tool: &str) -> String {
 }
 
 /// The steps for one upstream's probe, in the profile's own facade (or raw tools).
-fn probe_steps(p: &ProfileSettings, upstream: &str, smoke: &SmokeSettings) -> Vec<Step> {
+fn probe_steps(
+    p: &ProfileSettings,
+    upstream: &str,
+    smoke: &SmokeSettings,
+    may_call: bool,
+) -> Vec<Step> {
     let n = Naming::of(p);
     let tool = smoke.tool.as_deref().map(|t| exposed(p, upstream, t));
     let args = smoke.arguments.clone().unwrap_or_else(|| json!({}));
@@ -114,7 +121,7 @@ fn probe_steps(p: &ProfileSettings, upstream: &str, smoke: &SmokeSettings) -> Ve
         json!({"name": t}),
         format!("{t}'s input schema"),
     ));
-    if !smoke.call {
+    if !smoke.call || !may_call {
         return out;
     }
     let warn = if smoke.allow_mutating {
@@ -167,9 +174,32 @@ fn probe_steps(p: &ProfileSettings, upstream: &str, smoke: &SmokeSettings) -> Ve
     out
 }
 
+/// Why `profile validate` would refuse upstream `name`'s probe call: its tool may change
+/// something (the daemon's describe says so) and the probe does not allow that.
+fn refused(
+    settings: &Settings,
+    profile: &str,
+    p: &ProfileSettings,
+    name: &str,
+    smoke: &SmokeSettings,
+) -> Option<String> {
+    let tool = smoke.tool.as_deref()?;
+    if !smoke.call || smoke.allow_mutating {
+        return None;
+    }
+    let t = exposed(p, name, tool);
+    super::mutating(settings, profile, &t).then(|| {
+        format!("{name}: {t} is not called: it may change something, and `profile validate` refuses it too; set smoke.allow_mutating: true to call it on purpose")
+    })
+}
+
 /// Every step for profile `p`: the status first (as `profile validate` does), then each
-/// upstream's probe.
-fn steps(p: &ProfileSettings, settings: &Settings) -> (Vec<Step>, Vec<String>) {
+/// upstream's probe; the upstreams without one; the calls left out, and why.
+fn steps(
+    p: &ProfileSettings,
+    settings: &Settings,
+    profile: &str,
+) -> (Vec<Step>, Vec<String>, Vec<String>) {
     let n = Naming::of(p);
     let mut out = Vec::new();
     let mut without = Vec::new();
@@ -185,13 +215,18 @@ fn steps(p: &ProfileSettings, settings: &Settings) -> (Vec<Step>, Vec<String>) {
         };
         out.push(step(tool, json!({}), expect));
     }
+    let mut left_out = Vec::new();
     for name in &p.upstreams {
         match settings.upstreams.get(name).and_then(|u| u.smoke.as_ref()) {
-            Some(smoke) => out.extend(probe_steps(p, name, smoke)),
+            Some(smoke) => {
+                let why = refused(settings, profile, p, name, smoke);
+                out.extend(probe_steps(p, name, smoke, why.is_none()));
+                left_out.extend(why);
+            }
             None => without.push(name.clone()),
         }
     }
-    (out, without)
+    (out, without, left_out)
 }
 
 pub(crate) fn acceptance(
@@ -212,7 +247,7 @@ pub(crate) fn acceptance(
         Some("claude-code") => vec![Wrapper::ClaudeCode],
         _ => vec![Wrapper::Codex, Wrapper::ClaudeCode],
     };
-    let (list, without) = steps(p, settings);
+    let (list, without, left_out) = steps(p, settings, profile);
     for (i, w) in wrappers.iter().enumerate() {
         if i > 0 {
             outln!();
@@ -231,6 +266,9 @@ pub(crate) fn acceptance(
                 );
             }
         }
+    }
+    for why in &left_out {
+        outln!("# {why}");
     }
     if !without.is_empty() {
         errln!(

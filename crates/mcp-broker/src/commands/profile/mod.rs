@@ -82,6 +82,26 @@ impl Steps {
     }
 }
 
+/// Whether a describe's answer says its tool may change something.
+fn described_mutating(r: &Value) -> bool {
+    data(r)["tools"][0]["mutating"] == true
+}
+
+/// Whether profile `profile`'s view describes `tool` as one that may change something (what
+/// makes `profile validate` refuse a probe's call without `allow_mutating`).
+pub(crate) fn mutating(settings: &Settings, profile: &str, tool: &str) -> bool {
+    let args = describe_tool::Args {
+        name: None,
+        names: vec![tool.to_string()],
+    };
+    Probe { settings, profile }
+        .call(
+            describe_tool::DescribeTool::VERB,
+            serde_json::to_value(args).unwrap_or_default(),
+        )
+        .is_ok_and(|r| described_mutating(&r))
+}
+
 /// The profile being validated, as each step calls it.
 struct Probe<'a> {
     settings: &'a Settings,
@@ -216,9 +236,7 @@ fn tool_steps(
         describe_tool::DescribeTool::VERB,
         serde_json::to_value(args).unwrap_or_default(),
     );
-    let mutating = got
-        .as_ref()
-        .is_ok_and(|r| data(r)["tools"][0]["mutating"] == true);
+    let mutating = got.as_ref().is_ok_and(described_mutating);
     steps.row(
         name,
         "describe",
