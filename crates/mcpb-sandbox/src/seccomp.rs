@@ -266,6 +266,20 @@ pub(crate) fn server_filters() -> Result<Vec<BpfProgram>, SandboxError> {
             })
             .collect::<Result<Vec<_>, _>>()?,
     );
+    // The server is PID 1 of its namespace and dies with the sandbox's helper by its death
+    // signal alone: it may not take that signal off (or trade it for one it handles).
+    eperm.insert(
+        libc::SYS_prctl,
+        vec![rule(vec![
+            SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                libc::PR_SET_PDEATHSIG as u64,
+            )
+            .map_err(|e| SandboxError::at(Layer::Seccomp, e))?,
+        ])?],
+    );
     let mut out = vec![
         program(kill, SeccompAction::KillProcess)?,
         program(enosys, SeccompAction::Errno(libc::ENOSYS as u32))?,

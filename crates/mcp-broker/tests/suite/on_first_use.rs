@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::support::{Home, fixture, session, upstream_status, wait_until};
+use super::support::{Home, fixture, session, text, upstream_status, wait_until};
 
 fn config(idle_ms: u64, eager: &str) -> String {
     let fx = fixture();
@@ -234,4 +234,101 @@ fn after_an_import_of_ten_servers_the_first_session_knows_every_tool_with_nothin
         0,
         "the first session started a server: {status}"
     );
+}
+
+/// Resources, templates and prompts are listed from the catalog like tools: with their lists
+/// known, a client's listing starts nothing; and listing from a running server is not a use
+/// of it, so it still stops when idle while the listing session stays open.
+#[test]
+fn content_listings_start_nothing_and_are_not_a_use() {
+    let home = Home::with_config(&config(1_000, ""));
+    // A first session on a cold catalog learns every list, then the daemon goes.
+    let mut shim = session(&home);
+    let cold: Vec<usize> = ["resources/list", "resources/templates/list", "prompts/list"]
+        .iter()
+        .map(|m| {
+            let r = shim.request(m, json!({}));
+            let key = match *m {
+                "resources/list" => "resources",
+                "prompts/list" => "prompts",
+                _ => "resourceTemplates",
+            };
+            r["result"][key].as_array().map_or(0, Vec::len)
+        })
+        .collect();
+    assert!(cold[0] > 0, "{cold:?}");
+    drop(shim);
+    assert!(home.run(&["stop"]).status.success());
+
+    let mut lister = session(&home);
+    for m in ["resources/list", "resources/templates/list", "prompts/list"] {
+        let r = lister.request(m, json!({}));
+        assert!(r["result"].is_object(), "{m}: {r}");
+    }
+    let status = home.status();
+    assert_eq!(
+        pids(&status),
+        0,
+        "a content listing started a server: {status}"
+    );
+    let warm = lister.request("resources/list", json!({}));
+    assert_eq!(
+        warm["result"]["resources"].as_array().map_or(0, Vec::len),
+        cold[0]
+    );
+
+    // Another session calls `one` and goes; the lister lists again while `one` runs.
+    let mut caller = session(&home);
+    caller.call("one.echo", json!({"text": "hi"}));
+    drop(caller);
+    assert!(running(&home, "one"));
+    let again = lister.request("resources/list", json!({}));
+    assert!(again["result"].is_object(), "{again}");
+    assert!(
+        wait_until(Duration::from_secs(20), || !running(&home, "one")),
+        "a listing session held `one` up: {}",
+        upstream_status(&home, "one")
+    );
+}
+
+/// A tool-list change the server announced before an operator's stop does not make the next
+/// listing start it: the next call's start lists anew.
+#[test]
+fn a_change_announced_before_a_stop_does_not_start_the_server_for_a_listing() {
+    let home = Home::with_config(&config(60_000, ""));
+    warm(&home);
+    let mut shim = session(&home);
+    shim.call("one.echo", json!({"text": "hi"}));
+    let r = shim.call("one.list_changed", json!({}));
+    assert!(r["result"].is_object(), "{r}");
+    drop(shim);
+    assert!(home.run(&["upstream", "stop", "one"]).status.success());
+    assert!(!running(&home, "one"));
+    let mut shim = session(&home);
+    assert!(shim.tool_names().len() >= 3);
+    assert_eq!(pids(&home.status()), 0, "{}", home.status());
+}
+
+/// A call that comes while its server is being stopped for idleness waits for the stop and
+/// starts it again, rather than failing at `max_instances` (the stopping process holds its
+/// slot until it is gone; this one ignores the end of its input, so the stop takes a while).
+#[test]
+fn a_call_during_an_idle_stop_waits_for_it_instead_of_failing_at_capacity() {
+    let fx = fixture();
+    let home = Home::with_config(&format!(
+        "schema_version: 1\nbroker: {{call_timeout_ms: 5000, shutdown_grace_ms: 1500}}\nupstreams:\n  slow: {{command: \"{}\", args: [--ignore-eof], trust_annotations: true, idle_timeout_ms: 1000, max_instances: 1, queue_timeout_ms: 20000}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
+        fx.display()
+    ));
+    let mut shim = session(&home);
+    shim.call("slow.echo", json!({"text": "first"}));
+    drop(shim);
+    assert!(
+        wait_until(Duration::from_secs(20), || home
+            .log()
+            .contains("stopping idle upstream")),
+        "never stopped for idleness"
+    );
+    let mut shim = session(&home);
+    let r = shim.call("slow.echo", json!({"text": "second"}));
+    assert_eq!(text(&r), "second", "{r}");
 }

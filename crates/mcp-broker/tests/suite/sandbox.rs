@@ -660,3 +660,56 @@ fn sandbox_check_says_what_the_kernel_refused_the_server() {
     assert!(peek["pids"].as_array().is_none_or(Vec::is_empty), "{peek}");
     assert_ne!(peek["state"], "running", "{peek}");
 }
+
+/// A sandboxed server is PID 1 of its namespace and dies with the sandbox's helper by its
+/// death signal: it may not take that signal off (the filter refuses it), so killing the
+/// daemon still ends it and everything it started.
+#[test]
+fn a_server_cannot_take_off_its_death_signal_and_outlive_the_daemon() {
+    let fx = fixture();
+    let (home, world) = homes(|w| {
+        format!(
+            "schema_version: 1\nupstreams:\n  sticky: {{command: python3, args: [\"{script}\"], trust_annotations: true, sandbox: {{fs: {{read: [\"{bin}\", \"{script}\"], write: [\"{out}\"]}}}}}}\nprofiles:\n  default: {{allow_mutating_upstreams: true}}\n",
+            script = w.join("sticky.py").display(),
+            bin = fx.parent().unwrap().display(),
+            out = w.join("out").display(),
+        )
+    });
+    let w = world.path();
+    std::fs::create_dir_all(w.join("out")).unwrap();
+    // As PID 1: take off the death signal, say how that went, then become the fixture.
+    std::fs::write(
+        w.join("sticky.py"),
+        format!(
+            "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nrc = libc.prctl(1, 0, 0, 0, 0)\nopen({out:?}, 'w').write('%d %d %d' % (os.getpid(), rc, ctypes.get_errno()))\nos.execv({fx:?}, [{fx:?}, '--ignore-eof', '--hostile'])\n",
+            out = w.join("out/prctl").display().to_string(),
+            fx = fx.display().to_string(),
+        ),
+    )
+    .unwrap();
+    let mut s = session(&home, w, None);
+    let pid = s.call("sticky.pid", json!({}))["result"]["structuredContent"]["pid"]
+        .as_u64()
+        .unwrap();
+    let said = std::fs::read_to_string(w.join("out/prctl")).unwrap();
+    let eperm = rustix::io::Errno::PERM.raw_os_error();
+    assert_eq!(said, format!("1 -1 {eperm}"), "pid, rc, errno");
+    let left = text(&s.call("sticky.leave_behind", json!({"seconds": 4712})));
+    assert!(left.starts_with("ok"), "{left}");
+    assert!(
+        wait_until(Duration::from_secs(5), || sleepers(4712) > 0),
+        "the sleeper never ran"
+    );
+    let daemon = home.daemon_pid().unwrap();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(daemon as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            !Path::new(&format!("/proc/{pid}")).exists() && sleepers(4712) == 0
+        }),
+        "the server (pid {pid}) or what it started outlived the daemon"
+    );
+}

@@ -27,9 +27,10 @@ const PREFIX: &str = "mcpb://";
 /// Where a listing comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Source {
-    /// From each upstream, started if need be (what a client's own listing gets).
+    /// From each upstream, started if need be (finding the owner of a URI or a prompt).
     Live,
-    /// From a running upstream, else its last listing (a search).
+    /// From a running upstream, else its last listing (a client's listing, a search): an
+    /// upstream whose lists are known is not started for one.
     Known,
 }
 
@@ -208,7 +209,7 @@ impl ProfileView {
                 method,
                 params: params.as_deref(),
             };
-            let result = match up.call(self.session, outgoing, &opts).await {
+            let result = match up.list(self.session, outgoing, &opts).await {
                 Ok(Reply::Result(r)) => r,
                 Ok(Reply::Error(_)) => return Some(items),
                 Err(e) => {
@@ -281,7 +282,7 @@ impl ProfileView {
         params: Option<&RawValue>,
     ) -> Result<Value, BrokerRpcError> {
         let out = self
-            .all_resources(Source::Live)
+            .all_resources(Source::Known)
             .await
             .into_iter()
             .map(|(_, r)| r)
@@ -298,7 +299,7 @@ impl ProfileView {
             .gather(
                 "resources/templates/list",
                 "resourceTemplates",
-                Source::Live,
+                Source::Known,
             )
             .await;
         let out = lists.into_iter().flat_map(|(_, items)| items).collect();
@@ -337,8 +338,9 @@ impl ProfileView {
         if let Some(up) = self.shared.owners.owner(uri).and_then(|n| named(&n)) {
             return Ok((up, uri.to_string()));
         }
-        // Not seen in a listing yet: list, then try the templates.
-        let _ = self.list_resources(None).await;
+        // Not seen in a listing yet: list (a read starts its upstream anyway), then try the
+        // templates.
+        let _ = self.all_resources(Source::Live).await;
         if let Some(up) = self.shared.owners.owner(uri).and_then(|n| named(&n)) {
             return Ok((up, uri.to_string()));
         }
@@ -425,7 +427,7 @@ impl ProfileView {
         params: Option<&RawValue>,
     ) -> Result<Value, BrokerRpcError> {
         let out = self
-            .all_prompts(Source::Live)
+            .all_prompts(Source::Known)
             .await
             .into_iter()
             .map(|(_, p)| p)

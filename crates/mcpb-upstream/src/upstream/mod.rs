@@ -285,35 +285,34 @@ impl Upstream {
 
     /// Capacity for one more process: this upstream's `max_instances` and the daemon's
     /// `max_processes`. Over either cap the request fails at once.
-    fn reserve_process(&self) -> Result<Vec<OwnedSemaphorePermit>, UpstreamError> {
-        let remote = self.settings.transport.is_remote();
-        let own =
-            self.instances
-                .clone()
-                .try_acquire_owned()
-                .map_err(|_| UpstreamError::AtCapacity {
-                    upstream: self.settings.name.clone(),
-                    reason: format!(
-                        "it already runs max_instances ({}) processes",
-                        self.settings.max_instances
-                    ),
-                })?;
-        if remote {
+    /// A slot for one more process of this upstream (and of the broker). A full one waits up to
+    /// `queue_timeout`: an instance being stopped (for idleness, say) holds its slot until its
+    /// process group is gone, and a call that comes just then starts once it is.
+    async fn reserve_process(&self) -> Result<Vec<OwnedSemaphorePermit>, UpstreamError> {
+        let limit = self.settings.queue_timeout;
+        let at_capacity = |reason: String| UpstreamError::AtCapacity {
+            upstream: self.settings.name.clone(),
+            reason,
+        };
+        let own = acquire_within(&self.instances, limit)
+            .await
+            .ok_or_else(|| {
+                at_capacity(format!(
+                    "it already runs max_instances ({}) processes",
+                    self.settings.max_instances
+                ))
+            })?;
+        if self.settings.transport.is_remote() {
             // A remote upstream runs no process here.
             return Ok(vec![own]);
         }
-        let global = self
-            .ctx
-            .shared
-            .processes
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| UpstreamError::AtCapacity {
-                upstream: self.settings.name.clone(),
-                reason: format!(
+        let global = acquire_within(&self.ctx.shared.processes, limit)
+            .await
+            .ok_or_else(|| {
+                at_capacity(format!(
                     "the broker already runs broker.max_processes ({}) upstream processes",
                     self.ctx.shared.max_processes
-                ),
+                ))
             })?;
         Ok(vec![own, global])
     }
@@ -321,7 +320,7 @@ impl Upstream {
     /// Spawns an instance, does the handshake and lists its tools into the cache.
     async fn start(&self) -> Result<Arc<Instance>, UpstreamError> {
         self.wait_for_backoff().await?;
-        let permits = self.reserve_process()?;
+        let permits = self.reserve_process().await?;
         self.set_status(|s| {
             if s.state != UpstreamState::Running {
                 s.state = UpstreamState::Starting;
@@ -394,7 +393,7 @@ impl Upstream {
                     tracing::info!(upstream = %self.settings.name, "no answer to server/discover; starting a fresh process for the initialize handshake");
                     self.state.lock().probe.skip = true;
                     starting.inst.stop().await;
-                    let permits = self.reserve_process()?;
+                    let permits = self.reserve_process().await?;
                     starting = Starting::new(self, self.spawn_instance(permits).await?);
                     deadline = Instant::now() + self.settings.startup_timeout;
                     false
@@ -652,19 +651,43 @@ impl Upstream {
     }
 
     /// Sends one request for `session`: to the shared instance, the session's own, or a fresh
-    /// per-call instance that is stopped before the answer is returned.
+    /// per-call instance that is stopped before the answer is returned. The session has used
+    /// the upstream from then on (it is not stopped for idleness while the session is open).
     pub async fn call(
         &self,
         session: u64,
         outgoing: Outgoing<'_>,
         opts: &CallOptions,
     ) -> Result<Reply, UpstreamError> {
+        self.send_for(session, outgoing, opts, true).await
+    }
+
+    /// A listing for `session` (resources, templates, prompts), sent like `call`, but not a use:
+    /// a session that only listed does not keep a shared upstream from its idle stop.
+    pub async fn list(
+        &self,
+        session: u64,
+        outgoing: Outgoing<'_>,
+        opts: &CallOptions,
+    ) -> Result<Reply, UpstreamError> {
+        self.send_for(session, outgoing, opts, false).await
+    }
+
+    async fn send_for(
+        &self,
+        session: u64,
+        outgoing: Outgoing<'_>,
+        opts: &CallOptions,
+        uses: bool,
+    ) -> Result<Reply, UpstreamError> {
         self.check_enabled()?;
         let _admitted = self.admit().await?;
         // Counted from admission to answer, whatever the lifecycle: `status` shows the calls
         // in flight on every upstream, a shared one's included.
         let _active = self.begin_call();
-        self.state.lock().users.insert(session);
+        if uses {
+            self.state.lock().users.insert(session);
+        }
         match self.settings.lifecycle {
             Lifecycle::PerCall => {
                 let inst = PerCallInstance::new(self, self.start().await?);
@@ -752,3 +775,17 @@ impl Upstream {
 
 #[cfg(test)]
 mod tests;
+
+/// A permit of `sem` at once, else within `limit`; `None` when none freed up in time.
+async fn acquire_within(
+    sem: &Arc<Semaphore>,
+    limit: std::time::Duration,
+) -> Option<OwnedSemaphorePermit> {
+    if let Ok(p) = sem.clone().try_acquire_owned() {
+        return Some(p);
+    }
+    tokio::time::timeout(limit, sem.clone().acquire_owned())
+        .await
+        .ok()?
+        .ok()
+}

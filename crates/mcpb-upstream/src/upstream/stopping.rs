@@ -87,8 +87,8 @@ impl Upstream {
 
     /// Stops instances that had no request for `idle_timeout`; the next call starts one again.
     /// A shared instance stays while a call is in flight, an open session has used it, or
-    /// `held` (a client's subscription to one of its resources); a slot whose start is under
-    /// way is left alone.
+    /// `held` (a client's subscription to one of its resources; it holds a session's own
+    /// instance too); a slot whose start is under way is left alone.
     pub async fn stop_idle(&self, held: bool) {
         let Some(limit) = self.settings.idle_timeout else {
             return;
@@ -104,10 +104,12 @@ impl Upstream {
             {
                 stopping.extend(state.shared.take());
             }
+            // A subscription holds the session instances too: the one that took it would
+            // otherwise be replaced by a start that knows nothing of it.
             let sessions: Vec<u64> = state
                 .sessions
                 .iter()
-                .filter(|(_, i)| idle(i))
+                .filter(|(_, i)| !held && idle(i))
                 .map(|(id, _)| *id)
                 .collect();
             for id in sessions {
@@ -166,6 +168,9 @@ impl Upstream {
         for inst in all {
             inst.stop().await;
         }
+        // As after an idle stop: the next listing answers from the catalog, the next call's
+        // start lists anew.
+        self.forget_announced_change();
         self.set_status(|s| {
             if s.state != UpstreamState::Disabled {
                 s.state = UpstreamState::Stopped;
