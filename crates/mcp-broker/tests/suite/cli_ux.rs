@@ -301,7 +301,16 @@ fn doctor_names_each_problem_with_its_fix_and_its_exit_code_says_so() {
     let text = String::from_utf8_lossy(&text.stdout).to_string();
     assert!(text.starts_with("AREA"), "{text}");
     assert!(text.contains("what to do:"), "{text}");
-    assert!(text.contains("1 problem(s) found"), "{text}");
+    // Another test's daemon caught between removing its socket and exiting is a lost daemon
+    // too (doctor looks at every daemon of the user): counted, not this test's.
+    let lost = text
+        .lines()
+        .filter(|l| l.starts_with("daemon") && l.contains("whose socket is gone"))
+        .count();
+    assert!(
+        text.contains(&format!("{} problem(s) found", 1 + lost)),
+        "{text}"
+    );
 }
 
 #[test]

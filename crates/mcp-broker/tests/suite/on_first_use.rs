@@ -100,9 +100,14 @@ fn an_idle_server_stops_once_no_open_session_has_used_it() {
         "stopped while a session that used it was open"
     );
     drop(shim);
+    // The process's end shows first; the reason once the stop is through.
     assert!(
-        wait_until(Duration::from_secs(20), || !running(&home, "one")),
-        "never stopped after its session closed"
+        wait_until(Duration::from_secs(20), || {
+            let one = upstream_status(&home, "one");
+            one["state"] != "running" && !one["stopped_because"].is_null()
+        }),
+        "never stopped after its session closed: {}",
+        upstream_status(&home, "one")
     );
     let one = upstream_status(&home, "one");
     assert!(

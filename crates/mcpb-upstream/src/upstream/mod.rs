@@ -87,6 +87,8 @@ pub struct Upstream {
     instances: Arc<Semaphore>,
     concurrency: Option<Arc<Semaphore>>,
     active_calls: AtomicUsize,
+    /// Instances whose stop is under way: each holds its process slot until it is gone.
+    stopping: AtomicUsize,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -168,6 +170,7 @@ impl Upstream {
             instances,
             concurrency,
             active_calls: AtomicUsize::new(0),
+            stopping: AtomicUsize::new(0),
         }
     }
 
@@ -285,11 +288,16 @@ impl Upstream {
 
     /// Capacity for one more process: this upstream's `max_instances` and the daemon's
     /// `max_processes`. Over either cap the request fails at once.
-    /// A slot for one more process of this upstream (and of the broker). A full one waits up to
-    /// `queue_timeout`: an instance being stopped (for idleness, say) holds its slot until its
-    /// process group is gone, and a call that comes just then starts once it is.
+    /// A slot for one more process of this upstream (and of the broker); none free fails at
+    /// once, unless an instance of this upstream is being stopped (for idleness, say): it holds
+    /// its slot until its process group is gone, and a call that comes just then waits for
+    /// that (up to `queue_timeout`) and starts.
     async fn reserve_process(&self) -> Result<Vec<OwnedSemaphorePermit>, UpstreamError> {
-        let limit = self.settings.queue_timeout;
+        let limit = if self.stopping.load(Ordering::SeqCst) > 0 {
+            self.settings.queue_timeout
+        } else {
+            std::time::Duration::ZERO
+        };
         let at_capacity = |reason: String| UpstreamError::AtCapacity {
             upstream: self.settings.name.clone(),
             reason,
@@ -783,6 +791,9 @@ async fn acquire_within(
 ) -> Option<OwnedSemaphorePermit> {
     if let Ok(p) = sem.clone().try_acquire_owned() {
         return Some(p);
+    }
+    if limit.is_zero() {
+        return None;
     }
     tokio::time::timeout(limit, sem.clone().acquire_owned())
         .await

@@ -2,6 +2,7 @@
 //! shutdown (the stop ladder), or at once with SIGKILL for a daemon told twice.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use mcpb_config::Lifecycle;
 
@@ -80,6 +81,21 @@ impl Upstream {
             .store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Stops one instance, counted as stopping until its process group is gone (a start meanwhile
+    /// waits for its slot rather than failing at `max_instances`).
+    async fn stop_one(&self, inst: &Instance) {
+        /// Counts down however the stop ends, dropped midway included.
+        struct Counted<'a>(&'a AtomicUsize);
+        impl Drop for Counted<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        self.stopping.fetch_add(1, Ordering::SeqCst);
+        let _counted = Counted(&self.stopping);
+        inst.stop().await;
+    }
+
     /// A session ended: it no longer holds a shared instance up (see `stop_idle`).
     pub fn forget_session(&self, session: u64) {
         self.state.lock().users.remove(&session);
@@ -124,7 +140,7 @@ impl Upstream {
         }
         for inst in stopping {
             tracing::info!(upstream = %self.settings.name, pid = inst.pid(), "stopping idle upstream");
-            inst.stop().await;
+            self.stop_one(&inst).await;
             if self.settings.lifecycle == Lifecycle::Shared {
                 self.forget_announced_change();
                 let why = format!(
@@ -166,7 +182,7 @@ impl Upstream {
             all
         };
         for inst in all {
-            inst.stop().await;
+            self.stop_one(&inst).await;
         }
         // As after an idle stop: the next listing answers from the catalog, the next call's
         // start lists anew.
