@@ -4,6 +4,7 @@
 //! on first need; the tool list is cached across instances; caps on instances, processes and
 //! concurrent calls fail fast with a clear error; state is readable without starting anything.
 
+mod capacity;
 mod guards;
 mod listing;
 mod stopping;
@@ -288,43 +289,6 @@ impl Upstream {
 
     /// Capacity for one more process: this upstream's `max_instances` and the daemon's
     /// `max_processes`. Over either cap the request fails at once.
-    /// A slot for one more process of this upstream (and of the broker); none free fails at
-    /// once, unless an instance of this upstream is being stopped (for idleness, say): it holds
-    /// its slot until its process group is gone, and a call that comes just then waits for
-    /// that (up to `queue_timeout`) and starts.
-    async fn reserve_process(&self) -> Result<Vec<OwnedSemaphorePermit>, UpstreamError> {
-        let limit = if self.stopping.load(Ordering::SeqCst) > 0 {
-            self.settings.queue_timeout
-        } else {
-            std::time::Duration::ZERO
-        };
-        let at_capacity = |reason: String| UpstreamError::AtCapacity {
-            upstream: self.settings.name.clone(),
-            reason,
-        };
-        let own = acquire_within(&self.instances, limit)
-            .await
-            .ok_or_else(|| {
-                at_capacity(format!(
-                    "it already runs max_instances ({}) processes",
-                    self.settings.max_instances
-                ))
-            })?;
-        if self.settings.transport.is_remote() {
-            // A remote upstream runs no process here.
-            return Ok(vec![own]);
-        }
-        let global = acquire_within(&self.ctx.shared.processes, limit)
-            .await
-            .ok_or_else(|| {
-                at_capacity(format!(
-                    "the broker already runs broker.max_processes ({}) upstream processes",
-                    self.ctx.shared.max_processes
-                ))
-            })?;
-        Ok(vec![own, global])
-    }
-
     /// Spawns an instance, does the handshake and lists its tools into the cache.
     async fn start(&self) -> Result<Arc<Instance>, UpstreamError> {
         self.wait_for_backoff().await?;
@@ -783,20 +747,3 @@ impl Upstream {
 
 #[cfg(test)]
 mod tests;
-
-/// A permit of `sem` at once, else within `limit`; `None` when none freed up in time.
-async fn acquire_within(
-    sem: &Arc<Semaphore>,
-    limit: std::time::Duration,
-) -> Option<OwnedSemaphorePermit> {
-    if let Ok(p) = sem.clone().try_acquire_owned() {
-        return Some(p);
-    }
-    if limit.is_zero() {
-        return None;
-    }
-    tokio::time::timeout(limit, sem.clone().acquire_owned())
-        .await
-        .ok()?
-        .ok()
-}
