@@ -194,6 +194,12 @@ impl AppPolicy {
     }
 }
 
+/// The tools of `tools` a config.toml's text shows the model.
+pub fn shown(config: &str, tools: &[HostedTool]) -> Vec<HostedTool> {
+    let policy = AppPolicy::of(config);
+    tools.iter().filter(|t| policy.shows(t)).cloned().collect()
+}
+
 /// One allowed app, with the only tools of it allowed (empty: all of them).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Allowed {

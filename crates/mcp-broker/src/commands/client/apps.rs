@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use mcpb_clients::apps::{AppPolicy, HostedTool, apps_of, cached_tools, render_allowlist, resolve};
+use mcpb_clients::apps::{apps_of, cached_tools, render_allowlist, resolve, shown};
 use mcpb_clients::{Backups, Client, Scope};
 use mcpb_config::Settings;
 
@@ -18,12 +18,6 @@ pub(crate) fn codex_home(home: &Path) -> PathBuf {
     std::env::var_os("CODEX_HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| home.join(".codex"))
-}
-
-/// How many of `tools` a config.toml's text shows the model.
-pub(crate) fn shown(config: &str, tools: &[HostedTool]) -> Vec<HostedTool> {
-    let policy = AppPolicy::of(config);
-    tools.iter().filter(|t| policy.shows(t)).cloned().collect()
 }
 
 pub(crate) fn run(settings: &Settings, allow: &[String], apply: bool) -> ExitCode {

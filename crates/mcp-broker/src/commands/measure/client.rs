@@ -43,7 +43,7 @@ fn started(place: &Place, text: &str) -> Vec<Server> {
 /// broker's entry (a later edit of the broker's, such as Codex's apps allowlist, was backed up
 /// with the entry in), else its newest; `None` when the broker never took one (`Some("")`
 /// when the file did not exist then).
-fn newest_backup(settings: &Settings, client: Client, path: &Path) -> Option<String> {
+fn before_broker(settings: &Settings, client: Client, path: &Path) -> Option<String> {
     let b = Backups::new(&settings.runtime.backups_dir(), client, path);
     let texts: Vec<String> = b
         .list()
@@ -130,9 +130,9 @@ fn codex_apps(settings: &Settings, home: &Path, cwd: &Path) -> (Vec<Value>, Vec<
     }
     let path = Client::Codex.config_path(mcpb_clients::Scope::User, home, cwd);
     let now = std::fs::read_to_string(&path).unwrap_or_default();
-    let then = newest_backup(settings, Client::Codex, &path).unwrap_or_else(|| now.clone());
+    let then = before_broker(settings, Client::Codex, &path).unwrap_or_else(|| now.clone());
     let defs = |config: &str| {
-        apps::shown(config, &tools)
+        mcpb_clients::apps::shown(config, &tools)
             .into_iter()
             .map(|t| t.definition)
             .collect()
@@ -215,7 +215,7 @@ fn measure_one(
             .ok()
             .flatten()
             .is_some();
-        let then = match newest_backup(settings, client, &place.path) {
+        let then = match before_broker(settings, client, &place.path) {
             Some(t) => {
                 backed_up = true;
                 t

@@ -90,15 +90,8 @@ fn described_mutating(r: &Value) -> bool {
 /// Whether profile `profile`'s view describes `tool` as one that may change something (what
 /// makes `profile validate` refuse a probe's call without `allow_mutating`).
 pub(crate) fn mutating(settings: &Settings, profile: &str, tool: &str) -> bool {
-    let args = describe_tool::Args {
-        name: None,
-        names: vec![tool.to_string()],
-    };
     Probe { settings, profile }
-        .call(
-            describe_tool::DescribeTool::VERB,
-            serde_json::to_value(args).unwrap_or_default(),
-        )
+        .describe(tool)
         .is_ok_and(|r| described_mutating(&r))
 }
 
@@ -111,6 +104,18 @@ struct Probe<'a> {
 impl Probe<'_> {
     fn call(&self, verb: &'static str, args: Value) -> anyhow::Result<Value> {
         call_facade(self.settings, Some(self.profile), verb, args)
+    }
+
+    /// The profile's describe of one tool, as a model would ask it.
+    fn describe(&self, tool: &str) -> anyhow::Result<Value> {
+        let args = describe_tool::Args {
+            name: None,
+            names: vec![tool.to_string()],
+        };
+        self.call(
+            describe_tool::DescribeTool::VERB,
+            serde_json::to_value(args).unwrap_or_default(),
+        )
     }
 }
 
@@ -228,14 +233,7 @@ fn tool_steps(
     smoke: &mcpb_config::SmokeSettings,
     tool: &str,
 ) {
-    let args = describe_tool::Args {
-        name: None,
-        names: vec![tool.to_string()],
-    };
-    let got = probe.call(
-        describe_tool::DescribeTool::VERB,
-        serde_json::to_value(args).unwrap_or_default(),
-    );
+    let got = probe.describe(tool);
     let mutating = got.as_ref().is_ok_and(described_mutating);
     steps.row(
         name,
