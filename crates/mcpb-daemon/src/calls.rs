@@ -111,7 +111,7 @@ impl CallRecord<'_> {
             Via::Exec => ",\"via\":\"exec\"",
         });
         out.push_str(",\"ms\":");
-        push_json(&mut out, &self.ms);
+        push_ms(&mut out, self.ms);
         out.push_str(match self.outcome {
             Outcome::Ok => ",\"outcome\":\"ok\"",
             Outcome::ToolError => ",\"outcome\":\"tool_error\"",
@@ -143,6 +143,16 @@ fn push_str(out: &mut String, s: &str) {
         out.push('"');
     } else {
         push_json(out, s);
+    }
+}
+
+/// A duration in milliseconds as serde_json writes an `f64` (its own float printer, `null`
+/// where JSON has no number), without a `String` of its own.
+fn push_ms(out: &mut String, ms: f64) {
+    if ms.is_finite() {
+        out.push_str(ryu::Buffer::new().format_finite(ms));
+    } else {
+        out.push_str("null");
     }
 }
 
@@ -503,8 +513,34 @@ impl Calls {
 }
 
 /// A record's time stamp: RFC 3339 in UTC, milliseconds.
+/// The time now as RFC 3339 with milliseconds (`2026-12-08T01:44:46.362Z`). The date and time
+/// to the second are formatted once per second and kept: every call's record carries a stamp,
+/// and formatting the whole of it each time was a tenth of the record's cost.
 pub(crate) fn now_stamp() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+    thread_local! {
+        static SECOND: std::cell::RefCell<(u64, String)> = const { std::cell::RefCell::new((u64::MAX, String::new())) };
+    }
+    let now = SystemTime::now();
+    let since = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    SECOND.with_borrow_mut(|(second, prefix)| {
+        if *second != since.as_secs() {
+            let whole = SystemTime::UNIX_EPOCH + Duration::from_secs(since.as_secs());
+            *prefix = humantime::format_rfc3339_seconds(whole).to_string();
+            prefix.pop(); // the `Z`
+            *second = since.as_secs();
+        }
+        let millis = since.subsec_millis();
+        let mut out = String::with_capacity(prefix.len() + 5);
+        out.push_str(prefix);
+        out.push('.');
+        for digit in [millis / 100, millis / 10 % 10, millis % 10] {
+            out.push(char::from(b'0' + digit as u8));
+        }
+        out.push('Z');
+        out
+    })
 }
 
 pub(crate) fn millis(d: Duration) -> f64 {
@@ -597,6 +633,19 @@ fn write_lines<W: Into<Written>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stamp_is_rfc3339_with_milliseconds_and_the_time_now() {
+        for _ in 0..3 {
+            let before = SystemTime::now() - Duration::from_millis(1);
+            let stamp = now_stamp();
+            let after = SystemTime::now();
+            assert_eq!(stamp.len(), "2026-12-08T01:44:46.362Z".len(), "{stamp}");
+            let read = humantime::parse_rfc3339(&stamp).unwrap();
+            assert!(before <= read && read <= after, "{stamp}");
+            std::thread::sleep(Duration::from_millis(600));
+        }
+    }
 
     fn rec<'a>(upstream: &'a str, ms: f64, outcome: Outcome) -> CallRecord<'a> {
         CallRecord {

@@ -49,13 +49,18 @@ impl Era {
     /// when it asks the client for more input first (`needs_input`): `resultType` read once
     /// for both, and a result rebuilt without it is not parsed again.
     pub fn adapt_call_result(self, result: Box<RawValue>) -> Result<String, Box<RawValue>> {
-        let rebuilt = match (self, ResultKind::of(&result)) {
+        // Read once for both: the members found tell the kind and make the rebuilt text.
+        let Some(members) = crate::scan::members(result.get()) else {
+            return Ok(String::from(Box::<str>::from(result)));
+        };
+        let said = members.iter().rev().find(|m| m.key == "resultType");
+        let rebuilt = match (self, ResultKind::of_text(said.map(|m| m.value))) {
             (_, ResultKind::InputRequired) => return Err(result),
             (Era::Stateless, ResultKind::Absent) => {
-                rewrite::with_members_text(&result, &[("resultType", "\"complete\"")])
+                rewrite::rebuilt_text(members, &[], &[("resultType", "\"complete\"")])
             }
             (Era::Handshake, ResultKind::Complete) => {
-                rewrite::without_members_text(&result, &["resultType"])
+                rewrite::rebuilt_text(members, &["resultType"], &[])
             }
             _ => return Ok(String::from(Box::<str>::from(result))),
         };
@@ -117,7 +122,11 @@ enum ResultKind {
 
 impl ResultKind {
     fn of(result: &RawValue) -> Self {
-        match rewrite::member(result, "resultType").map(RawValue::get) {
+        Self::of_text(crate::scan::member_text(result.get(), "resultType"))
+    }
+
+    fn of_text(said: Option<&str>) -> Self {
+        match said {
             None => ResultKind::Absent,
             Some("\"complete\"") => ResultKind::Complete,
             Some("\"input_required\"") => ResultKind::InputRequired,
@@ -150,6 +159,14 @@ pub fn broker_envelope() -> &'static [(&'static str, &'static str); 3] {
     &ENVELOPE
 }
 
+/// `broker_envelope` as one `_meta` object text, written once: a call from a client that sent
+/// no `_meta` of its own carries exactly this.
+pub fn broker_envelope_object() -> &'static str {
+    static OBJECT: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| meta_object(broker_envelope()));
+    &OBJECT
+}
+
 /// `_meta` members as one JSON object text.
 pub fn meta_object(pairs: &[(&str, &str)]) -> String {
     let members: Vec<String> = pairs.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
@@ -162,6 +179,33 @@ mod tests {
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.to_string()).unwrap()
+    }
+
+    #[test]
+    fn the_envelope_written_once_is_the_one_built_each_time() {
+        let env = broker_envelope();
+        let p = raw(
+            r#"{"name":"a.b","arguments":{"s":"a long enough string to pass the short scan \" of names"}}"#,
+        );
+        let built = rewrite::rewrite_call(&p, "b", || "mcpb-1".into(), env, &[]).unwrap();
+        let kept = rewrite::rewrite_call_with(
+            &p,
+            "b",
+            || "mcpb-1".into(),
+            (env, Some(broker_envelope_object())),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(built.0, kept.0);
+        let v: serde_json::Value = serde_json::from_str(&kept.0).unwrap();
+        assert_eq!(
+            v["_meta"][rewrite::PROTOCOL_VERSION_KEY],
+            STATELESS_REVISION
+        );
+        assert_eq!(
+            v["arguments"]["s"],
+            "a long enough string to pass the short scan \" of names"
+        );
     }
 
     #[test]

@@ -24,9 +24,21 @@ fn hex4(b: &[u8]) -> Option<u16> {
 /// [`MAX_DEPTH`] and for escapes that decode to no character. One pass, no allocation.
 pub fn check_text(raw: &str) -> Result<(), JsonTextError> {
     let b = raw.as_bytes();
+    // Nesting past the limit takes more brackets than a short text has, and an escape takes a
+    // backslash: most calls' arguments are both short and plain.
+    if b.len() <= MAX_DEPTH && memchr::memchr(b'\\', b).is_none() {
+        return Ok(());
+    }
     let (mut depth, mut i) = (0usize, 0usize);
     let mut in_string = false;
     while i < b.len() {
+        if in_string {
+            // Inside a string only its end and escapes matter.
+            match memchr::memchr2(b'"', b'\\', &b[i..]) {
+                Some(k) => i += k,
+                None => break,
+            }
+        }
         let c = b[i];
         if in_string {
             match c {

@@ -16,6 +16,7 @@ pub mod json;
 pub mod message;
 pub mod revision;
 pub mod rewrite;
+pub mod scan;
 pub mod tool;
 
 pub use codec::{FrameError, FrameReader, Line};

@@ -7,11 +7,14 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+use crate::scan::{self, Member};
+
 // Every call passes through these on its way in and out (the call's params, the answer's
-// `resultType`, `isError`, `_meta`), so they read the object once, keep its members in a
-// vector in the order written, borrow keys that need no unescaping and never check a text they
-// built themselves: a `BTreeMap<String, _>` and a second parse of the result were most of the
-// broker's own work per call (`mcpb-bench`, docs/benchmarks.md).
+// `resultType`, `isError`, `_meta`), so they read the object once with the scanner of text
+// already known to be JSON (scan.rs), keep its members in the order written, copy each member
+// on as one slice and never check a text they built themselves: a `BTreeMap<String, _>`, a
+// second parse of the result and serde's visitor were most of the broker's own work per call
+// (`mcpb-bench`, docs/benchmarks.md).
 
 /// A member's name: borrowed from the text unless it had escapes.
 struct Key<'a>(Cow<'a, str>);
@@ -37,36 +40,28 @@ impl<'de> de::Deserialize<'de> for Key<'de> {
 
 /// An object's members in the order written. A name written twice keeps both; `get` answers
 /// with the last, as a JSON object read into a map would.
-struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
-
-impl<'de> de::Deserialize<'de> for Members<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Members<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
-                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(4));
-                while let Some(Key(k)) = map.next_key()? {
-                    out.push((k, map.next_value::<&'de RawValue>()?));
-                }
-                Ok(Members(out))
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
+struct Members<'a>(Vec<Member<'a>>);
 
 impl<'a> Members<'a> {
-    fn get(&self, key: &str) -> Option<&'a RawValue> {
-        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
+    fn get(&self, key: &str) -> Option<&'a str> {
+        self.0.iter().rev().find(|m| m.key == key).map(|m| m.value)
     }
 }
 
 fn members(obj: &RawValue) -> Result<Members<'_>, serde_json::Error> {
-    serde_json::from_str(obj.get())
+    members_of(obj.get())
+}
+
+/// The members of `text` (JSON); serde says what is wrong with a value that is not an object.
+fn members_of(text: &str) -> Result<Members<'_>, serde_json::Error> {
+    match scan::members(text) {
+        Some(m) => Ok(Members(m)),
+        None => Err(
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
+                .err()
+                .unwrap_or_else(|| de::Error::custom("not a JSON object")),
+        ),
+    }
 }
 
 /// Finds one member while reading the object; every other value is skipped unparsed.
@@ -110,39 +105,46 @@ fn push_key(out: &mut String, key: &str) -> Result<(), serde_json::Error> {
 }
 
 /// The object of `members` with `set` first: valid JSON by construction (names written by
-/// `push_key`, values as read), so it is not parsed again.
+/// `push_key`, the other members copied as written), so it is not parsed again.
 fn build_text(members: &Members<'_>, set: &[(&str, &str)]) -> Result<String, serde_json::Error> {
-    let size = |k: &str, v: &str| k.len() + v.len() + 4;
     let mut out = String::with_capacity(
-        2 + members
-            .0
-            .iter()
-            .map(|(k, v)| size(k, v.get()))
-            .sum::<usize>()
-            + set.iter().map(|(k, v)| size(k, v)).sum::<usize>(),
+        2 + members.0.iter().map(|m| m.whole.len() + 1).sum::<usize>()
+            + set
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + 4)
+                .sum::<usize>(),
     );
     out.push('{');
-    let mut first = true;
-    let mut push = |out: &mut String, key: &str, value: &str| -> Result<(), serde_json::Error> {
-        if !first {
+    for (key, value) in set {
+        if out.len() > 1 {
             out.push(',');
         }
-        first = false;
-        push_key(out, key)?;
+        push_key(&mut out, key)?;
         out.push(':');
         out.push_str(value);
-        Ok(())
-    };
-    for (key, value) in set {
-        push(&mut out, key, value)?;
     }
-    for (key, value) in &members.0 {
-        if !set.iter().any(|(k, _)| k == key) {
-            push(&mut out, key, value.get())?;
+    for m in &members.0 {
+        if !set.iter().any(|(k, _)| *k == m.key) {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(m.whole);
         }
     }
     out.push('}');
     Ok(out)
+}
+
+/// The object of `members` (read by `scan::members`) without the members named in `drop`,
+/// with `set` first: for a caller that already read the object for something else.
+pub(crate) fn rebuilt_text(
+    members: Vec<Member<'_>>,
+    drop: &[&str],
+    set: &[(&str, &str)],
+) -> Result<String, serde_json::Error> {
+    let mut m = Members(members);
+    m.0.retain(|m| !drop.contains(&m.key.as_ref()));
+    build_text(&m, set)
 }
 
 fn build(members: &Members<'_>, set: &[(&str, &str)]) -> Result<Box<RawValue>, serde_json::Error> {
@@ -157,7 +159,7 @@ pub fn without_members(obj: &RawValue, drop: &[&str]) -> Result<Box<RawValue>, s
 /// `without_members` as text, for a caller that only writes it out.
 pub fn without_members_text(obj: &RawValue, drop: &[&str]) -> Result<String, serde_json::Error> {
     let mut m = members(obj)?;
-    m.0.retain(|(k, _)| !drop.contains(&k.as_ref()));
+    m.0.retain(|m| !drop.contains(&m.key.as_ref()));
     build_text(&m, &[])
 }
 
@@ -209,6 +211,19 @@ pub fn rewrite_call(
     envelope: &[(&str, &str)],
     forward: &[String],
 ) -> Result<(String, Option<Box<RawValue>>), serde_json::Error> {
+    rewrite_call_with(params, name, token, (envelope, None), forward)
+}
+
+/// `rewrite_call` with the envelope also given as one object text when the caller keeps it
+/// written (`broker_envelope_object` of the era module): a call without a `_meta` of its own then carries
+/// that text as it is.
+pub fn rewrite_call_with(
+    params: &RawValue,
+    name: &str,
+    token: impl FnOnce() -> String,
+    (envelope, envelope_object): (&[(&str, &str)], Option<&str>),
+    forward: &[String],
+) -> Result<(String, Option<Box<RawValue>>), serde_json::Error> {
     let m = members(params)?;
     let mut name_json = String::with_capacity(name.len() + 2);
     push_key(&mut name_json, name)?;
@@ -216,18 +231,24 @@ pub fn rewrite_call(
         if envelope.is_empty() {
             return Ok((build_text(&m, &[("name", &name_json)])?, None));
         }
-        let meta = build_text(&Members(Vec::new()), envelope)?;
+        let meta = match envelope_object {
+            Some(object) => Cow::Borrowed(object),
+            None => Cow::Owned(build_text(&Members(Vec::new()), envelope)?),
+        };
         return Ok((
             build_text(&m, &[("name", &name_json), ("_meta", &meta)])?,
             None,
         ));
     };
-    let mut meta_members = members(meta)?;
-    meta_members.0.retain(|(k, _)| {
-        k == "progressToken"
-            || (!ENVELOPE_KEYS.contains(&k.as_ref()) && forward.iter().any(|f| f == k))
+    let mut meta_members = members_of(meta)?;
+    meta_members.0.retain(|m| {
+        let k = m.key.as_ref();
+        k == "progressToken" || (!ENVELOPE_KEYS.contains(&k) && forward.iter().any(|f| f == k))
     });
-    let client_token = meta_members.get("progressToken").map(ToOwned::to_owned);
+    let client_token = match meta_members.get("progressToken") {
+        Some(t) => Some(RawValue::from_string(t.to_owned())?),
+        None => None,
+    };
     let token_json = match client_token {
         Some(_) => serde_json::to_string(&token())?,
         None => String::new(),
@@ -261,7 +282,7 @@ mod tests {
         assert_eq!(v["b\"q"]["x"][1], 2);
         assert_eq!(v["c"], true);
         let out = without_members(&o, &["a"]).unwrap();
-        assert_eq!(out.get(), r#"{"b\"q":{"x":[1,2]}}"#);
+        assert_eq!(out.get(), r#"{"b\u0022q":{"x":[1,2]}}"#, "kept as written");
     }
 
     #[test]

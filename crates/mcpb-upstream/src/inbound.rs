@@ -165,8 +165,7 @@ fn route_response(ctx: &ReadCtx, msg: &Incoming<'_>) {
     // An error result is the upstream's words, which may echo what it was given; every answer
     // but an ordinary tool result is redacted whole (see `PendingCall::redact_all`).
     let whole = |r: &RawValue| {
-        waiter.redact_all
-            || mcpb_protocol::rewrite::member(r, "isError").is_some_and(|v| v.get() == "true")
+        waiter.redact_all || mcpb_protocol::scan::member_text(r.get(), "isError") == Some("true")
     };
     if let Some(r) = msg.result
         && mcpb_redact::any()

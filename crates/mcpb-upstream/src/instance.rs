@@ -282,10 +282,10 @@ impl Instance {
         id: u64,
         outgoing: Outgoing<'_>,
     ) -> Result<(Vec<u8>, Option<Box<RawValue>>), UpstreamError> {
-        let mut env_pairs: Vec<(&str, &str)> = if self.era() == Era::Stateless {
-            mcpb_protocol::era::broker_envelope().to_vec()
+        let env_pairs: &[(&str, &str)] = if self.era() == Era::Stateless {
+            mcpb_protocol::era::broker_envelope()
         } else {
-            Vec::new()
+            &[]
         };
         let (line, client_token) = match outgoing {
             Outgoing::Request { method, params } if env_pairs.is_empty() => {
@@ -296,21 +296,33 @@ impl Instance {
                     upstream: self.name.clone(),
                     reason: format!("cannot add the 2026-07-28 envelope: {e}"),
                 };
-                let meta_text = mcpb_protocol::era::meta_object(&env_pairs);
+                let meta_text = mcpb_protocol::era::broker_envelope_object();
                 let params = match params {
-                    Some(p) => mcpb_protocol::rewrite::with_members(p, &[("_meta", &meta_text)]),
+                    Some(p) => mcpb_protocol::rewrite::with_members(p, &[("_meta", meta_text)]),
                     None => RawValue::from_string(format!("{{\"_meta\":{meta_text}}}")),
                 }
                 .map_err(protocol)?;
                 (request_line(id, method, Some(&params)), None)
             }
             Outgoing::ToolCall { tool, params, meta } => {
-                env_pairs.extend_from_slice(meta);
-                let (params, client_token) = mcpb_protocol::rewrite::rewrite_call(
+                let joined: Vec<(&str, &str)>;
+                // The broker's own envelope alone is kept written as one object.
+                let envelope = match (meta.is_empty(), env_pairs.is_empty()) {
+                    (true, false) => (
+                        env_pairs,
+                        Some(mcpb_protocol::era::broker_envelope_object()),
+                    ),
+                    (true, true) => (env_pairs, None),
+                    (false, _) => {
+                        joined = [env_pairs, meta].concat();
+                        (joined.as_slice(), None)
+                    }
+                };
+                let (params, client_token) = mcpb_protocol::rewrite::rewrite_call_with(
                     params,
                     tool,
                     || format!("{TOKEN_PREFIX}{id}"),
-                    &env_pairs,
+                    envelope,
                     &self.forward_meta,
                 )
                 .map_err(|e| UpstreamError::Protocol {
@@ -416,7 +428,7 @@ impl Instance {
     pub(crate) async fn discover(&self, timeout: Duration) -> Result<Option<bool>, UpstreamError> {
         let meta = format!(
             "{{\"_meta\":{}}}",
-            mcpb_protocol::era::meta_object(mcpb_protocol::era::broker_envelope())
+            mcpb_protocol::era::broker_envelope_object()
         );
         let Ok(params) = RawValue::from_string(meta) else {
             return Ok(Some(false));

@@ -236,12 +236,22 @@ impl Session {
         control: &mut Option<OwnedReadHalf>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> (Ended, bool) {
-        let gone = out.gone.clone();
+        let client_gone = out.gone.clone();
+        // The ends a session waits for are made once, not at each message: each would register
+        // its waker again per loop.
+        let gone = client_gone.notified();
+        let control_closed = closed(control);
+        let shutdown_set = until_set(shutdown);
+        tokio::pin!(gone, control_closed, shutdown_set);
         loop {
+            // Finished requests are reaped here rather than woken for: a request's end then
+            // costs this task no wake-up of its own.
+            while tasks.try_join_next().is_some() {}
             // Backpressure: a client that does not read its answers, or has many requests
             // running, is not read from until that changes, so it cannot make the daemon hold
             // an unbounded number of answers.
-            let accepting = out.has_room() && tasks.len() < MAX_RUNNING;
+            let full = tasks.len() >= MAX_RUNNING;
+            let accepting = out.has_room() && !full;
             tokio::select! {
                 _ = out.until_room(), if !out.has_room() => {}
                 frame = frames.next_frame(), if accepting => match frame {
@@ -259,17 +269,17 @@ impl Session {
                         return (Ended::Fault(format!("reading from the client failed: {e}")), false);
                     }
                 },
-                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-                _ = gone.notified() => {
+                Some(_) = tasks.join_next(), if full => {}
+                _ = &mut gone => {
                     // The client cannot receive answers any more: withdraw its calls upstream.
                     tasks.abort_all();
                     return (Ended::Fault("the client stopped reading its answers".into()), false);
                 }
-                _ = closed(control), if control.is_some() => {
+                _ = &mut control_closed => {
                     tasks.abort_all();
                     return (Ended::InputClosed, false);
                 }
-                _ = until_set(shutdown) => {
+                _ = &mut shutdown_set => {
                     tasks.abort_all();
                     if let Some(end) = link.end_listen() {
                         out.push(end).await;

@@ -652,12 +652,6 @@ impl Judged {
     /// Judges a call's answer; an error's own text goes into `error` only when the audit log
     /// keeps argument values (`wants_arguments`).
     fn of(answer: &Result<Reply, BrokerRpcError>, wants_arguments: bool) -> Judged {
-        /// Only `isError` of a result is read; the rest is skipped unparsed.
-        #[derive(serde::Deserialize)]
-        struct Flag {
-            #[serde(default, rename = "isError")]
-            is_error: bool,
-        }
         /// What a failed tool said: its first text block.
         #[derive(serde::Deserialize)]
         struct Said {
@@ -674,7 +668,8 @@ impl Judged {
         let mut detail = None;
         let (outcome, error, bytes) = match answer {
             Ok(Reply::Result(r)) => {
-                let failed = serde_json::from_str::<Flag>(r.get()).is_ok_and(|f| f.is_error);
+                // Only `isError` is read, with the scanner of text already known to be JSON.
+                let failed = mcpb_protocol::scan::member_text(r.get(), "isError") == Some("true");
                 let outcome = if failed {
                     detail = serde_json::from_str::<Said>(r.get())
                         .ok()
