@@ -512,8 +512,8 @@ impl Calls {
     }
 }
 
-/// A record's time stamp: RFC 3339 in UTC, milliseconds.
-/// The time now as RFC 3339 with milliseconds (`2026-12-08T01:44:46.362Z`). The date and time
+/// A record's time stamp: the time now as RFC 3339 in UTC with milliseconds
+/// (`2026-12-08T01:44:46.362Z`). The date and time
 /// to the second are formatted once per second and kept: every call's record carries a stamp,
 /// and formatting the whole of it each time was a tenth of the record's cost.
 pub(crate) fn now_stamp() -> String {

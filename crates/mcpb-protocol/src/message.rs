@@ -15,18 +15,12 @@ pub enum MessageError {
     Json(serde_json::Error),
     #[error("{0} is not a JSON-RPC message")]
     NotAnObject(&'static str),
-    #[error("the message is not UTF-8 text ({0})")]
-    NotText(std::str::Utf8Error),
 }
 
 impl MessageError {
     /// Syntax errors are parse errors; well-formed JSON of the wrong shape is an invalid request.
     pub fn is_syntax(&self) -> bool {
-        match self {
-            MessageError::Json(e) => e.is_syntax() || e.is_eof(),
-            MessageError::NotText(_) => true,
-            MessageError::NotAnObject(_) => false,
-        }
+        matches!(self, MessageError::Json(e) if e.is_syntax() || e.is_eof())
     }
 }
 
@@ -94,11 +88,13 @@ impl<'a> Incoming<'a> {
     pub fn parse(frame: &'a [u8]) -> Result<Self, MessageError> {
         match frame.iter().find(|b| !b.is_ascii_whitespace()) {
             // Checked as text once, whole: read from bytes, serde_json checks each raw value's
-            // text again (a tenth of the parse).
-            Some(b'{') => {
-                serde_json::from_str(std::str::from_utf8(frame).map_err(MessageError::NotText)?)
-                    .map_err(MessageError::Json)
-            }
+            // text again (a tenth of the parse). A frame with a bad byte is read from bytes: one
+            // in a member nobody reads is let be (an upstream's stray byte must not cost its
+            // caller the whole call timeout), one in a value the broker keeps is an error.
+            Some(b'{') => match std::str::from_utf8(frame) {
+                Ok(text) => serde_json::from_str(text).map_err(MessageError::Json),
+                Err(_) => serde_json::from_slice(frame).map_err(MessageError::Json),
+            },
             Some(b'[') => Err(MessageError::NotAnObject("a batch (JSON array)")),
             _ => Err(MessageError::NotAnObject("not a JSON object")),
         }
@@ -263,6 +259,15 @@ pub fn id_key(raw: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bad_byte_fails_only_where_it_is_read() {
+        let stray = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"ok\":true},\"x\":\"\xff\"}";
+        let msg = Incoming::parse(stray).unwrap();
+        assert_eq!(msg.result.unwrap().get(), "{\"ok\":true}");
+        let kept = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"t\":\"\xff\"}}";
+        assert!(Incoming::parse(kept).unwrap_err().is_syntax());
+    }
 
     #[test]
     fn ids_have_one_spelling() {

@@ -163,14 +163,6 @@ pub fn without_members_text(obj: &RawValue, drop: &[&str]) -> Result<String, ser
     build_text(&m, &[])
 }
 
-/// `with_members` as text, for a caller that only writes it out.
-pub fn with_members_text(
-    obj: &RawValue,
-    set: &[(&str, &str)],
-) -> Result<String, serde_json::Error> {
-    build_text(&members(obj)?, set)
-}
-
 /// The raw value of one member of a JSON object, if present (the last, if written twice).
 pub fn member<'a>(obj: &'a RawValue, key: &str) -> Option<&'a RawValue> {
     let mut de = serde_json::Deserializer::from_str(obj.get());
